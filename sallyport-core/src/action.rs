@@ -1,0 +1,610 @@
+//! The action model: the [`Action`] trait and its card, [`ActionSpec`].
+
+use std::borrow::Cow;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::target::Target;
+
+/// One narrow operation offered to an agent.
+///
+/// Implement it with `#[derive(Action)]` (re-exported from this crate); hand-written
+/// implementations are possible for actions that need them. The input struct is what the agent
+/// fills in: its JSON Schema (from [`JsonSchema`]) is the payload contract and its
+/// [`Deserialize`] impl decodes validated arguments.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a sallyport action",
+    label = "this type does not implement `Action`",
+    note = "add `#[derive(Action, Deserialize, JsonSchema)]` and an `#[action(name = …, effect = …)]` attribute to the struct"
+)]
+pub trait Action: DeserializeOwned + JsonSchema + Send + Sync + 'static {
+    /// The action card: everything about the action except its input schema.
+    fn spec() -> ActionSpec;
+
+    /// The objects this call names, as `(scope kind, value)` pairs, taken from the fields
+    /// tagged `#[scope(kind)]`. The executor checks each against the session's scope.
+    fn scope_values(&self) -> Vec<ScopedValue> {
+        Vec::new()
+    }
+
+    /// The free-text audit note (the field tagged `#[audit_note]`), stored and shown to the
+    /// human, never parsed.
+    fn audit_note(&self) -> Option<String> {
+        None
+    }
+}
+
+/// One object named by a call: the scope kind (`project`, `host`, …) and the value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ScopedValue {
+    /// The scope kind the field was tagged with.
+    pub kind: String,
+    /// The field name in the input struct.
+    pub field: String,
+    /// The identifier the agent supplied.
+    pub value: String,
+}
+
+impl ScopedValue {
+    /// A scoped value named by `field`.
+    pub fn new(
+        kind: impl Into<String>,
+        field: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind: kind.into(),
+            field: field.into(),
+            value: value.into(),
+        }
+    }
+}
+
+/// What an action does to the world. Never inferred from an HTTP method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectClass {
+    /// A bounded read; no state changes.
+    Observe,
+    /// A change with a documented, practical undo.
+    ReversibleChange,
+    /// Sends, pays, publishes or changes what customers see.
+    ExternalCommitment,
+    /// Permanent deletion, access or permission changes, or many objects at once.
+    IrreversibleOrBroad,
+}
+
+impl EffectClass {
+    /// The snake-case name used in cards, schemas and audit records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Observe => "observe",
+            Self::ReversibleChange => "reversible_change",
+            Self::ExternalCommitment => "external_commitment",
+            Self::IrreversibleOrBroad => "irreversible_or_broad",
+        }
+    }
+
+    /// The consent rule an action of this class gets when its author says nothing.
+    pub fn default_consent(self) -> ConsentRule {
+        match self {
+            Self::Observe => ConsentRule::None,
+            Self::ReversibleChange => ConsentRule::Session,
+            Self::ExternalCommitment | Self::IrreversibleOrBroad => ConsentRule::PerCall,
+        }
+    }
+
+    /// The weakest consent rule an author may choose for this class.
+    pub fn consent_floor(self) -> ConsentRule {
+        match self {
+            Self::Observe | Self::ReversibleChange => ConsentRule::None,
+            Self::ExternalCommitment | Self::IrreversibleOrBroad => ConsentRule::PerCall,
+        }
+    }
+
+    /// The retry rule an action of this class gets when its author says nothing.
+    pub fn default_retry(self) -> RetryRule {
+        match self {
+            Self::Observe => RetryRule::Safe,
+            _ => RetryRule::Never,
+        }
+    }
+
+    /// Whether the action changes state (anything but `observe`).
+    pub fn is_mutating(self) -> bool {
+        self != Self::Observe
+    }
+}
+
+impl fmt::Display for EffectClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// When a human must approve a call. Ordered from weakest to strongest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConsentRule {
+    /// No human approval.
+    None,
+    /// Approved once per session and action definition, until the grant expires.
+    Session,
+    /// Approved for every call.
+    PerCall,
+}
+
+impl ConsentRule {
+    /// The snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Session => "session",
+            Self::PerCall => "per_call",
+        }
+    }
+}
+
+impl fmt::Display for ConsentRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether the executor may resend a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryRule {
+    /// Resend only when the request provably never left.
+    Never,
+    /// Safe to resend (observe actions only).
+    Safe,
+    /// The server honours the executor's idempotency key; resend with the same key and payload.
+    IdempotencyKey,
+}
+
+impl RetryRule {
+    /// The snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Never => "never",
+            Self::Safe => "safe",
+            Self::IdempotencyKey => "idempotency_key",
+        }
+    }
+}
+
+impl fmt::Display for RetryRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether an effect is visible outside the organisation.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Externality {
+    /// Visible only inside the organisation.
+    #[default]
+    Internal,
+    /// Visible to customers, partners or the public.
+    External,
+}
+
+impl Externality {
+    /// The snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Internal => "internal",
+            Self::External => "external",
+        }
+    }
+}
+
+/// Sensitivity of what an action reads or returns (`public`, `internal`, `pii`, `financial`,
+/// `credentials`, or an organisation's own class name).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DataClass(Cow<'static, str>);
+
+impl DataClass {
+    /// Public data.
+    pub const PUBLIC: Self = Self(Cow::Borrowed("public"));
+    /// Internal, non-sensitive data.
+    pub const INTERNAL: Self = Self(Cow::Borrowed("internal"));
+    /// Personal data.
+    pub const PII: Self = Self(Cow::Borrowed("pii"));
+    /// Financial data.
+    pub const FINANCIAL: Self = Self(Cow::Borrowed("financial"));
+    /// Credentials or secrets.
+    pub const CREDENTIALS: Self = Self(Cow::Borrowed("credentials"));
+
+    /// A data class by name.
+    pub fn new(name: impl Into<Cow<'static, str>>) -> Self {
+        Self(name.into())
+    }
+
+    /// The class name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// One field tagged with a scope kind.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ScopeTag {
+    /// The input field's name (as the agent spells it).
+    pub field: Cow<'static, str>,
+    /// The scope kind (`project`, `workspace`, `host`, …).
+    pub kind: Cow<'static, str>,
+}
+
+/// The action card: the contract of one action, written once by its author.
+///
+/// Build one with [`ActionSpec::new`] and the `with_*` setters, or let `#[derive(Action)]` do
+/// it. Consent and retry default from the effect class (see [`EffectClass::default_consent`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ActionSpec {
+    /// Lowercase snake-case name, at most 64 characters.
+    pub name: Cow<'static, str>,
+    /// One line: what the action does.
+    pub summary: Cow<'static, str>,
+    /// The full description shown to the agent (the struct's doc comment).
+    pub description: Cow<'static, str>,
+    /// The effect class.
+    pub effect: EffectClass,
+    /// The consent rule.
+    pub consent: ConsentRule,
+    /// The retry rule.
+    pub retry: RetryRule,
+    /// Data classes the action reads or returns.
+    pub data_classes: Vec<DataClass>,
+    /// Whether the effect is visible outside the organisation.
+    pub externality: Externality,
+    /// Input fields that name objects, with their scope kinds.
+    pub scope_tags: Vec<ScopeTag>,
+    /// The read-only action that tells whether an uncertain call took effect.
+    pub reconcile: Option<Cow<'static, str>>,
+    /// The vault credential the channel attaches, by name.
+    pub credential: Option<Cow<'static, str>>,
+    /// A sentence for the card's `Scope:` line.
+    pub scope_text: Option<Cow<'static, str>>,
+    /// A sentence for the card's `Result:` line.
+    pub result_text: Option<Cow<'static, str>>,
+    /// Where and how the call is sent.
+    pub target: Target,
+}
+
+impl ActionSpec {
+    /// A card with defaults derived from `effect`.
+    pub fn new(name: impl Into<Cow<'static, str>>, effect: EffectClass) -> Self {
+        Self {
+            name: name.into(),
+            summary: Cow::Borrowed(""),
+            description: Cow::Borrowed(""),
+            effect,
+            consent: effect.default_consent(),
+            retry: effect.default_retry(),
+            data_classes: Vec::new(),
+            externality: if matches!(effect, EffectClass::ExternalCommitment) {
+                Externality::External
+            } else {
+                Externality::Internal
+            },
+            scope_tags: Vec::new(),
+            reconcile: None,
+            credential: None,
+            scope_text: None,
+            result_text: None,
+            target: Target::None,
+        }
+    }
+
+    /// Sets the description; its first sentence or line becomes the summary unless one is set.
+    #[must_use]
+    pub fn with_description(mut self, description: impl Into<Cow<'static, str>>) -> Self {
+        self.description = description.into();
+        if self.summary.is_empty() {
+            self.summary = Cow::Owned(first_sentence(&self.description));
+        }
+        self
+    }
+
+    /// Sets the one-line summary.
+    #[must_use]
+    pub fn with_summary(mut self, summary: impl Into<Cow<'static, str>>) -> Self {
+        self.summary = summary.into();
+        self
+    }
+
+    /// Sets the consent rule. [`ActionSpec::check`] refuses a rule below the effect's floor.
+    #[must_use]
+    pub fn with_consent(mut self, consent: ConsentRule) -> Self {
+        self.consent = consent;
+        self
+    }
+
+    /// Sets the retry rule.
+    #[must_use]
+    pub fn with_retry(mut self, retry: RetryRule) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Adds a data class.
+    #[must_use]
+    pub fn with_data_class(mut self, class: DataClass) -> Self {
+        if !self.data_classes.contains(&class) {
+            self.data_classes.push(class);
+        }
+        self
+    }
+
+    /// Sets the externality.
+    #[must_use]
+    pub fn with_externality(mut self, externality: Externality) -> Self {
+        self.externality = externality;
+        self
+    }
+
+    /// Tags an input field with a scope kind.
+    #[must_use]
+    pub fn with_scope_tag(
+        mut self,
+        field: impl Into<Cow<'static, str>>,
+        kind: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        self.scope_tags.push(ScopeTag {
+            field: field.into(),
+            kind: kind.into(),
+        });
+        self
+    }
+
+    /// Names the read-only reconcile action.
+    #[must_use]
+    pub fn with_reconcile(mut self, action: impl Into<Cow<'static, str>>) -> Self {
+        self.reconcile = Some(action.into());
+        self
+    }
+
+    /// Binds a vault credential by name.
+    #[must_use]
+    pub fn with_credential(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.credential = Some(name.into());
+        self
+    }
+
+    /// Sets the card's `Scope:` sentence.
+    #[must_use]
+    pub fn with_scope_text(mut self, text: impl Into<Cow<'static, str>>) -> Self {
+        self.scope_text = Some(text.into());
+        self
+    }
+
+    /// Sets the card's `Result:` sentence.
+    #[must_use]
+    pub fn with_result_text(mut self, text: impl Into<Cow<'static, str>>) -> Self {
+        self.result_text = Some(text.into());
+        self
+    }
+
+    /// Sets where and how the call is sent.
+    #[must_use]
+    pub fn with_target(mut self, target: Target) -> Self {
+        self.target = target;
+        self
+    }
+
+    /// Checks the rules `#[derive(Action)]` enforces at compile time, for hand-written cards.
+    ///
+    /// # Errors
+    ///
+    /// A [`SpecError`] naming the first broken rule.
+    pub fn check(&self) -> Result<(), SpecError> {
+        if !is_valid_action_name(&self.name) {
+            return Err(SpecError::InvalidName(self.name.to_string()));
+        }
+        if self.consent < self.effect.consent_floor() {
+            return Err(SpecError::ConsentBelowFloor {
+                effect: self.effect,
+                consent: self.consent,
+            });
+        }
+        if self.retry == RetryRule::Safe && self.effect != EffectClass::Observe {
+            return Err(SpecError::SafeRetryOnMutation(self.effect));
+        }
+        Ok(())
+    }
+
+    /// Renders the card as text for a human or a prompt.
+    pub fn card(&self) -> String {
+        let mut out = String::new();
+        let summary = if self.summary.is_empty() {
+            "(no description)"
+        } else {
+            &self.summary
+        };
+        let scope = match &self.scope_text {
+            Some(text) => text.to_string(),
+            None if self.scope_tags.is_empty() => "No scoped objects.".to_owned(),
+            None => {
+                let kinds: Vec<String> = self
+                    .scope_tags
+                    .iter()
+                    .map(|t| format!("one {} (`{}`)", t.kind, t.field))
+                    .collect();
+                format!("{}.", capitalize(&kinds.join(", ")))
+            }
+        };
+        let result = self
+            .result_text
+            .as_deref()
+            .unwrap_or("The upstream's answer, projected to declared fields.");
+        let consent = match self.consent {
+            ConsentRule::None => "Not required.",
+            ConsentRule::Session => "Required once per session for this definition.",
+            ConsentRule::PerCall => "Required for every call.",
+        };
+        let retry = match self.retry {
+            RetryRule::Never => "Never retry automatically unless the request provably never left.",
+            RetryRule::Safe => "Safe to retry: the action only reads.",
+            RetryRule::IdempotencyKey => {
+                "Never retry automatically unless the server accepts the same idempotency token."
+            }
+        };
+        out.push_str(&format!("Action: {}\n", self.name));
+        out.push_str(&format!("Effect: {summary}\n"));
+        out.push_str(&format!(
+            "Class: {} ({})\n",
+            self.effect,
+            self.externality.as_str()
+        ));
+        out.push_str(&format!("Scope: {scope}\n"));
+        out.push_str(&format!("Result: {result}\n"));
+        out.push_str(&format!("Human consent: {consent}\n"));
+        out.push_str(&format!("Retry: {retry}\n"));
+        if !self.data_classes.is_empty() {
+            let classes: Vec<&str> = self.data_classes.iter().map(DataClass::as_str).collect();
+            out.push_str(&format!("Data: {}\n", classes.join(", ")));
+        }
+        if let Some(reconcile) = &self.reconcile {
+            out.push_str(&format!("If uncertain: check with {reconcile}\n"));
+        }
+        out
+    }
+}
+
+impl fmt::Display for ActionSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.card())
+    }
+}
+
+/// A rule of the action model that a card breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// The name is not lowercase snake case of at most 64 characters.
+    #[error("invalid action name `{0}`: use lowercase snake case, at most 64 characters")]
+    InvalidName(String),
+    /// The consent rule is weaker than the effect class allows.
+    #[error("consent `{consent}` is below the floor for `{effect}` actions (per_call)")]
+    ConsentBelowFloor {
+        /// The effect class.
+        effect: EffectClass,
+        /// The rule the author chose.
+        consent: ConsentRule,
+    },
+    /// `retry = safe` on an action that changes state.
+    #[error("`retry = safe` is only for observe actions, not `{0}`")]
+    SafeRetryOnMutation(EffectClass),
+}
+
+/// Whether `name` is a valid action name: lowercase snake case, starting with a letter, at
+/// most 64 characters.
+pub fn is_valid_action_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.ends_with('_')
+        && !name.contains("__")
+}
+
+fn first_sentence(text: &str) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let line = line.trim();
+    match line.find(". ") {
+        Some(i) => line[..=i].to_owned(),
+        None => line.to_owned(),
+    }
+}
+
+fn capitalize(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn card_renders_the_documented_form() {
+        let spec = ActionSpec::new("promote_preview_build", EffectClass::ExternalCommitment)
+            .with_description("Changes one named preview build into the staging release channel.")
+            .with_scope_text("One project and one build ID.")
+            .with_result_text("Release ID, resulting channel, and server timestamp.")
+            .with_retry(RetryRule::IdempotencyKey);
+        let card = spec.card();
+        let expected_head = "Action: promote_preview_build\n\
+Effect: Changes one named preview build into the staging release channel.\n";
+        assert!(card.starts_with(expected_head), "{card}");
+        assert!(card.contains("Scope: One project and one build ID.\n"));
+        assert!(card.contains("Result: Release ID, resulting channel, and server timestamp.\n"));
+        assert!(card.contains("Human consent: Required for every call.\n"));
+        assert!(card.contains(
+            "Retry: Never retry automatically unless the server accepts the same idempotency token.\n"
+        ));
+    }
+
+    #[test]
+    fn consent_defaults_follow_the_effect_class() {
+        assert_eq!(EffectClass::Observe.default_consent(), ConsentRule::None);
+        assert_eq!(
+            EffectClass::ReversibleChange.default_consent(),
+            ConsentRule::Session
+        );
+        assert_eq!(
+            EffectClass::ExternalCommitment.default_consent(),
+            ConsentRule::PerCall
+        );
+        assert_eq!(
+            EffectClass::IrreversibleOrBroad.default_consent(),
+            ConsentRule::PerCall
+        );
+    }
+
+    #[test]
+    fn check_refuses_weak_consent_safe_retry_and_bad_names() {
+        let weak = ActionSpec::new("pay", EffectClass::ExternalCommitment)
+            .with_consent(ConsentRule::Session);
+        assert!(matches!(
+            weak.check(),
+            Err(SpecError::ConsentBelowFloor { .. })
+        ));
+        let retry =
+            ActionSpec::new("delete_it", EffectClass::ReversibleChange).with_retry(RetryRule::Safe);
+        assert_eq!(
+            retry.check(),
+            Err(SpecError::SafeRetryOnMutation(
+                EffectClass::ReversibleChange
+            ))
+        );
+        for bad in [
+            "",
+            "Create",
+            "create-thing",
+            "_x",
+            "x_",
+            "a__b",
+            "9lives",
+            &"a".repeat(65),
+        ] {
+            assert!(!is_valid_action_name(bad), "{bad:?} should be invalid");
+        }
+        assert!(is_valid_action_name("get_invoice2"));
+    }
+}

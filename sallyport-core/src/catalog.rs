@@ -1,0 +1,353 @@
+//! The catalog: the actions offered to an agent, their schemas and tool exports.
+
+mod export;
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::action::{Action, ActionSpec, ScopedValue, SpecError};
+use crate::drift::{PayloadGuard, canonical_hash};
+
+/// The decoded input of one call, type-erased.
+pub(crate) struct Decoded {
+    pub(crate) input: Arc<dyn Any + Send + Sync>,
+    pub(crate) objects: Vec<ScopedValue>,
+    pub(crate) note: Option<String>,
+}
+
+type DecodeFn = dyn Fn(Value) -> Result<Decoded, serde_json::Error> + Send + Sync;
+type PreconditionFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+type PreconditionFn = dyn Fn(Arc<dyn Any + Send + Sync>) -> PreconditionFuture + Send + Sync;
+
+/// One registered action.
+pub struct Entry {
+    spec: ActionSpec,
+    input_schema: Value,
+    definition: Value,
+    definition_hash: String,
+    pub(crate) guard: PayloadGuard,
+    decode: Box<DecodeFn>,
+    precondition: Option<Box<PreconditionFn>>,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("name", &self.spec.name)
+            .field("definition_hash", &self.definition_hash)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Entry {
+    /// The action card.
+    pub fn spec(&self) -> &ActionSpec {
+        &self.spec
+    }
+
+    /// The input JSON Schema (`additionalProperties: false` on every declared object).
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    /// The canonical definition: everything that changes the action's meaning.
+    pub fn definition(&self) -> &Value {
+        &self.definition
+    }
+
+    /// SHA-256 of the canonical (RFC 8785) definition.
+    pub fn definition_hash(&self) -> &str {
+        &self.definition_hash
+    }
+
+    pub(crate) fn decode(&self, args: Value) -> Result<Decoded, serde_json::Error> {
+        (self.decode)(args)
+    }
+
+    pub(crate) fn has_precondition(&self) -> bool {
+        self.precondition.is_some()
+    }
+
+    pub(crate) async fn precheck(&self, input: Arc<dyn Any + Send + Sync>) -> Result<(), String> {
+        match &self.precondition {
+            Some(check) => check(input).await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// A catalog build error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// Two actions share a name.
+    #[error("two actions are named `{0}`")]
+    DuplicateName(String),
+    /// A card breaks a rule of the action model.
+    #[error("action `{name}` is invalid")]
+    InvalidSpec {
+        /// The action.
+        name: String,
+        /// The rule.
+        #[source]
+        source: SpecError,
+    },
+    /// The input schema does not compile.
+    #[error("action `{name}` has an invalid input schema: {reason}")]
+    InvalidSchema {
+        /// The action.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A precondition names an action that is not registered.
+    #[error("precondition for unregistered action `{0}`")]
+    PreconditionForUnknownAction(String),
+    /// A reconcile action is not in the catalog.
+    #[error("action `{action}` names reconcile action `{reconcile}`, which is not in the catalog")]
+    UnknownReconcile {
+        /// The action.
+        action: String,
+        /// The missing reconcile action.
+        reconcile: String,
+    },
+    /// A reconcile action is not read-only.
+    #[error("reconcile action `{reconcile}` of `{action}` must be an observe action")]
+    ReconcileNotObserve {
+        /// The action.
+        action: String,
+        /// The reconcile action.
+        reconcile: String,
+    },
+}
+
+/// Builds a [`Catalog`].
+#[must_use]
+#[derive(Default)]
+pub struct CatalogBuilder {
+    entries: Vec<Result<Entry, CatalogError>>,
+    preconditions: Vec<(String, Box<PreconditionFn>)>,
+}
+
+impl std::fmt::Debug for CatalogBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogBuilder")
+            .field("entries", &self.entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CatalogBuilder {
+    /// Registers action `A`.
+    pub fn action<A: Action>(mut self) -> Self {
+        self.entries.push(entry_for::<A>(A::spec()));
+        self
+    }
+
+    /// Registers action `A` with a card changed by `f` (e.g. to point it at another channel).
+    pub fn action_with_spec<A: Action>(mut self, f: impl FnOnce(ActionSpec) -> ActionSpec) -> Self {
+        self.entries.push(entry_for::<A>(f(A::spec())));
+        self
+    }
+
+    /// Adds a read-only precondition to action `A`, checked before consent. `Err(reason)`
+    /// refuses the call with `precondition_failed` and the reason.
+    pub fn precondition<A, F, Fut>(mut self, check: F) -> Self
+    where
+        A: Action,
+        F: Fn(Arc<A>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let name = A::spec().name.into_owned();
+        let erased: Box<PreconditionFn> =
+            Box::new(
+                move |input: Arc<dyn Any + Send + Sync>| match input.downcast::<A>() {
+                    Ok(typed) => Box::pin(check(typed)),
+                    Err(_) => {
+                        Box::pin(async { Err("internal: precondition type mismatch".to_owned()) })
+                    }
+                },
+            );
+        self.preconditions.push((name, erased));
+        self
+    }
+
+    /// Builds the catalog, compiling one payload validator per action.
+    ///
+    /// # Errors
+    ///
+    /// The first invalid card or schema, a duplicate name, a precondition for an unknown
+    /// action, or a reconcile action that is missing or not read-only.
+    pub fn build(self) -> Result<Catalog, CatalogError> {
+        let mut entries = BTreeMap::new();
+        for entry in self.entries {
+            let entry = entry?;
+            let name = entry.spec.name.to_string();
+            if entries.insert(name.clone(), entry).is_some() {
+                return Err(CatalogError::DuplicateName(name));
+            }
+        }
+        for (name, check) in self.preconditions {
+            let entry = entries
+                .get_mut(&name)
+                .ok_or_else(|| CatalogError::PreconditionForUnknownAction(name.clone()))?;
+            entry.precondition = Some(check);
+        }
+        for entry in entries.values() {
+            if let Some(reconcile) = &entry.spec.reconcile {
+                let target = entries.get(reconcile.as_ref()).ok_or_else(|| {
+                    CatalogError::UnknownReconcile {
+                        action: entry.spec.name.to_string(),
+                        reconcile: reconcile.to_string(),
+                    }
+                })?;
+                if target.spec.effect.is_mutating() {
+                    return Err(CatalogError::ReconcileNotObserve {
+                        action: entry.spec.name.to_string(),
+                        reconcile: reconcile.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(Catalog {
+            entries: entries.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+        })
+    }
+}
+
+fn entry_for<A: Action>(spec: ActionSpec) -> Result<Entry, CatalogError> {
+    let name = spec.name.to_string();
+    spec.check().map_err(|source| CatalogError::InvalidSpec {
+        name: name.clone(),
+        source,
+    })?;
+    let input_schema = input_schema_of::<A>();
+    let guard = PayloadGuard::new(name.clone(), input_schema.clone())
+        .map_err(|reason| CatalogError::InvalidSchema { name, reason })?;
+    let definition = definition_of(&spec, &input_schema);
+    let definition_hash = canonical_hash(&definition);
+    Ok(Entry {
+        spec,
+        input_schema,
+        definition,
+        definition_hash,
+        guard,
+        decode: Box::new(|args| {
+            let input: A = serde_json::from_value(args)?;
+            Ok(Decoded {
+                objects: input.scope_values(),
+                note: input.audit_note(),
+                input: Arc::new(input),
+            })
+        }),
+        precondition: None,
+    })
+}
+
+/// The input schema of `A`, with `additionalProperties: false` on every object schema that
+/// declares properties and says nothing about extra ones.
+pub fn input_schema_of<A: Action>() -> Value {
+    let mut schema = schemars::schema_for!(A).to_value();
+    if let Value::Object(map) = &mut schema {
+        map.remove("$schema");
+    }
+    close_objects(&mut schema);
+    schema
+}
+
+fn close_objects(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+                map.insert("additionalProperties".to_owned(), Value::Bool(false));
+            }
+            for (key, value) in map.iter_mut() {
+                // Skip values that are data, not schemas.
+                if key != "enum" && key != "const" && key != "default" && key != "examples" {
+                    close_objects(value);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(close_objects),
+        _ => {}
+    }
+}
+
+/// The canonical definition of an action: every field that changes its meaning.
+pub fn definition_of(spec: &ActionSpec, input_schema: &Value) -> Value {
+    json!({
+        "name": spec.name,
+        "description": spec.description,
+        "input_schema": input_schema,
+        "effect": spec.effect,
+        "consent": spec.consent,
+        "retry": spec.retry,
+        "data_classes": spec.data_classes,
+        "externality": spec.externality,
+        "scope_tags": spec.scope_tags,
+        "credential": spec.credential,
+        "reconcile": spec.reconcile,
+        "target": spec.target,
+    })
+}
+
+/// The actions offered to an agent.
+///
+/// ```
+/// # use sallyport_core::{Action, Catalog};
+/// # use serde::Deserialize; use schemars::JsonSchema;
+/// /// List the builds of one project.
+/// #[derive(Action, Deserialize, JsonSchema)]
+/// #[action(name = "list_builds", effect = observe)]
+/// #[channel(name = "demo")]
+/// struct ListBuilds {
+///     #[scope(project)]
+///     project_id: String,
+/// }
+///
+/// let catalog = Catalog::builder().action::<ListBuilds>().build()?;
+/// assert_eq!(catalog.names().collect::<Vec<_>>(), ["list_builds"]);
+/// assert_eq!(catalog.get("list_builds").unwrap().input_schema()["additionalProperties"], false);
+/// # Ok::<(), sallyport_core::catalog::CatalogError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    entries: BTreeMap<String, Arc<Entry>>,
+}
+
+impl Catalog {
+    /// A builder.
+    pub fn builder() -> CatalogBuilder {
+        CatalogBuilder::default()
+    }
+
+    /// The action named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<Entry>> {
+        self.entries.get(name)
+    }
+
+    /// Every action name, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    /// Every entry, sorted by name.
+    pub fn entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
+        self.entries.values()
+    }
+
+    /// How many actions.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the catalog is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}

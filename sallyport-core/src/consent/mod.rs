@@ -1,0 +1,100 @@
+//! Consent: asking a human before a call that needs it.
+//!
+//! The executor asks only after every static check has passed and before anything is sent.
+//! The request shows the action, its effect, the concrete objects, the agent's audit note and
+//! the channel's summary of the exact request (never a secret).
+
+mod grants;
+mod providers;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+pub use self::grants::SessionGrants;
+pub use self::providers::{
+    DenyAll, FnConsent, PendingConsent, QueueConsent, QueueConsentReceiver, TerminalConsent,
+};
+use crate::action::{ConsentRule, EffectClass, Externality, ScopedValue};
+
+/// What a human is shown.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ConsentRequest {
+    /// The attempt this request is for.
+    pub attempt_id: String,
+    /// The session asking.
+    pub session_id: String,
+    /// The action.
+    pub action: String,
+    /// Its summary.
+    pub summary: String,
+    /// The effect class.
+    pub effect: EffectClass,
+    /// Internal or external.
+    pub externality: Externality,
+    /// The rule that made this request.
+    pub rule: ConsentRule,
+    /// The objects the call names.
+    pub objects: Vec<ScopedValue>,
+    /// The agent's stated reason (free text, never parsed).
+    pub note: Option<String>,
+    /// The channel's summary of the exact request (`POST /v1/…`, `web1: systemctl restart x`).
+    pub request: String,
+    /// The action's definition hash (a session grant is bound to it).
+    pub definition_hash: String,
+}
+
+impl ConsentRequest {
+    /// The request as text for a terminal prompt.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "Action: {} ({}, {})\n{}\nRequest: {}\n",
+            self.action,
+            self.effect,
+            self.externality.as_str(),
+            self.summary,
+            self.request
+        );
+        for object in &self.objects {
+            out.push_str(&format!("Object: {} {}\n", object.kind, object.value));
+        }
+        if let Some(note) = &self.note {
+            out.push_str(&format!("Agent's reason: {note}\n"));
+        }
+        out
+    }
+}
+
+/// A human's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConsentDecision {
+    /// Approve this call only.
+    Approve,
+    /// Approve this call and, for `session` actions, later calls of the same definition in
+    /// this session until `ttl` passes (per-call actions still ask every time).
+    ApproveForSession {
+        /// How long the grant lasts.
+        ttl: Duration,
+    },
+    /// Deny, with an optional reason that is shown to the agent.
+    Deny {
+        /// Why.
+        reason: Option<String>,
+    },
+    /// Nobody can be asked (no terminal, no UI attached).
+    Unavailable,
+}
+
+/// Asks a human whether a call may go ahead.
+#[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot ask a human for consent",
+    note = "implement `sallyport_core::consent::ConsentProvider`, or use `FnConsent`, `QueueConsent`, `TerminalConsent` or `DenyAll`"
+)]
+pub trait ConsentProvider: Send + Sync + 'static {
+    /// Asks, and waits for the answer. The executor applies its own timeout around this.
+    async fn ask(&self, request: &ConsentRequest) -> ConsentDecision;
+}

@@ -1,0 +1,257 @@
+//! The executor: one fixed pipeline for every call.
+//!
+//! ```text
+//!  1 resolve     the action is in the catalog                           else unknown_action
+//!  2 validate    payload drift check against the action's JSON Schema   else invalid_arguments
+//!  3 decode      JSON -> typed input struct                             else invalid_arguments
+//!  4 authorize   every scoped field is inside the session's scope;      else out_of_scope
+//!                the channel's static checks on the concrete request    else invalid_request
+//!  5 definition  the live definition matches the approved baseline      else definition_drift | review_required
+//!  6 vault       vault unlocked, credential resolvable and usable       else vault_locked | credential_unavailable
+//!  7 precheck    the action's own read-only preconditions               else precondition_failed
+//!  8 consent     per the rule; the human sees object, effect and reason else consent_denied | consent_timeout | consent_unavailable
+//!  9 intent      attempt + idempotency key durably written              else journal_unavailable
+//! 10 dispatch    the channel sends (and resends only as the rule allows, with the same key)
+//! 11 normalize   the channel's outcome -> status, `next` from the reconcile action
+//! 12 filter      secrets scrubbed from everything outgoing
+//! 13 record      outcome appended to the audit chain; receipt id returned
+//! ```
+//!
+//! Each stage returns the next stage's typed value or a [`Refusal`]; the types' constructors
+//! are private to their stage, so no stage can be skipped.
+
+mod builder;
+mod cancel;
+mod stages;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use self::builder::{BuildError, DangerousExecutorBuilder, ExecutorBuilder};
+use self::cancel::CallGuard;
+use crate::action::Action;
+use crate::catalog::Catalog;
+use crate::channel::Channel;
+use crate::consent::{ConsentProvider, SessionGrants};
+use crate::drift::DriftMode;
+use crate::journal::{AttemptId, Journal};
+use crate::outcome::{ActionResult, Refusal, RefusalCode};
+use crate::session::Session;
+use crate::vault::Vault;
+
+/// Decides whether a live definition may be called (stage 5). The baseline guard of the
+/// definition-drift module implements it; without one, every registered action is callable.
+pub trait DefinitionGuard: Send + Sync + 'static {
+    /// Checks `action`'s live definition hash.
+    ///
+    /// # Errors
+    ///
+    /// A refusal (`definition_drift`, `review_required`) when the call must not go ahead.
+    fn check(&self, action: &str, live_hash: &str) -> Result<(), Refusal>;
+}
+
+/// Runs agent calls through the pipeline. Cheap to clone; share one per process.
+///
+/// ```no_run
+/// # use sallyport_core::{Action, Catalog, Executor, Session};
+/// # use sallyport_core::journal::SqliteJournal;
+/// # use serde::Deserialize; use schemars::JsonSchema;
+/// # /// Read one thing.
+/// # #[derive(Action, Deserialize, JsonSchema)]
+/// # #[action(name = "get_thing", effect = observe)]
+/// # #[channel(name = "demo")]
+/// # struct GetThing { id: String }
+/// # async fn demo(channel: impl sallyport_core::Channel) -> Result<(), Box<dyn std::error::Error>> {
+/// let catalog = Catalog::builder().action::<GetThing>().build()?;
+/// let executor = Executor::builder(catalog)
+///     .journal(SqliteJournal::open("journal.db")?)
+///     .channel(channel)
+///     .build()?;
+/// let session = Session::new("chat-1");
+/// let result = executor.call("get_thing", serde_json::json!({"id": "t1"}), &session).await;
+/// println!("{}", result.to_json());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Executor {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("actions", &self.inner.catalog.len())
+            .field("channels", &self.inner.channels.keys().collect::<Vec<_>>())
+            .field("drift_mode", &self.inner.drift_mode)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) catalog: Catalog,
+    pub(crate) channels: HashMap<String, Arc<dyn Channel>>,
+    pub(crate) vault: Option<Arc<dyn Vault>>,
+    pub(crate) journal: Arc<dyn Journal>,
+    pub(crate) consent: Option<Arc<dyn ConsentProvider>>,
+    pub(crate) consent_timeout: Duration,
+    pub(crate) session_grant_ttl: Duration,
+    pub(crate) grants: SessionGrants,
+    pub(crate) drift_mode: DriftMode,
+    pub(crate) max_argument_bytes: usize,
+    pub(crate) definition_guard: Option<Arc<dyn DefinitionGuard>>,
+    /// Credentials an upstream rejected: name -> version. Refused locally until rotated.
+    pub(crate) unusable: Mutex<HashMap<String, u64>>,
+}
+
+/// Statistics about an executor's configuration, for diagnostics.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExecutorInfo {
+    /// Action names.
+    pub actions: Vec<String>,
+    /// Channel names.
+    pub channels: Vec<String>,
+    /// The payload drift mode.
+    pub drift_mode: DriftMode,
+}
+
+impl Executor {
+    /// A builder over `catalog`.
+    pub fn builder(catalog: Catalog) -> ExecutorBuilder {
+        ExecutorBuilder::new(catalog)
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
+    }
+
+    /// The journal.
+    pub fn journal(&self) -> &Arc<dyn Journal> {
+        &self.inner.journal
+    }
+
+    /// Configuration summary.
+    pub fn info(&self) -> ExecutorInfo {
+        let mut channels: Vec<String> = self.inner.channels.keys().cloned().collect();
+        channels.sort();
+        ExecutorInfo {
+            actions: self.inner.catalog.names().map(str::to_owned).collect(),
+            channels,
+            drift_mode: self.inner.drift_mode,
+        }
+    }
+
+    /// Runs one agent call. Never panics on agent input and never returns an error the host
+    /// must format: bad input becomes a `rejected` result with a reason the agent can act on.
+    ///
+    /// Dropping the returned future records the attempt as `cancelled_before_send`, or
+    /// `unknown` if a request may have left.
+    pub async fn call(&self, action: &str, arguments: Value, session: &Session) -> ActionResult {
+        let mut guard = CallGuard::new(
+            Arc::clone(&self.inner.journal),
+            AttemptId::generate(),
+            action,
+            session,
+        );
+        let result = stages::run(&self.inner, &mut guard, session, arguments).await;
+        guard.disarm();
+        result
+    }
+
+    /// Runs one call from raw JSON text, refusing oversized text before parsing it.
+    pub async fn call_json(
+        &self,
+        action: &str,
+        arguments: &str,
+        session: &Session,
+    ) -> ActionResult {
+        if arguments.len() > self.inner.max_argument_bytes {
+            return self
+                .refuse_unparsed(
+                    action,
+                    session,
+                    Refusal::new(
+                        RefusalCode::ArgumentsTooLarge,
+                        format!(
+                            "arguments are {} bytes; the limit is {}",
+                            arguments.len(),
+                            self.inner.max_argument_bytes
+                        ),
+                    ),
+                )
+                .await;
+        }
+        match serde_json::from_str::<Value>(arguments) {
+            Ok(value) => self.call(action, value, session).await,
+            Err(e) => {
+                let reason = format!(
+                    "arguments are not valid JSON: {}",
+                    crate::drift::describe_serde_error(&e)
+                );
+                self.refuse_unparsed(
+                    action,
+                    session,
+                    Refusal::new(RefusalCode::InvalidArguments, reason),
+                )
+                .await
+            }
+        }
+    }
+
+    /// Runs a typed call from Rust. The input goes through the same pipeline as an agent's
+    /// JSON (serialized, validated, scoped, consented, journaled).
+    pub async fn run<A: Action + Serialize>(&self, input: &A, session: &Session) -> ActionResult {
+        let name = A::spec().name;
+        match serde_json::to_value(input) {
+            Ok(value) => self.call(&name, value, session).await,
+            Err(e) => {
+                self.refuse_unparsed(
+                    &name,
+                    session,
+                    Refusal::new(
+                        RefusalCode::InvalidArguments,
+                        format!(
+                            "input does not serialize: {}",
+                            crate::drift::describe_serde_error(&e)
+                        ),
+                    ),
+                )
+                .await
+            }
+        }
+    }
+
+    async fn refuse_unparsed(
+        &self,
+        action: &str,
+        session: &Session,
+        refusal: Refusal,
+    ) -> ActionResult {
+        let mut guard = CallGuard::new(
+            Arc::clone(&self.inner.journal),
+            AttemptId::generate(),
+            action,
+            session,
+        );
+        let result = stages::refuse(&self.inner, &mut guard, refusal).await;
+        guard.disarm();
+        result
+    }
+
+    /// Forgets that an upstream rejected credential `name`, so calls try it again (after
+    /// the credential was replaced outside the vault's versioning).
+    pub fn clear_credential_failure(&self, name: &str) {
+        if let Ok(mut unusable) = self.inner.unusable.lock() {
+            unusable.remove(name);
+        }
+    }
+
+    /// Revokes every session consent grant of `session`.
+    pub fn revoke_session_consent(&self, session: &Session) {
+        self.inner.grants.revoke_session(session.id().as_str());
+    }
+}

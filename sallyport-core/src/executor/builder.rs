@@ -1,0 +1,234 @@
+//! Building an [`Executor`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{DefinitionGuard, Executor, Inner};
+use crate::catalog::Catalog;
+use crate::channel::Channel;
+use crate::consent::{ConsentProvider, SessionGrants};
+use crate::danger::AutoApprove;
+use crate::drift::DriftMode;
+use crate::journal::Journal;
+use crate::target::Target;
+use crate::vault::Vault;
+
+/// Why an executor could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No journal: nothing could be recorded, so nothing may be sent.
+    #[error("no journal configured: add `.journal(SqliteJournal::open(path)?)`")]
+    MissingJournal,
+    /// An action targets a channel that was not added.
+    #[error(
+        "action `{action}` targets channel `{channel}`, which was not added with `.channel(…)`"
+    )]
+    MissingChannel {
+        /// The action.
+        action: String,
+        /// The channel it needs.
+        channel: String,
+    },
+    /// An action binds a credential but no vault was added.
+    #[error(
+        "action `{action}` binds credential `{credential}`, but no vault was added with `.vault(…)`"
+    )]
+    MissingVault {
+        /// The action.
+        action: String,
+        /// The credential.
+        credential: String,
+    },
+}
+
+/// Builds an [`Executor`]. Setters never fail; [`ExecutorBuilder::build`] reports what is
+/// missing.
+#[must_use]
+pub struct ExecutorBuilder {
+    catalog: Catalog,
+    channels: HashMap<String, Arc<dyn Channel>>,
+    vault: Option<Arc<dyn Vault>>,
+    journal: Option<Arc<dyn Journal>>,
+    consent: Option<Arc<dyn ConsentProvider>>,
+    consent_timeout: Duration,
+    session_grant_ttl: Duration,
+    drift_mode: DriftMode,
+    max_argument_bytes: usize,
+    definition_guard: Option<Arc<dyn DefinitionGuard>>,
+}
+
+impl std::fmt::Debug for ExecutorBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorBuilder")
+            .field("actions", &self.catalog.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExecutorBuilder {
+    pub(crate) fn new(catalog: Catalog) -> Self {
+        Self {
+            catalog,
+            channels: HashMap::new(),
+            vault: None,
+            journal: None,
+            consent: None,
+            consent_timeout: Duration::from_secs(120),
+            session_grant_ttl: Duration::from_secs(3600),
+            drift_mode: DriftMode::Strict,
+            max_argument_bytes: 64 * 1024,
+            definition_guard: None,
+        }
+    }
+
+    /// The journal (required).
+    pub fn journal(mut self, journal: impl Journal) -> Self {
+        self.journal = Some(Arc::new(journal));
+        self
+    }
+
+    /// The journal, shared.
+    pub fn journal_arc(mut self, journal: Arc<dyn Journal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// Adds a channel, under its [`Channel::name`].
+    pub fn channel(self, channel: impl Channel) -> Self {
+        self.channel_arc(Arc::new(channel))
+    }
+
+    /// Adds a shared channel.
+    pub fn channel_arc(mut self, channel: Arc<dyn Channel>) -> Self {
+        self.channels.insert(channel.name().to_owned(), channel);
+        self
+    }
+
+    /// The vault credentials come from. While it is locked, every call is refused.
+    pub fn vault(self, vault: impl Vault) -> Self {
+        self.vault_arc(Arc::new(vault))
+    }
+
+    /// The vault, shared.
+    pub fn vault_arc(mut self, vault: Arc<dyn Vault>) -> Self {
+        self.vault = Some(vault);
+        self
+    }
+
+    /// Who asks a human. Without one, calls that need consent are refused
+    /// (`consent_unavailable`).
+    pub fn consent(self, provider: impl ConsentProvider) -> Self {
+        self.consent_arc(Arc::new(provider))
+    }
+
+    /// The consent provider, shared.
+    pub fn consent_arc(mut self, provider: Arc<dyn ConsentProvider>) -> Self {
+        self.consent = Some(provider);
+        self
+    }
+
+    /// How long a consent request may stay unanswered (default 120 s).
+    pub fn consent_timeout(mut self, timeout: Duration) -> Self {
+        self.consent_timeout = timeout;
+        self
+    }
+
+    /// How long a session consent grant lasts when the human does not say (default 1 h).
+    pub fn session_grant_ttl(mut self, ttl: Duration) -> Self {
+        self.session_grant_ttl = ttl;
+        self
+    }
+
+    /// The payload drift mode (default `strict`).
+    pub fn drift_mode(mut self, mode: DriftMode) -> Self {
+        self.drift_mode = mode;
+        self
+    }
+
+    /// Largest argument object accepted, in bytes of JSON (default 64 KiB).
+    pub fn max_argument_bytes(mut self, bytes: usize) -> Self {
+        self.max_argument_bytes = bytes;
+        self
+    }
+
+    /// The definition guard for stage 5 (a baseline).
+    pub fn definition_guard(mut self, guard: Arc<dyn DefinitionGuard>) -> Self {
+        self.definition_guard = Some(guard);
+        self
+    }
+
+    /// Settings that weaken safety, for tests and demos.
+    pub fn dangerous(self) -> DangerousExecutorBuilder {
+        DangerousExecutorBuilder { inner: self }
+    }
+
+    /// Builds the executor.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::MissingJournal`], [`BuildError::MissingChannel`] for an action whose
+    /// channel was not added, [`BuildError::MissingVault`] for a credential binding without a
+    /// vault.
+    pub fn build(self) -> Result<Executor, BuildError> {
+        let journal = self.journal.ok_or(BuildError::MissingJournal)?;
+        for entry in self.catalog.entries() {
+            let spec = entry.spec();
+            if let Some(channel) = spec.target.channel_name() {
+                if !self.channels.contains_key(channel) {
+                    return Err(BuildError::MissingChannel {
+                        action: spec.name.to_string(),
+                        channel: channel.to_owned(),
+                    });
+                }
+            }
+            if let (Some(credential), None) = (&spec.credential, &self.vault) {
+                return Err(BuildError::MissingVault {
+                    action: spec.name.to_string(),
+                    credential: credential.to_string(),
+                });
+            }
+            debug_assert!(
+                !matches!(spec.target, Target::Custom { .. })
+                    || spec.target.channel_name().is_some()
+            );
+        }
+        Ok(Executor {
+            inner: Arc::new(Inner {
+                catalog: self.catalog,
+                channels: self.channels,
+                vault: self.vault,
+                journal,
+                consent: self.consent,
+                consent_timeout: self.consent_timeout,
+                session_grant_ttl: self.session_grant_ttl,
+                grants: SessionGrants::new(),
+                drift_mode: self.drift_mode,
+                max_argument_bytes: self.max_argument_bytes,
+                definition_guard: self.definition_guard,
+                unusable: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+/// The danger door: settings that weaken safety, named so they stand out in review.
+#[must_use]
+#[derive(Debug)]
+pub struct DangerousExecutorBuilder {
+    inner: ExecutorBuilder,
+}
+
+impl DangerousExecutorBuilder {
+    /// Approves every consent request without asking a human. Tests and demos only.
+    pub fn auto_approve_consent(mut self) -> Self {
+        self.inner.consent = Some(Arc::new(AutoApprove::new()));
+        self
+    }
+
+    /// Back to the safe builder.
+    pub fn done(self) -> ExecutorBuilder {
+        self.inner
+    }
+}

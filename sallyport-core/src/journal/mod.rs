@@ -1,0 +1,384 @@
+//! Durable attempt records and the hash-chained audit log.
+//!
+//! Every call that reaches stage 9 writes an [`Intent`] before anything is sent; every call,
+//! refused or not, ends with exactly one [`AuditEvent`] appended to a hash chain. The default
+//! [`SqliteJournal`] keeps both in one SQLite file and batches concurrent writes into one
+//! transaction, so concurrent calls share fsyncs instead of queueing behind them.
+
+mod ids;
+mod sqlite;
+
+pub(crate) use self::sqlite::now;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use self::ids::{AttemptId, IdempotencyKey, ReceiptId};
+pub use self::sqlite::{MAX_BATCH, SqliteJournal, SqliteJournalBuilder};
+use crate::action::{EffectClass, ScopedValue};
+use crate::outcome::{Origin, Status};
+
+/// The phase an attempt is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The call arrived.
+    Received,
+    /// The executor declined before sending.
+    Refused,
+    /// The intent (attempt id, key, fingerprint) is written.
+    IntentWritten,
+    /// At least one request was handed to the transport.
+    Dispatched,
+    /// The call ended with an outcome.
+    Finished,
+    /// The call's future was dropped before anything was sent.
+    CancelledBeforeSend,
+    /// The call's future was dropped after bytes may have left.
+    CancelledUnknown,
+}
+
+impl Phase {
+    /// The snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Received => "received",
+            Self::Refused => "refused",
+            Self::IntentWritten => "intent_written",
+            Self::Dispatched => "dispatched",
+            Self::Finished => "finished",
+            Self::CancelledBeforeSend => "cancelled_before_send",
+            Self::CancelledUnknown => "unknown",
+        }
+    }
+}
+
+/// The durable record written before the first byte is sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Intent {
+    /// The attempt.
+    pub attempt_id: AttemptId,
+    /// The action name.
+    pub action: String,
+    /// The session.
+    pub session_id: String,
+    /// The executor-generated idempotency key.
+    pub idempotency_key: IdempotencyKey,
+    /// SHA-256 over the action, its definition hash and the canonical arguments.
+    pub fingerprint: String,
+    /// The action's definition hash.
+    pub definition_hash: String,
+    /// The effect class.
+    pub effect: EffectClass,
+    /// The arguments (for reconcile after a crash). Free-text notes included; no secrets.
+    pub arguments: Value,
+    /// Whether the write must be fsynced before returning (state-changing actions).
+    pub durable: bool,
+}
+
+/// One audit record: the outcome of one call, refused or not.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AuditEvent {
+    /// The receipt id returned to the agent.
+    pub receipt_id: ReceiptId,
+    /// The attempt.
+    pub attempt_id: AttemptId,
+    /// RFC 3339 time the record was made.
+    pub at: String,
+    /// The session.
+    pub session_id: String,
+    /// The action name as called.
+    pub action: String,
+    /// The live definition hash, when the action resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_hash: Option<String>,
+    /// The final phase (`refused`, `finished`, `cancelled_before_send`, `unknown`).
+    pub phase: Phase,
+    /// The status the agent got.
+    pub status: Status,
+    /// Who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+    /// The code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The reason (scrubbed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The objects the call named.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<ScopedValue>,
+    /// The agent's audit note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The channel's summary of the request (method + path, host + argv).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// The consent decision, when one was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consent: Option<String>,
+    /// Payload drift divergences seen (warn and shadow modes record them here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub divergences: Vec<crate::drift::Divergence>,
+    /// How many requests the channel handed to the transport.
+    pub dispatches: u32,
+    /// The upstream's status (HTTP status or exit code), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_status: Option<i64>,
+}
+
+/// A stored audit record with its chain links.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Position in the chain, from 1.
+    pub seq: u64,
+    /// The previous record's hash (64 zeros for the first).
+    pub prev_hash: String,
+    /// SHA-256 of `prev_hash`, `seq` and the event JSON.
+    pub hash: String,
+    /// The event.
+    pub event: AuditEvent,
+}
+
+/// The head of the chain: export it somewhere else to detect truncation later.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainHead {
+    /// How many records the chain holds.
+    pub count: u64,
+    /// The last record's hash (64 zeros when empty).
+    pub hash: String,
+}
+
+/// What kind of damage `verify` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakKind {
+    /// A record's content no longer matches its hash.
+    Edited,
+    /// Records are missing (a gap in the sequence, or the chain is shorter than an exported head).
+    Deleted,
+    /// A record was added that does not link to its predecessor.
+    Inserted,
+    /// Records are out of order.
+    Reordered,
+    /// A record cannot be read.
+    Malformed,
+    /// The chain does not match the exported head it was compared with.
+    HeadMismatch,
+}
+
+/// The first broken link `verify` found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainBreak {
+    /// The sequence number where the chain breaks.
+    pub seq: u64,
+    /// What it looks like.
+    pub kind: BreakKind,
+    /// A sentence for a human.
+    pub detail: String,
+}
+
+/// The answer of `verify`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    /// Records checked.
+    pub records: u64,
+    /// The head as found.
+    pub head: ChainHead,
+    /// The first break, if any.
+    pub first_break: Option<ChainBreak>,
+}
+
+impl VerifyReport {
+    /// Whether the chain is intact.
+    pub fn is_intact(&self) -> bool {
+        self.first_break.is_none()
+    }
+
+    /// Compares with a head exported earlier: a chain that is now shorter, or whose record at
+    /// that position has another hash, was truncated or rewritten.
+    pub fn check_against(&mut self, exported: &ChainHead, hash_at_count: Option<&str>) {
+        if self.first_break.is_some() {
+            return;
+        }
+        if self.head.count < exported.count {
+            self.first_break = Some(ChainBreak {
+                seq: self.head.count + 1,
+                kind: BreakKind::Deleted,
+                detail: format!(
+                    "chain holds {} records but the exported head says {}: truncated",
+                    self.head.count, exported.count
+                ),
+            });
+        } else if hash_at_count != Some(exported.hash.as_str()) {
+            self.first_break = Some(ChainBreak {
+                seq: exported.count,
+                kind: BreakKind::HeadMismatch,
+                detail: format!("record {} does not match the exported head", exported.count),
+            });
+        }
+    }
+}
+
+/// An attempt left between intent and outcome (after a crash).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnresolvedAttempt {
+    /// The attempt.
+    pub attempt_id: AttemptId,
+    /// The action.
+    pub action: String,
+    /// The session.
+    pub session_id: String,
+    /// The idempotency key.
+    pub idempotency_key: IdempotencyKey,
+    /// The phase it stopped in.
+    pub phase: Phase,
+    /// Requests handed to the transport.
+    pub dispatches: u32,
+    /// The arguments, for the reconcile action.
+    pub arguments: Value,
+    /// When the intent was written (RFC 3339).
+    pub created_at: String,
+}
+
+/// A journal error. Never carries a secret value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// The file is not a journal (corrupt or foreign); it was left untouched.
+    #[error("{path} is not a readable sallyport journal; it was left untouched")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The journal was written by a newer sallyport.
+    #[error("journal format {found} is newer than this build understands ({supported})")]
+    NewerFormat {
+        /// The format found.
+        found: i64,
+        /// The newest format this build writes.
+        supported: i64,
+    },
+    /// A write failed.
+    #[error("journal write failed")]
+    Write(#[source] rusqlite::Error),
+    /// A read failed.
+    #[error("journal read failed")]
+    Read(#[source] rusqlite::Error),
+    /// Opening the file failed.
+    #[error("cannot open journal {path}")]
+    Open {
+        /// The file.
+        path: String,
+        /// What failed.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The writer thread is gone.
+    #[error("journal writer stopped")]
+    Stopped,
+    /// An idempotency key was reused.
+    #[error("idempotency key already recorded for another attempt")]
+    DuplicateKey,
+}
+
+/// Durable attempt records and the audit chain.
+#[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a sallyport journal",
+    note = "use `SqliteJournal::open(path)`, or implement `sallyport_core::journal::Journal`"
+)]
+pub trait Journal: Send + Sync + 'static {
+    /// Writes the intent; when `intent.durable`, returns only after it is on stable storage.
+    ///
+    /// # Errors
+    ///
+    /// Any failure: the executor then sends nothing.
+    async fn write_intent(&self, intent: &Intent) -> Result<(), JournalError>;
+
+    /// Notes that request number `n` of the attempt is being handed to the transport. Not
+    /// awaited: ordered with the other writes of this journal.
+    fn note_dispatch(&self, attempt: &AttemptId, n: u32);
+
+    /// Appends the audit event and closes the attempt.
+    ///
+    /// # Errors
+    ///
+    /// When the record cannot be written.
+    async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError>;
+
+    /// Appends without waiting (used when a call's future is dropped).
+    fn append_detached(&self, event: AuditEvent);
+
+    /// Checks the whole chain and reports the first broken link.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn verify(&self) -> Result<VerifyReport, JournalError>;
+
+    /// Every audit record, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn records(&self) -> Result<Vec<AuditRecord>, JournalError>;
+
+    /// Attempts left between intent and outcome.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError>;
+}
+
+/// Writes records as JSON lines (one [`AuditRecord`] per line) for SIEM pipelines.
+///
+/// # Errors
+///
+/// When the journal cannot be read or `out` cannot be written.
+pub async fn export_json_lines(
+    journal: &dyn Journal,
+    out: &mut dyn std::io::Write,
+) -> Result<u64, ExportError> {
+    let records = journal.records().await?;
+    for record in &records {
+        serde_json::to_writer(&mut *out, record).map_err(|e| ExportError::Io(e.into()))?;
+        out.write_all(b"\n").map_err(ExportError::Io)?;
+    }
+    Ok(records.len() as u64)
+}
+
+/// An export failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// Reading the journal failed.
+    #[error("cannot read the journal")]
+    Journal(#[from] JournalError),
+    /// Writing the output failed.
+    #[error("cannot write the export")]
+    Io(#[source] std::io::Error),
+}
+
+/// The hash of a record: SHA-256 over the previous hash, the sequence number and the event
+/// JSON exactly as stored.
+pub fn chain_hash(prev_hash: &str, seq: u64, event_json: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(prev_hash.as_bytes());
+    h.update(b"\n");
+    h.update(seq.to_string().as_bytes());
+    h.update(b"\n");
+    h.update(event_json.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The hash before the first record.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";

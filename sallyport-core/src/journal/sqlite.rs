@@ -1,0 +1,664 @@
+//! The embedded SQLite journal: one file, WAL mode, one writer thread that batches.
+//!
+//! Every write goes through one dedicated thread. It takes whatever is queued (up to
+//! [`MAX_BATCH`] operations), applies it in one transaction and commits once, so 64 concurrent
+//! calls share one fsync instead of taking turns. A batch that holds a durable intent commits
+//! with `synchronous=FULL` (the WAL is fsynced before any caller is answered); other batches
+//! commit with `synchronous=NORMAL`, which survives a process crash but not a power loss.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+use super::{
+    AttemptId, AuditEvent, AuditRecord, BreakKind, ChainBreak, ChainHead, GENESIS_HASH,
+    IdempotencyKey, Intent, Journal, JournalError, Phase, UnresolvedAttempt, VerifyReport,
+    chain_hash,
+};
+
+/// Most operations applied in one transaction.
+pub const MAX_BATCH: usize = 512;
+
+/// The journal format this build writes (`PRAGMA user_version`).
+const FORMAT_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS attempts (
+    attempt_id      TEXT PRIMARY KEY,
+    action          TEXT NOT NULL,
+    session_id      TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL UNIQUE,
+    fingerprint     TEXT NOT NULL,
+    definition_hash TEXT NOT NULL,
+    effect          TEXT NOT NULL,
+    arguments       TEXT NOT NULL,
+    phase           TEXT NOT NULL,
+    dispatches      INTEGER NOT NULL DEFAULT 0,
+    status          TEXT,
+    created_at      TEXT NOT NULL,
+    updated_at      TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS attempts_phase ON attempts(phase);
+CREATE TABLE IF NOT EXISTS audit (
+    seq        INTEGER PRIMARY KEY,
+    receipt_id TEXT NOT NULL,
+    attempt_id TEXT NOT NULL,
+    prev_hash  TEXT NOT NULL,
+    hash       TEXT NOT NULL,
+    event      TEXT NOT NULL
+);
+";
+
+/// Configures a [`SqliteJournal`].
+#[derive(Debug)]
+#[must_use]
+pub struct SqliteJournalBuilder {
+    path: PathBuf,
+    busy_timeout: Duration,
+}
+
+impl SqliteJournalBuilder {
+    /// How long a write waits for another connection's lock before failing (default 5 s).
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Opens (or creates) the journal and starts its writer thread.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Corrupt`] for a file that is not a journal (left untouched),
+    /// [`JournalError::NewerFormat`] for a newer format, [`JournalError::Open`] otherwise.
+    pub fn open(self) -> Result<SqliteJournal, JournalError> {
+        let path_text = self.path.display().to_string();
+        let existed = self.path.exists();
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|source| JournalError::Open {
+            path: path_text.clone(),
+            source,
+        })?;
+        // Read before writing anything: a foreign or corrupt file fails here, untouched.
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|source| JournalError::Corrupt {
+                path: path_text.clone(),
+                source,
+            })?;
+        if existed {
+            let tables: i64 = conn
+                .query_row(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(|source| JournalError::Corrupt {
+                    path: path_text.clone(),
+                    source,
+                })?;
+            if tables > 0 && version == 0 {
+                return Err(JournalError::Corrupt {
+                    path: path_text,
+                    source: rusqlite::Error::InvalidQuery,
+                });
+            }
+        }
+        if version > FORMAT_VERSION {
+            return Err(JournalError::NewerFormat {
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        conn.busy_timeout(self.busy_timeout)
+            .map_err(JournalError::Write)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(JournalError::Write)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(JournalError::Write)?;
+        conn.execute_batch(SCHEMA).map_err(JournalError::Write)?;
+        conn.pragma_update(None, "user_version", FORMAT_VERSION)
+            .map_err(JournalError::Write)?;
+        restrict_permissions(&self.path);
+
+        let (tx, rx) = mpsc::channel::<Op>();
+        let handle = thread::Builder::new()
+            .name("sallyport-journal".into())
+            .spawn(move || Writer::new(conn).run(&rx))
+            .map_err(|e| JournalError::Open {
+                path: path_text,
+                source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
+            })?;
+        Ok(SqliteJournal {
+            tx,
+            path: self.path,
+            _thread: handle,
+        })
+    }
+}
+
+#[cfg(unix)]
+fn restrict_permissions(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    // Best effort: the journal holds arguments and audit notes, not secrets.
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+}
+
+#[cfg(not(unix))]
+fn restrict_permissions(_path: &Path) {}
+
+/// The embedded SQLite journal (the default).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use sallyport_core::journal::{Journal, SqliteJournal};
+/// let journal = SqliteJournal::open("sallyport-journal.db")?;
+/// let report = journal.verify().await?;
+/// assert!(report.is_intact());
+/// # Ok(()) }
+/// ```
+pub struct SqliteJournal {
+    tx: mpsc::Sender<Op>,
+    path: PathBuf,
+    _thread: thread::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for SqliteJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteJournal")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteJournal {
+    /// Opens (or creates) the journal at `path` with default settings.
+    ///
+    /// # Errors
+    ///
+    /// See [`SqliteJournalBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, JournalError> {
+        Self::builder(path).open()
+    }
+
+    /// A builder for the journal at `path`.
+    pub fn builder(path: impl AsRef<Path>) -> SqliteJournalBuilder {
+        SqliteJournalBuilder {
+            path: path.as_ref().to_path_buf(),
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> Op,
+    ) -> Result<T, JournalError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(make(reply))
+            .map_err(|_| JournalError::Stopped)?;
+        rx.await.map_err(|_| JournalError::Stopped)?
+    }
+}
+
+#[async_trait]
+impl Journal for SqliteJournal {
+    async fn write_intent(&self, intent: &Intent) -> Result<(), JournalError> {
+        let intent = intent.clone();
+        self.ask(|reply| Op::Intent(Box::new(intent), reply)).await
+    }
+
+    fn note_dispatch(&self, attempt: &AttemptId, n: u32) {
+        let _ = self.tx.send(Op::Dispatch(attempt.clone(), n));
+    }
+
+    async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError> {
+        self.ask(|reply| Op::Append(Box::new(event), Some(reply)))
+            .await
+    }
+
+    fn append_detached(&self, event: AuditEvent) {
+        let _ = self.tx.send(Op::Append(Box::new(event), None));
+    }
+
+    async fn verify(&self) -> Result<VerifyReport, JournalError> {
+        self.ask(Op::Verify).await
+    }
+
+    async fn records(&self) -> Result<Vec<AuditRecord>, JournalError> {
+        self.ask(Op::Records).await
+    }
+
+    async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {
+        self.ask(Op::Unresolved).await
+    }
+}
+
+type Reply<T> = oneshot::Sender<Result<T, JournalError>>;
+
+enum Op {
+    Intent(Box<Intent>, Reply<()>),
+    Dispatch(AttemptId, u32),
+    Append(Box<AuditEvent>, Option<Reply<AuditRecord>>),
+    Verify(Reply<VerifyReport>),
+    Records(Reply<Vec<AuditRecord>>),
+    Unresolved(Reply<Vec<UnresolvedAttempt>>),
+}
+
+impl Op {
+    fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Self::Intent(..) | Self::Dispatch(..) | Self::Append(..)
+        )
+    }
+
+    fn is_durable(&self) -> bool {
+        matches!(self, Self::Intent(intent, _) if intent.durable)
+    }
+}
+
+/// What one write produced, answered after the commit.
+enum Done {
+    Intent(Reply<()>, Result<(), JournalError>),
+    Append(
+        Option<Reply<AuditRecord>>,
+        Result<AuditRecord, JournalError>,
+    ),
+    Nothing,
+}
+
+struct Writer {
+    conn: Connection,
+    full_sync: bool,
+}
+
+impl Writer {
+    fn new(conn: Connection) -> Self {
+        Self {
+            conn,
+            full_sync: false,
+        }
+    }
+
+    fn run(mut self, rx: &mpsc::Receiver<Op>) {
+        let mut batch: Vec<Op> = Vec::with_capacity(MAX_BATCH);
+        while let Ok(first) = rx.recv() {
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(op) => batch.push(op),
+                    Err(_) => break,
+                }
+            }
+            let (writes, reads): (Vec<Op>, Vec<Op>) = batch.drain(..).partition(Op::is_write);
+            if !writes.is_empty() {
+                self.write_batch(writes);
+            }
+            for op in reads {
+                self.read(op);
+            }
+        }
+    }
+
+    fn set_sync(&mut self, full: bool) -> rusqlite::Result<()> {
+        if self.full_sync != full {
+            self.conn
+                .pragma_update(None, "synchronous", if full { "FULL" } else { "NORMAL" })?;
+            self.full_sync = full;
+        }
+        Ok(())
+    }
+
+    fn write_batch(&mut self, ops: Vec<Op>) {
+        let durable = ops.iter().any(Op::is_durable);
+        let begun = self
+            .set_sync(durable)
+            .and_then(|()| self.conn.execute_batch("BEGIN IMMEDIATE"));
+        if let Err(e) = begun {
+            fail_all(ops, &e);
+            return;
+        }
+        let mut head = match self.head() {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                fail_all(ops, &e);
+                return;
+            }
+        };
+        let mut done = Vec::with_capacity(ops.len());
+        for op in ops {
+            done.push(self.apply(op, &mut head));
+        }
+        if let Err(e) = self.conn.execute_batch("COMMIT") {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            for d in done {
+                match d {
+                    Done::Intent(reply, _) => {
+                        let _ = reply.send(Err(JournalError::Write(clone_err(&e))));
+                    }
+                    Done::Append(Some(reply), _) => {
+                        let _ = reply.send(Err(JournalError::Write(clone_err(&e))));
+                    }
+                    Done::Append(None, _) | Done::Nothing => {}
+                }
+            }
+            return;
+        }
+        for d in done {
+            match d {
+                Done::Intent(reply, r) => {
+                    let _ = reply.send(r);
+                }
+                Done::Append(Some(reply), r) => {
+                    let _ = reply.send(r);
+                }
+                Done::Append(None, r) => {
+                    if let Err(e) = r {
+                        tracing::error!(error = %e, "detached audit append failed");
+                    }
+                }
+                Done::Nothing => {}
+            }
+        }
+    }
+
+    /// Applies one write inside a savepoint, so one bad operation does not fail its batch.
+    fn apply(&self, op: Op, head: &mut (u64, String)) -> Done {
+        let savepoint = self.conn.execute_batch("SAVEPOINT op");
+        let outcome = match op {
+            Op::Intent(intent, reply) => {
+                let r = savepoint
+                    .and_then(|()| self.insert_intent(&intent))
+                    .map_err(|e| match e {
+                        rusqlite::Error::SqliteFailure(f, _)
+                            if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                        {
+                            JournalError::DuplicateKey
+                        }
+                        other => JournalError::Write(other),
+                    });
+                Done::Intent(reply, r)
+            }
+            Op::Dispatch(attempt, n) => {
+                let _ = savepoint.and_then(|()| {
+                    self.conn.execute(
+                        "UPDATE attempts SET phase = 'dispatched', dispatches = max(dispatches, ?2), updated_at = ?3 WHERE attempt_id = ?1",
+                        params![attempt.as_str(), n, now()],
+                    )
+                });
+                Done::Nothing
+            }
+            Op::Append(event, reply) => {
+                let r = savepoint
+                    .and_then(|()| self.insert_audit(&event, head))
+                    .map_err(JournalError::Write);
+                Done::Append(reply, r)
+            }
+            Op::Verify(_) | Op::Records(_) | Op::Unresolved(_) => Done::Nothing,
+        };
+        let failed = matches!(&outcome, Done::Intent(_, Err(_)) | Done::Append(_, Err(_)));
+        if failed {
+            let _ = self.conn.execute_batch("ROLLBACK TO op");
+        }
+        let _ = self.conn.execute_batch("RELEASE op");
+        outcome
+    }
+
+    fn insert_intent(&self, intent: &Intent) -> rusqlite::Result<()> {
+        let at = now();
+        self.conn.execute(
+            "INSERT INTO attempts (attempt_id, action, session_id, idempotency_key, fingerprint, definition_hash, effect, arguments, phase, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'intent_written', ?9, ?9)",
+            params![
+                intent.attempt_id.as_str(),
+                intent.action,
+                intent.session_id,
+                intent.idempotency_key.as_str(),
+                intent.fingerprint,
+                intent.definition_hash,
+                intent.effect.as_str(),
+                intent.arguments.to_string(),
+                at,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn insert_audit(
+        &self,
+        event: &AuditEvent,
+        head: &mut (u64, String),
+    ) -> rusqlite::Result<AuditRecord> {
+        let seq = head.0 + 1;
+        let json = serde_json::to_string(event)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        let hash = chain_hash(&head.1, seq, &json);
+        self.conn.execute(
+            "INSERT INTO audit (seq, receipt_id, attempt_id, prev_hash, hash, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![seq, event.receipt_id.as_str(), event.attempt_id.as_str(), head.1, hash, json],
+        )?;
+        self.conn.execute(
+            "UPDATE attempts SET phase = ?2, status = ?3, dispatches = max(dispatches, ?4), updated_at = ?5 WHERE attempt_id = ?1",
+            params![
+                event.attempt_id.as_str(),
+                event.phase.as_str(),
+                event.status.as_str(),
+                event.dispatches,
+                now()
+            ],
+        )?;
+        let record = AuditRecord {
+            seq,
+            prev_hash: std::mem::replace(&mut head.1, hash.clone()),
+            hash,
+            event: event.clone(),
+        };
+        head.0 = seq;
+        Ok(record)
+    }
+
+    fn head(&self) -> rusqlite::Result<(u64, String)> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            )
+            .optional()?
+            .map_or_else(
+                || (0, GENESIS_HASH.to_owned()),
+                |(seq, hash)| (u64::try_from(seq).unwrap_or(0), hash),
+            ))
+    }
+
+    fn read(&self, op: Op) {
+        match op {
+            Op::Verify(reply) => {
+                let _ = reply.send(self.verify().map_err(JournalError::Read));
+            }
+            Op::Records(reply) => {
+                let _ = reply.send(self.records().map_err(JournalError::Read));
+            }
+            Op::Unresolved(reply) => {
+                let _ = reply.send(self.unresolved().map_err(JournalError::Read));
+            }
+            Op::Intent(..) | Op::Dispatch(..) | Op::Append(..) => {}
+        }
+    }
+
+    fn rows(&self) -> rusqlite::Result<Vec<(i64, String, String, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT seq, prev_hash, hash, event FROM audit ORDER BY seq")?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn verify(&self) -> rusqlite::Result<VerifyReport> {
+        let rows = self.rows()?;
+        let mut report = VerifyReport {
+            records: rows.len() as u64,
+            head: ChainHead {
+                count: rows.len() as u64,
+                hash: rows
+                    .last()
+                    .map_or_else(|| GENESIS_HASH.to_owned(), |r| r.2.clone()),
+            },
+            first_break: None,
+        };
+        let stored_hashes: Vec<&str> = rows.iter().map(|r| r.2.as_str()).collect();
+        let mut prev_hash = GENESIS_HASH.to_owned();
+        let mut expected_seq: i64 = 1;
+        for (seq, stored_prev, stored_hash, event) in &rows {
+            let at = u64::try_from(*seq).unwrap_or(0);
+            let brk = |kind, detail: String| ChainBreak {
+                seq: at,
+                kind,
+                detail,
+            };
+            if *seq != expected_seq {
+                let kind = if *seq > expected_seq {
+                    BreakKind::Deleted
+                } else {
+                    BreakKind::Inserted
+                };
+                report.first_break = Some(brk(
+                    kind,
+                    format!("expected record {expected_seq}, found record {seq}"),
+                ));
+                break;
+            }
+            if *stored_prev != prev_hash {
+                let kind = if stored_hashes.contains(&stored_prev.as_str()) {
+                    BreakKind::Reordered
+                } else {
+                    BreakKind::Inserted
+                };
+                report.first_break = Some(brk(
+                    kind,
+                    format!("record {seq} does not link to record {}", seq - 1),
+                ));
+                break;
+            }
+            if chain_hash(&prev_hash, at, event) != *stored_hash {
+                report.first_break = Some(brk(
+                    BreakKind::Edited,
+                    format!("record {seq} does not match its hash: its content was changed"),
+                ));
+                break;
+            }
+            if serde_json::from_str::<AuditEvent>(event).is_err() {
+                report.first_break = Some(brk(
+                    BreakKind::Malformed,
+                    format!("record {seq} is not a readable audit event"),
+                ));
+                break;
+            }
+            prev_hash.clone_from(stored_hash);
+            expected_seq += 1;
+        }
+        Ok(report)
+    }
+
+    fn records(&self) -> rusqlite::Result<Vec<AuditRecord>> {
+        self.rows()?
+            .into_iter()
+            .map(|(seq, prev_hash, hash, event)| {
+                let event: AuditEvent = serde_json::from_str(&event).map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        5,
+                        rusqlite::types::Type::Text,
+                        Box::new(e),
+                    )
+                })?;
+                Ok(AuditRecord {
+                    seq: u64::try_from(seq).unwrap_or(0),
+                    prev_hash,
+                    hash,
+                    event,
+                })
+            })
+            .collect()
+    }
+
+    fn unresolved(&self) -> rusqlite::Result<Vec<UnresolvedAttempt>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT attempt_id, action, session_id, idempotency_key, phase, dispatches, arguments, created_at
+             FROM attempts WHERE phase IN ('intent_written', 'dispatched') ORDER BY created_at, attempt_id",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                let phase: String = r.get(4)?;
+                let arguments: String = r.get(6)?;
+                Ok(UnresolvedAttempt {
+                    attempt_id: AttemptId::from_stored(r.get::<_, String>(0)?),
+                    action: r.get(1)?,
+                    session_id: r.get(2)?,
+                    idempotency_key: IdempotencyKey::from_stored(r.get::<_, String>(3)?),
+                    phase: if phase == "dispatched" {
+                        Phase::Dispatched
+                    } else {
+                        Phase::IntentWritten
+                    },
+                    dispatches: r.get(5)?,
+                    arguments: serde_json::from_str(&arguments).unwrap_or_default(),
+                    created_at: r.get(7)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+}
+
+fn fail_all(ops: Vec<Op>, e: &rusqlite::Error) {
+    for op in ops {
+        match op {
+            Op::Intent(_, reply) => {
+                let _ = reply.send(Err(JournalError::Write(clone_err(e))));
+            }
+            Op::Append(_, Some(reply)) => {
+                let _ = reply.send(Err(JournalError::Write(clone_err(e))));
+            }
+            Op::Append(event, None) => {
+                tracing::error!(attempt = %event.attempt_id, "detached audit append failed");
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `rusqlite::Error` is not `Clone`; keep the SQLite code and message.
+fn clone_err(e: &rusqlite::Error) -> rusqlite::Error {
+    match e {
+        rusqlite::Error::SqliteFailure(f, msg) => rusqlite::Error::SqliteFailure(*f, msg.clone()),
+        other => rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some(other.to_string()),
+        ),
+    }
+}
+
+pub(crate) fn now() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}

@@ -1,0 +1,269 @@
+//! What the agent gets back: [`ActionResult`] and its [`Status`].
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::journal::{AttemptId, ReceiptId};
+
+/// The five statuses an agent can be told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The effect is done; `data` is evidence of the new state.
+    Completed,
+    /// Accepted, not finished; `next` names the read-only action to check.
+    Pending,
+    /// Nothing needed doing.
+    AlreadyInDesiredState,
+    /// Definitely not applied; `reason` is safe to show.
+    Rejected,
+    /// May or may not have been applied; never retried blindly.
+    Unknown,
+}
+
+impl Status {
+    /// The snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Pending => "pending",
+            Self::AlreadyInDesiredState => "already_in_desired_state",
+            Self::Rejected => "rejected",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// Parses a snake-case name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "completed" => Self::Completed,
+            "pending" => Self::Pending,
+            "already_in_desired_state" => Self::AlreadyInDesiredState,
+            "rejected" => Self::Rejected,
+            "unknown" => Self::Unknown,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who decided a `rejected` or `unknown` result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// The executor declined before sending.
+    Executor,
+    /// The upstream (or the transport to it) answered.
+    Upstream,
+}
+
+impl Origin {
+    /// The snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Executor => "executor",
+            Self::Upstream => "upstream",
+        }
+    }
+}
+
+/// The follow-up call the agent should make (a status check or a reconcile).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Next {
+    /// The action to call.
+    pub action: String,
+    /// Its arguments.
+    pub arguments: Value,
+}
+
+/// The compact, truthful answer to one tool call.
+///
+/// Serializes as the JSON object in DESIGN.md; fields that do not apply are omitted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ActionResult {
+    /// The status.
+    pub status: Status,
+    /// The action the agent called (as it spelled it).
+    pub action: String,
+    /// Who decided, for `rejected` and `unknown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+    /// A machine-readable code (`out_of_scope`, `timeout_after_send`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// A short reason the agent can act on; safe to show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Evidence of the new state, projected to the declared result fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// The follow-up call to make.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Next>,
+    /// Details of a payload drift refusal or warning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub divergences: Vec<crate::drift::Divergence>,
+    /// The attempt this call created.
+    pub attempt_id: AttemptId,
+    /// The audit record of this call; a human can look it up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt_id: Option<ReceiptId>,
+}
+
+impl ActionResult {
+    pub(crate) fn new(status: Status, action: &str, attempt_id: AttemptId) -> Self {
+        Self {
+            status,
+            action: action.to_owned(),
+            origin: None,
+            code: None,
+            reason: None,
+            data: None,
+            next: None,
+            divergences: Vec::new(),
+            attempt_id,
+            receipt_id: None,
+        }
+    }
+
+    /// Whether the agent should treat the call as failed (`rejected` or `unknown`).
+    pub fn is_error(&self) -> bool {
+        matches!(self.status, Status::Rejected | Status::Unknown)
+    }
+
+    /// The result as one line of JSON.
+    pub fn to_json(&self) -> String {
+        // Serializing this type cannot fail: every field is a plain value or a `Value`.
+        serde_json::to_string(self).unwrap_or_else(|_| String::from("{\"status\":\"unknown\"}"))
+    }
+
+    /// A short plain-text rendering for a model or a log line.
+    pub fn summary(&self) -> String {
+        let mut out = format!("{}: {}", self.action, self.status);
+        if let Some(code) = &self.code {
+            out.push_str(&format!(" ({code})"));
+        }
+        if let Some(reason) = &self.reason {
+            out.push_str(&format!(" — {reason}"));
+        }
+        if let Some(next) = &self.next {
+            out.push_str(&format!(
+                "; next: call {} with {}",
+                next.action, next.arguments
+            ));
+        }
+        out
+    }
+}
+
+/// The code of an executor refusal (stages 1–9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RefusalCode {
+    /// Arguments larger than the executor accepts.
+    ArgumentsTooLarge,
+    /// Consent was denied.
+    ConsentDenied,
+    /// No consent provider can ask a human.
+    ConsentUnavailable,
+    /// Nobody answered the consent request in time.
+    ConsentTimeout,
+    /// The credential cannot be used (missing, or rejected by the upstream earlier).
+    CredentialUnavailable,
+    /// The live definition differs from the approved baseline.
+    DefinitionDrift,
+    /// Arguments failed the payload drift check or could not be decoded.
+    InvalidArguments,
+    /// The channel refused the call before sending (a value that would change the path, …).
+    InvalidRequest,
+    /// The attempt could not be written durably; nothing was sent.
+    JournalUnavailable,
+    /// The channel the action needs is not configured.
+    ChannelUnavailable,
+    /// An object is outside the session's scope.
+    OutOfScope,
+    /// The action's own precondition does not hold.
+    PreconditionFailed,
+    /// The definition changed in a way that needs a reviewer.
+    ReviewRequired,
+    /// No published action has that name.
+    UnknownAction,
+    /// The vault is locked.
+    VaultLocked,
+}
+
+impl RefusalCode {
+    /// The snake-case code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ArgumentsTooLarge => "arguments_too_large",
+            Self::ConsentDenied => "consent_denied",
+            Self::ConsentUnavailable => "consent_unavailable",
+            Self::ConsentTimeout => "consent_timeout",
+            Self::CredentialUnavailable => "credential_unavailable",
+            Self::DefinitionDrift => "definition_drift",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::InvalidRequest => "invalid_request",
+            Self::JournalUnavailable => "journal_unavailable",
+            Self::ChannelUnavailable => "channel_unavailable",
+            Self::OutOfScope => "out_of_scope",
+            Self::PreconditionFailed => "precondition_failed",
+            Self::ReviewRequired => "review_required",
+            Self::UnknownAction => "unknown_action",
+            Self::VaultLocked => "vault_locked",
+        }
+    }
+}
+
+impl fmt::Display for RefusalCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The executor declined a call before sending anything.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Refusal {
+    /// The code.
+    pub code: RefusalCode,
+    /// A short reason, safe to show the agent.
+    pub reason: String,
+    /// Payload divergences, for `invalid_arguments`.
+    pub divergences: Vec<crate::drift::Divergence>,
+}
+
+impl Refusal {
+    /// A refusal with `code` and `reason`.
+    pub fn new(code: RefusalCode, reason: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason: reason.into(),
+            divergences: Vec::new(),
+        }
+    }
+
+    /// Attaches payload divergences.
+    #[must_use]
+    pub fn with_divergences(mut self, divergences: Vec<crate::drift::Divergence>) -> Self {
+        self.divergences = divergences;
+        self
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.reason)
+    }
+}
+
+impl std::error::Error for Refusal {}

@@ -1,0 +1,122 @@
+//! Items the derive macro's generated code names. Not public API.
+
+pub use std::borrow::Cow;
+pub use std::option::Option;
+pub use std::string::String;
+pub use std::vec::Vec;
+
+pub use schemars;
+pub use serde_json;
+
+pub use crate::action::{
+    Action, ActionSpec, ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
+};
+pub use crate::outcome::Status;
+pub use crate::target::{HttpMethod, HttpTarget, ResultShape, SshTarget, Target};
+
+/// A field type that can name an object in a scope (an identifier).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot hold an identifier, so the field cannot carry a scope tag",
+    label = "scope tags go on identifier fields",
+    note = "use `String`, `&str`, an integer, `uuid`-like string ids, or an `Option`/`Vec` of them"
+)]
+pub trait ScopeValue {
+    /// Appends the identifiers this value names.
+    fn push_scope_values(&self, out: &mut Vec<String>);
+}
+
+impl ScopeValue for String {
+    fn push_scope_values(&self, out: &mut Vec<String>) {
+        out.push(self.clone());
+    }
+}
+
+impl ScopeValue for str {
+    fn push_scope_values(&self, out: &mut Vec<String>) {
+        out.push(self.to_owned());
+    }
+}
+
+impl ScopeValue for Cow<'_, str> {
+    fn push_scope_values(&self, out: &mut Vec<String>) {
+        out.push(self.to_string());
+    }
+}
+
+impl<T: ScopeValue + ?Sized> ScopeValue for &T {
+    fn push_scope_values(&self, out: &mut Vec<String>) {
+        (**self).push_scope_values(out);
+    }
+}
+
+impl<T: ScopeValue> ScopeValue for Option<T> {
+    fn push_scope_values(&self, out: &mut Vec<String>) {
+        if let Some(v) = self {
+            v.push_scope_values(out);
+        }
+    }
+}
+
+impl<T: ScopeValue> ScopeValue for Vec<T> {
+    fn push_scope_values(&self, out: &mut Vec<String>) {
+        for v in self {
+            v.push_scope_values(out);
+        }
+    }
+}
+
+macro_rules! int_scope_value {
+    ($($t:ty),*) => {$(
+        impl ScopeValue for $t {
+            fn push_scope_values(&self, out: &mut Vec<String>) {
+                out.push(self.to_string());
+            }
+        }
+    )*};
+}
+int_scope_value!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize
+);
+
+/// Collects the scoped values of one field.
+pub fn scope_values_of<T: ScopeValue + ?Sized>(
+    kind: &'static str,
+    field: &'static str,
+    value: &T,
+    out: &mut Vec<ScopedValue>,
+) {
+    let mut ids = Vec::new();
+    value.push_scope_values(&mut ids);
+    out.extend(ids.into_iter().map(|id| ScopedValue::new(kind, field, id)));
+}
+
+/// A field type that can hold an audit note (free text).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot hold an audit note",
+    label = "`#[audit_note]` goes on a `String` or `Option<String>` field",
+    note = "the audit note is free text that is stored and shown to the human, never parsed"
+)]
+pub trait AuditNoteValue {
+    /// The note, if any.
+    fn audit_note(&self) -> Option<String>;
+}
+
+impl AuditNoteValue for String {
+    fn audit_note(&self) -> Option<String> {
+        Some(self.clone())
+    }
+}
+
+impl AuditNoteValue for Option<String> {
+    fn audit_note(&self) -> Option<String> {
+        self.clone()
+    }
+}
+
+/// Projection helper: the declared result type of an HTTP action.
+pub fn result_shape<T>() -> ResultShape
+where
+    T: serde::de::DeserializeOwned + serde::Serialize + schemars::JsonSchema,
+{
+    ResultShape::of::<T>()
+}

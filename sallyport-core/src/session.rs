@@ -1,0 +1,108 @@
+//! Sessions and their scope: the objects one agent session may touch.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A session id, chosen by the host (one MCP connection, one chat, one job).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// A session id.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// A fresh random session id (`ses_…`).
+    pub fn random() -> Self {
+        Self(format!("ses_{}", uuid::Uuid::now_v7().simple()))
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One agent session: its id and the objects it may touch, per scope kind.
+///
+/// Scope is deny-by-default: a call naming an object of a kind the session has no entry for
+/// is refused with `out_of_scope`.
+///
+/// ```
+/// use sallyport_core::Session;
+/// let session = Session::new("chat-42")
+///     .allow("project", ["proj_1", "proj_2"])
+///     .allow("host", ["web1"]);
+/// assert!(session.permits("project", "proj_1"));
+/// assert!(!session.permits("project", "proj_999"));
+/// assert!(!session.permits("workspace", "ws_1"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    id: SessionId,
+    scopes: BTreeMap<String, ScopeSet>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ScopeSet {
+    Any,
+    Only(BTreeSet<String>),
+}
+
+impl Session {
+    /// A session with an empty scope.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: SessionId::new(id),
+            scopes: BTreeMap::new(),
+        }
+    }
+
+    /// Allows these objects of scope `kind`.
+    #[must_use]
+    pub fn allow<I, S>(mut self, kind: impl Into<String>, values: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let entry = self
+            .scopes
+            .entry(kind.into())
+            .or_insert_with(|| ScopeSet::Only(BTreeSet::new()));
+        if let ScopeSet::Only(set) = entry {
+            set.extend(values.into_iter().map(Into::into));
+        }
+        self
+    }
+
+    /// Allows every object of scope `kind`. Use for kinds that are not a tenancy boundary.
+    #[must_use]
+    pub fn allow_any(mut self, kind: impl Into<String>) -> Self {
+        self.scopes.insert(kind.into(), ScopeSet::Any);
+        self
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// Whether the session may touch object `value` of scope `kind`.
+    pub fn permits(&self, kind: &str, value: &str) -> bool {
+        match self.scopes.get(kind) {
+            Some(ScopeSet::Any) => true,
+            Some(ScopeSet::Only(set)) => set.contains(value),
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Credential kinds, bindings and the secret-holding [`Credential`] type.
+
+use std::fmt;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+
+/// Where an API key goes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "in", content = "name", rename_all = "snake_case")]
+pub enum ApiKeyPlacement {
+    /// In the named header.
+    Header(String),
+    /// In the named query parameter.
+    Query(String),
+}
+
+/// What kind of credential a name holds (metadata; no value).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CredentialKind {
+    /// `Authorization: Bearer …`.
+    Bearer,
+    /// HTTP basic authentication.
+    Basic {
+        /// The user name (not secret).
+        user: String,
+    },
+    /// An API key in a header or the query.
+    ApiKey {
+        /// Where it goes.
+        placement: ApiKeyPlacement,
+    },
+    /// An SSH private key (OpenSSH format), with an optional passphrase.
+    SshKey,
+    /// An SSH password.
+    SshPassword,
+}
+
+/// An SSH host and user a credential may be used for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SshBinding {
+    /// The inventory host name.
+    pub host: String,
+    /// The remote user.
+    pub user: String,
+}
+
+/// Where a credential may be used. Channels refuse to attach it anywhere else.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// HTTP(S) base URLs (scheme, host, port and path prefix).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub urls: Vec<String>,
+    /// SSH host and user pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh: Vec<SshBinding>,
+}
+
+impl Binding {
+    /// A binding to one base URL.
+    pub fn url(url: impl Into<String>) -> Self {
+        Self {
+            urls: vec![url.into()],
+            ssh: Vec::new(),
+        }
+    }
+
+    /// A binding to one SSH host and user.
+    pub fn ssh(host: impl Into<String>, user: impl Into<String>) -> Self {
+        Self {
+            urls: Vec::new(),
+            ssh: vec![SshBinding {
+                host: host.into(),
+                user: user.into(),
+            }],
+        }
+    }
+}
+
+/// A credential's metadata: everything but the value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialMeta {
+    /// The name actions bind to.
+    pub name: String,
+    /// The kind.
+    pub kind: CredentialKind,
+    /// Where it may be used.
+    pub binding: Binding,
+    /// Incremented on every rotation.
+    pub version: u64,
+}
+
+/// A secret value. Not `Serialize`, not `Display`; `Debug` prints `Secret(..)`; zeroized on
+/// drop.
+pub struct Secret {
+    primary: SecretString,
+    passphrase: Option<SecretString>,
+}
+
+impl Secret {
+    /// A secret from a string.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self {
+            primary: SecretString::from(value.into()),
+            passphrase: None,
+        }
+    }
+
+    /// Adds a passphrase (for an encrypted SSH private key).
+    #[must_use]
+    pub fn with_passphrase(mut self, passphrase: impl Into<String>) -> Self {
+        self.passphrase = Some(SecretString::from(passphrase.into()));
+        self
+    }
+
+    /// The value, for a channel that attaches it. Do not log or return it.
+    pub fn expose(&self) -> &str {
+        self.primary.expose_secret()
+    }
+
+    /// The passphrase, if any.
+    pub fn expose_passphrase(&self) -> Option<&str> {
+        self.passphrase.as_ref().map(ExposeSecret::expose_secret)
+    }
+}
+
+impl Clone for Secret {
+    fn clone(&self) -> Self {
+        Self {
+            primary: SecretString::from(self.primary.expose_secret().to_owned()),
+            passphrase: self
+                .passphrase
+                .as_ref()
+                .map(|p| SecretString::from(p.expose_secret().to_owned())),
+        }
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// A resolved credential: metadata plus the secret, handed to a channel at dispatch.
+#[derive(Clone)]
+pub struct Credential {
+    meta: CredentialMeta,
+    secret: Secret,
+}
+
+impl Credential {
+    /// A credential from its metadata and secret.
+    pub fn new(meta: CredentialMeta, secret: Secret) -> Self {
+        Self { meta, secret }
+    }
+
+    /// The metadata.
+    pub fn meta(&self) -> &CredentialMeta {
+        &self.meta
+    }
+
+    /// The secret.
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credential")
+            .field("name", &self.meta.name)
+            .field("kind", &self.meta.kind)
+            .field("version", &self.meta.version)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,117 @@
+//! An in-memory vault for tests and ephemeral use.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+
+use super::{Credential, CredentialMeta, Secret, Vault, VaultError, VaultState};
+use crate::scrub::Scrubber;
+
+/// An in-memory vault. Starts unlocked; [`MemoryVault::lock`] and [`MemoryVault::unlock`]
+/// switch its state (to test refusals).
+#[derive(Default)]
+pub struct MemoryVault {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    locked: bool,
+    entries: BTreeMap<String, Credential>,
+    scrubber: Option<Arc<Scrubber>>,
+}
+
+impl MemoryVault {
+    /// An empty, unlocked vault.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stores (or replaces, with a new version) a credential.
+    pub fn set(&self, mut meta: CredentialMeta, secret: Secret) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(old) = inner.entries.get(&meta.name) {
+            meta.version = old.meta().version + 1;
+        }
+        inner
+            .entries
+            .insert(meta.name.clone(), Credential::new(meta, secret));
+        inner.scrubber = None;
+    }
+
+    /// Removes a credential.
+    pub fn remove(&self, name: &str) -> bool {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.scrubber = None;
+        inner.entries.remove(name).is_some()
+    }
+
+    /// The metadata of every credential.
+    pub fn list(&self) -> Vec<CredentialMeta> {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.entries.values().map(|c| c.meta().clone()).collect()
+    }
+
+    /// Locks the vault.
+    pub fn lock(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.locked = true;
+    }
+
+    /// Unlocks the vault.
+    pub fn unlock(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.locked = false;
+    }
+}
+
+impl std::fmt::Debug for MemoryVault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("MemoryVault")
+            .field("locked", &inner.locked)
+            .field("names", &inner.entries.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Vault for MemoryVault {
+    fn state(&self) -> VaultState {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.locked {
+            VaultState::Locked
+        } else {
+            VaultState::Unlocked
+        }
+    }
+
+    async fn resolve(&self, name: &str) -> Result<Credential, VaultError> {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.locked {
+            return Err(VaultError::Locked);
+        }
+        inner
+            .entries
+            .get(name)
+            .cloned()
+            .ok_or_else(|| VaultError::NotFound(name.to_owned()))
+    }
+
+    fn scrubber(&self) -> Arc<Scrubber> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.locked {
+            return Arc::new(Scrubber::empty());
+        }
+        if let Some(s) = &inner.scrubber {
+            return Arc::clone(s);
+        }
+        let scrubber = Arc::new(Scrubber::new(inner.entries.values().flat_map(|c| {
+            let s = c.secret();
+            std::iter::once(s.expose()).chain(s.expose_passphrase())
+        })));
+        inner.scrubber = Some(Arc::clone(&scrubber));
+        scrubber
+    }
+}

@@ -1,0 +1,1 @@
+//! The HTTP channel for sallyport (filled by its own issue).

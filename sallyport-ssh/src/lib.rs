@@ -1,0 +1,1 @@
+//! The SSH channel for sallyport (filled by its own issue).
