@@ -162,6 +162,25 @@ impl Executor {
         result
     }
 
+    /// Runs the static checks of stages 1–4 (resolve, validate, decode, authorize, and the
+    /// channel's own checks) without recording, asking or sending anything. Use it to tell an
+    /// agent early that a call would be refused; [`Executor::call`] runs them again.
+    ///
+    /// # Errors
+    ///
+    /// The refusal the call would get.
+    pub fn preflight(&self, action: &str, arguments: Value, session: &Session) -> Result<(), Refusal> {
+        let mut guard = CallGuard::new(
+            Arc::clone(&self.inner.journal),
+            AttemptId::generate(),
+            action,
+            session,
+        );
+        let checked = stages::preflight(&self.inner, &mut guard, session, arguments);
+        guard.disarm();
+        checked
+    }
+
     /// Runs one call from raw JSON text, refusing oversized text before parsing it.
     pub async fn call_json(
         &self,

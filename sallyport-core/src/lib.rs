@@ -1,6 +1,97 @@
 //! sallyport-core: typed, narrow agent actions executed through one fixed safety pipeline.
 //!
-//! (Guide written below once the API settles.)
+//! An OpenAPI operation is not an agent action. An action is smaller: a bounded goal, inputs
+//! the agent can justify, a result it can act on, consent sized to its consequences and a plan
+//! for failure. You write each action once, as a Rust struct with `#[derive(Action)]`; the
+//! card, the JSON Schema, the tool exports and the definition hash all come from it.
+//!
+//! Every call then goes through the same [`Executor`] pipeline: payload drift check → scope →
+//! definition drift → vault → preconditions → consent → durable intent with an executor-made
+//! idempotency key → dispatch → normalization to one of five [`Status`]es → secret scrubbing
+//! → a hash-chained audit record. A refusal at any stage before dispatch sends nothing.
+//!
+//! # Example
+//!
+//! ```
+//! use sallyport_core::channel::{CallView, Channel, ChannelOutcome, Dispatch, RequestSummary};
+//! use sallyport_core::consent::{ConsentDecision, FnConsent};
+//! use sallyport_core::journal::SqliteJournal;
+//! use sallyport_core::outcome::{Refusal, Status};
+//! use sallyport_core::{Action, Catalog, Executor, Session};
+//! use schemars::JsonSchema;
+//! use serde::Deserialize;
+//! use serde_json::json;
+//!
+//! /// Restart one worker of a project.
+//! #[derive(Action, Deserialize, JsonSchema)]
+//! #[action(name = "restart_worker", effect = reversible_change)]
+//! #[channel(name = "workers")]
+//! #[serde(deny_unknown_fields)]
+//! struct RestartWorker {
+//!     #[scope(project)]
+//!     project_id: String,
+//!     #[schemars(regex(pattern = r"^w[0-9]+$"))]
+//!     worker: String,
+//!     /// Why the agent wants this; stored and shown to the human, never parsed.
+//!     #[audit_note]
+//!     reason: String,
+//! }
+//!
+//! /// A channel of the application's own (sallyport-http and sallyport-ssh provide real ones).
+//! struct Workers;
+//!
+//! #[async_trait::async_trait]
+//! impl Channel for Workers {
+//!     fn name(&self) -> &str {
+//!         "workers"
+//!     }
+//!     fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal> {
+//!         Ok(RequestSummary(format!("restart {}", call.arguments["worker"])))
+//!     }
+//!     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
+//!         call.context.sending(); // right before the request leaves
+//!         ChannelOutcome::completed(json!({"worker": call.arguments["worker"], "state": "running"}))
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! let catalog = Catalog::builder().action::<RestartWorker>().build()?;
+//! let executor = Executor::builder(catalog)
+//!     .journal(SqliteJournal::open(dir.path().join("journal.db"))?)
+//!     .channel(Workers)
+//!     .consent(FnConsent::new(|request| async move {
+//!         println!("{}", request.render()); // what the human sees
+//!         ConsentDecision::Approve
+//!     }))
+//!     .build()?;
+//!
+//! let session = Session::new("chat-7").allow("project", ["proj_1"]);
+//! let ok = executor
+//!     .call("restart_worker", json!({"project_id": "proj_1", "worker": "w3", "reason": "stuck queue"}), &session)
+//!     .await;
+//! assert_eq!(ok.status, Status::Completed);
+//!
+//! // Another project: refused before anyone is asked, nothing sent, audited.
+//! let refused = executor
+//!     .call("restart_worker", json!({"project_id": "proj_9", "worker": "w3", "reason": "stuck queue"}), &session)
+//!     .await;
+//! assert_eq!(refused.code.as_deref(), Some("out_of_scope"));
+//! assert!(executor.journal().verify().await?.is_intact());
+//! # Ok(()) }
+//! ```
+//!
+//! # Modules
+//!
+//! - [`action`]: the [`Action`] trait and its card, [`ActionSpec`].
+//! - [`catalog`]: registering actions; MCP, OpenAI, Anthropic and JSON Schema exports.
+//! - [`executor`]: the pipeline and its builder.
+//! - [`drift`]: the payload drift guard and canonical JSON.
+//! - [`consent`]: consent requests, providers and session grants; [`danger`] for auto-approve.
+//! - [`journal`]: durable intents and the hash-chained audit log in SQLite.
+//! - [`vault`]: credentials; [`scrub`]: removing secret values from everything outgoing.
+//! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.
 
 pub mod action;
 pub mod catalog;

@@ -71,6 +71,18 @@ pub(super) async fn run(
     }
 }
 
+/// Stages 1–4 only: nothing is recorded, nothing is sent, no human is asked.
+pub(super) fn preflight(
+    inner: &Inner,
+    guard: &mut CallGuard,
+    session: &Session,
+    arguments: Value,
+) -> Result<(), Refusal> {
+    let resolved = resolve(inner, guard)?;
+    let decoded = validate(inner, guard, resolved, arguments)?;
+    authorize(inner, guard, session, decoded).map(|_| ())
+}
+
 async fn pipeline(
     inner: &Inner,
     guard: &mut CallGuard,

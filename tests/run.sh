@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The test command: every test of the workspace, in one `cargo test` run.
+#
+# The SSH tests start a real OpenSSH sshd and the keychain tests talk to a real kernel keyring
+# and a real Secret Service, so this runs cargo inside a fresh session keyring and a private
+# D-Bus session with an unlocked gnome-keyring. Missing tools fail loudly: install them with
+#   apt-get install openssh-server keyutils dbus gnome-keyring
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+[ -x /usr/sbin/sshd ] || command -v sshd >/dev/null 2>&1 || missing+=(openssh-server)
+command -v keyctl >/dev/null 2>&1 || missing+=(keyutils)
+command -v dbus-run-session >/dev/null 2>&1 || missing+=(dbus)
+command -v gnome-keyring-daemon >/dev/null 2>&1 || missing+=(gnome-keyring)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "tests/run.sh: missing ${missing[*]}; install with: apt-get install ${missing[*]}" >&2
+  exit 2
+fi
+
+exec bash tests/keychain-session.sh cargo test --workspace "$@"

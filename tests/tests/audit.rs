@@ -1,0 +1,234 @@
+//! The hash-chained audit log in a real SQLite file: `verify` finds edits, deletions,
+//! insertions, reorders and truncation, and says where.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use sallyport_core::consent::{ConsentDecision, FnConsent};
+use sallyport_core::journal::{
+    BreakKind, ChainHead, Journal, JournalError, SqliteJournal, chain_hash, export_json_lines,
+};
+use sallyport_core::outcome::Status;
+use sallyport_core::{Action, Catalog, Executor, Session};
+use sallyport_tests::scripted::ScriptedChannel;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+/// Read one item.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "get_item", effect = observe)]
+#[channel(name = "test")]
+struct GetItem {
+    id: String,
+}
+
+/// Journal with `n` audited calls; returns the file path and the head.
+async fn journal_with(dir: &Path, n: usize) -> (std::path::PathBuf, ChainHead) {
+    let path = dir.join("journal.db");
+    let journal = Arc::new(SqliteJournal::open(&path).expect("journal"));
+    let executor = Executor::builder(Catalog::builder().action::<GetItem>().build().expect("catalog"))
+        .journal_arc(journal.clone())
+        .channel(ScriptedChannel::new())
+        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+        .build()
+        .expect("executor");
+    let session = Session::new("s");
+    for i in 0..n {
+        let r = executor.call("get_item", json!({"id": format!("item_{i}")}), &session).await;
+        assert_eq!(r.status, Status::Completed);
+    }
+    let report = journal.verify().await.expect("verify");
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.records, n as u64);
+    (path, report.head)
+}
+
+async fn verify_file(path: &Path) -> sallyport_core::journal::VerifyReport {
+    SqliteJournal::open(path)
+        .expect("reopen")
+        .verify()
+        .await
+        .expect("verify")
+}
+
+fn tamper(path: &Path, sql: &str) {
+    let conn = rusqlite::Connection::open(path).expect("open");
+    conn.execute_batch(sql).expect("tamper");
+}
+
+#[tokio::test]
+async fn an_edited_record_is_found_at_its_position() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = journal_with(dir.path(), 5).await;
+    tamper(
+        &path,
+        r#"UPDATE audit SET event = replace(event, '"status":"completed"', '"status":"rejected"') WHERE seq = 3"#,
+    );
+    let report = verify_file(&path).await;
+    let brk = report.first_break.expect("break");
+    assert_eq!((brk.seq, brk.kind), (3, BreakKind::Edited));
+}
+
+#[tokio::test]
+async fn a_deleted_record_is_found_where_the_gap_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = journal_with(dir.path(), 5).await;
+    tamper(&path, "DELETE FROM audit WHERE seq = 2");
+    let brk = verify_file(&path).await.first_break.expect("break");
+    assert_eq!((brk.seq, brk.kind), (3, BreakKind::Deleted));
+    assert_eq!(brk.detail, "expected record 2, found record 3");
+}
+
+#[tokio::test]
+async fn an_inserted_record_is_found() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = journal_with(dir.path(), 4).await;
+    // Shift records 3.. up by one and forge a record 3 that links to nothing real.
+    let event = r#"{"receipt_id":"rcpt_forged","attempt_id":"att_forged","at":"2026-01-01T00:00:00Z","session_id":"s","action":"get_item","phase":"finished","status":"completed","dispatches":1}"#;
+    let forged_hash = chain_hash("ab".repeat(32).as_str(), 3, event);
+    tamper(
+        &path,
+        &format!(
+            "UPDATE audit SET seq = seq + 100 WHERE seq >= 3;
+             UPDATE audit SET seq = seq - 99 WHERE seq >= 100;
+             INSERT INTO audit (seq, receipt_id, attempt_id, prev_hash, hash, event)
+             VALUES (3, 'rcpt_forged', 'att_forged', '{}', '{forged_hash}', '{event}');",
+            "ab".repeat(32)
+        ),
+    );
+    let brk = verify_file(&path).await.first_break.expect("break");
+    assert_eq!((brk.seq, brk.kind), (3, BreakKind::Inserted));
+}
+
+#[tokio::test]
+async fn reordered_records_are_found() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = journal_with(dir.path(), 5).await;
+    // Swap the contents of records 2 and 3, keeping the sequence numbers.
+    tamper(
+        &path,
+        "UPDATE audit SET seq = 100 WHERE seq = 2;
+         UPDATE audit SET seq = 2 WHERE seq = 3;
+         UPDATE audit SET seq = 3 WHERE seq = 100;",
+    );
+    let brk = verify_file(&path).await.first_break.expect("break");
+    assert_eq!((brk.seq, brk.kind), (2, BreakKind::Reordered));
+}
+
+#[tokio::test]
+async fn truncation_is_found_by_comparing_with_an_exported_head() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, head) = journal_with(dir.path(), 5).await;
+    tamper(&path, "DELETE FROM audit WHERE seq >= 4");
+    let mut report = verify_file(&path).await;
+    assert!(report.is_intact(), "a clean cut looks intact on its own");
+    report.check_against(&head, None);
+    let brk = report.first_break.expect("break");
+    assert_eq!((brk.seq, brk.kind), (4, BreakKind::Deleted));
+    assert_eq!(brk.detail, "chain holds 3 records but the exported head says 5: truncated");
+}
+
+#[tokio::test]
+async fn export_writes_one_json_line_per_record_with_chain_links() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, head) = journal_with(dir.path(), 3).await;
+    let journal = SqliteJournal::open(&path).expect("journal");
+    let mut out = Vec::new();
+    let n = export_json_lines(&journal, &mut out).await.expect("export");
+    assert_eq!(n, 3);
+    let text = String::from_utf8(out).expect("utf8");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["seq"], 1);
+    assert_eq!(lines[1]["prev_hash"], lines[0]["hash"]);
+    assert_eq!(lines[2]["hash"], head.hash.as_str());
+    assert_eq!(lines[2]["event"]["action"], "get_item");
+}
+
+#[tokio::test]
+async fn a_corrupt_journal_file_is_reported_and_left_untouched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("journal.db");
+    let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&path, &garbage).expect("write");
+    let err = SqliteJournal::open(&path).expect_err("corrupt");
+    assert!(matches!(err, JournalError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains("left untouched"), "{err}");
+    assert_eq!(std::fs::read(&path).expect("read"), garbage);
+}
+
+#[tokio::test]
+async fn a_foreign_sqlite_database_is_refused_and_left_untouched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("other.db");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('keep me');")
+            .expect("create");
+    }
+    let before = std::fs::read(&path).expect("read");
+    let err = SqliteJournal::open(&path).expect_err("foreign");
+    assert!(matches!(err, JournalError::Corrupt { .. }), "{err:?}");
+    assert_eq!(std::fs::read(&path).expect("read"), before);
+}
+
+#[tokio::test]
+async fn a_journal_from_a_newer_format_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = journal_with(dir.path(), 1).await;
+    tamper(&path, "PRAGMA user_version = 99");
+    let err = SqliteJournal::open(&path).expect_err("newer");
+    assert_eq!(
+        err.to_string(),
+        "journal format 99 is newer than this build understands (1)"
+    );
+}
+
+/// Pay one invoice.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "pay_invoice", effect = external_commitment)]
+#[channel(name = "test")]
+struct PayInvoice {
+    invoice_id: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_concurrent_mutating_calls_all_land_with_distinct_keys_and_an_intact_chain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("j.db");
+    let journal = Arc::new(SqliteJournal::open(&path).expect("journal"));
+    let executor = Executor::builder(Catalog::builder().action::<PayInvoice>().build().expect("catalog"))
+        .journal_arc(journal.clone())
+        .channel(ScriptedChannel::new())
+        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+        .build()
+        .expect("executor");
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let executor = executor.clone();
+        tasks.push(tokio::spawn(async move {
+            executor
+                .call("pay_invoice", json!({"invoice_id": format!("inv_{i}")}), &Session::new("s"))
+                .await
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.expect("join").status, Status::Completed);
+    }
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let (n, keys): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*), count(DISTINCT idempotency_key) FROM attempts WHERE phase = 'finished'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("count");
+    assert_eq!((n, keys), (64, 64));
+    let report = journal.verify().await.expect("verify");
+    assert!(report.is_intact());
+    assert_eq!(report.records, 64);
+}

@@ -1,0 +1,146 @@
+//! The catalog's tool exports: plain JSON Schema, MCP (with annotations), OpenAI, Anthropic.
+
+use sallyport_core::{Action, Catalog};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+/// List the builds of one project.
+///
+/// Returns at most 50 builds, newest first.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "list_builds", effect = observe, data = [internal])]
+#[channel(name = "test")]
+struct ListBuilds {
+    /// The project.
+    #[scope(project)]
+    project_id: String,
+}
+
+/// Send one invoice to its customer.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(
+    name = "send_invoice",
+    effect = external_commitment,
+    retry = idempotency_key,
+    reconcile = "list_builds"
+)]
+#[channel(name = "test")]
+struct SendInvoice {
+    invoice_id: String,
+}
+
+/// Delete one project and everything in it.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "delete_project", effect = irreversible_or_broad)]
+#[channel(name = "test")]
+struct DeleteProject {
+    #[scope(project)]
+    project_id: String,
+}
+
+/// Rename one branch.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "rename_branch", effect = reversible_change)]
+#[channel(name = "test")]
+struct RenameBranch {
+    branch: String,
+    new_name: String,
+}
+
+fn catalog() -> Catalog {
+    Catalog::builder()
+        .action::<ListBuilds>()
+        .action::<SendInvoice>()
+        .action::<DeleteProject>()
+        .action::<RenameBranch>()
+        .build()
+        .expect("catalog")
+}
+
+#[test]
+fn mcp_annotations_follow_the_card() {
+    let tools = catalog().mcp_tools();
+    let by_name = |name: &str| {
+        tools
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|t| t["name"] == name)
+            .cloned()
+            .expect("tool")
+    };
+    assert_eq!(
+        by_name("list_builds")["annotations"],
+        json!({"title": "List builds", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false})
+    );
+    assert_eq!(
+        by_name("send_invoice")["annotations"],
+        json!({"title": "Send invoice", "readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": true})
+    );
+    assert_eq!(
+        by_name("delete_project")["annotations"],
+        json!({"title": "Delete project", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": false})
+    );
+    assert_eq!(
+        by_name("rename_branch")["annotations"],
+        json!({"title": "Rename branch", "readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false})
+    );
+    let list = by_name("list_builds");
+    assert_eq!(list["inputSchema"]["additionalProperties"], false);
+    assert_eq!(list["inputSchema"]["required"], json!(["project_id"]));
+    assert_eq!(list["inputSchema"]["properties"]["project_id"]["type"], "string");
+    assert!(list["inputSchema"].get("$schema").is_none());
+    let send = by_name("send_invoice");
+    let description = send["description"].as_str().expect("description");
+    assert!(description.starts_with("Send one invoice to its customer."), "{description}");
+    assert!(description.contains("A human approves every call."), "{description}");
+    assert!(description.contains("check with list_builds. Never retry an unknown result."), "{description}");
+}
+
+#[test]
+fn openai_and_anthropic_exports_carry_the_same_schema() {
+    let catalog = catalog();
+    let openai = catalog.openai_tools();
+    let anthropic = catalog.anthropic_tools();
+    let plain = catalog.json_schema_tools();
+    assert_eq!(openai.as_array().expect("array").len(), 4);
+    for i in 0..4 {
+        assert_eq!(openai[i]["type"], "function");
+        assert_eq!(openai[i]["function"]["name"], anthropic[i]["name"]);
+        assert_eq!(openai[i]["function"]["parameters"], anthropic[i]["input_schema"]);
+        assert_eq!(plain[i]["input_schema"], anthropic[i]["input_schema"]);
+        assert_eq!(openai[i]["function"]["description"], anthropic[i]["description"]);
+        assert_eq!(anthropic[i]["input_schema"]["additionalProperties"], false);
+    }
+}
+
+#[test]
+fn the_card_renders_in_the_documented_form() {
+    let card = ListBuilds::spec().card();
+    assert_eq!(
+        card,
+        "Action: list_builds\n\
+         Effect: List the builds of one project.\n\
+         Class: observe (internal)\n\
+         Scope: One project (`project_id`).\n\
+         Result: The upstream's answer, projected to declared fields.\n\
+         Human consent: Not required.\n\
+         Retry: Safe to retry: the action only reads.\n\
+         Data: internal\n"
+    );
+}
+
+#[test]
+fn the_definition_hash_changes_with_meaning_and_only_with_meaning() {
+    let a = catalog();
+    let b = catalog();
+    let hash = |c: &Catalog, n: &str| c.get(n).expect("entry").definition_hash().to_owned();
+    assert_eq!(hash(&a, "list_builds"), hash(&b, "list_builds"));
+    let widened = Catalog::builder()
+        .action_with_spec::<ListBuilds>(|s| s.with_consent(sallyport_core::ConsentRule::Session))
+        .build()
+        .expect("catalog");
+    assert_ne!(hash(&a, "list_builds"), hash(&widened, "list_builds"));
+    assert_eq!(hash(&a, "list_builds").len(), 64);
+}
