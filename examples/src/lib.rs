@@ -1,5 +1,6 @@
-//! Shared pieces of the sallyport examples: the embedded demo upstream and the demo catalog
-//! that the quickstart and the MCP demo serve.
+//! Shared pieces of the sallyport examples: the embedded demo upstream, the demo catalog that
+//! the quickstart, the examples and the MCP demo serve, and the embedded defaults they share.
 
 pub mod catalog;
+pub mod setup;
 pub mod upstream;

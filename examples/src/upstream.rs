@@ -9,7 +9,8 @@
 //! - `POST /v1/invoices` — create an invoice, honouring `Idempotency-Key` (a replay returns
 //!   the first answer; the same key with another payload is `422`). An invoice whose
 //!   reference starts with `drop-` is committed and then the connection is closed without a
-//!   response byte, every time: the demo's lost response.
+//!   response byte, every time: the demo's lost response. One whose reference starts with
+//!   `slow-` is committed and never answered: the demo's timeout.
 //! - `GET  /v1/invoices?customer_id=…&reference=…` — the invoices with that reference.
 //!
 //! Every route requires `Authorization: Bearer <token>` with the token the server was
@@ -274,6 +275,10 @@ async fn create_invoice(
     if body.reference.starts_with("drop-") {
         // Committed; now lose the response.
         kill.0.notify_one();
+        std::future::pending::<()>().await;
+    }
+    if body.reference.starts_with("slow-") {
+        // Committed; the answer never comes (the client's timeout fires).
         std::future::pending::<()>().await;
     }
     (StatusCode::CREATED, Json(response)).into_response()
