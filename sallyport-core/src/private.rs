@@ -8,6 +8,10 @@ pub use std::vec::Vec;
 pub use schemars;
 pub use serde_json;
 
+// The supertraits of `Action`, named by the stub impl the derive emits when it fails.
+pub use schemars::JsonSchema;
+pub use serde::de::DeserializeOwned;
+
 pub use crate::action::{
     Action, ActionSpec, ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
 };

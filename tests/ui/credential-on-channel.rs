@@ -1,0 +1,13 @@
+use sallyport_core::Action;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Read one invoice.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "get_invoice", effect = observe)]
+#[http(get = "/v1/invoices/{invoice_id}", credential = "billing-api")]
+struct GetInvoice {
+    invoice_id: String,
+}
+
+fn main() {}

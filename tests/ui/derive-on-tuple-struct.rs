@@ -1,0 +1,10 @@
+use sallyport_core::Action;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Read one invoice.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "get_invoice", effect = observe)]
+struct GetInvoice(String);
+
+fn main() {}

@@ -1,0 +1,11 @@
+use sallyport_core::Action;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Read one invoice.
+#[derive(Action, Deserialize, JsonSchema)]
+struct GetInvoice {
+    invoice_id: String,
+}
+
+fn main() {}

@@ -1,0 +1,11 @@
+use sallyport_core::Action;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "get_invoice", effect = observe)]
+struct GetInvoice {
+    invoice_id: String,
+}
+
+fn main() {}

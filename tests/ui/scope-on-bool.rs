@@ -1,0 +1,13 @@
+use sallyport_core::Action;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Archive one project.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "archive_project", effect = reversible_change)]
+struct ArchiveProject {
+    #[scope(project)]
+    confirmed: bool,
+}
+
+fn main() {}

@@ -1,0 +1,13 @@
+use sallyport_core::Action;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Create one deployment of a build.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "create_deployment", effect = reversible_change)]
+#[http(post = "/v1/deployments", status(2020) = pending)]
+struct CreateDeployment {
+    build_id: String,
+}
+
+fn main() {}

@@ -1,0 +1,14 @@
+use sallyport_core::Action;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Create one deployment of a build.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "create_deployment", effect = reversible_change)]
+#[http(post = "/v1/projects/{projct_id}/deployments")]
+struct CreateDeployment {
+    project_id: String,
+    build_id: String,
+}
+
+fn main() {}
