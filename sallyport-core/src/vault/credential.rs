@@ -92,6 +92,18 @@ pub struct CredentialMeta {
     pub version: u64,
 }
 
+impl CredentialMeta {
+    /// Metadata for a new credential (version 1; vaults assign versions on write).
+    pub fn new(name: impl Into<String>, kind: CredentialKind, binding: Binding) -> Self {
+        Self {
+            name: name.into(),
+            kind,
+            binding,
+            version: 1,
+        }
+    }
+}
+
 /// A secret value. Not `Serialize`, not `Display`; `Debug` prints `Secret(..)`; zeroized on
 /// drop.
 pub struct Secret {

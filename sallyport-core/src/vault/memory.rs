@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 
-use super::{Credential, CredentialMeta, Secret, Vault, VaultError, VaultState};
+use super::{
+    Credential, CredentialMeta, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta,
+};
 use crate::scrub::Scrubber;
 
 /// An in-memory vault. Starts unlocked; [`MemoryVault::lock`] and [`MemoryVault::unlock`]
@@ -113,5 +115,64 @@ impl Vault for MemoryVault {
         })));
         inner.scrubber = Some(Arc::clone(&scrubber));
         scrubber
+    }
+}
+
+impl VaultAdmin for MemoryVault {
+    fn add(&self, mut meta: CredentialMeta, secret: Secret) -> Result<CredentialMeta, VaultError> {
+        check_meta(&meta)?;
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.entries.contains_key(&meta.name) {
+            return Err(VaultError::AlreadyExists(meta.name));
+        }
+        meta.version = 1;
+        inner
+            .entries
+            .insert(meta.name.clone(), Credential::new(meta.clone(), secret));
+        inner.scrubber = None;
+        Ok(meta)
+    }
+
+    fn set(&self, mut meta: CredentialMeta, secret: Secret) -> Result<CredentialMeta, VaultError> {
+        check_meta(&meta)?;
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        meta.version = inner
+            .entries
+            .get(&meta.name)
+            .map_or(1, |old| old.meta().version + 1);
+        inner
+            .entries
+            .insert(meta.name.clone(), Credential::new(meta.clone(), secret));
+        inner.scrubber = None;
+        Ok(meta)
+    }
+
+    fn rotate(&self, name: &str, secret: Secret) -> Result<CredentialMeta, VaultError> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut meta = inner
+            .entries
+            .get(name)
+            .map(|c| c.meta().clone())
+            .ok_or_else(|| VaultError::NotFound(name.to_owned()))?;
+        meta.version += 1;
+        inner
+            .entries
+            .insert(name.to_owned(), Credential::new(meta.clone(), secret));
+        inner.scrubber = None;
+        Ok(meta)
+    }
+
+    fn remove(&self, name: &str) -> Result<(), VaultError> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.scrubber = None;
+        inner
+            .entries
+            .remove(name)
+            .map(drop)
+            .ok_or_else(|| VaultError::NotFound(name.to_owned()))
+    }
+
+    fn list(&self) -> Result<Vec<CredentialMeta>, VaultError> {
+        Ok(MemoryVault::list(self))
     }
 }

@@ -1,0 +1,214 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  failure not covered below (I/O, keychain backend)
+  2  bad arguments
+  3  the vault is locked (lock marker present)
+  4  wrong passphrase
+  5  no such credential, or no vault / journal at the path
+  6  the credential or the vault file already exists
+  7  the vault or journal file is damaged, truncated, foreign or newer (left untouched)
+  8  audit verify found a broken chain
+
+DATA_DIR is $XDG_DATA_HOME (or ~/.local/share) on Linux, ~/Library/Application Support on
+macOS and %APPDATA% on Windows.
+
+Secrets and passphrases are read from a no-echo prompt on a terminal, or one line each from
+standard input when it is not a terminal (in the order the prompts would ask). They are never
+taken from arguments or environment variables, and no command prints one.";
+
+/// Put credentials into a sallyport vault without exposing them to agents, and check the
+/// audit log.
+#[derive(Debug, Parser)]
+#[command(name = "sallyport", version, after_long_help = EXIT_CODES, after_help = "Exit codes: see --help.")]
+#[non_exhaustive]
+pub struct Cli {
+    /// The encrypted vault file [default: DATA_DIR/sallyport/vault.spv].
+    #[arg(long, global = true, env = "SALLYPORT_VAULT", value_name = "PATH")]
+    pub vault: Option<PathBuf>,
+
+    /// Use the OS keychain instead of the vault file.
+    #[arg(long, global = true, value_name = "BACKEND")]
+    pub keychain: Option<KeychainArg>,
+
+    /// The keychain service name the credentials are stored under.
+    #[arg(long, global = true, default_value = "sallyport", value_name = "NAME")]
+    pub keychain_service: String,
+
+    /// Read the vault passphrase from the first line of this file (keep it mode 0600) instead
+    /// of prompting.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub passphrase_file: Option<PathBuf>,
+
+    /// The journal (SQLite file) for `audit` commands [default: DATA_DIR/sallyport/journal.db].
+    #[arg(long, global = true, env = "SALLYPORT_JOURNAL", value_name = "PATH")]
+    pub journal: Option<PathBuf>,
+
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// An OS keychain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[non_exhaustive]
+pub enum KeychainArg {
+    /// The platform's usual keychain.
+    Auto,
+    /// Linux kernel keyutils (session keyring).
+    Keyutils,
+    /// The freedesktop Secret Service (GNOME Keyring, KWallet).
+    SecretService,
+    /// The macOS Keychain.
+    Macos,
+    /// The Windows Credential Manager.
+    Windows,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum Command {
+    /// Manage credentials: init, set, list, remove, rotate, lock, unlock, status.
+    #[command(subcommand)]
+    Vault(VaultCommand),
+    /// Check and export the audit log: verify, export, unresolved.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+/// `sallyport vault …`
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum VaultCommand {
+    /// Create a new, empty vault file (asks for a new passphrase twice).
+    Init(InitArgs),
+    /// Store a credential (asks for its value; refuses an existing name unless --replace).
+    Set(SetArgs),
+    /// Show names, kinds, versions and bindings. Never values.
+    List(ListArgs),
+    /// Remove a credential.
+    Remove {
+        /// The credential name.
+        name: String,
+    },
+    /// Replace a credential's value, keeping kind and binding (asks for the new value).
+    Rotate {
+        /// The credential name.
+        name: String,
+        /// Also ask for a new SSH key passphrase.
+        #[arg(long)]
+        key_passphrase: bool,
+    },
+    /// Lock the vault for every process using it (writes the lock marker; no passphrase needed).
+    Lock,
+    /// Check the passphrase and remove the lock marker.
+    Unlock,
+    /// Show the vault's state without the passphrase (exit 3 when locked).
+    Status(ListArgs),
+}
+
+/// `vault init` options.
+#[derive(Debug, Args)]
+#[non_exhaustive]
+pub struct InitArgs {
+    /// Argon2id memory in MiB.
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    pub kdf_memory_mib: u32,
+    /// Argon2id passes.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub kdf_iterations: u32,
+    /// Argon2id lanes.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub kdf_parallelism: u32,
+}
+
+/// `vault set` options.
+#[derive(Debug, Args)]
+#[non_exhaustive]
+pub struct SetArgs {
+    /// The credential name actions bind to (A-Z a-z 0-9 . _ -).
+    pub name: String,
+    /// The credential kind.
+    #[arg(long, value_enum)]
+    pub kind: KindArg,
+    /// The user name (basic).
+    #[arg(long, value_name = "USER", required_if_eq("kind", "basic"))]
+    pub user: Option<String>,
+    /// The header that carries the key (api-key).
+    #[arg(long, value_name = "NAME", conflicts_with = "query")]
+    pub header: Option<String>,
+    /// The query parameter that carries the key (api-key).
+    #[arg(long, value_name = "NAME")]
+    pub query: Option<String>,
+    /// A base URL the credential may be sent to (HTTP kinds; repeatable).
+    #[arg(long = "bind", value_name = "URL")]
+    pub bind: Vec<String>,
+    /// An SSH user@host the credential may be used for (SSH kinds; repeatable).
+    #[arg(long = "bind-ssh", value_name = "USER@HOST")]
+    pub bind_ssh: Vec<String>,
+    /// Also ask for the SSH private key's passphrase (ssh-key).
+    #[arg(long)]
+    pub key_passphrase: bool,
+    /// Replace an existing credential of that name (kind, binding and value).
+    #[arg(long)]
+    pub replace: bool,
+}
+
+/// Credential kinds on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[non_exhaustive]
+pub enum KindArg {
+    /// `Authorization: Bearer <token>`.
+    Bearer,
+    /// HTTP basic (--user; the password is asked for).
+    Basic,
+    /// An API key in a header (--header) or query parameter (--query).
+    ApiKey,
+    /// An OpenSSH private key (pasted or piped, up to its END line).
+    SshKey,
+    /// An SSH password.
+    SshPassword,
+}
+
+/// Output format options.
+#[derive(Debug, Args)]
+#[non_exhaustive]
+pub struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `sallyport audit …`
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum AuditCommand {
+    /// Check the hash chain (exit 8 and the first break when it is damaged).
+    Verify {
+        /// Also compare with a head exported earlier (JSON `{"count":…,"hash":…}`), which
+        /// detects truncation.
+        #[arg(long, value_name = "FILE")]
+        head: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write every audit record as JSON lines (for SIEM pipelines).
+    Export {
+        /// Write to this file instead of standard output.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Also write the chain head (for a later `verify --head`) to this file.
+        #[arg(long, value_name = "FILE")]
+        head_output: Option<PathBuf>,
+    },
+    /// List attempts left between intent and outcome (after a crash).
+    Unresolved(ListArgs),
+}

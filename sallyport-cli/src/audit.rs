@@ -1,0 +1,166 @@
+//! `sallyport audit …`
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use sallyport_core::journal::{ChainHead, Journal, SqliteJournal, export_json_lines};
+use sallyport_core::vault::default_data_dir;
+
+use crate::args::{AuditCommand, Cli};
+use crate::exit::{Exit, Failure};
+
+fn journal_path(cli: &Cli) -> Result<PathBuf, Failure> {
+    cli.journal
+        .clone()
+        .or_else(|| default_data_dir().map(|d| d.join("journal.db")))
+        .ok_or_else(|| {
+            Failure::new(
+                Exit::Usage,
+                "no home directory is known; name the journal with --journal",
+            )
+        })
+}
+
+fn open_journal(cli: &Cli) -> Result<SqliteJournal, Failure> {
+    let path = journal_path(cli)?;
+    // Opening creates a missing file; an audit command must not.
+    if !path.is_file() {
+        return Err(Failure::new(
+            Exit::NotFound,
+            format!("no journal at {}", path.display()),
+        ));
+    }
+    Ok(SqliteJournal::open(&path)?)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::new(Exit::Failure, format!("cannot start the runtime: {e}")))
+}
+
+fn io_failure(what: &str, e: &std::io::Error) -> Failure {
+    Failure::new(Exit::Failure, format!("cannot {what}: {e}"))
+}
+
+pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
+    let journal = open_journal(cli)?;
+    let rt = runtime()?;
+    match cmd {
+        AuditCommand::Verify { head, json } => {
+            let mut report = rt.block_on(journal.verify())?;
+            if let Some(head_path) = head {
+                let text = std::fs::read_to_string(head_path)
+                    .map_err(|e| io_failure(&format!("read {}", head_path.display()), &e))?;
+                let exported: ChainHead = serde_json::from_str(&text).map_err(|e| {
+                    Failure::new(
+                        Exit::Usage,
+                        format!("{} is not an exported head: {e}", head_path.display()),
+                    )
+                })?;
+                let records = rt.block_on(journal.records())?;
+                let hash_at = usize::try_from(exported.count)
+                    .ok()
+                    .and_then(|n| n.checked_sub(1))
+                    .and_then(|i| records.get(i))
+                    .map(|r| r.hash.clone())
+                    .or_else(|| {
+                        (exported.count == 0)
+                            .then(|| sallyport_core::journal::GENESIS_HASH.to_owned())
+                    });
+                report.check_against(&exported, hash_at.as_deref());
+            }
+            if *json {
+                let text = serde_json::to_string_pretty(&report)
+                    .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+                println!("{text}");
+            }
+            match &report.first_break {
+                None => {
+                    if !*json {
+                        println!(
+                            "intact: {} records, head {}",
+                            report.head.count, report.head.hash
+                        );
+                    }
+                    Ok(())
+                }
+                Some(b) => Err(Failure::new(
+                    Exit::ChainBroken,
+                    format!(
+                        "audit chain broken at record {} ({}): {}",
+                        b.seq,
+                        serde_json::to_value(b.kind)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default(),
+                        b.detail
+                    ),
+                )),
+            }
+        }
+        AuditCommand::Export {
+            output,
+            head_output,
+        } => {
+            let count = match output {
+                Some(path) => {
+                    let mut file = std::fs::File::create(path)
+                        .map_err(|e| io_failure(&format!("create {}", path.display()), &e))?;
+                    let n = rt
+                        .block_on(export_json_lines(&journal, &mut file))
+                        .map_err(|e| Failure::new(Exit::Failure, format!("export failed: {e}")))?;
+                    file.sync_all()
+                        .map_err(|e| io_failure(&format!("write {}", path.display()), &e))?;
+                    n
+                }
+                None => {
+                    let stdout = std::io::stdout();
+                    let mut out = stdout.lock();
+                    let n = rt
+                        .block_on(export_json_lines(&journal, &mut out))
+                        .map_err(|e| Failure::new(Exit::Failure, format!("export failed: {e}")))?;
+                    out.flush()
+                        .map_err(|e| io_failure("write standard output", &e))?;
+                    n
+                }
+            };
+            if let Some(path) = head_output {
+                let report = rt.block_on(journal.verify())?;
+                let text = serde_json::to_string(&report.head)
+                    .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+                std::fs::write(path, format!("{text}\n"))
+                    .map_err(|e| io_failure(&format!("write {}", path.display()), &e))?;
+            }
+            eprintln!("exported {count} records");
+            Ok(())
+        }
+        AuditCommand::Unresolved(args) => {
+            let list = rt.block_on(journal.unresolved())?;
+            if args.json {
+                let text = serde_json::to_string_pretty(&list)
+                    .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+                println!("{text}");
+            } else if list.is_empty() {
+                println!("no unresolved attempts");
+            } else {
+                println!(
+                    "{:<40} {:<32} {:<16} {:>10}  CREATED",
+                    "ATTEMPT", "ACTION", "PHASE", "DISPATCHES"
+                );
+                for a in &list {
+                    println!(
+                        "{:<40} {:<32} {:<16} {:>10}  {}",
+                        a.attempt_id,
+                        a.action,
+                        a.phase.as_str(),
+                        a.dispatches,
+                        a.created_at
+                    );
+                }
+            }
+            Ok(())
+        }
+    }
+}

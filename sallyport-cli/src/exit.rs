@@ -1,0 +1,94 @@
+//! Exit codes a shell script can rely on.
+
+use std::process::ExitCode;
+
+use sallyport_core::journal::JournalError;
+use sallyport_core::vault::VaultError;
+
+/// The exit codes of `sallyport`. They are stable: scripts may test them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum Exit {
+    /// 1 — a failure not covered below (I/O, keychain backend).
+    Failure = 1,
+    /// 2 — bad arguments.
+    Usage = 2,
+    /// 3 — the vault is locked (lock marker present).
+    Locked = 3,
+    /// 4 — wrong passphrase.
+    WrongPassphrase = 4,
+    /// 5 — no such credential, or no vault / journal at the path.
+    NotFound = 5,
+    /// 6 — the credential or the vault file already exists.
+    AlreadyExists = 6,
+    /// 7 — the vault or journal file is damaged, truncated, foreign or from a newer sallyport
+    /// (it was left untouched).
+    Corrupt = 7,
+    /// 8 — `audit verify` found a broken chain.
+    ChainBroken = 8,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> Self {
+        ExitCode::from(e as u8)
+    }
+}
+
+/// A failed command: what to print and how to exit.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) exit: Exit,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(exit: Exit, message: impl Into<String>) -> Self {
+        Self {
+            exit,
+            message: message.into(),
+        }
+    }
+}
+
+/// The error and its sources, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+impl From<VaultError> for Failure {
+    fn from(e: VaultError) -> Self {
+        let exit = match &e {
+            VaultError::Locked => Exit::Locked,
+            VaultError::WrongPassphrase { .. } => Exit::WrongPassphrase,
+            VaultError::NotFound(_) | VaultError::NotInitialized { .. } => Exit::NotFound,
+            VaultError::AlreadyExists(_) => Exit::AlreadyExists,
+            VaultError::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists => {
+                Exit::AlreadyExists
+            }
+            VaultError::Corrupt { .. }
+            | VaultError::NotAVault { .. }
+            | VaultError::NewerFormat { .. } => Exit::Corrupt,
+            VaultError::Invalid(_) => Exit::Usage,
+            _ => Exit::Failure,
+        };
+        Self::new(exit, chain(&e))
+    }
+}
+
+impl From<JournalError> for Failure {
+    fn from(e: JournalError) -> Self {
+        let exit = match &e {
+            JournalError::Corrupt { .. } | JournalError::NewerFormat { .. } => Exit::Corrupt,
+            _ => Exit::Failure,
+        };
+        Self::new(exit, chain(&e))
+    }
+}

@@ -1,0 +1,66 @@
+#![allow(missing_docs, reason = "criterion_group! generates undocumented items")]
+//! Scrubber throughput: 50 secrets loaded, outputs of 1 KiB and 64 KiB, clean and with a
+//! secret inside. Target: at most 2 µs per KiB (criterion's `thrpt` at least 500 MiB/s).
+//!
+//! `cargo bench -p sallyport-tests --bench scrub`
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use sallyport_core::scrub::Scrubber;
+
+/// 50 secret values shaped like real tokens (40 characters of a token alphabet).
+fn secrets() -> Vec<String> {
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..50)
+        .map(|i| {
+            let body: String = (0..40)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    alphabet[(state % alphabet.len() as u64) as usize] as char
+                })
+                .collect();
+            format!("tok{i}_{body}")
+        })
+        .collect()
+}
+
+/// A JSON-looking API response of about `bytes` bytes.
+fn output(bytes: usize) -> String {
+    let mut out = String::from("{\"items\":[");
+    let mut i = 0;
+    while out.len() < bytes {
+        out.push_str(&format!(
+            "{{\"id\":\"dep_{i:06}\",\"status\":\"queued\",\"url\":\"https://api.example.com/v1/deployments/dep_{i:06}\",\"note\":\"created by build 8842 at 2026-01-01T00:00:00Z\"}},"
+        ));
+        i += 1;
+    }
+    out.truncate(bytes);
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let secrets = secrets();
+    let scrubber = Scrubber::new(secrets.iter().map(String::as_str));
+    let mut group = c.benchmark_group("scrub_50_secrets");
+    for size in [1024usize, 64 * 1024] {
+        let clean = output(size);
+        group.throughput(Throughput::Bytes(size as u64));
+        group.bench_function(format!("clean_{}KiB", size / 1024), |b| {
+            b.iter(|| scrubber.scrub(black_box(&clean)).len());
+        });
+        let mut dirty = clean.clone();
+        let at = size / 2;
+        dirty.replace_range(at..at + secrets[17].len(), &secrets[17]);
+        group.bench_function(format!("one_secret_{}KiB", size / 1024), |b| {
+            b.iter(|| scrubber.scrub(black_box(&dirty)).len());
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,406 @@
+//! The canary: two credentials whose values must never appear — raw, base64 at each alignment
+//! (standard and URL-safe), URL-encoded, JSON-escaped or hex — in any result the agent gets,
+//! any audit record (read back and exported), any captured tracing line at TRACE level, or any
+//! `Debug` output, across the executor scenarios: a hostile upstream echoing the credential in
+//! every encoding, a 401 that echoes the Authorization header, an unknown outcome, a locked
+//! vault, a refused argument carrying the value, and a consent denial.
+
+mod vault_support;
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use sallyport_core::channel::ChannelOutcome;
+use sallyport_core::consent::{ConsentDecision, FnConsent};
+use sallyport_core::journal::{Journal, SqliteJournal, export_json_lines};
+use sallyport_core::outcome::{Next, Status};
+use sallyport_core::vault::{
+    Binding, CredentialKind, CredentialMeta, FileVault, Secret, VaultAdmin,
+};
+use sallyport_core::{ActionResult, Catalog, Executor, Session};
+use vault_support::{DeployPreview, PASSPHRASE, ReadStatus, ScriptedChannel, bearer, fast_kdf};
+
+/// The bearer canary: characters that every encoding changes (`/`, `+`, `=`, `"`, `\`, `é`).
+const CANARY: &str = "cnry-7Qx/9+Zk=2Lm\"w\\é-tok";
+/// The basic-auth canary (a password; the header carries `robot:<password>` in base64).
+const CANARY_B: &str = "pw-Canary+8841/zz";
+
+/// Every form of `secret` that must not appear, including base64 fragments at all three
+/// alignments (trimmed so the characters that depend on neighbouring bytes are not required).
+fn forbidden_forms(secret: &str) -> Vec<String> {
+    let mut forms = vec![secret.to_owned()];
+    let json = serde_json::to_string(secret).unwrap();
+    forms.push(json[1..json.len() - 1].to_owned());
+    let url: String = secret
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    forms.push(url.clone());
+    forms.push(url.to_ascii_lowercase());
+    forms.push(hex::encode(secret));
+    forms.push(hex::encode_upper(secret));
+    for prefix in ["", "x", "xy"] {
+        let bytes = format!("{prefix}{secret}");
+        for encoded in [STANDARD.encode(&bytes), URL_SAFE_NO_PAD.encode(&bytes)] {
+            let encoded = encoded.trim_end_matches('=');
+            forms.push(encoded[4..encoded.len() - 4].to_owned());
+        }
+    }
+    forms
+}
+
+fn assert_clean(what: &str, text: &str) {
+    for secret in [CANARY, CANARY_B] {
+        for form in forbidden_forms(secret) {
+            assert!(
+                !text.contains(&form),
+                "{what} carries a canary form {form:?}:\n{text}"
+            );
+        }
+    }
+}
+
+/// Every tracing line of this test binary, at TRACE level.
+fn log_buffer() -> Arc<Mutex<Vec<u8>>> {
+    static BUFFER: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    BUFFER
+        .get_or_init(|| {
+            let buffer = Arc::new(Mutex::new(Vec::new()));
+            let writer = Arc::clone(&buffer);
+            tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_ansi(false)
+                .with_writer(move || BufferWriter(Arc::clone(&writer)))
+                .init();
+            buffer
+        })
+        .clone()
+}
+
+struct BufferWriter(Arc<Mutex<Vec<u8>>>);
+
+impl Write for BufferWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    vault: Arc<FileVault>,
+    journal: Arc<SqliteJournal>,
+    channel_sends: Arc<std::sync::atomic::AtomicU32>,
+    executor: Executor,
+}
+
+fn rig(script: impl Fn() -> ChannelOutcome + Send + Sync + 'static, deny: bool) -> Rig {
+    rig_with(script, deny, true)
+}
+
+/// `check_consent`: assert that the consent request shown to the human carries no canary
+/// (the executor scrubs the request, the agent's note included, before asking).
+fn rig_with(
+    script: impl Fn() -> ChannelOutcome + Send + Sync + 'static,
+    deny: bool,
+    check_consent: bool,
+) -> Rig {
+    log_buffer();
+    let dir = tempfile::tempdir().unwrap();
+    let vault =
+        Arc::new(FileVault::create(dir.path().join("v.spv"), PASSPHRASE, fast_kdf()).unwrap());
+    vault
+        .add(
+            bearer("deploy-api", "https://api.example.com"),
+            Secret::new(CANARY),
+        )
+        .unwrap();
+    vault
+        .add(
+            CredentialMeta::new(
+                "basic-api",
+                CredentialKind::Basic {
+                    user: "robot".into(),
+                },
+                Binding::url("https://basic.example.com"),
+            ),
+            Secret::new(CANARY_B),
+        )
+        .unwrap();
+    let journal = Arc::new(SqliteJournal::open(dir.path().join("journal.db")).unwrap());
+    let channel = ScriptedChannel::new(move |_| script());
+    let channel_sends = Arc::clone(&channel.sends);
+    let catalog = Catalog::builder()
+        .action::<DeployPreview>()
+        .action::<ReadStatus>()
+        .build()
+        .unwrap();
+    let executor = Executor::builder(catalog)
+        .journal_arc(journal.clone())
+        .channel(channel)
+        .vault_arc(vault.clone())
+        .consent(FnConsent::new(move |request| async move {
+            if check_consent {
+                assert_clean("the consent request", &request.render());
+            }
+            if deny {
+                ConsentDecision::Deny {
+                    reason: Some("not today".into()),
+                }
+            } else {
+                ConsentDecision::Approve
+            }
+        }))
+        .build()
+        .unwrap();
+    Rig {
+        _dir: dir,
+        vault,
+        journal,
+        channel_sends,
+        executor,
+    }
+}
+
+/// The complete encodings of `secret` an upstream might echo: raw, JSON-escaped, URL-encoded
+/// (both hex cases), hex (both cases), and base64 (standard padded, URL-safe unpadded) of the
+/// secret alone and after one and two other bytes.
+fn full_encodings(secret: &str) -> Vec<String> {
+    let mut forms = forbidden_forms(secret)[..6].to_vec();
+    for prefix in ["", "x", "xy"] {
+        let bytes = format!("{prefix}{secret}");
+        forms.push(STANDARD.encode(&bytes));
+        forms.push(URL_SAFE_NO_PAD.encode(&bytes));
+    }
+    forms
+}
+
+/// The whole credential echoed back in every encoding, in data keys and values, reason, code
+/// and the follow-up call.
+fn hostile_echo() -> ChannelOutcome {
+    let basic = STANDARD.encode(format!("robot:{CANARY_B}"));
+    let forms: Vec<String> = full_encodings(CANARY)
+        .into_iter()
+        .chain(full_encodings(CANARY_B))
+        .chain([format!("Basic {basic}")])
+        .collect();
+    ChannelOutcome::completed(serde_json::json!({
+        "echo": forms,
+        CANARY: "as a key",
+        "debug": format!("Authorization: Bearer {CANARY}\nX-Debug: {}", hex::encode(CANARY)),
+        "nested": {"deeper": [format!("prefix{CANARY}suffix"), serde_json::to_string(CANARY).unwrap()]},
+    }))
+    .with_reason(format!("upstream said token={CANARY} basic={basic}"))
+    .with_code(format!("code-{CANARY}"))
+    .with_next(Next {
+        action: "read_status".into(),
+        arguments: serde_json::json!({"project": CANARY}),
+    })
+}
+
+async fn check_everything(rig: &Rig, results: &[ActionResult]) {
+    for result in results {
+        assert_clean("a result", &result.to_json());
+        assert_clean("a result's Debug", &format!("{result:?}"));
+        assert_clean("a result's summary", &result.summary());
+    }
+    let records = rig.journal.records().await.unwrap();
+    assert!(!records.is_empty());
+    for record in &records {
+        assert_clean("an audit record", &serde_json::to_string(record).unwrap());
+    }
+    let mut export = Vec::new();
+    export_json_lines(rig.journal.as_ref(), &mut export)
+        .await
+        .unwrap();
+    assert_clean("the audit export", &String::from_utf8(export).unwrap());
+    assert_clean("the vault's Debug", &format!("{:?}", rig.vault));
+    let logs = String::from_utf8(log_buffer().lock().unwrap().clone()).unwrap();
+    assert_clean("the tracing output", &logs);
+}
+
+fn deploy_args() -> serde_json::Value {
+    serde_json::json!({"project": "p1", "reason": "ship preview 42"})
+}
+
+#[tokio::test]
+async fn a_hostile_upstream_echoing_the_credential_in_every_encoding_leaks_nothing() {
+    let rig = rig(hostile_echo, false);
+    let session = Session::new("canary-echo");
+    let result = rig
+        .executor
+        .call("deploy_preview", deploy_args(), &session)
+        .await;
+    assert_eq!(result.status, Status::Completed);
+    assert_eq!(rig.channel_sends.load(Ordering::SeqCst), 1);
+    let json = result.to_json();
+    assert!(json.contains("[REDACTED]"), "{json}");
+    assert_eq!(
+        result.reason.as_deref(),
+        // Only the base64 characters made of the neighbours' bits stay (`robot:` and the padding).
+        Some("upstream said token=[REDACTED] basic=cm9ib3Q6[REDACTED]o=")
+    );
+    assert_eq!(result.code.as_deref(), Some("code-[REDACTED]"));
+    assert_eq!(
+        result.next.as_ref().map(|n| n.arguments.clone()),
+        Some(serde_json::json!({"project": "[REDACTED]"}))
+    );
+    check_everything(&rig, &[result]).await;
+}
+
+#[tokio::test]
+async fn a_401_echoing_the_authorization_header_leaks_nothing_and_is_not_retried() {
+    let rig = rig(
+        || {
+            ChannelOutcome::new(Status::Rejected)
+                .with_code("auth_failed")
+                .with_reason(format!(
+                    "401 Unauthorized; you sent Authorization: Bearer {CANARY}"
+                ))
+                .with_credential_rejected()
+                .with_upstream_status(401)
+        },
+        false,
+    );
+    let session = Session::new("canary-401");
+    let first = rig
+        .executor
+        .call("deploy_preview", deploy_args(), &session)
+        .await;
+    assert_eq!(first.status, Status::Rejected);
+    assert_eq!(
+        first.reason.as_deref(),
+        Some("401 Unauthorized; you sent Authorization: Bearer [REDACTED]")
+    );
+    let second = rig
+        .executor
+        .call("deploy_preview", deploy_args(), &session)
+        .await;
+    assert_eq!(second.code.as_deref(), Some("credential_unavailable"));
+    assert_eq!(rig.channel_sends.load(Ordering::SeqCst), 1);
+    check_everything(&rig, &[first, second]).await;
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_carrying_the_credential_leaks_nothing() {
+    let rig = rig(
+        || {
+            ChannelOutcome::new(Status::Unknown)
+                .with_code("timeout_after_send")
+                .with_reason(format!(
+                    "timed out; last bytes {} {}",
+                    hex::encode(CANARY),
+                    STANDARD.encode(format!("robot:{CANARY_B}"))
+                ))
+        },
+        false,
+    );
+    let session = Session::new("canary-unknown");
+    let result = rig
+        .executor
+        .call("deploy_preview", deploy_args(), &session)
+        .await;
+    assert_eq!(result.status, Status::Unknown);
+    assert_eq!(
+        result.reason.as_deref(),
+        Some("timed out; last bytes [REDACTED] cm9ib3Q6[REDACTED]o=")
+    );
+    check_everything(&rig, &[result]).await;
+}
+
+#[tokio::test]
+async fn arguments_and_notes_carrying_the_value_are_scrubbed_from_results_and_audit() {
+    let rig = rig_with(hostile_echo, false, true);
+    let session = Session::new("canary-args");
+    // An unknown field carrying the value: refused; divergences never echo values.
+    let refused = rig
+        .executor
+        .call(
+            "deploy_preview",
+            serde_json::json!({"project": "p1", "reason": "ship it now", "token": CANARY}),
+            &session,
+        )
+        .await;
+    assert_eq!(refused.code.as_deref(), Some("invalid_arguments"));
+    // An agent that was fed the value writes it into its free-text note.
+    let noted = rig
+        .executor
+        .call(
+            "deploy_preview",
+            serde_json::json!({"project": "p1", "reason": format!("use {CANARY} please")}),
+            &session,
+        )
+        .await;
+    assert_eq!(noted.status, Status::Completed);
+    let records = rig.journal.records().await.unwrap();
+    assert_eq!(
+        records.last().unwrap().event.note.as_deref(),
+        Some("use [REDACTED] please")
+    );
+    // A plain argument carrying it.
+    let read = rig
+        .executor
+        .call(
+            "read_status",
+            serde_json::json!({"project": CANARY}),
+            &session,
+        )
+        .await;
+    assert_eq!(read.status, Status::Completed);
+    // An action named after the value: refused, and the name is not echoed.
+    let unknown = rig
+        .executor
+        .call(CANARY, serde_json::json!({}), &session)
+        .await;
+    assert_eq!(unknown.code.as_deref(), Some("unknown_action"));
+    check_everything(&rig, &[refused, noted, read, unknown]).await;
+    // The journal file itself (intent rows keep arguments for reconcile) holds no raw value.
+    let db = std::fs::read(rig._dir.path().join("journal.db")).unwrap();
+    let wal = std::fs::read(rig._dir.path().join("journal.db-wal")).unwrap_or_default();
+    for bytes in [db, wal] {
+        assert!(
+            !bytes.windows(CANARY.len()).any(|w| w == CANARY.as_bytes()),
+            "the journal file holds the raw value"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_locked_vault_and_a_denied_consent_leak_nothing() {
+    let rig = rig(hostile_echo, true);
+    let session = Session::new("canary-deny");
+    let denied = rig
+        .executor
+        .call("deploy_preview", deploy_args(), &session)
+        .await;
+    assert_eq!(denied.code.as_deref(), Some("consent_denied"));
+    rig.vault.lock_everywhere().unwrap();
+    let locked = rig
+        .executor
+        .call("deploy_preview", deploy_args(), &session)
+        .await;
+    assert_eq!(locked.code.as_deref(), Some("vault_locked"));
+    let locked_read = rig
+        .executor
+        .call(
+            "read_status",
+            serde_json::json!({"project": "p1"}),
+            &session,
+        )
+        .await;
+    assert_eq!(locked_read.code.as_deref(), Some("vault_locked"));
+    assert_eq!(rig.channel_sends.load(Ordering::SeqCst), 0);
+    check_everything(&rig, &[denied, locked, locked_read]).await;
+}
