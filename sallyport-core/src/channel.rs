@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::action::ActionSpec;
 use crate::journal::{AttemptId, IdempotencyKey, Journal};
 use crate::outcome::{Next, Origin, Refusal, Status};
-use crate::vault::Credential;
+use crate::vault::{Credential, CredentialMeta};
 
 /// The parts of a call a channel sees before consent (to check it and describe it).
 #[derive(Debug)]
@@ -40,8 +40,9 @@ pub struct Dispatch<'a> {
     pub idempotency_key: &'a IdempotencyKey,
     /// The resolved credential, when the action binds one.
     pub credential: Option<&'a Credential>,
-    /// Records each send.
-    pub context: &'a DispatchContext,
+    /// Records each send. An `Arc`, so a transport can count a send from the task that
+    /// actually writes the request (the moment bytes may leave), not only from `dispatch`.
+    pub context: &'a Arc<DispatchContext>,
 }
 
 /// Shared between the executor and a channel during dispatch: counts the requests handed to
@@ -51,6 +52,7 @@ pub struct DispatchContext {
     sends: AtomicU32,
     attempt_id: AttemptId,
     journal: Arc<dyn Journal>,
+    journal_sends: bool,
 }
 
 impl std::fmt::Debug for DispatchContext {
@@ -63,11 +65,19 @@ impl std::fmt::Debug for DispatchContext {
 }
 
 impl DispatchContext {
-    pub(crate) fn new(attempt_id: AttemptId, journal: Arc<dyn Journal>) -> Self {
+    /// `journal_sends`: whether each send is also noted in the journal's attempt row (for
+    /// state-changing actions, so a crash shows whether the request may have left). An
+    /// observe call's count reaches the journal with its audit record only.
+    pub(crate) fn new(
+        attempt_id: AttemptId,
+        journal: Arc<dyn Journal>,
+        journal_sends: bool,
+    ) -> Self {
         Self {
             sends: AtomicU32::new(0),
             attempt_id,
             journal,
+            journal_sends,
         }
     }
 
@@ -75,7 +85,9 @@ impl DispatchContext {
     /// From here on, a cancelled call is recorded as `unknown`.
     pub fn sending(&self) {
         let n = self.sends.fetch_add(1, Ordering::SeqCst) + 1;
-        self.journal.note_dispatch(&self.attempt_id, n);
+        if self.journal_sends {
+            self.journal.note_dispatch(&self.attempt_id, n);
+        }
     }
 
     /// Requests handed to the transport so far.
@@ -203,6 +215,23 @@ pub trait Channel: Send + Sync + 'static {
     ///
     /// A [`Refusal`] (usually `invalid_request`) for a call that must not be sent.
     fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal>;
+
+    /// Checks that the credential the action binds may be attached to this call (its binding
+    /// covers the destination, its kind suits the transport), before consent and without
+    /// sending. The default accepts every credential.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] (usually `credential_unavailable`) for a credential the channel will not
+    /// attach to this call.
+    fn check_credential(
+        &self,
+        call: &CallView<'_>,
+        credential: &CredentialMeta,
+    ) -> Result<(), Refusal> {
+        let _ = (call, credential);
+        Ok(())
+    }
 
     /// Sends the attempt and normalizes the answer.
     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome;

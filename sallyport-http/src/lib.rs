@@ -1,1 +1,117 @@
-//! The HTTP channel for sallyport (filled by its own issue).
+//! The HTTP channel for sallyport: turns an authorized attempt into exactly one real HTTP
+//! request — or a bounded, truthful series of them — and the answer into one of the five
+//! statuses.
+//!
+//! # What it guarantees
+//!
+//! - **Requests come from the action's template** (`#[http(...)]`, i.e. an
+//!   [`HttpTarget`](sallyport_core::target::HttpTarget)) or a hand-written
+//!   [`BuildRequest`]; the agent never supplies a URL, a host, a header name or a raw body.
+//!   The base URL comes from the channel's configuration or the credential's binding.
+//! - **Static checks before consent** ([`Channel::prepare`](sallyport_core::Channel::prepare)
+//!   and [`Channel::check_credential`](sallyport_core::Channel::check_credential)): path
+//!   values are percent-encoded per segment, and values that would change the path (`/`,
+//!   `..`, encoded variants), CR/LF in anything that becomes a header, headers the executor
+//!   owns (`Authorization`, `Cookie`, `Host`, the idempotency header…), credentials bound
+//!   elsewhere and credentials over plain HTTP off loopback are all refused with
+//!   `invalid_request` or `credential_unavailable`.
+//! - **Credentials are attached at dispatch** (bearer, basic, API key in a header or the
+//!   query), marked sensitive; redirects are never followed; reqwest errors are logged only
+//!   after `without_url()`; reasons are the channel's own sentences, never transport text.
+//! - **Counting is exact.** A request is counted (`DispatchContext::sending`) at the moment
+//!   the connection takes it to write, so a refused connection, a DNS or TLS failure counts
+//!   zero and the journal's count equals what the server saw. reqwest's own retries are
+//!   disabled; hyper's only internal resend (a request that never started writing on a
+//!   dead pooled connection) is, by that definition, never counted because it never left.
+//! - **Bounded everything**: connect and total timeouts per action, a response-body cap
+//!   (default 1 MiB) read incrementally, at most 5 requests per attempt (default 3).
+//! - **Failure rules** (DESIGN.md): failures before send are resent for every effect class;
+//!   after send, only `retry = idempotency_key` (same key, byte-identical payload) and
+//!   observe actions resend, anything else is `unknown` with the reconcile action named;
+//!   401/403 stop and mark the credential unusable; 429 waits only for a valid
+//!   `Retry-After` within the action's cap; the Idempotency-Key draft's 409/422/400 map to
+//!   `pending`/`idempotency_conflict`, `rejected`/`idempotency_mismatch` and
+//!   `rejected`/`idempotency_key_required`.
+//! - **Responses** map per action (declared status codes, body predicates such as a
+//!   `{"state":"rejected"}` inside a 200); nothing undeclared after send is `completed`;
+//!   only the declared result type's fields reach the agent; error bodies show at most a
+//!   declared message field, filtered and truncated, plus a correlation id.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use sallyport_core::journal::SqliteJournal;
+//! use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
+//! use sallyport_core::{Action, Catalog, Executor, Session};
+//! use sallyport_http::HttpChannel;
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//!
+//! /// Read one deployment's status.
+//! #[derive(Action, Deserialize, JsonSchema)]
+//! #[action(name = "get_deployment_status", effect = observe, credential = "deploy-api")]
+//! #[http(get = "/v1/deployments/{deployment_id}", result = Deployment)]
+//! struct GetDeploymentStatus {
+//!     deployment_id: String,
+//! }
+//!
+//! /// Queue one tested build for the preview environment.
+//! #[derive(Action, Deserialize, JsonSchema)]
+//! #[action(name = "create_preview_deployment", effect = external_commitment,
+//!          retry = idempotency_key, reconcile = "get_deployment_status",
+//!          credential = "deploy-api")]
+//! #[http(post = "/v1/projects/{project_id}/deployments",
+//!        status(202) = pending, status(409) = already_in_desired_state, result = Deployment)]
+//! struct CreatePreviewDeployment {
+//!     #[scope(project)]
+//!     project_id: String,
+//!     build_id: String,
+//! }
+//!
+//! #[derive(Deserialize, Serialize, JsonSchema)]
+//! struct Deployment {
+//!     deployment_id: String,
+//!     operation_status: String,
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let vault = MemoryVault::new();
+//! vault.set(
+//!     CredentialMeta::new("deploy-api", CredentialKind::Bearer,
+//!                         Binding::url("https://deploy.example.com")),
+//!     Secret::new("token-from-your-secret-store"),
+//! );
+//! let catalog = Catalog::builder()
+//!     .action::<GetDeploymentStatus>()
+//!     .action::<CreatePreviewDeployment>()
+//!     .build()?;
+//! let executor = Executor::builder(catalog)
+//!     .journal(SqliteJournal::open("journal.db")?)
+//!     .vault(vault)
+//!     .channel(HttpChannel::builder().build()?) // base URL from the credential's binding
+//!     .build()?;
+//! let session = Session::new("chat-1").allow("project", ["proj_42"]);
+//! let result = executor
+//!     .call("create_preview_deployment",
+//!           serde_json::json!({"project_id": "proj_42", "build_id": "build_7"}), &session)
+//!     .await;
+//! println!("{}", result.to_json()); // {"status":"pending", … "next":{"action":"get_deployment_status", …}}
+//! # Ok(()) }
+//! ```
+
+mod channel;
+mod config;
+mod credential;
+mod error;
+mod exchange;
+mod probe;
+mod request;
+mod response;
+
+pub use crate::channel::{HttpChannel, HttpChannelBuilder};
+pub use crate::config::{
+    BaseUrl, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RESPONSE_BYTES, HARD_MAX_ATTEMPTS, KeyQuoting,
+};
+pub use crate::error::{BuildError, ProbeError};
+pub use crate::probe::{ProbeReport, ProbeVerdict, RepeatBehaviour};
+pub use crate::request::{BuildRequest, HttpRequest, RequestParts};

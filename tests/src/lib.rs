@@ -1,1 +1,5 @@
 //! Shared helpers for sallyport integration tests.
+
+pub mod http_server;
+pub mod scripted;
+pub mod sshd;

@@ -1,8 +1,13 @@
 //! The HTTP request template carried in an action card.
+//!
+//! Everything here is plain data, hashed into the action's canonical definition: changing a
+//! path, a status mapping, a timeout or a body cap is definition drift. `sallyport-http`
+//! interprets it.
 
 use std::borrow::Cow;
 
 use serde::Serialize;
+use serde_json::Value;
 
 use super::ResultShape;
 use crate::outcome::Status;
@@ -34,6 +39,12 @@ impl HttpMethod {
             Self::Put => "PUT",
         }
     }
+
+    /// Whether requests with this method carry a JSON body by default (`POST`, `PUT`,
+    /// `PATCH`).
+    pub fn has_body(self) -> bool {
+        matches!(self, Self::Patch | Self::Post | Self::Put)
+    }
 }
 
 /// How one upstream status code maps to an action status.
@@ -50,8 +61,44 @@ fn serialize_status<S: serde::Serializer>(status: &Status, s: S) -> Result<S::Ok
     s.serialize_str(super::status_name(*status))
 }
 
+/// A body predicate: when the JSON value at `pointer` in a response body equals `equals`,
+/// the call has `status` (and `code`), whatever the HTTP status said. This is how a
+/// `{"state":"rejected"}` inside a `200` becomes `rejected`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BodyRule {
+    /// An RFC 6901 JSON pointer into the response body, e.g. `/state`.
+    pub pointer: Cow<'static, str>,
+    /// The value that triggers the rule.
+    pub equals: Value,
+    /// The action status it means. A body rule never makes an error status `completed`.
+    #[serde(serialize_with = "serialize_status")]
+    pub status: Status,
+    /// The machine-readable code reported with it (defaults to `business_rejected` for
+    /// `rejected`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<Cow<'static, str>>,
+}
+
+/// Which input fields make up a request's JSON body.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "fields", rename_all = "snake_case")]
+pub enum HttpBody {
+    /// `POST`, `PUT` and `PATCH`: a JSON object of every field not used in the path, the
+    /// query or a header (and not omitted). Other methods: no body.
+    #[default]
+    Auto,
+    /// No body.
+    Empty,
+    /// A JSON object of exactly these fields (absent and `null` fields are left out).
+    Fields(Vec<Cow<'static, str>>),
+}
+
 /// An HTTP request template: method, path with `{field}` placeholders, where the other fields
-/// go, and how responses map to statuses.
+/// go, how responses map to statuses, and the per-action limits.
+///
+/// The agent never supplies a URL, a host, a header name or a raw body: the base URL comes
+/// from the channel's configuration or the credential's binding, and every name here is the
+/// author's.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct HttpTarget {
@@ -67,6 +114,42 @@ pub struct HttpTarget {
     pub statuses: Vec<StatusRule>,
     /// The declared result type.
     pub result: Option<ResultShape>,
+    /// Which fields form the JSON body.
+    #[serde(skip_serializing_if = "is_auto")]
+    pub body: HttpBody,
+    /// Fields never sent upstream (an audit note, say).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub omit: Vec<Cow<'static, str>>,
+    /// Body predicates, checked in order before the status-code mapping.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub body_rules: Vec<BodyRule>,
+    /// JSON pointer to the one field of an error body that may be shown (truncated and
+    /// filtered); without it, error bodies are never shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_field: Option<Cow<'static, str>>,
+    /// Connect timeout in milliseconds (the channel's default when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_ms: Option<u64>,
+    /// Total timeout of one request, response body included, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_timeout_ms: Option<u64>,
+    /// Largest response body read, in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<u64>,
+    /// Longest `Retry-After` the channel waits for, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retry_after_s: Option<u64>,
+    /// Most requests one attempt may send (capped by the channel's hard limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// The request is built by a hand-written builder registered with the channel under the
+    /// action's name, instead of from `query`, `headers` and `body`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub custom_request: bool,
+}
+
+fn is_auto(body: &HttpBody) -> bool {
+    *body == HttpBody::Auto
 }
 
 impl HttpTarget {
@@ -79,6 +162,16 @@ impl HttpTarget {
             headers: Vec::new(),
             statuses: Vec::new(),
             result: None,
+            body: HttpBody::Auto,
+            omit: Vec::new(),
+            body_rules: Vec::new(),
+            message_field: None,
+            connect_timeout_ms: None,
+            total_timeout_ms: None,
+            max_response_bytes: None,
+            max_retry_after_s: None,
+            max_attempts: None,
+            custom_request: false,
         }
     }
 
@@ -112,5 +205,151 @@ impl HttpTarget {
     pub fn with_result(mut self, shape: ResultShape) -> Self {
         self.result = Some(shape);
         self
+    }
+
+    /// Chooses which fields form the JSON body.
+    #[must_use]
+    pub fn with_body(mut self, body: HttpBody) -> Self {
+        self.body = body;
+        self
+    }
+
+    /// Never sends `field` upstream (it stays in the audit record).
+    #[must_use]
+    pub fn with_omitted(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.omit.push(field.into());
+        self
+    }
+
+    /// Adds a body predicate: the value at `pointer` equal to `equals` means `status`.
+    #[must_use]
+    pub fn with_body_rule(
+        mut self,
+        pointer: impl Into<Cow<'static, str>>,
+        equals: Value,
+        status: Status,
+    ) -> Self {
+        self.body_rules.push(BodyRule {
+            pointer: pointer.into(),
+            equals,
+            status,
+            code: None,
+        });
+        self
+    }
+
+    /// Adds a body predicate with its own code.
+    #[must_use]
+    pub fn with_body_rule_code(
+        mut self,
+        pointer: impl Into<Cow<'static, str>>,
+        equals: Value,
+        status: Status,
+        code: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        self.body_rules.push(BodyRule {
+            pointer: pointer.into(),
+            equals,
+            status,
+            code: Some(code.into()),
+        });
+        self
+    }
+
+    /// Names the error-body field (a JSON pointer, e.g. `/error/message`) whose text may be
+    /// shown to the agent, truncated and filtered.
+    #[must_use]
+    pub fn with_message_field(mut self, pointer: impl Into<Cow<'static, str>>) -> Self {
+        self.message_field = Some(pointer.into());
+        self
+    }
+
+    /// Sets the connect timeout.
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.connect_timeout_ms = Some(duration_ms(timeout));
+        self
+    }
+
+    /// Sets the total timeout of one request (connect, send, response and body).
+    #[must_use]
+    pub fn with_total_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.total_timeout_ms = Some(duration_ms(timeout));
+        self
+    }
+
+    /// Sets the largest response body read, in bytes.
+    #[must_use]
+    pub fn with_max_response_bytes(mut self, bytes: u64) -> Self {
+        self.max_response_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets the longest `Retry-After` the channel waits for.
+    #[must_use]
+    pub fn with_max_retry_after(mut self, wait: std::time::Duration) -> Self {
+        self.max_retry_after_s = Some(wait.as_secs());
+        self
+    }
+
+    /// Sets the most requests one attempt may send (the channel caps it at its hard limit).
+    #[must_use]
+    pub fn with_max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = Some(attempts);
+        self
+    }
+
+    /// Builds the request with the hand-written builder registered with the channel under
+    /// the action's name.
+    #[must_use]
+    pub fn with_custom_request(mut self) -> Self {
+        self.custom_request = true;
+        self
+    }
+
+    /// The status declared for `code`, if any.
+    pub fn declared_status(&self, code: u16) -> Option<Status> {
+        self.statuses
+            .iter()
+            .find(|rule| rule.code == code)
+            .map(|rule| rule.status)
+    }
+
+    /// The `{field}` placeholders of the path template, in order.
+    pub fn path_fields(&self) -> Vec<&str> {
+        let mut fields = Vec::new();
+        let mut rest = self.path.as_ref();
+        while let Some(open) = rest.find('{') {
+            let after = &rest[open + 1..];
+            let Some(close) = after.find('}') else { break };
+            fields.push(&after[..close]);
+            rest = &after[close + 1..];
+        }
+        fields
+    }
+}
+
+fn duration_ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_fields_are_listed_in_order() {
+        let t = HttpTarget::new(HttpMethod::Get, "/v1/p/{project_id}/d/{deployment_id}");
+        assert_eq!(t.path_fields(), ["project_id", "deployment_id"]);
+    }
+
+    #[test]
+    fn defaults_serialize_as_before_the_limits_existed() {
+        let t = HttpTarget::new(HttpMethod::Get, "/x");
+        let v = serde_json::to_value(&t).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"method":"GET","path":"/x","query":[],"headers":[],"statuses":[],"result":null})
+        );
     }
 }

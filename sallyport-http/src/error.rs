@@ -1,0 +1,49 @@
+//! Errors of building a channel and of the idempotency probe.
+
+/// Why an [`HttpChannel`](crate::HttpChannel) could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A base URL is unusable.
+    #[error("invalid base URL: {reason}")]
+    InvalidBaseUrl {
+        /// Why.
+        reason: String,
+    },
+    /// The idempotency header name is not a valid header name, or one the channel owns.
+    #[error("invalid idempotency header name `{0}`")]
+    InvalidIdempotencyHeader(String),
+    /// The TLS configuration could not be built.
+    #[error("TLS setup failed")]
+    Tls(#[source] rustls::Error),
+    /// A root certificate could not be added.
+    #[error("invalid root certificate")]
+    RootCertificate,
+    /// The HTTP client could not be built.
+    #[error("HTTP client setup failed")]
+    Client(#[source] reqwest::Error),
+    /// A limit is out of range.
+    #[error("invalid limit: {0}")]
+    InvalidLimit(&'static str),
+}
+
+/// Why the idempotency probe could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProbeError {
+    /// The action is not an HTTP action.
+    #[error("action `{0}` has no HTTP target")]
+    NotHttp(String),
+    /// The request (or its changed twin) would be refused by the channel.
+    #[error("the probe request was refused: {0}")]
+    Refused(String),
+    /// The two payloads are byte-identical, so the probe could not tell a replay from a check.
+    #[error("the changed arguments produce the same payload as the original ones")]
+    SamePayload,
+    /// A request failed before or after sending (no status to report).
+    #[error("probe request {step} got no response")]
+    NoResponse {
+        /// Which request: 1, 2 or 3.
+        step: u8,
+    },
+}

@@ -1,0 +1,640 @@
+//! Reading the upstream: `Retry-After`, filtered error messages, and the mapping from
+//! status codes and body predicates to the five statuses.
+
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{DATE, HeaderMap, RETRY_AFTER};
+use sallyport_core::action::{ActionSpec, EffectClass, RetryRule};
+use sallyport_core::channel::ChannelOutcome;
+use sallyport_core::outcome::{Origin, Status};
+use sallyport_core::target::HttpTarget;
+use serde_json::Value;
+
+use crate::exchange::Answer;
+use crate::request::bounded;
+
+/// Longest upstream message shown to the agent.
+pub(crate) const MAX_MESSAGE: usize = 200;
+
+/// What a `Retry-After` header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RetryAfter {
+    /// No header.
+    Missing,
+    /// A delay (seconds, or an HTTP date relative to the response's `Date`).
+    Delay(Duration),
+    /// Present but unusable: negative, garbled, or several values.
+    Invalid,
+}
+
+/// Parses `Retry-After`: delay-seconds, or an HTTP date measured from the response's own
+/// `Date` header (so clock skew between us and the server does not matter) or, without
+/// one, from our clock. A date in the past means no wait.
+pub(crate) fn retry_after(headers: &HeaderMap) -> RetryAfter {
+    let mut values = headers.get_all(RETRY_AFTER).iter();
+    let Some(value) = values.next() else {
+        return RetryAfter::Missing;
+    };
+    if values.next().is_some() {
+        return RetryAfter::Invalid;
+    }
+    let Ok(text) = value.to_str() else {
+        return RetryAfter::Invalid;
+    };
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        // A huge number saturates: it is then simply over any cap.
+        return RetryAfter::Delay(Duration::from_secs(text.parse::<u64>().unwrap_or(u64::MAX)));
+    }
+    let Ok(at) = httpdate::parse_http_date(text) else {
+        return RetryAfter::Invalid;
+    };
+    let now = headers
+        .get(DATE)
+        .and_then(|d| d.to_str().ok())
+        .and_then(|d| httpdate::parse_http_date(d).ok())
+        .unwrap_or_else(SystemTime::now);
+    RetryAfter::Delay(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// An upstream-supplied request id, if it is a plain token (for the human's lookup).
+pub(crate) fn correlation_id(headers: &HeaderMap) -> Option<String> {
+    [
+        "x-request-id",
+        "x-correlation-id",
+        "request-id",
+        "x-amzn-requestid",
+    ]
+    .iter()
+    .filter_map(|name| headers.get(*name))
+    .filter_map(|v| v.to_str().ok())
+    .map(str::trim)
+    .find(|v| {
+        !v.is_empty()
+            && v.len() <= 64
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+    })
+    .map(str::to_owned)
+}
+
+/// The declared message field of an error body, filtered: first line only, URLs, paths,
+/// authorization material and stack-trace markers removed, control characters dropped,
+/// truncated. Nothing at all when the action declares no message field.
+pub(crate) fn message(target: &HttpTarget, body: Option<&[u8]>) -> Option<String> {
+    let pointer = target.message_field.as_deref()?;
+    let json: Value = serde_json::from_slice(body?).ok()?;
+    let text = json.pointer(pointer)?.as_str()?;
+    let filtered = filter_message(text);
+    (!filtered.is_empty()).then_some(filtered)
+}
+
+/// Filters one upstream message for the agent.
+pub(crate) fn filter_message(text: &str) -> String {
+    let first = text.split(['\n', '\r']).next().unwrap_or_default();
+    // Stack traces and exception dumps: keep what precedes them.
+    let mut cut = first.len();
+    for marker in [
+        "Traceback",
+        " at ",
+        "Exception",
+        "panicked",
+        "stack",
+        "Stack",
+        "\tat ",
+        ".java:",
+        ".py\"",
+        ".rs:",
+        ".go:",
+        ".js:",
+    ] {
+        if let Some(i) = first.find(marker) {
+            cut = cut.min(i);
+        }
+    }
+    let head = &first[..cut];
+    let mut out: Vec<String> = Vec::new();
+    let mut redact_next = false;
+    for word in head.split_whitespace() {
+        let lower = word.to_ascii_lowercase();
+        if redact_next {
+            redact_next = false;
+            out.push("[redacted]".to_owned());
+            continue;
+        }
+        if lower == "bearer" || lower == "basic" || lower.starts_with("authorization") {
+            redact_next = !lower.contains(':') || lower.ends_with(':');
+            out.push("[redacted]".to_owned());
+            continue;
+        }
+        if lower.contains("://") || lower.starts_with("www.") {
+            out.push("[url]".to_owned());
+            continue;
+        }
+        if word.matches('/').count() >= 2 || word.contains('\\') {
+            out.push("[path]".to_owned());
+            continue;
+        }
+        if [
+            "token=",
+            "key=",
+            "secret=",
+            "password=",
+            "apikey=",
+            "api_key=",
+            "cookie",
+        ]
+        .iter()
+        .any(|k| lower.contains(k))
+        {
+            out.push("[redacted]".to_owned());
+            continue;
+        }
+        out.push(word.chars().filter(|c| !c.is_control()).collect());
+    }
+    let joined = out.join(" ");
+    let trimmed = joined.trim_end_matches([':', ' ', '-', '(']);
+    bounded(trimmed, MAX_MESSAGE)
+}
+
+/// Whether a body mentions idempotency (the IETF draft's error documents do).
+fn mentions_idempotency(body: Option<&[u8]>) -> bool {
+    body.is_some_and(|b| {
+        let text = String::from_utf8_lossy(&b[..b.len().min(4096)]).to_ascii_lowercase();
+        text.contains("idempoten")
+    })
+}
+
+/// What the channel does with one answer.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// The call is decided.
+    Done(ChannelOutcome),
+    /// Resend after `wait` (or the backoff when `None`); `exhausted` when no resend is left.
+    Resend {
+        wait: Option<Duration>,
+        exhausted: ChannelOutcome,
+    },
+}
+
+/// What the mapping needs to know about the call.
+pub(crate) struct Call<'a> {
+    pub(crate) spec: &'a ActionSpec,
+    pub(crate) target: &'a HttpTarget,
+    pub(crate) max_retry_after: Duration,
+    /// A request of this attempt was already sent before this one.
+    pub(crate) resend: bool,
+    pub(crate) credential_attached: bool,
+    pub(crate) idempotency_header: &'a str,
+    pub(crate) attempt_id: &'a str,
+}
+
+impl Call<'_> {
+    /// Whether the channel may resend after a request left.
+    pub(crate) fn may_resend_after_send(&self) -> bool {
+        match self.spec.retry {
+            RetryRule::IdempotencyKey => true,
+            RetryRule::Safe => self.spec.effect == EffectClass::Observe,
+            RetryRule::Never => false,
+        }
+    }
+
+    fn mutating(&self) -> bool {
+        self.spec.effect.is_mutating()
+    }
+
+    fn check_with(&self) -> String {
+        match &self.spec.reconcile {
+            Some(r) => format!("; do not retry; check with {r}"),
+            None => "; do not retry".to_owned(),
+        }
+    }
+
+    fn reference(&self, headers: &HeaderMap) -> String {
+        correlation_id(headers).unwrap_or_else(|| self.attempt_id.to_owned())
+    }
+
+    /// An outcome for something after send that may or may not have taken effect:
+    /// `unknown` for a mutating action, `rejected` (nothing changes anyway) for an observe.
+    pub(crate) fn uncertain(&self, code: &str, what: &str) -> ChannelOutcome {
+        if self.mutating() {
+            ChannelOutcome::new(Status::Unknown)
+                .with_code(code)
+                .with_reason(format!("{what}{}", self.check_with()))
+        } else {
+            ChannelOutcome::new(Status::Rejected)
+                .with_code(code)
+                .with_reason(format!(
+                    "{what}; nothing was changed, a later call may succeed"
+                ))
+        }
+    }
+}
+
+/// Maps one answer.
+pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
+    let code = answer.status.as_u16();
+    let body = answer.body.as_deref();
+    let reference = call.reference(&answer.headers);
+    let upstream = |o: ChannelOutcome| o.with_upstream_status(i64::from(code));
+    let rejected = |code_name: &str, what: &str| {
+        let reason = match message(call.target, body) {
+            Some(m) => format!("{what} (HTTP {code}): {m}; correlation id {reference}"),
+            None => format!("{what} (HTTP {code}); correlation id {reference}"),
+        };
+        upstream(
+            ChannelOutcome::new(Status::Rejected)
+                .with_code(code_name)
+                .with_reason(reason),
+        )
+    };
+    let key_action = call.spec.retry == RetryRule::IdempotencyKey;
+
+    // Authentication: stop, and mark the credential unusable.
+    if matches!(code, 401 | 403) {
+        let mut o = rejected(
+            "auth_failed",
+            "the upstream refused the credential; a human must check or replace it",
+        );
+        if call.credential_attached {
+            o = o.with_credential_rejected();
+        }
+        return Step::Done(o);
+    }
+
+    // Rate limits: wait only for a usable Retry-After within the cap.
+    if code == 429 {
+        let limited = |reason: String, delay: Option<Duration>| {
+            let mut o = upstream(
+                ChannelOutcome::new(Status::Rejected)
+                    .with_code("rate_limited")
+                    .with_reason(reason),
+            );
+            if let Some(d) = delay {
+                o = o.with_data(serde_json::json!({ "retry_after_seconds": d.as_secs() }));
+            }
+            o
+        };
+        return match retry_after(&answer.headers) {
+            RetryAfter::Delay(d) if d <= call.max_retry_after => Step::Resend {
+                wait: Some(d),
+                exhausted: limited(
+                    format!(
+                        "rate limited by the upstream; try again in {} s",
+                        d.as_secs()
+                    ),
+                    Some(d),
+                ),
+            },
+            RetryAfter::Delay(d) => Step::Done(limited(
+                format!(
+                    "rate limited by the upstream for {} s, longer than this action waits ({} s); try again later",
+                    d.as_secs(),
+                    call.max_retry_after.as_secs()
+                ),
+                Some(d),
+            )),
+            RetryAfter::Missing => Step::Done(limited(
+                "rate limited by the upstream, which gave no Retry-After; try again later"
+                    .to_owned(),
+                None,
+            )),
+            RetryAfter::Invalid => Step::Done(limited(
+                "rate limited by the upstream, whose Retry-After is unusable; try again later"
+                    .to_owned(),
+                None,
+            )),
+        };
+    }
+
+    // The IETF Idempotency-Key draft's answers.
+    let declared = call.target.declared_status(code);
+    let idem = mentions_idempotency(body);
+    if code == 409 && key_action && (idem || (call.resend && declared.is_none())) {
+        return Step::Done(upstream(
+            ChannelOutcome::new(Status::Pending)
+                .with_code("idempotency_conflict")
+                .with_reason(format!(
+                    "the upstream is still processing the original request with this idempotency key{}",
+                    match &call.spec.reconcile {
+                        Some(r) => format!("; check with {r}"),
+                        None => String::new(),
+                    }
+                )),
+        ));
+    }
+    if code == 422 && key_action && (idem || call.resend) {
+        return Step::Done(rejected(
+            "idempotency_mismatch",
+            "the upstream says this idempotency key was used with another payload; nothing was applied for this call",
+        ));
+    }
+    if code == 400 && idem {
+        let what = if key_action {
+            format!(
+                "the upstream requires an idempotency key and did not accept the one sent in header `{}`; the HTTP channel's idempotency header name or quoting is misconfigured",
+                call.idempotency_header
+            )
+        } else {
+            format!(
+                "the upstream requires an idempotency key, and action `{}` does not declare retry = idempotency_key; its definition must be fixed",
+                call.spec.name
+            )
+        };
+        return Step::Done(rejected("idempotency_key_required", &what));
+    }
+
+    // Success-range answers: body predicates first, then the declared or default mapping.
+    if answer.status.is_success() {
+        if answer.too_large() {
+            return Step::Done(upstream(call.uncertain(
+                "response_too_large",
+                &format!(
+                    "the upstream answered HTTP {code} with a body larger than this action reads"
+                ),
+            )));
+        }
+        if let Some(step) = body_rules(call, body, code, &reference) {
+            return Step::Done(step);
+        }
+    }
+    if let Some(status) = declared {
+        return Step::Done(declared_outcome(
+            call,
+            status,
+            code,
+            body,
+            &reference,
+            answer.too_large(),
+        ));
+    }
+    match code {
+        200 | 201 | 204 => Step::Done(upstream(success(call, body))),
+        202 => Step::Done(upstream(project_optional(call, Status::Pending, body))),
+        300..=399 => {
+            if code == 303 && call.mutating() {
+                Step::Done(upstream(call.uncertain(
+                    "redirect_not_followed",
+                    "the upstream answered with a redirect after the request was sent; redirects are never followed",
+                )))
+            } else {
+                Step::Done(rejected(
+                    "redirect_refused",
+                    "the upstream redirected the call elsewhere; redirects are never followed",
+                ))
+            }
+        }
+        408 => Step::Resend {
+            wait: None,
+            exhausted: rejected(
+                "request_timeout",
+                "the upstream timed out reading the request",
+            ),
+        },
+        400 => Step::Done(rejected("bad_request", "the upstream rejected the request")),
+        404 => Step::Done(rejected("not_found", "the upstream found no such object")),
+        409 => Step::Done(rejected("conflict", "the upstream reported a conflict")),
+        410 => Step::Done(rejected("not_found", "the object is gone upstream")),
+        422 => Step::Done(rejected(
+            "unprocessable",
+            "the upstream rejected the request's content",
+        )),
+        402..=499 => Step::Done(rejected(
+            "client_error",
+            "the upstream rejected the request",
+        )),
+        500..=599 => {
+            let what = if matches!(code, 502..=504) {
+                (
+                    "gateway_error",
+                    format!("the upstream's gateway answered HTTP {code}"),
+                )
+            } else {
+                (
+                    "upstream_error",
+                    format!("the upstream failed with HTTP {code}"),
+                )
+            };
+            let exhausted = upstream(
+                call.uncertain(what.0, &format!("{}; correlation id {reference}", what.1)),
+            );
+            let wait = match retry_after(&answer.headers) {
+                RetryAfter::Delay(d) if d <= call.max_retry_after => Some(d),
+                _ => None,
+            };
+            if call.may_resend_after_send() {
+                Step::Resend { wait, exhausted }
+            } else {
+                Step::Done(exhausted)
+            }
+        }
+        _ => Step::Done(upstream(call.uncertain(
+            "unexpected_response",
+            &format!("the upstream answered HTTP {code}, which this action does not declare"),
+        ))),
+    }
+}
+
+fn body_rules(
+    call: &Call<'_>,
+    body: Option<&[u8]>,
+    code: u16,
+    reference: &str,
+) -> Option<ChannelOutcome> {
+    if call.target.body_rules.is_empty() {
+        return None;
+    }
+    let json: Value = serde_json::from_slice(body?).ok()?;
+    let rule = call
+        .target
+        .body_rules
+        .iter()
+        .find(|r| json.pointer(&r.pointer) == Some(&r.equals))?;
+    let upstream = |o: ChannelOutcome| o.with_upstream_status(i64::from(code));
+    Some(match rule.status {
+        Status::Rejected => {
+            let what = "the upstream declined the request";
+            let reason = match message(call.target, body) {
+                Some(m) => format!("{what}: {m}; correlation id {reference}"),
+                None => format!("{what}; correlation id {reference}"),
+            };
+            upstream(
+                ChannelOutcome::new(Status::Rejected)
+                    .with_code(rule.code.as_deref().unwrap_or("business_rejected"))
+                    .with_reason(reason),
+            )
+        }
+        Status::Completed => upstream(success(call, body)),
+        Status::Unknown => upstream(call.uncertain(
+            rule.code.as_deref().unwrap_or("unknown_state"),
+            "the upstream reported an undetermined state",
+        )),
+        status => {
+            let mut o = project_optional(call, status, body);
+            if let Some(c) = &rule.code {
+                o = o.with_code(c.as_ref());
+            }
+            upstream(o)
+        }
+    })
+}
+
+fn declared_outcome(
+    call: &Call<'_>,
+    status: Status,
+    code: u16,
+    body: Option<&[u8]>,
+    reference: &str,
+    too_large: bool,
+) -> ChannelOutcome {
+    let upstream = |o: ChannelOutcome| o.with_upstream_status(i64::from(code));
+    match status {
+        // A declaration never turns an error code into success.
+        Status::Completed if code >= 400 => upstream(call.uncertain(
+            "unexpected_response",
+            &format!("the upstream answered HTTP {code}"),
+        )),
+        Status::Completed if too_large => upstream(call.uncertain(
+            "response_too_large",
+            "the response body is larger than this action reads",
+        )),
+        Status::Completed => upstream(success(call, body)),
+        Status::Rejected => {
+            let what = "the upstream declined the request";
+            let reason = match message(call.target, body) {
+                Some(m) => format!("{what} (HTTP {code}): {m}; correlation id {reference}"),
+                None => format!("{what} (HTTP {code}); correlation id {reference}"),
+            };
+            upstream(
+                ChannelOutcome::new(Status::Rejected)
+                    .with_code("upstream_rejected")
+                    .with_reason(reason),
+            )
+        }
+        Status::Unknown => upstream(call.uncertain(
+            "undetermined",
+            &format!("the upstream answered HTTP {code}, which this action treats as undetermined"),
+        )),
+        other => upstream(project_optional(call, other, body)),
+    }
+}
+
+/// `completed` with the projected result; a body that does not have the declared shape is
+/// not evidence of success.
+fn success(call: &Call<'_>, body: Option<&[u8]>) -> ChannelOutcome {
+    let Some(shape) = &call.target.result else {
+        return ChannelOutcome::new(Status::Completed);
+    };
+    let value = body
+        .filter(|b| !b.is_empty())
+        .and_then(|b| serde_json::from_slice::<Value>(b).ok());
+    match value.map(|v| shape.project(v)) {
+        Some(Ok(data)) => ChannelOutcome::completed(data),
+        _ => call.uncertain(
+            "unexpected_response",
+            "the upstream answered success with a body that does not match the declared result",
+        ),
+    }
+}
+
+/// `status` with the projected result when the body has the declared shape, else no data.
+fn project_optional(call: &Call<'_>, status: Status, body: Option<&[u8]>) -> ChannelOutcome {
+    let data = call.target.result.as_ref().and_then(|shape| {
+        let value = serde_json::from_slice::<Value>(body?).ok()?;
+        shape.project(value).ok()
+    });
+    let o = ChannelOutcome::new(status).with_origin(Origin::Upstream);
+    match data {
+        Some(d) => o.with_data(d),
+        None => o,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_dates_and_refuses_the_rest() {
+        assert_eq!(retry_after(&headers(&[])), RetryAfter::Missing);
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "7")])),
+            RetryAfter::Delay(Duration::from_secs(7))
+        );
+        assert_eq!(
+            retry_after(&headers(&[
+                ("retry-after", "Sun, 06 Nov 1994 08:49:42 GMT"),
+                ("date", "Sun, 06 Nov 1994 08:49:37 GMT")
+            ])),
+            RetryAfter::Delay(Duration::from_secs(5))
+        );
+        assert_eq!(
+            retry_after(&headers(&[
+                ("retry-after", "Sun, 06 Nov 1994 08:49:30 GMT"),
+                ("date", "Sun, 06 Nov 1994 08:49:37 GMT")
+            ])),
+            RetryAfter::Delay(Duration::ZERO)
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "-5")])),
+            RetryAfter::Invalid
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "soon")])),
+            RetryAfter::Invalid
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "99999999999999999999999")])),
+            RetryAfter::Delay(Duration::from_secs(u64::MAX))
+        );
+    }
+
+    #[test]
+    fn messages_lose_urls_paths_traces_and_authorization() {
+        assert_eq!(
+            filter_message("build failed: see https://internal.corp/x for details"),
+            "build failed: see [url] for details"
+        );
+        assert_eq!(
+            filter_message("bad token Bearer abc.def.ghi rejected"),
+            "bad token [redacted] [redacted] rejected"
+        );
+        assert_eq!(
+            filter_message("NullPointerException at com.corp.Svc(Svc.java:42)\n\tat x"),
+            "NullPointer"
+        );
+        assert_eq!(
+            filter_message("quota exceeded\nTraceback..."),
+            "quota exceeded"
+        );
+        assert_eq!(
+            filter_message("cannot read /srv/app/config.yml"),
+            "cannot read [path]"
+        );
+        assert_eq!(
+            filter_message(&"x".repeat(500)).len(),
+            MAX_MESSAGE + "…".len()
+        );
+    }
+
+    #[test]
+    fn correlation_ids_must_be_plain_tokens() {
+        assert_eq!(
+            correlation_id(&headers(&[("x-request-id", "req_123")])).as_deref(),
+            Some("req_123")
+        );
+        assert_eq!(
+            correlation_id(&headers(&[("x-request-id", "a b <script>")])),
+            None
+        );
+    }
+}

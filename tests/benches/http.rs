@@ -1,0 +1,199 @@
+#![allow(missing_docs, reason = "criterion_group! generates undocumented items")]
+//! The HTTP channel end to end versus raw reqwest, side by side in one run, against the same
+//! local axum upstream with the same client settings (`HttpChannel::client`).
+//!
+//! - `http_sequential/{executor,raw_reqwest}`: one observe GET at a time (latency; compare
+//!   the medians: target ratio <= 1.10).
+//! - `http_64_in_flight/{executor,raw_reqwest}`: 64 concurrent GETs per iteration
+//!   (throughput in calls/s; target executor >= 0.9x raw).
+//!
+//! Run: `cargo bench -p sallyport-tests --bench http -- --measurement-time 5 --warm-up-time 2`
+
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use sallyport_core::journal::SqliteJournal;
+use sallyport_core::{Action, Catalog, Executor, Session, Status};
+use sallyport_http::HttpChannel;
+use sallyport_tests::http_server::{Reply, Upstream};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Read one build.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "get_build", effect = observe)]
+#[http(get = "/v1/builds/{build_id}", result = Build)]
+struct GetBuild {
+    build_id: String,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct Build {
+    id: String,
+    state: String,
+}
+
+/// A channel that answers at once: the executor's own floor, for the diagnostic variant.
+struct NullChannel;
+
+#[async_trait::async_trait]
+impl sallyport_core::Channel for NullChannel {
+    fn name(&self) -> &str {
+        "http"
+    }
+
+    fn prepare(
+        &self,
+        _call: &sallyport_core::channel::CallView<'_>,
+    ) -> Result<sallyport_core::channel::RequestSummary, sallyport_core::outcome::Refusal> {
+        Ok(sallyport_core::channel::RequestSummary(
+            "GET /v1/builds/build_1".to_owned(),
+        ))
+    }
+
+    async fn dispatch(
+        &self,
+        call: sallyport_core::channel::Dispatch<'_>,
+    ) -> sallyport_core::channel::ChannelOutcome {
+        call.context.sending();
+        sallyport_core::channel::ChannelOutcome::completed(
+            json!({"id": "build_1", "state": "passed"}),
+        )
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let upstream = rt.block_on(Upstream::start_with(
+        |_| {
+            Reply::Json(
+                200,
+                json!({"id": "build_1", "state": "passed", "log_url": "http://ci/1"}),
+            )
+        },
+        false,
+    ));
+    let dir = tempfile::Builder::new()
+        .prefix("sallyport-http-bench")
+        .tempdir_in(if std::path::Path::new("/dev/shm").is_dir() {
+            "/dev/shm"
+        } else {
+            "/tmp"
+        })
+        .expect("tempdir");
+    let channel = HttpChannel::builder()
+        .base_url(upstream.url())
+        .build()
+        .expect("channel");
+    let raw = channel.client(Duration::from_secs(10)).expect("client");
+    let executor = rt.block_on(async {
+        Executor::builder(
+            Catalog::builder()
+                .action::<GetBuild>()
+                .build()
+                .expect("catalog"),
+        )
+        .journal(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"))
+        .channel(channel)
+        .build()
+        .expect("executor")
+    });
+    let floor = rt.block_on(async {
+        Executor::builder(
+            Catalog::builder()
+                .action::<GetBuild>()
+                .build()
+                .expect("catalog"),
+        )
+        .journal(SqliteJournal::open(dir.path().join("floor.db")).expect("journal"))
+        .channel(NullChannel)
+        .build()
+        .expect("executor")
+    });
+    let session = Session::new("bench");
+    let url = format!("{}/v1/builds/build_1", upstream.url());
+
+    let executor_call = || {
+        let executor = executor.clone();
+        let session = session.clone();
+        async move {
+            let r = executor
+                .call("get_build", json!({"build_id": "build_1"}), &session)
+                .await;
+            assert_eq!(r.status, Status::Completed);
+        }
+    };
+    let raw_call = || {
+        let raw = raw.clone();
+        let url = url.clone();
+        async move {
+            let body = raw
+                .get(&url)
+                .header("accept", "application/json")
+                .send()
+                .await
+                .expect("send")
+                .bytes()
+                .await
+                .expect("body");
+            let v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+            assert_eq!(v["state"], "passed");
+        }
+    };
+
+    let mut g = c.benchmark_group("http_sequential");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function(BenchmarkId::new("executor", "observe_get"), |b| {
+        b.to_async(&rt).iter(executor_call);
+    });
+    g.bench_function(BenchmarkId::new("raw_reqwest", "observe_get"), |b| {
+        b.to_async(&rt).iter(raw_call);
+    });
+    // Diagnostic: the executor with a channel that answers at once (no network), so the
+    // HTTP channel's own cost is `executor - executor_null_channel` next to `raw_reqwest`.
+    g.bench_function(
+        BenchmarkId::new("executor_null_channel", "observe_get"),
+        |b| {
+            b.to_async(&rt).iter(|| {
+                let floor = floor.clone();
+                let session = session.clone();
+                async move {
+                    let r = floor
+                        .call("get_build", json!({"build_id": "build_1"}), &session)
+                        .await;
+                    assert_eq!(r.status, Status::Completed);
+                }
+            });
+        },
+    );
+    g.finish();
+
+    let mut g = c.benchmark_group("http_64_in_flight");
+    g.throughput(Throughput::Elements(64));
+    g.bench_function(BenchmarkId::new("executor", "observe_get"), |b| {
+        b.to_async(&rt).iter(|| async {
+            let handles: Vec<_> = (0..64).map(|_| tokio::spawn(executor_call())).collect();
+            for h in handles {
+                h.await.expect("join");
+            }
+        });
+    });
+    g.bench_function(BenchmarkId::new("raw_reqwest", "observe_get"), |b| {
+        b.to_async(&rt).iter(|| async {
+            let handles: Vec<_> = (0..64).map(|_| tokio::spawn(raw_call())).collect();
+            for h in handles {
+                h.await.expect("join");
+            }
+        });
+    });
+    g.finish();
+    drop(upstream);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
