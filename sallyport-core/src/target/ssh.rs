@@ -1,6 +1,7 @@
 //! The SSH command template carried in an action card.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -29,8 +30,27 @@ pub struct SshTarget {
     pub host: Cow<'static, str>,
     /// The argv template; each element becomes exactly one remote argument.
     pub argv: Vec<Cow<'static, str>>,
-    /// Declared exit-code mappings (exit 0 is `completed`).
+    /// Declared exit-code mappings (exit 0 is `completed` unless declared otherwise).
     pub exits: Vec<ExitRule>,
+    /// How long the command may run, from the exec request to its exit status. `None` uses
+    /// the channel's default. Part of the definition: a longer timeout is a changed action.
+    #[serde(
+        rename = "timeout_ms",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "serialize_millis"
+    )]
+    pub timeout: Option<Duration>,
+    /// The most bytes kept per output stream (stdout and stderr each). `None` uses the
+    /// channel's default (64 KiB). Output beyond the cap is read and discarded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_cap: Option<usize>,
+}
+
+fn serialize_millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        None => s.serialize_none(),
+    }
 }
 
 impl SshTarget {
@@ -44,13 +64,66 @@ impl SshTarget {
             host: host.into(),
             argv: argv.into_iter().map(Into::into).collect(),
             exits: Vec::new(),
+            timeout: None,
+            output_cap: None,
         }
     }
 
     /// Maps exit `code` to `status`.
     #[must_use]
     pub fn with_exit(mut self, code: u32, status: Status) -> Self {
+        self.exits.retain(|rule| rule.code != code);
         self.exits.push(ExitRule { code, status });
         self
+    }
+
+    /// Sets how long the command may run before the call ends (`unknown` for a state-changing
+    /// action: a remote command cannot be reliably cancelled).
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the most bytes kept per output stream.
+    #[must_use]
+    pub fn with_output_cap(mut self, bytes: usize) -> Self {
+        self.output_cap = Some(bytes);
+        self
+    }
+
+    /// The status a declared exit code maps to, if it is declared.
+    pub fn exit_status(&self, code: u32) -> Option<Status> {
+        self.exits
+            .iter()
+            .find(|rule| rule.code == code)
+            .map(|rule| rule.status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_and_cap_enter_the_definition_only_when_set() {
+        let plain = SshTarget::new("web1", ["uptime"]);
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap(),
+            serde_json::json!({"host": "web1", "argv": ["uptime"], "exits": []})
+        );
+        let tuned = plain
+            .with_timeout(Duration::from_millis(1500))
+            .with_output_cap(4096)
+            .with_exit(3, Status::AlreadyInDesiredState)
+            .with_exit(3, Status::Rejected);
+        assert_eq!(
+            serde_json::to_value(&tuned).unwrap(),
+            serde_json::json!({"host": "web1", "argv": ["uptime"],
+                "exits": [{"code": 3, "status": "rejected"}],
+                "timeout_ms": 1500, "output_cap": 4096})
+        );
+        assert_eq!(tuned.exit_status(3), Some(Status::Rejected));
+        assert_eq!(tuned.exit_status(4), None);
     }
 }

@@ -1,0 +1,557 @@
+//! [`SshChannel`]: the [`Channel`] that runs an action's argv template on an inventory host.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use russh::ChannelMsg;
+use sallyport_core::EffectClass;
+use sallyport_core::channel::{CallView, Channel, ChannelOutcome, Dispatch, RequestSummary};
+use sallyport_core::outcome::{Origin, Refusal, RefusalCode, Status};
+use sallyport_core::target::{SshTarget, Target};
+use sallyport_core::vault::{Credential, CredentialKind, CredentialMeta};
+use serde_json::{Value, json};
+
+use crate::client::{ConnectError, Connection, Pool};
+use crate::command::{self, Rendered};
+use crate::inventory::{HostEntry, Inventory};
+use crate::output::Capture;
+
+/// Default per-stream output cap: 64 KiB.
+pub const DEFAULT_OUTPUT_CAP: usize = 64 * 1024;
+/// Default command timeout: 30 s.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default connect timeout (TCP, handshake and authentication): 10 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest stderr tail shown in a rejection's reason, in characters.
+const STDERR_TAIL: usize = 300;
+
+/// The SSH channel. Cheap to clone (clones share the connection pool).
+///
+/// See the [crate documentation](crate) for the whole picture.
+#[derive(Clone, Debug)]
+pub struct SshChannel {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    inventory: Inventory,
+    pool: Pool,
+    connect_timeout: Duration,
+    default_timeout: Duration,
+    default_output_cap: usize,
+    keepalive: Option<Duration>,
+}
+
+/// Builds an [`SshChannel`]. Setters never fail.
+#[derive(Debug)]
+#[must_use]
+pub struct SshChannelBuilder {
+    inventory: Inventory,
+    connect_timeout: Duration,
+    default_timeout: Duration,
+    default_output_cap: usize,
+    keepalive: Option<Duration>,
+}
+
+impl SshChannelBuilder {
+    /// How long connecting, the handshake and authentication may take together (default
+    /// 10 s). A failure here is before anything was sent.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The command timeout for actions that do not declare one (default 30 s).
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = timeout;
+        self
+    }
+
+    /// The per-stream output cap for actions that do not declare one (default 64 KiB).
+    pub fn default_output_cap(mut self, bytes: usize) -> Self {
+        self.default_output_cap = bytes;
+        self
+    }
+
+    /// Sends an SSH keepalive on idle pooled connections this often (default 15 s; `None`
+    /// disables it), so a dead connection is noticed and replaced before the next call.
+    pub fn keepalive(mut self, interval: Option<Duration>) -> Self {
+        self.keepalive = interval;
+        self
+    }
+
+    /// Builds the channel.
+    pub fn build(self) -> SshChannel {
+        SshChannel {
+            inner: Arc::new(Inner {
+                inventory: self.inventory,
+                pool: Pool::default(),
+                connect_timeout: self.connect_timeout,
+                default_timeout: self.default_timeout,
+                default_output_cap: self.default_output_cap,
+                keepalive: self.keepalive,
+            }),
+        }
+    }
+}
+
+/// Everything `prepare` and `dispatch` agree on for one call.
+struct Plan<'a> {
+    target: &'a SshTarget,
+    host: &'a HostEntry,
+    command: Rendered,
+}
+
+/// How the remote command ended.
+enum Ending {
+    Exit(u32),
+    Signal(String),
+    Refused,
+    /// The session ended before the exec request could be handed to it: nothing left.
+    NotSent,
+    Lost,
+    TimedOut,
+}
+
+impl SshChannel {
+    /// A channel over `inventory` with default settings.
+    pub fn new(inventory: Inventory) -> Self {
+        Self::builder(inventory).build()
+    }
+
+    /// A builder over `inventory`.
+    pub fn builder(inventory: Inventory) -> SshChannelBuilder {
+        SshChannelBuilder {
+            inventory,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            default_timeout: DEFAULT_TIMEOUT,
+            default_output_cap: DEFAULT_OUTPUT_CAP,
+            keepalive: Some(Duration::from_secs(15)),
+        }
+    }
+
+    /// The inventory.
+    pub fn inventory(&self) -> &Inventory {
+        &self.inner.inventory
+    }
+
+    /// How many SSH connections (handshake + authentication) this channel has opened.
+    pub fn connections_opened(&self) -> u64 {
+        self.inner.pool.opened()
+    }
+
+    /// Drops every pooled connection; the next call to each host connects afresh.
+    pub fn close_idle(&self) {
+        self.inner.pool.clear();
+    }
+
+    /// Opens (or reuses) the pooled connection to `host` with `credential` ahead of the first
+    /// call, so that call does not pay for the handshake. Runs no command.
+    ///
+    /// # Errors
+    ///
+    /// A short, secret-free reason when the host is unknown, the credential is not bound to
+    /// it, or the connection fails.
+    pub async fn warm_up(&self, host: &str, credential: &Credential) -> Result<(), String> {
+        let entry = self
+            .inner
+            .inventory
+            .get(host)
+            .ok_or_else(|| format!("host `{host}` is not in the SSH inventory"))?;
+        check_binding(entry, credential.meta())?;
+        self.inner
+            .pool
+            .get(
+                entry,
+                credential,
+                self.inner.connect_timeout,
+                self.inner.keepalive,
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| connect_outcome(e, entry).reason.unwrap_or_default())
+    }
+
+    fn plan<'a>(
+        &'a self,
+        spec: &'a sallyport_core::ActionSpec,
+        arguments: &Value,
+    ) -> Result<Plan<'a>, Refusal> {
+        let Target::Ssh(target) = &spec.target else {
+            return Err(invalid("the action does not target the ssh channel"));
+        };
+        let name = command::render_host(&target.host, arguments).map_err(|e| invalid(e.0))?;
+        let host = self
+            .inner
+            .inventory
+            .get(&name)
+            .ok_or_else(|| invalid(format!("host `{name}` is not in the SSH inventory")))?;
+        match spec.credential.as_deref() {
+            None => {
+                return Err(Refusal::new(
+                    RefusalCode::CredentialUnavailable,
+                    format!(
+                        "the action binds no credential; host `{name}` needs credential `{}`",
+                        host.credential
+                    ),
+                ));
+            }
+            Some(bound) if bound != host.credential => {
+                return Err(Refusal::new(
+                    RefusalCode::CredentialUnavailable,
+                    format!(
+                        "the action binds credential `{bound}`, but host `{name}` uses `{}`",
+                        host.credential
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+        let command = command::render(&target.argv, arguments).map_err(|e| invalid(e.0))?;
+        Ok(Plan {
+            target,
+            host,
+            command,
+        })
+    }
+
+    /// A live channel on a pooled connection; a pooled connection that turns out broken is
+    /// replaced once (nothing was sent on it yet).
+    async fn open(
+        &self,
+        host: &HostEntry,
+        credential: &Credential,
+    ) -> Result<(Arc<Connection>, russh::Channel<russh::client::Msg>), ChannelOutcome> {
+        let inner = &self.inner;
+        loop {
+            let (conn, fresh) = inner
+                .pool
+                .get(host, credential, inner.connect_timeout, inner.keepalive)
+                .await
+                .map_err(|e| connect_outcome(e, host))?;
+            let opened =
+                tokio::time::timeout(inner.connect_timeout, conn.handle.channel_open_session())
+                    .await;
+            match opened {
+                Ok(Ok(channel)) => return Ok((conn, channel)),
+                _ if !fresh => {
+                    tracing::debug!(host = %host.name, "pooled SSH connection is broken; reconnecting");
+                    inner.pool.discard(host, &conn).await;
+                }
+                Ok(Err(_)) => {
+                    inner.pool.discard(host, &conn).await;
+                    return Err(before_send(
+                        "channel_open_failed",
+                        format!(
+                            "host `{}` refused to open a session channel; nothing was run",
+                            host.name
+                        ),
+                    ));
+                }
+                Err(_) => {
+                    inner.pool.discard(host, &conn).await;
+                    return Err(before_send(
+                        "connect_timeout",
+                        format!(
+                            "host `{}` did not open a session channel in time; nothing was run",
+                            host.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Channel for SshChannel {
+    fn name(&self) -> &str {
+        "ssh"
+    }
+
+    fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal> {
+        let plan = self.plan(call.spec, call.arguments)?;
+        Ok(RequestSummary(format!(
+            "{} ({}@{}:{}): {}",
+            plan.host.name, plan.host.user, plan.host.address, plan.host.port, plan.command.display
+        )))
+    }
+
+    fn check_credential(
+        &self,
+        call: &CallView<'_>,
+        credential: &CredentialMeta,
+    ) -> Result<(), Refusal> {
+        let plan = self.plan(call.spec, call.arguments)?;
+        check_binding(plan.host, credential)
+            .map_err(|reason| Refusal::new(RefusalCode::CredentialUnavailable, reason))
+    }
+
+    async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
+        let plan = match self.plan(call.spec, call.arguments) {
+            Ok(plan) => plan,
+            Err(refusal) => {
+                return before_send(refusal.code.as_str(), refusal.reason);
+            }
+        };
+        let Some(credential) = call.credential else {
+            return before_send(
+                "credential_unavailable",
+                "no credential was resolved for this call".to_owned(),
+            );
+        };
+        if let Err(reason) = check_binding(plan.host, credential.meta()) {
+            return before_send("credential_unavailable", reason);
+        }
+        let (conn, mut channel) = match self.open(plan.host, credential).await {
+            Ok(open) => open,
+            Err(outcome) => return outcome,
+        };
+        let timeout = plan.target.timeout.unwrap_or(self.inner.default_timeout);
+        let cap = plan
+            .target
+            .output_cap
+            .unwrap_or(self.inner.default_output_cap);
+        let mut stdout = Capture::new(cap, false);
+        let mut stderr = Capture::new(cap, true);
+        call.context.sending();
+        let started = tokio::time::Instant::now();
+        let ending = if channel
+            .exec(true, plan.command.wire.as_bytes())
+            .await
+            .is_err()
+        {
+            Ending::NotSent
+        } else {
+            match tokio::time::timeout(timeout, drain(&mut channel, &mut stdout, &mut stderr)).await
+            {
+                Ok(ending) => ending,
+                Err(_) => Ending::TimedOut,
+            }
+        };
+        tracing::debug!(host = %plan.host.name, elapsed_ms = started.elapsed().as_millis() as u64, "ssh command ended");
+        match ending {
+            Ending::Lost | Ending::NotSent => self.inner.pool.discard(plan.host, &conn).await,
+            // Best effort: the server may let the command run on (it cannot be reliably
+            // cancelled); closing the channel at least stops its output.
+            Ending::TimedOut => {
+                let _ = tokio::time::timeout(Duration::from_millis(200), channel.close()).await;
+            }
+            _ => {}
+        }
+        outcome(&call, &plan, ending, &stdout, &stderr, timeout)
+    }
+}
+
+/// Reads the channel to its end, keeping at most the cap of each stream.
+async fn drain(
+    channel: &mut russh::Channel<russh::client::Msg>,
+    stdout: &mut Capture,
+    stderr: &mut Capture,
+) -> Ending {
+    let mut exit = None;
+    let mut accepted = false;
+    while let Some(msg) = channel.wait().await {
+        match msg {
+            ChannelMsg::Data { data } => stdout.push(&data),
+            ChannelMsg::ExtendedData { data, ext: 1 } => stderr.push(&data),
+            ChannelMsg::ExitStatus { exit_status } => exit = Some(Ending::Exit(exit_status)),
+            ChannelMsg::ExitSignal { signal_name, .. } => {
+                exit = Some(Ending::Signal(format!("{signal_name:?}")));
+            }
+            ChannelMsg::Success => accepted = true,
+            ChannelMsg::Failure if !accepted && exit.is_none() => return Ending::Refused,
+            ChannelMsg::Close => break,
+            _ => {}
+        }
+    }
+    exit.unwrap_or(Ending::Lost)
+}
+
+fn outcome(
+    call: &Dispatch<'_>,
+    plan: &Plan<'_>,
+    ending: Ending,
+    stdout: &Capture,
+    stderr: &Capture,
+    timeout: Duration,
+) -> ChannelOutcome {
+    let observe = call.spec.effect == EffectClass::Observe;
+    let program = plan
+        .target
+        .argv
+        .first()
+        .map_or_else(String::new, |p| p.to_string());
+    let mut data = json!({
+        "stdout": stdout.text(),
+        "stderr": stderr.text(),
+        "stdout_bytes": stdout.total(),
+        "stderr_bytes": stderr.total(),
+        "stdout_truncated": stdout.truncated(),
+        "stderr_truncated": stderr.truncated(),
+    });
+    let do_not_retry = match &call.spec.reconcile {
+        Some(action) => {
+            format!("it may or may not have taken effect; do not retry; check with {action}")
+        }
+        None => "it may or may not have taken effect; do not retry".to_owned(),
+    };
+    match ending {
+        Ending::Exit(code) => {
+            data["exit_status"] = json!(code);
+            let status = plan.target.exit_status(code).unwrap_or(if code == 0 {
+                Status::Completed
+            } else {
+                Status::Rejected
+            });
+            let mut out = ChannelOutcome::new(status)
+                .with_data(data)
+                .with_upstream_status(i64::from(code));
+            if status == Status::Rejected {
+                let tail = stderr.tail_line(STDERR_TAIL);
+                let code_name = if plan.target.exit_status(code).is_some() {
+                    "command_rejected"
+                } else {
+                    "command_failed"
+                };
+                out = out.with_code(code_name).with_reason(if tail.is_empty() {
+                    format!("`{program}` exited with status {code}")
+                } else {
+                    format!("`{program}` exited with status {code}: {tail}")
+                });
+            }
+            out
+        }
+        Ending::Signal(signal) => {
+            data["signal"] = json!(signal);
+            let reason = format!("`{program}` was killed by signal {signal}");
+            if observe {
+                ChannelOutcome::new(Status::Rejected)
+                    .with_code("killed_by_signal")
+                    .with_reason(reason)
+                    .with_data(data)
+            } else {
+                ChannelOutcome::new(Status::Unknown)
+                    .with_code("killed_by_signal")
+                    .with_reason(format!("{reason} part-way; {do_not_retry}"))
+                    .with_data(data)
+            }
+        }
+        Ending::Refused => ChannelOutcome::new(Status::Rejected)
+            .with_code("exec_refused")
+            .with_reason(format!(
+                "host `{}` refused to run the command; nothing was run",
+                plan.host.name
+            )),
+        Ending::NotSent => ChannelOutcome::new(Status::Rejected)
+            .with_code("connection_lost")
+            .with_reason(format!(
+                "the connection to `{}` closed before the command could be sent; nothing was run; retrying is safe",
+                plan.host.name
+            )),
+        Ending::Lost if observe => ChannelOutcome::new(Status::Rejected)
+            .with_code("connection_lost")
+            .with_reason(format!(
+                "the connection to `{}` was lost before `{program}` reported an exit status; the read can be retried",
+                plan.host.name
+            )),
+        Ending::Lost => ChannelOutcome::new(Status::Unknown)
+            .with_code("connection_lost")
+            .with_reason(format!(
+                "the connection to `{}` was lost after `{program}` was sent and before it reported an exit status; {do_not_retry}",
+                plan.host.name
+            )),
+        Ending::TimedOut if observe => ChannelOutcome::new(Status::Rejected)
+            .with_code("timeout")
+            .with_reason(format!(
+                "`{program}` did not finish within {} ms; the read can be retried",
+                timeout.as_millis()
+            )),
+        Ending::TimedOut => ChannelOutcome::new(Status::Unknown)
+            .with_code("timeout_after_send")
+            .with_reason(format!(
+                "`{program}` did not finish within {} ms and may still be running (a remote command cannot be reliably cancelled); {do_not_retry}",
+                timeout.as_millis()
+            )),
+    }
+}
+
+/// The credential must be an SSH key or password bound to this host and user.
+fn check_binding(host: &HostEntry, meta: &CredentialMeta) -> Result<(), String> {
+    if !matches!(
+        meta.kind,
+        CredentialKind::SshKey | CredentialKind::SshPassword
+    ) {
+        return Err(format!(
+            "credential `{}` is not an SSH key or password",
+            meta.name
+        ));
+    }
+    let bound = meta
+        .binding
+        .ssh
+        .iter()
+        .any(|b| b.host == host.name && b.user == host.user);
+    if bound {
+        Ok(())
+    } else {
+        Err(format!(
+            "credential `{}` is not bound to {}@{}; the channel will not attach it there",
+            meta.name, host.user, host.name
+        ))
+    }
+}
+
+fn connect_outcome(error: ConnectError, host: &HostEntry) -> ChannelOutcome {
+    let name = &host.name;
+    match error {
+        ConnectError::Unreachable(kind) => upstream_before_send(
+            "connect_failed",
+            format!("could not reach host `{name}` ({kind}); nothing was sent; retrying is safe"),
+        ),
+        ConnectError::Timeout => upstream_before_send(
+            "connect_timeout",
+            format!(
+                "host `{name}` did not complete the SSH handshake and authentication in time; nothing was run"
+            ),
+        ),
+        ConnectError::HostKeyMismatch(seen) => before_send(
+            "host_key_mismatch",
+            format!(
+                "host `{name}` presented host key {seen}, which is not pinned in the inventory; the connection was refused before authentication"
+            ),
+        ),
+        ConnectError::Handshake(detail) => upstream_before_send(
+            "handshake_failed",
+            format!("the SSH handshake with host `{name}` failed ({detail}); nothing was run"),
+        ),
+        ConnectError::AuthRejected => upstream_before_send(
+            "auth_failed",
+            format!(
+                "host `{name}` rejected the credential for user `{}`; a human must replace it",
+                host.user
+            ),
+        )
+        .with_credential_rejected(),
+        ConnectError::CredentialUnusable(reason) => before_send("credential_unusable", reason),
+    }
+}
+
+/// A rejection before anything was sent, decided on this side.
+fn before_send(code: &str, reason: String) -> ChannelOutcome {
+    ChannelOutcome::new(Status::Rejected)
+        .with_origin(Origin::Executor)
+        .with_code(code)
+        .with_reason(reason)
+}
+
+/// A rejection before anything was sent, decided by the server (or the network to it).
+fn upstream_before_send(code: &str, reason: String) -> ChannelOutcome {
+    before_send(code, reason).with_origin(Origin::Upstream)
+}
+
+fn invalid(reason: impl Into<String>) -> Refusal {
+    Refusal::new(RefusalCode::InvalidRequest, reason)
+}
