@@ -8,10 +8,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::action::{Action, ActionSpec, ScopedValue, SpecError};
-use crate::drift::{PayloadGuard, canonical_hash};
+use crate::drift::{CanonicalError, PayloadGuard, canonical_hash, try_canonical_hash};
 
 /// The decoded input of one call, type-erased.
 pub(crate) struct Decoded {
@@ -30,6 +31,7 @@ pub struct Entry {
     input_schema: Value,
     definition: Value,
     definition_hash: String,
+    canonical_error: Option<CanonicalError>,
     pub(crate) guard: PayloadGuard,
     decode: Box<DecodeFn>,
     precondition: Option<Box<PreconditionFn>>,
@@ -61,8 +63,31 @@ impl Entry {
     }
 
     /// SHA-256 of the canonical (RFC 8785) definition.
+    ///
+    /// When the definition has no faithful canonical form ([`Entry::canonical_error`]), this is
+    /// the hash of its lossy form; the baseline guard refuses such an action
+    /// (`canonicalization_error`).
     pub fn definition_hash(&self) -> &str {
         &self.definition_hash
+    }
+
+    /// Why the definition has no faithful RFC 8785 form, if it has none.
+    pub fn canonical_error(&self) -> Option<&CanonicalError> {
+        self.canonical_error.as_ref()
+    }
+
+    fn set_definition(&mut self, provenance: &Provenance) {
+        self.definition = definition_of(&self.spec, &self.input_schema, provenance);
+        match try_canonical_hash(&self.definition) {
+            Ok(hash) => {
+                self.definition_hash = hash;
+                self.canonical_error = None;
+            }
+            Err(e) => {
+                self.definition_hash = canonical_hash(&self.definition);
+                self.canonical_error = Some(e);
+            }
+        }
     }
 
     pub(crate) fn decode(&self, args: Value) -> Result<Decoded, serde_json::Error> {
@@ -132,6 +157,8 @@ pub enum CatalogError {
 pub struct CatalogBuilder {
     entries: Vec<Result<Entry, CatalogError>>,
     preconditions: Vec<(String, Box<PreconditionFn>)>,
+    provenance: Provenance,
+    upstream_specs: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for CatalogBuilder {
@@ -152,6 +179,23 @@ impl CatalogBuilder {
     /// Registers action `A` with a card changed by `f` (e.g. to point it at another channel).
     pub fn action_with_spec<A: Action>(mut self, f: impl FnOnce(ActionSpec) -> ActionSpec) -> Self {
         self.entries.push(entry_for::<A>(f(A::spec())));
+        self
+    }
+
+    /// Records where the catalog comes from (the application's crate version, usually
+    /// `env!("CARGO_PKG_VERSION")`, and an upstream spec hash). Provenance is part of every
+    /// action's definition, so a new release or a changed upstream spec shows as
+    /// `provenance_changed` against the baseline.
+    pub fn provenance(mut self, provenance: Provenance) -> Self {
+        self.provenance = provenance;
+        self
+    }
+
+    /// Records the hash of the upstream spec (e.g. [`crate::drift::openapi::OpenApi::hash`])
+    /// action `A` was written against, overriding [`Provenance::upstream_spec_hash`] for it.
+    pub fn upstream_spec<A: Action>(mut self, spec_hash: impl Into<String>) -> Self {
+        self.upstream_specs
+            .push((A::spec().name.into_owned(), spec_hash.into()));
         self
     }
 
@@ -192,6 +236,20 @@ impl CatalogBuilder {
                 return Err(CatalogError::DuplicateName(name));
             }
         }
+        for entry in entries.values_mut() {
+            let upstream = self
+                .upstream_specs
+                .iter()
+                .rev()
+                .find(|(name, _)| *name == entry.spec.name);
+            match upstream {
+                Some((_, hash)) => {
+                    let provenance = self.provenance.clone().with_upstream_spec_hash(hash);
+                    entry.set_definition(&provenance);
+                }
+                None => entry.set_definition(&self.provenance),
+            }
+        }
         for (name, check) in self.preconditions {
             let entry = entries
                 .get_mut(&name)
@@ -229,13 +287,13 @@ fn entry_for<A: Action>(spec: ActionSpec) -> Result<Entry, CatalogError> {
     let input_schema = input_schema_of::<A>();
     let guard = PayloadGuard::new(name.clone(), input_schema.clone())
         .map_err(|reason| CatalogError::InvalidSchema { name, reason })?;
-    let definition = definition_of(&spec, &input_schema);
-    let definition_hash = canonical_hash(&definition);
+    // The definition is computed in `build`, once the provenance is known.
     Ok(Entry {
         spec,
         input_schema,
-        definition,
-        definition_hash,
+        definition: Value::Null,
+        definition_hash: String::new(),
+        canonical_error: None,
         guard,
         decode: Box::new(|args| {
             let input: A = serde_json::from_value(args)?;
@@ -278,10 +336,41 @@ fn close_objects(schema: &mut Value) {
     }
 }
 
-/// The canonical definition of an action: every field that changes its meaning.
-pub fn definition_of(spec: &ActionSpec, input_schema: &Value) -> Value {
+/// Where a catalog comes from; part of every action's canonical definition.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Provenance {
+    /// The application's crate version (`env!("CARGO_PKG_VERSION")`).
+    pub crate_version: Option<String>,
+    /// SHA-256 of the upstream spec (an OpenAPI document) the actions were written against.
+    pub upstream_spec_hash: Option<String>,
+}
+
+impl Provenance {
+    /// Provenance with the application's crate version.
+    pub fn new(crate_version: impl Into<String>) -> Self {
+        Self {
+            crate_version: Some(crate_version.into()),
+            upstream_spec_hash: None,
+        }
+    }
+
+    /// Sets the upstream spec hash.
+    #[must_use]
+    pub fn with_upstream_spec_hash(mut self, hash: impl Into<String>) -> Self {
+        self.upstream_spec_hash = Some(hash.into());
+        self
+    }
+}
+
+/// The canonical definition of an action: every field that changes its meaning (name,
+/// description and summary, input schema, effect, consent, retry, data classes, externality,
+/// scope tags, credential binding, reconcile action, channel target with its result mapping,
+/// and provenance).
+pub fn definition_of(spec: &ActionSpec, input_schema: &Value, provenance: &Provenance) -> Value {
     json!({
         "name": spec.name,
+        "summary": spec.summary,
         "description": spec.description,
         "input_schema": input_schema,
         "effect": spec.effect,
@@ -293,6 +382,7 @@ pub fn definition_of(spec: &ActionSpec, input_schema: &Value) -> Value {
         "credential": spec.credential,
         "reconcile": spec.reconcile,
         "target": spec.target,
+        "provenance": provenance,
     })
 }
 
@@ -349,5 +439,100 @@ impl Catalog {
     /// Whether the catalog is empty.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::action::{ConsentRule, DataClass, EffectClass, Externality, RetryRule};
+    use crate::outcome::Status;
+    use crate::target::{HttpMethod, HttpTarget, SshTarget, Target};
+
+    fn spec() -> ActionSpec {
+        ActionSpec::new("create_deployment", EffectClass::ReversibleChange)
+            .with_description("Queue one build. For preview only.")
+            .with_data_class(DataClass::INTERNAL)
+            .with_scope_tag("project_id", "project")
+            .with_credential("deploy-api")
+            .with_reconcile("get_deployment")
+            .with_target(Target::Http(
+                HttpTarget::new(HttpMethod::Post, "/v1/projects/{project_id}/deployments")
+                    .with_status(409, Status::AlreadyInDesiredState),
+            ))
+    }
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {"project_id": {"type": "string"}},
+            "required": ["project_id"], "additionalProperties": false})
+    }
+
+    /// Every meaningful field, each with one change.
+    const MUTATIONS: usize = 17;
+
+    fn mutate(i: usize, spec: &mut ActionSpec, schema: &mut Value, provenance: &mut Provenance) {
+        match i {
+            0 => spec.name = "create_deployment_v2".into(),
+            1 => spec.summary = "Queue one build now.".into(),
+            2 => spec.description = "Queue one build. For staging too.".into(),
+            3 => spec.effect = EffectClass::ExternalCommitment,
+            4 => spec.consent = ConsentRule::PerCall,
+            5 => spec.retry = RetryRule::IdempotencyKey,
+            6 => spec.data_classes.push(DataClass::PII),
+            7 => spec.externality = Externality::External,
+            8 => spec.scope_tags[0].kind = "workspace".into(),
+            9 => spec.credential = Some("deploy-admin".into()),
+            10 => spec.reconcile = None,
+            11 => {
+                spec.target = Target::Http(
+                    HttpTarget::new(HttpMethod::Put, "/v1/projects/{project_id}/deployments")
+                        .with_status(409, Status::AlreadyInDesiredState),
+                );
+            }
+            12 => {
+                spec.target = Target::Http(
+                    HttpTarget::new(HttpMethod::Post, "/v1/projects/{project_id}/deployments")
+                        .with_status(409, Status::Completed),
+                );
+            }
+            13 => spec.target = Target::Ssh(SshTarget::new("{host}", ["deploy", "{build_id}"])),
+            14 => schema["properties"]["project_id"]["maxLength"] = json!(64),
+            15 => provenance.crate_version = Some("1.0.1".to_owned()),
+            16 => provenance.upstream_spec_hash = Some("ab".repeat(32)),
+            _ => unreachable!("only {MUTATIONS} mutations"),
+        }
+    }
+
+    proptest! {
+        /// The hash changes if and only if a meaningful field changed, whatever the mix.
+        #[test]
+        fn every_meaningful_field_changes_the_hash(picks in prop::collection::btree_set(0..MUTATIONS, 0..5)) {
+            let provenance = Provenance::new("1.0.0");
+            let before = canonical_hash(&definition_of(&spec(), &schema(), &provenance));
+            let (mut s, mut sc, mut p) = (spec(), schema(), provenance);
+            for i in &picks {
+                mutate(*i, &mut s, &mut sc, &mut p);
+            }
+            let after = canonical_hash(&definition_of(&s, &sc, &p));
+            prop_assert_eq!(before == after, picks.is_empty(), "{:?}", picks);
+        }
+    }
+
+    #[test]
+    fn each_mutation_alone_changes_the_hash() {
+        let provenance = Provenance::new("1.0.0");
+        let before = canonical_hash(&definition_of(&spec(), &schema(), &provenance));
+        for i in 0..MUTATIONS {
+            let (mut s, mut sc, mut p) = (spec(), schema(), provenance.clone());
+            mutate(i, &mut s, &mut sc, &mut p);
+            assert_ne!(
+                canonical_hash(&definition_of(&s, &sc, &p)),
+                before,
+                "mutation {i}"
+            );
+        }
     }
 }

@@ -169,7 +169,12 @@ impl Executor {
     /// # Errors
     ///
     /// The refusal the call would get.
-    pub fn preflight(&self, action: &str, arguments: Value, session: &Session) -> Result<(), Refusal> {
+    pub fn preflight(
+        &self,
+        action: &str,
+        arguments: Value,
+        session: &Session,
+    ) -> Result<(), Refusal> {
         let mut guard = CallGuard::new(
             Arc::clone(&self.inner.journal),
             AttemptId::generate(),

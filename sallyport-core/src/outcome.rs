@@ -111,6 +111,10 @@ pub struct ActionResult {
     /// Details of a payload drift refusal or warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub divergences: Vec<crate::drift::Divergence>,
+    /// The definition drift decision (partner form) of a `definition_drift` or
+    /// `review_required` refusal; the full decision is in the audit record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<crate::drift::PartnerDecision>,
     /// The attempt this call created.
     pub attempt_id: AttemptId,
     /// The audit record of this call; a human can look it up.
@@ -129,6 +133,7 @@ impl ActionResult {
             data: None,
             next: None,
             divergences: Vec::new(),
+            drift: None,
             attempt_id,
             receipt_id: None,
         }
@@ -240,6 +245,9 @@ pub struct Refusal {
     pub reason: String,
     /// Payload divergences, for `invalid_arguments`.
     pub divergences: Vec<crate::drift::Divergence>,
+    /// The definition drift decision, for `definition_drift` and `review_required`. The
+    /// executor sets its `receipt_id` to the refusal's audit record.
+    pub decision: Option<Box<crate::drift::DriftDecision>>,
 }
 
 impl Refusal {
@@ -249,7 +257,16 @@ impl Refusal {
             code,
             reason: reason.into(),
             divergences: Vec::new(),
+            decision: None,
         }
+    }
+
+    /// Attaches the definition drift decision behind a `definition_drift` or
+    /// `review_required` refusal.
+    #[must_use]
+    pub fn with_decision(mut self, decision: crate::drift::DriftDecision) -> Self {
+        self.decision = Some(Box::new(decision));
+        self
     }
 
     /// Attaches payload divergences.

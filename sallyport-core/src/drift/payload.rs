@@ -174,7 +174,7 @@ impl PayloadGuard {
         }
         let mut divergences = Vec::new();
         for error in self.validator.iter_errors(args) {
-            self.push_divergences(&error, &mut divergences);
+            push_divergences(&self.schema, "", &error, &mut divergences);
         }
         divergences.sort_by(|a, b| {
             a.path
@@ -218,137 +218,143 @@ impl PayloadGuard {
             }
         }
     }
+}
 
-    fn push_divergences(&self, error: &jsonschema::ValidationError<'_>, out: &mut Vec<Divergence>) {
-        let path = error.instance_path().as_str().to_owned();
-        let instance = error.instance();
-        let observed = json_type(instance).to_owned();
-        let (kind, expected) = match error.kind() {
-            ValidationErrorKind::AdditionalProperties { unexpected }
-            | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
-                let allowed = self.allowed_fields(error.schema_path().as_str());
-                for name in unexpected {
-                    out.push(Divergence {
-                        kind: DivergenceKind::UnknownField,
-                        path: format!("{path}/{}", escape_pointer(name)),
-                        expected: allowed.clone(),
-                        observed: instance.get(name).map_or("absent", json_type).to_owned(),
-                    });
-                }
-                return;
-            }
-            ValidationErrorKind::FalseSchema => {
-                (DivergenceKind::UnknownField, "no value here".to_owned())
-            }
-            ValidationErrorKind::Required { property } => {
-                let name = property.as_str().unwrap_or_default();
+/// Turns one validation error into divergences, with `prefix` before every instance path.
+/// `root` is the schema the validator was built from (to name the known fields).
+pub(crate) fn push_divergences(
+    root: &Value,
+    prefix: &str,
+    error: &jsonschema::ValidationError<'_>,
+    out: &mut Vec<Divergence>,
+) {
+    let path = format!("{prefix}{}", error.instance_path().as_str());
+    let instance = error.instance();
+    let observed = json_type(instance).to_owned();
+    let (kind, expected) = match error.kind() {
+        ValidationErrorKind::AdditionalProperties { unexpected }
+        | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+            let allowed = allowed_fields(root, error.schema_path().as_str());
+            for name in unexpected {
                 out.push(Divergence {
-                    kind: DivergenceKind::MissingRequired,
+                    kind: DivergenceKind::UnknownField,
                     path: format!("{path}/{}", escape_pointer(name)),
-                    expected: "a value (the field is required)".to_owned(),
-                    observed: "absent".to_owned(),
+                    expected: allowed.clone(),
+                    observed: instance.get(name).map_or("absent", json_type).to_owned(),
                 });
-                return;
             }
-            ValidationErrorKind::Type { kind } => (DivergenceKind::TypeMismatch, type_words(kind)),
-            ValidationErrorKind::Enum { options } => (
-                DivergenceKind::ConstraintViolation,
-                format!("one of {options}"),
-            ),
-            ValidationErrorKind::Constant { expected_value } => (
-                DivergenceKind::ConstraintViolation,
-                format!("exactly {expected_value}"),
-            ),
-            ValidationErrorKind::Pattern { pattern } => (
-                DivergenceKind::ConstraintViolation,
-                format!("a string matching {pattern}"),
-            ),
-            ValidationErrorKind::MinLength { limit } => (
-                DivergenceKind::ConstraintViolation,
-                format!("at least {limit} characters"),
-            ),
-            ValidationErrorKind::MaxLength { limit } => (
-                DivergenceKind::ConstraintViolation,
-                format!("at most {limit} characters"),
-            ),
-            ValidationErrorKind::Minimum { limit } => (
-                DivergenceKind::ConstraintViolation,
-                format!("a number >= {limit}"),
-            ),
-            ValidationErrorKind::Maximum { limit } => (
-                DivergenceKind::ConstraintViolation,
-                format!("a number <= {limit}"),
-            ),
-            ValidationErrorKind::ExclusiveMinimum { limit } => (
-                DivergenceKind::ConstraintViolation,
-                format!("a number > {limit}"),
-            ),
-            ValidationErrorKind::ExclusiveMaximum { limit } => (
-                DivergenceKind::ConstraintViolation,
-                format!("a number < {limit}"),
-            ),
-            ValidationErrorKind::MinItems { limit } => (
-                DivergenceKind::ConstraintViolation,
-                format!("at least {limit} items"),
-            ),
-            ValidationErrorKind::MaxItems { limit } => (
-                DivergenceKind::ConstraintViolation,
-                format!("at most {limit} items"),
-            ),
-            ValidationErrorKind::MinProperties { limit } => (
-                DivergenceKind::ConstraintViolation,
-                format!("at least {limit} fields"),
-            ),
-            ValidationErrorKind::MaxProperties { limit } => (
-                DivergenceKind::ConstraintViolation,
-                format!("at most {limit} fields"),
-            ),
-            ValidationErrorKind::Format { format } => (
-                DivergenceKind::ConstraintViolation,
-                format!("a string in `{format}` format"),
-            ),
-            ValidationErrorKind::UniqueItems => (
-                DivergenceKind::ConstraintViolation,
-                "items without duplicates".to_owned(),
-            ),
-            ValidationErrorKind::MultipleOf { .. } => (
-                DivergenceKind::ConstraintViolation,
-                "a multiple of the declared step".to_owned(),
-            ),
-            ValidationErrorKind::AnyOf { .. }
-            | ValidationErrorKind::OneOfNotValid { .. }
-            | ValidationErrorKind::OneOfMultipleValid { .. } => (
-                DivergenceKind::ConstraintViolation,
-                "a value matching exactly one of the allowed shapes".to_owned(),
-            ),
-            _ => (
-                DivergenceKind::ConstraintViolation,
-                "a value the schema allows".to_owned(),
-            ),
-        };
-        out.push(Divergence {
-            kind,
-            path,
-            expected,
-            observed,
-        });
-    }
-
-    /// Names the fields the schema object at `schema_path`'s parent declares.
-    fn allowed_fields(&self, schema_path: &str) -> String {
-        let parent = schema_path.rsplit_once('/').map_or("", |(p, _)| p);
-        let names: Vec<&str> = self
-            .schema
-            .pointer(parent)
-            .and_then(|s| s.get("properties"))
-            .and_then(Value::as_object)
-            .map(|props| props.keys().map(String::as_str).collect())
-            .unwrap_or_default();
-        if names.is_empty() {
-            "no such field".to_owned()
-        } else {
-            format!("no such field; known fields: {}", names.join(", "))
+            return;
         }
+        ValidationErrorKind::FalseSchema => {
+            (DivergenceKind::UnknownField, "no value here".to_owned())
+        }
+        ValidationErrorKind::Required { property } => {
+            let name = property.as_str().unwrap_or_default();
+            out.push(Divergence {
+                kind: DivergenceKind::MissingRequired,
+                path: format!("{path}/{}", escape_pointer(name)),
+                expected: "a value (the field is required)".to_owned(),
+                observed: "absent".to_owned(),
+            });
+            return;
+        }
+        ValidationErrorKind::Type { kind } => (DivergenceKind::TypeMismatch, type_words(kind)),
+        ValidationErrorKind::Enum { options } => (
+            DivergenceKind::ConstraintViolation,
+            format!("one of {options}"),
+        ),
+        ValidationErrorKind::Constant { expected_value } => (
+            DivergenceKind::ConstraintViolation,
+            format!("exactly {expected_value}"),
+        ),
+        ValidationErrorKind::Pattern { pattern } => (
+            DivergenceKind::ConstraintViolation,
+            format!("a string matching {pattern}"),
+        ),
+        ValidationErrorKind::MinLength { limit } => (
+            DivergenceKind::ConstraintViolation,
+            format!("at least {limit} characters"),
+        ),
+        ValidationErrorKind::MaxLength { limit } => (
+            DivergenceKind::ConstraintViolation,
+            format!("at most {limit} characters"),
+        ),
+        ValidationErrorKind::Minimum { limit } => (
+            DivergenceKind::ConstraintViolation,
+            format!("a number >= {limit}"),
+        ),
+        ValidationErrorKind::Maximum { limit } => (
+            DivergenceKind::ConstraintViolation,
+            format!("a number <= {limit}"),
+        ),
+        ValidationErrorKind::ExclusiveMinimum { limit } => (
+            DivergenceKind::ConstraintViolation,
+            format!("a number > {limit}"),
+        ),
+        ValidationErrorKind::ExclusiveMaximum { limit } => (
+            DivergenceKind::ConstraintViolation,
+            format!("a number < {limit}"),
+        ),
+        ValidationErrorKind::MinItems { limit } => (
+            DivergenceKind::ConstraintViolation,
+            format!("at least {limit} items"),
+        ),
+        ValidationErrorKind::MaxItems { limit } => (
+            DivergenceKind::ConstraintViolation,
+            format!("at most {limit} items"),
+        ),
+        ValidationErrorKind::MinProperties { limit } => (
+            DivergenceKind::ConstraintViolation,
+            format!("at least {limit} fields"),
+        ),
+        ValidationErrorKind::MaxProperties { limit } => (
+            DivergenceKind::ConstraintViolation,
+            format!("at most {limit} fields"),
+        ),
+        ValidationErrorKind::Format { format } => (
+            DivergenceKind::ConstraintViolation,
+            format!("a string in `{format}` format"),
+        ),
+        ValidationErrorKind::UniqueItems => (
+            DivergenceKind::ConstraintViolation,
+            "items without duplicates".to_owned(),
+        ),
+        ValidationErrorKind::MultipleOf { .. } => (
+            DivergenceKind::ConstraintViolation,
+            "a multiple of the declared step".to_owned(),
+        ),
+        ValidationErrorKind::AnyOf { .. }
+        | ValidationErrorKind::OneOfNotValid { .. }
+        | ValidationErrorKind::OneOfMultipleValid { .. } => (
+            DivergenceKind::ConstraintViolation,
+            "a value matching exactly one of the allowed shapes".to_owned(),
+        ),
+        _ => (
+            DivergenceKind::ConstraintViolation,
+            "a value the schema allows".to_owned(),
+        ),
+    };
+    out.push(Divergence {
+        kind,
+        path,
+        expected,
+        observed,
+    });
+}
+
+/// Names the fields the schema object at `schema_path`'s parent declares.
+fn allowed_fields(root: &Value, schema_path: &str) -> String {
+    let parent = schema_path.rsplit_once('/').map_or("", |(p, _)| p);
+    let names: Vec<&str> = root
+        .pointer(parent)
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .map(|props| props.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    if names.is_empty() {
+        "no such field".to_owned()
+    } else {
+        format!("no such field; known fields: {}", names.join(", "))
     }
 }
 

@@ -31,6 +31,9 @@ pub enum BuildError {
         /// The channel it needs.
         channel: String,
     },
+    /// The baseline lockfile named with [`ExecutorBuilder::baseline_lockfile`] cannot be used.
+    #[error("the baseline lockfile cannot be used")]
+    Baseline(#[source] crate::drift::BaselineError),
     /// An action binds a credential but no vault was added.
     #[error(
         "action `{action}` binds credential `{credential}`, but no vault was added with `.vault(…)`"
@@ -57,6 +60,7 @@ pub struct ExecutorBuilder {
     drift_mode: DriftMode,
     max_argument_bytes: usize,
     definition_guard: Option<Arc<dyn DefinitionGuard>>,
+    baseline_lockfile: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for ExecutorBuilder {
@@ -80,6 +84,7 @@ impl ExecutorBuilder {
             drift_mode: DriftMode::Strict,
             max_argument_bytes: 64 * 1024,
             definition_guard: None,
+            baseline_lockfile: None,
         }
     }
 
@@ -159,6 +164,15 @@ impl ExecutorBuilder {
         self
     }
 
+    /// Compares the catalog with the baseline lockfile at `path` when the executor is built
+    /// and enforces the decisions at stage 5 (a [`crate::drift::BaselineGuard`]). To replace
+    /// the baseline at run time, build the guard yourself and pass it to
+    /// [`ExecutorBuilder::definition_guard`], keeping a handle.
+    pub fn baseline_lockfile(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.baseline_lockfile = Some(path.into());
+        self
+    }
+
     /// Settings that weaken safety, for tests and demos.
     pub fn dangerous(self) -> DangerousExecutorBuilder {
         DangerousExecutorBuilder { inner: self }
@@ -170,18 +184,23 @@ impl ExecutorBuilder {
     ///
     /// [`BuildError::MissingJournal`], [`BuildError::MissingChannel`] for an action whose
     /// channel was not added, [`BuildError::MissingVault`] for a credential binding without a
-    /// vault.
-    pub fn build(self) -> Result<Executor, BuildError> {
+    /// vault, [`BuildError::Baseline`] for a baseline lockfile that cannot be read.
+    pub fn build(mut self) -> Result<Executor, BuildError> {
         let journal = self.journal.ok_or(BuildError::MissingJournal)?;
+        if let Some(path) = &self.baseline_lockfile {
+            let guard = crate::drift::BaselineGuard::from_lockfile(&self.catalog, path)
+                .map_err(BuildError::Baseline)?;
+            self.definition_guard = Some(Arc::new(guard));
+        }
         for entry in self.catalog.entries() {
             let spec = entry.spec();
-            if let Some(channel) = spec.target.channel_name() {
-                if !self.channels.contains_key(channel) {
-                    return Err(BuildError::MissingChannel {
-                        action: spec.name.to_string(),
-                        channel: channel.to_owned(),
-                    });
-                }
+            if let Some(channel) = spec.target.channel_name()
+                && !self.channels.contains_key(channel)
+            {
+                return Err(BuildError::MissingChannel {
+                    action: spec.name.to_string(),
+                    channel: channel.to_owned(),
+                });
             }
             if let (Some(credential), None) = (&spec.credential, &self.vault) {
                 return Err(BuildError::MissingVault {

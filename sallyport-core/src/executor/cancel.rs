@@ -82,6 +82,7 @@ impl CallGuard {
             request: self.request.clone(),
             consent: self.consent.clone(),
             divergences: self.divergences.clone(),
+            drift_decision: None,
             dispatches: self.sends(),
             upstream_status: None,
         }

@@ -219,13 +219,13 @@ async fn prepare(
     }
     // Stage 6: vault.
     let mut credential = None;
-    if let Some(vault) = &inner.vault {
-        if vault.state() == VaultState::Locked {
-            return Err(Refusal::new(
-                RefusalCode::VaultLocked,
-                "the credential vault is locked; a human must unlock it before any call",
-            ));
-        }
+    if let Some(vault) = &inner.vault
+        && vault.state() == VaultState::Locked
+    {
+        return Err(Refusal::new(
+            RefusalCode::VaultLocked,
+            "the credential vault is locked; a human must unlock it before any call",
+        ));
     }
     if let Some(name) = &spec.credential {
         let vault = inner.vault.as_ref().ok_or_else(|| {
@@ -258,6 +258,14 @@ async fn prepare(
                 ),
             ));
         }
+        authorized.channel.check_credential(
+            &CallView {
+                spec,
+                arguments: &authorized.decoded.arguments,
+                input: authorized.decoded.input.as_ref(),
+            },
+            resolved.meta(),
+        )?;
         credential = Some(resolved);
     }
     // Stage 7: preconditions.
@@ -314,6 +322,8 @@ async fn consent(inner: &Inner, guard: &mut CallGuard, ready: Ready) -> Result<C
         request: guard.request.clone().unwrap_or_default(),
         definition_hash: hash.to_owned(),
     };
+    // The human sees no secret either: an agent may have written one into its note.
+    let request = scrub_consent(&scrubber(inner), request);
     let decision = tokio::time::timeout(inner.consent_timeout, provider.ask(&request)).await;
     match decision {
         Err(_) => {
@@ -386,7 +396,12 @@ async fn intent(
         fingerprint: hex::encode(h.finalize()),
         definition_hash: decoded.entry.definition_hash().to_owned(),
         effect: spec.effect,
-        arguments: decoded.arguments.clone(),
+        arguments: {
+            // The journal stores arguments for reconcile; never a secret value among them.
+            let mut arguments = decoded.arguments.clone();
+            scrubber(inner).scrub_json(&mut arguments);
+            arguments
+        },
         durable: spec.effect.is_mutating(),
     };
     inner.journal.write_intent(&intent).await.map_err(|e| {
@@ -409,6 +424,7 @@ async fn dispatch(inner: &Inner, guard: &mut CallGuard, intended: Intended) -> A
     let context = Arc::new(DispatchContext::new(
         guard.attempt_id.clone(),
         Arc::clone(&inner.journal),
+        spec.effect.is_mutating(),
     ));
     guard.dispatch = Some(Arc::clone(&context));
     let outcome = ready
@@ -426,12 +442,11 @@ async fn dispatch(inner: &Inner, guard: &mut CallGuard, intended: Intended) -> A
         .await;
     // Stage 11: normalize.
     let outcome = normalize(outcome, context.sends());
-    if outcome.credential_rejected {
-        if let (Some(name), Some(credential)) = (&spec.credential, &ready.credential) {
-            if let Ok(mut unusable) = inner.unusable.lock() {
-                unusable.insert(name.to_string(), credential.meta().version);
-            }
-        }
+    if outcome.credential_rejected
+        && let (Some(name), Some(credential)) = (&spec.credential, &ready.credential)
+        && let Ok(mut unusable) = inner.unusable.lock()
+    {
+        unusable.insert(name.to_string(), credential.meta().version);
     }
     let mut result = ActionResult::new(outcome.status, &guard.action, guard.attempt_id.clone());
     if matches!(outcome.status, Status::Rejected | Status::Unknown)
@@ -544,7 +559,21 @@ fn filter(scrubber: &Scrubber, result: &mut ActionResult) {
     }
 }
 
+fn scrub_consent(scrubber: &Scrubber, mut request: ConsentRequest) -> ConsentRequest {
+    for text in [&mut request.request, &mut request.action]
+        .into_iter()
+        .chain(request.note.as_mut())
+    {
+        *text = scrubber.scrub(text).into_owned();
+    }
+    for object in &mut request.objects {
+        object.value = scrubber.scrub(&object.value).into_owned();
+    }
+    request
+}
+
 fn scrub_event(scrubber: &Scrubber, event: &mut crate::journal::AuditEvent) {
+    event.action = scrubber.scrub(&event.action).into_owned();
     for text in [
         &mut event.reason,
         &mut event.code,
@@ -567,7 +596,8 @@ pub(super) async fn refuse(inner: &Inner, guard: &mut CallGuard, refusal: Refusa
     let reason = scrubber
         .scrub(&bounded(&refusal.reason, MAX_REASON))
         .into_owned();
-    let mut result = ActionResult::new(Status::Rejected, &guard.action, guard.attempt_id.clone());
+    let action = scrubber.scrub(&guard.action).into_owned();
+    let mut result = ActionResult::new(Status::Rejected, &action, guard.attempt_id.clone());
     result.origin = Some(Origin::Executor);
     result.code = Some(refusal.code.as_str().to_owned());
     result.reason = Some(reason.clone());
@@ -582,11 +612,20 @@ pub(super) async fn refuse(inner: &Inner, guard: &mut CallGuard, refusal: Refusa
         Some(refusal.code.as_str().to_owned()),
         Some(reason),
     );
+    if let Some(mut decision) = refusal.decision {
+        // The decision is audited by this record: its receipt is the record's.
+        decision.receipt_id = Some(event.receipt_id.clone());
+        result.drift = Some(decision.partner());
+        event.drift_decision = Some(decision);
+    }
     scrub_event(&scrubber, &mut event);
     match inner.journal.append(event).await {
         Ok(record) => result.receipt_id = Some(record.event.receipt_id),
         Err(e) => {
             tracing::error!(attempt = %guard.attempt_id, error = %e, "audit append failed for a refusal");
+            if let Some(drift) = &mut result.drift {
+                drift.receipt_id = None;
+            }
         }
     }
     result

@@ -78,6 +78,28 @@ pub struct Intent {
     pub durable: bool,
 }
 
+impl Intent {
+    #[doc(hidden)]
+    /// A synthetic intent for benchmarks of journal implementations.
+    pub fn for_bench(durable: bool) -> Self {
+        Self {
+            attempt_id: AttemptId::generate(),
+            action: "bench".to_owned(),
+            session_id: "bench".to_owned(),
+            idempotency_key: IdempotencyKey::generate(),
+            fingerprint: "0".repeat(64),
+            definition_hash: "0".repeat(64),
+            effect: if durable {
+                EffectClass::ExternalCommitment
+            } else {
+                EffectClass::Observe
+            },
+            arguments: serde_json::json!({"id": "x"}),
+            durable,
+        }
+    }
+}
+
 /// One audit record: the outcome of one call, refused or not.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -123,6 +145,10 @@ pub struct AuditEvent {
     /// Payload drift divergences seen (warn and shadow modes record them here).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub divergences: Vec<crate::drift::Divergence>,
+    /// The definition drift decision behind a `definition_drift` or `review_required`
+    /// refusal; its `receipt_id` is this record's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_decision: Option<Box<crate::drift::DriftDecision>>,
     /// How many requests the channel handed to the transport.
     pub dispatches: u32,
     /// The upstream's status (HTTP status or exit code), if any.

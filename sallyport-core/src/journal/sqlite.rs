@@ -277,7 +277,7 @@ enum Done {
     Intent(Reply<()>, Result<(), JournalError>),
     Append(
         Option<Reply<AuditRecord>>,
-        Result<AuditRecord, JournalError>,
+        Box<Result<AuditRecord, JournalError>>,
     ),
     Nothing,
 }
@@ -366,10 +366,10 @@ impl Writer {
                     let _ = reply.send(r);
                 }
                 Done::Append(Some(reply), r) => {
-                    let _ = reply.send(r);
+                    let _ = reply.send(*r);
                 }
                 Done::Append(None, r) => {
-                    if let Err(e) = r {
+                    if let Err(e) = *r {
                         tracing::error!(error = %e, "detached audit append failed");
                     }
                 }
@@ -408,11 +408,15 @@ impl Writer {
                 let r = savepoint
                     .and_then(|()| self.insert_audit(&event, head))
                     .map_err(JournalError::Write);
-                Done::Append(reply, r)
+                Done::Append(reply, Box::new(r))
             }
             Op::Verify(_) | Op::Records(_) | Op::Unresolved(_) => Done::Nothing,
         };
-        let failed = matches!(&outcome, Done::Intent(_, Err(_)) | Done::Append(_, Err(_)));
+        let failed = match &outcome {
+            Done::Intent(_, r) => r.is_err(),
+            Done::Append(_, r) => r.is_err(),
+            Done::Nothing => false,
+        };
         if failed {
             let _ = self.conn.execute_batch("ROLLBACK TO op");
         }
@@ -527,8 +531,7 @@ impl Writer {
         };
         let stored_hashes: Vec<&str> = rows.iter().map(|r| r.2.as_str()).collect();
         let mut prev_hash = GENESIS_HASH.to_owned();
-        let mut expected_seq: i64 = 1;
-        for (seq, stored_prev, stored_hash, event) in &rows {
+        for (expected_seq, (seq, stored_prev, stored_hash, event)) in (1_i64..).zip(&rows) {
             let at = u64::try_from(*seq).unwrap_or(0);
             let brk = |kind, detail: String| ChainBreak {
                 seq: at,
@@ -574,7 +577,6 @@ impl Writer {
                 break;
             }
             prev_hash.clone_from(stored_hash);
-            expected_seq += 1;
         }
         Ok(report)
     }
