@@ -203,7 +203,9 @@ pub fn demo_catalog() -> Result<Catalog, CatalogError> {
         .action::<ListBuilds>()
         .action::<GetDeploymentStatus>()
         .action_with_spec::<CreatePreviewDeployment>(|spec| omit_reason(spec, None))
-        .action_with_spec::<CreateInvoice>(|spec| omit_reason(spec, Some(Duration::from_millis(400))))
+        .action_with_spec::<CreateInvoice>(|spec| {
+            omit_reason(spec, Some(Duration::from_millis(400)))
+        })
         .action::<GetInvoice>()
         .build()
 }

@@ -33,6 +33,9 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+/// The bearer token the demo programs give the demo upstream (a demo value, not a secret).
+pub const DEMO_TOKEN: &str = "demo-token-7f3c9a1e";
+
 /// A running demo upstream. Dropping it stops the server.
 #[derive(Debug)]
 pub struct DemoUpstream {
@@ -85,7 +88,10 @@ impl DemoUpstream {
         });
         let router = Router::new()
             .route("/v1/projects/{project_id}/builds", get(list_builds))
-            .route("/v1/projects/{project_id}/deployments", post(create_deployment))
+            .route(
+                "/v1/projects/{project_id}/deployments",
+                post(create_deployment),
+            )
             .route(
                 "/v1/projects/{project_id}/deployments/{deployment_id}",
                 get(get_deployment),
@@ -96,7 +102,9 @@ impl DemoUpstream {
             while let Ok((stream, _)) = listener.accept().await {
                 let _ = stream.set_nodelay(true);
                 let kill = Arc::new(Notify::new());
-                let service = TowerToHyperService::new(router.clone().layer(Extension(Kill(Arc::clone(&kill)))));
+                let service = TowerToHyperService::new(
+                    router.clone().layer(Extension(Kill(Arc::clone(&kill)))),
+                );
                 tokio::spawn(async move {
                     let conn = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service);
@@ -124,11 +132,19 @@ impl DemoUpstream {
 
     /// Invoices with `reference` that exist.
     pub fn invoices_with_reference(&self, reference: &str) -> usize {
-        let data = self.state.data.lock().unwrap_or_else(PoisonError::into_inner);
+        let data = self
+            .state
+            .data
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         data.invoices.iter().filter(|i| i.2 == reference).count()
     }
 }
 
+#[allow(
+    clippy::result_large_err,
+    reason = "the error is the response handed straight back to axum"
+)]
 fn authorized(state: &Shared, headers: &HeaderMap) -> Result<(), Response> {
     state.requests.fetch_add(1, Ordering::SeqCst);
     let expected = format!("Bearer {}", state.token);
@@ -204,7 +220,11 @@ async fn get_deployment(
     }
     let mut data = state.data.lock().unwrap_or_else(PoisonError::into_inner);
     if !data.previews.values().any(|d| *d == deployment_id) {
-        return (StatusCode::NOT_FOUND, Json(json!({"message": "no such deployment"}))).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"message": "no such deployment"})),
+        )
+            .into_response();
     }
     let looks = data.looks.entry(deployment_id.clone()).or_insert(0);
     *looks += 1;
@@ -234,7 +254,11 @@ async fn create_invoice(
         return r;
     }
     let Ok(body) = serde_json::from_value::<InvoiceBody>(raw.clone()) else {
-        return (StatusCode::BAD_REQUEST, Json(json!({"message": "bad invoice"}))).into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"message": "bad invoice"})),
+        )
+            .into_response();
     };
     let Some(key) = headers
         .get("idempotency-key")
@@ -305,5 +329,6 @@ async fn find_invoices(
         .filter(|i| i.1 == q.customer_id && i.2 == q.reference)
         .map(|i| json!({"invoice_id": i.0, "amount_cents": i.3}))
         .collect();
-    Json(json!({"reference": q.reference, "count": matches.len(), "invoices": matches})).into_response()
+    Json(json!({"reference": q.reference, "count": matches.len(), "invoices": matches}))
+        .into_response()
 }

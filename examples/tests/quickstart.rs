@@ -48,9 +48,17 @@ fn the_quickstart_shows_all_five_statuses_and_a_verified_audit_chain() {
     assert_eq!(results[8]["next"]["action"], "get_invoice");
     assert_eq!(results[9]["data"]["count"], 1);
     for r in &results {
-        assert!(r["receipt_id"].as_str().is_some_and(|id| id.starts_with("rcpt_")), "{r}");
+        assert!(
+            r["receipt_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("rcpt_")),
+            "{r}"
+        );
     }
     assert!(stderr.contains("✓ the hash chain verifies"), "{stderr}");
     assert!(!stderr.contains('✗'), "{stderr}");
-    assert!(!stderr.contains("demo-token-7f3c9a1e"), "the token never reaches the output");
+    assert!(
+        !stderr.contains("demo-token-7f3c9a1e"),
+        "the token never reaches the output"
+    );
 }

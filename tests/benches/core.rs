@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sallyport_core::consent::{ConsentDecision, FnConsent};
-use sallyport_core::journal::SqliteJournal;
+use sallyport_core::journal::{Journal, SqliteJournal};
 use sallyport_core::outcome::Status;
 use sallyport_core::{Action, Catalog, Executor, Session};
 use sallyport_tests::scripted::ScriptedChannel;
@@ -83,6 +83,17 @@ fn benches(c: &mut Criterion) {
         b.to_async(&rt).iter(|| async {
             let r = executor.call("get_build", args.clone(), &session).await;
             assert_eq!(r.status, Status::Completed);
+        });
+    });
+
+    let journal = Arc::new(SqliteJournal::open(dir.path().join("raw.db")).expect("journal"));
+    c.bench_function("journal_intent_observe", |b| {
+        b.to_async(&rt).iter(|| {
+            let journal = Arc::clone(&journal);
+            async move {
+                let intent = sallyport_core::journal::Intent::for_bench(false);
+                journal.write_intent(&intent).await.expect("written");
+            }
         });
     });
 

@@ -56,7 +56,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let answer = match serde_json::from_str::<ToolCall>(&line) {
-            Ok(call) => serde_json::to_value(executor.call(&call.tool, call.arguments, &session).await)?,
+            Ok(call) => {
+                serde_json::to_value(executor.call(&call.tool, call.arguments, &session).await)?
+            }
             Err(_) => json!({
                 "status": "rejected",
                 "origin": "executor",

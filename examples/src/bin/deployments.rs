@@ -35,20 +35,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let session = Session::new("release-agent").allow("project", ["proj_42"]);
     let args = json!({"project_id": "proj_42", "build_id": "build_101", "reason": "preview ticket 42's fix"});
 
-    let created = executor.call("create_preview_deployment", args.clone(), &session).await;
+    let created = executor
+        .call("create_preview_deployment", args.clone(), &session)
+        .await;
     println!("create_preview_deployment -> {}", created.to_json());
     assert_eq!(created.status, Status::Pending);
     let next = created.next.ok_or("pending names its status action")?;
     loop {
-        let status = executor.call(&next.action, next.arguments.clone(), &session).await;
+        let status = executor
+            .call(&next.action, next.arguments.clone(), &session)
+            .await;
         println!("{} -> {}", next.action, status.to_json());
-        let state = status.data.as_ref().and_then(|d| d["operation_status"].as_str());
+        let state = status
+            .data
+            .as_ref()
+            .and_then(|d| d["operation_status"].as_str());
         if state == Some("ready") {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    let again = executor.call("create_preview_deployment", args, &session).await;
+    let again = executor
+        .call("create_preview_deployment", args, &session)
+        .await;
     println!("again -> {}", again.to_json());
     assert_eq!(again.status, Status::AlreadyInDesiredState);
     Ok(())

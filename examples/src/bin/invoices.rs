@@ -49,7 +49,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert_eq!(result.status, Status::Unknown);
 
-    let next = result.next.ok_or("an unknown result names its reconcile action")?;
+    let next = result
+        .next
+        .ok_or("an unknown result names its reconcile action")?;
     let check = executor.call(&next.action, next.arguments, &session).await;
     println!("{} -> {}", next.action, check.to_json());
     let count = check.data.as_ref().and_then(|d| d["count"].as_u64());
@@ -60,6 +62,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert_eq!(count, Some(1));
     let report = demo.journal.verify().await?;
-    println!("audit chain: {} records, intact: {}", report.records, report.is_intact());
+    println!(
+        "audit chain: {} records, intact: {}",
+        report.records,
+        report.is_intact()
+    );
     Ok(())
 }

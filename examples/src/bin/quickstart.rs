@@ -70,14 +70,20 @@ async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let json = args.iter().any(|a| a == "--json");
     let interactive = args.iter().any(|a| a == "--interactive");
-    if let Some(unknown) = args.iter().find(|a| *a != "--json" && *a != "--interactive") {
+    if let Some(unknown) = args
+        .iter()
+        .find(|a| *a != "--json" && *a != "--interactive")
+    {
         eprintln!("quickstart: unknown option {unknown}; use --json and/or --interactive");
         return ExitCode::from(2);
     }
     match run(json, interactive).await {
         Ok(n) if n.failures.is_empty() => ExitCode::SUCCESS,
         Ok(n) => {
-            eprintln!("quickstart: {} step(s) did not behave as described:", n.failures.len());
+            eprintln!(
+                "quickstart: {} step(s) did not behave as described:",
+                n.failures.len()
+            );
             for f in &n.failures {
                 eprintln!("  - {f}");
             }
@@ -108,13 +114,20 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     // Light Argon2id settings so the demo starts instantly; real vaults keep the defaults.
     let vault = FileVault::create(&vault_path, PASSPHRASE, KdfParams::new(8 * 1024, 1, 1))?;
     vault.set(
-        CredentialMeta::new(CREDENTIAL, CredentialKind::Bearer, Binding::url(upstream.base_url())),
+        CredentialMeta::new(
+            CREDENTIAL,
+            CredentialKind::Bearer,
+            Binding::url(upstream.base_url()),
+        ),
         Secret::new(TOKEN),
     )?;
     let journal = Arc::new(SqliteJournal::open(&journal_path)?);
     n.say("sallyport quickstart");
     n.say(&format!("  demo API:  {}", upstream.base_url()));
-    n.say(&format!("  vault:     {} (encrypted; the agent never sees the token)", vault_path.display()));
+    n.say(&format!(
+        "  vault:     {} (encrypted; the agent never sees the token)",
+        vault_path.display()
+    ));
     n.say(&format!("  journal:   {}", journal_path.display()));
 
     let catalog = demo_catalog()?;
@@ -191,17 +204,27 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     n.check(r.status == Status::Pending, "pending");
     let next = r.next.clone();
     n.check(
-        next.as_ref().is_some_and(|nx| nx.action == "get_deployment_status"),
+        next.as_ref()
+            .is_some_and(|nx| nx.action == "get_deployment_status"),
         "next names get_deployment_status",
     );
     if let Some(next) = next {
         let mut ready = false;
         for _ in 0..5 {
-            n.say(&format!("  agent polls: {} {}", next.action, next.arguments));
-            let poll = executor.call(&next.action, next.arguments.clone(), &session).await;
+            n.say(&format!(
+                "  agent polls: {} {}",
+                next.action, next.arguments
+            ));
+            let poll = executor
+                .call(&next.action, next.arguments.clone(), &session)
+                .await;
             n.result(&poll);
             if poll.status == Status::Completed
-                && poll.data.as_ref().and_then(|d| d["operation_status"].as_str()) == Some("ready")
+                && poll
+                    .data
+                    .as_ref()
+                    .and_then(|d| d["operation_status"].as_str())
+                    == Some("ready")
             {
                 ready = true;
                 break;
@@ -213,7 +236,10 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     n.say("\n== 3. The same deployment again");
     let r = call("create_preview_deployment", args).await;
     n.result(&r);
-    n.check(r.status == Status::AlreadyInDesiredState, "already_in_desired_state");
+    n.check(
+        r.status == Status::AlreadyInDesiredState,
+        "already_in_desired_state",
+    );
 
     n.say("\n== 4. An unknown field");
     let args = json!({"project_id": "proj_42", "include_deleted": true});
@@ -224,7 +250,9 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     n.check(
         r.status == Status::Rejected
             && r.code.as_deref() == Some("invalid_arguments")
-            && r.divergences.first().is_some_and(|d| d.kind.as_str() == "unknown_field" && d.path == "/include_deleted"),
+            && r.divergences.first().is_some_and(|d| {
+                d.kind.as_str() == "unknown_field" && d.path == "/include_deleted"
+            }),
         "rejected: invalid_arguments, unknown_field at /include_deleted",
     );
     n.check(upstream.requests() == before, "zero upstream requests");
@@ -235,7 +263,10 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     let before = upstream.requests();
     let r = call("list_builds", args).await;
     n.result(&r);
-    n.check(r.code.as_deref() == Some("out_of_scope"), "rejected: out_of_scope");
+    n.check(
+        r.code.as_deref() == Some("out_of_scope"),
+        "rejected: out_of_scope",
+    );
     n.check(upstream.requests() == before, "zero upstream requests");
 
     n.say("\n== 6. A human says no");
@@ -246,7 +277,10 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     let r = call("create_preview_deployment", args).await;
     n.result(&r);
     if !interactive {
-        n.check(r.code.as_deref() == Some("consent_denied"), "rejected: consent_denied");
+        n.check(
+            r.code.as_deref() == Some("consent_denied"),
+            "rejected: consent_denied",
+        );
         n.check(upstream.requests() == before, "zero upstream requests");
     }
 
@@ -261,15 +295,23 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
         "  the server saw {sent} request(s), all with the same Idempotency-Key"
     ));
     if !interactive {
-        n.check(r.status == Status::Unknown, "unknown: the agent is told not to retry");
+        n.check(
+            r.status == Status::Unknown,
+            "unknown: the agent is told not to retry",
+        );
         let next = r.next.clone();
         n.check(
             next.as_ref().is_some_and(|nx| nx.action == "get_invoice"),
             "next names the read-only get_invoice",
         );
         if let Some(next) = next {
-            n.say(&format!("  agent reconciles: {} {}", next.action, next.arguments));
-            let check = executor.call(&next.action, next.arguments.clone(), &session).await;
+            n.say(&format!(
+                "  agent reconciles: {} {}",
+                next.action, next.arguments
+            ));
+            let check = executor
+                .call(&next.action, next.arguments.clone(), &session)
+                .await;
             n.result(&check);
             n.check(
                 check.status == Status::Completed
@@ -277,7 +319,10 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
                 "exactly one invoice exists",
             );
         }
-        n.check(upstream.invoices_with_reference("drop-inv-001") == 1, "the server holds exactly one invoice");
+        n.check(
+            upstream.invoices_with_reference("drop-inv-001") == 1,
+            "the server holds exactly one invoice",
+        );
     }
 
     // --- The audit chain -----------------------------------------------------------------

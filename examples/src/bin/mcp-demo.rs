@@ -1,0 +1,152 @@
+//! The quickstart's demo catalog as a stdio MCP server.
+//!
+//! ```text
+//! cargo run -q --bin mcp-demo                         # embedded demo upstream, fresh state dir
+//! cargo run -q --bin mcp-demo -- --baseline FILE      # serve only what FILE approves; re-read it on change
+//! cargo run -q --bin mcp-demo -- --upstream URL       # a demo upstream running elsewhere
+//! cargo run -q --bin mcp-demo -- --state-dir DIR      # vault and journal in DIR
+//! ```
+//!
+//! One MCP connection is one sallyport session, scoped to project `proj_42` and customer
+//! `cus_7`. Consent is asked through MCP elicitation when the client supports it; otherwise
+//! calls that need consent are refused (`consent_unavailable`). Only MCP messages are written
+//! to stdout; the paths of the vault and journal go to stderr.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sallyport_core::drift::{Baseline, BaselineGuard};
+use sallyport_core::journal::SqliteJournal;
+use sallyport_core::vault::{
+    Binding, CredentialKind, CredentialMeta, FileVault, KdfParams, Secret, VaultAdmin,
+};
+use sallyport_core::{Executor, Session};
+use sallyport_examples::catalog::{CREDENTIAL, demo_catalog};
+use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};
+use sallyport_http::HttpChannel;
+use sallyport_mcp::{ConsentRouter, McpServer, watch_lockfile};
+
+const USAGE: &str = "usage: mcp-demo [--state-dir DIR] [--upstream URL] [--baseline FILE]";
+
+#[derive(Default)]
+struct Options {
+    state_dir: Option<PathBuf>,
+    upstream: Option<String>,
+    baseline: Option<PathBuf>,
+}
+
+fn options() -> Result<Options, String> {
+    let mut options = Options::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || {
+            args.next()
+                .ok_or_else(|| format!("{arg} needs a value; {USAGE}"))
+        };
+        match arg.as_str() {
+            "--state-dir" => options.state_dir = Some(PathBuf::from(value()?)),
+            "--upstream" => options.upstream = Some(value()?),
+            "--baseline" => options.baseline = Some(PathBuf::from(value()?)),
+            _ => return Err(format!("unknown option {arg}; {USAGE}")),
+        }
+    }
+    Ok(options)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let options = match options() {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("mcp-demo: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(options).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
+    // The embedded upstream lives as long as the server.
+    let (_embedded, base_url) = match options.upstream {
+        Some(url) => (None, url),
+        None => {
+            let upstream = DemoUpstream::start(DEMO_TOKEN).await?;
+            let url = upstream.base_url();
+            (Some(upstream), url)
+        }
+    };
+    let dir = match options.state_dir {
+        Some(dir) => dir,
+        None => std::env::temp_dir().join(format!(
+            "sallyport-mcp-demo-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos()
+        )),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let vault_path = dir.join("vault.sallyport");
+    let journal_path = dir.join("journal.db");
+    // Light Argon2id settings so the demo starts instantly; real vaults keep the defaults.
+    let vault = FileVault::create(
+        &vault_path,
+        "mcp demo passphrase",
+        KdfParams::new(8 * 1024, 1, 1),
+    )?;
+    vault.set(
+        CredentialMeta::new(CREDENTIAL, CredentialKind::Bearer, Binding::url(&base_url)),
+        Secret::new(DEMO_TOKEN),
+    )?;
+    eprintln!("mcp-demo: demo API {base_url}");
+    eprintln!("mcp-demo: vault {}", vault_path.display());
+    eprintln!("mcp-demo: journal {}", journal_path.display());
+
+    let catalog = demo_catalog()?;
+    let guard = match &options.baseline {
+        Some(path) => {
+            if !path.exists() {
+                Baseline::from_catalog(&catalog).save(path)?;
+            }
+            Arc::new(BaselineGuard::from_lockfile(&catalog, path)?)
+        }
+        None => Arc::new(BaselineGuard::new(
+            &catalog,
+            Baseline::from_catalog(&catalog),
+        )),
+    };
+    let _watch = options
+        .baseline
+        .as_ref()
+        .map(|path| watch_lockfile(Arc::clone(&guard), path, Duration::from_millis(100)));
+
+    let consent = ConsentRouter::new();
+    let executor = Executor::builder(catalog)
+        .journal(SqliteJournal::open(&journal_path)?)
+        .vault(vault)
+        .channel(HttpChannel::builder().build()?)
+        .consent_arc(consent.clone())
+        .definition_guard(guard.clone())
+        .build()?;
+    McpServer::new(executor, consent)
+        .baseline(guard)
+        .server_info("sallyport-mcp-demo", env!("CARGO_PKG_VERSION"))
+        .instructions(
+            "Demo deployments-and-invoices API. This session may touch project proj_42 and customer cus_7.",
+        )
+        .session(|id| {
+            Session::new(id.as_str())
+                .allow("project", ["proj_42"])
+                .allow("customer", ["cus_7"])
+        })
+        .serve_stdio()
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! Serve a sallyport catalog to any agent over the Model Context Protocol.
+//!
+//! One function call turns an [`Executor`](sallyport_core::Executor) into an MCP server that
+//! Claude, an IDE agent or any MCP client can use, with sallyport's guarantees intact: every
+//! `tools/call` runs the executor's fixed pipeline, and one MCP connection is one sallyport
+//! [`Session`](sallyport_core::Session).
+//!
+//! | MCP | sallyport |
+//! |---|---|
+//! | `tools/list` | the catalog's MCP export ([`Entry::mcp_tool`](sallyport_core::catalog::Entry::mcp_tool)): description with the card's consequence lines, `inputSchema`, annotations from the card; `outputSchema` is the result envelope ([`tools::output_schema`]). Actions the baseline has not approved or has quarantined are left out. |
+//! | `notifications/tools/list_changed` | sent when the [`BaselineGuard`](sallyport_core::drift::BaselineGuard) changes (see [`watch_lockfile`]) |
+//! | `tools/call` result | `structuredContent` = the `ActionResult`; text = [`render`]; `isError` for `rejected` and `unknown` |
+//! | unknown tool name | JSON-RPC error `-32602` (`invalid_params`) |
+//! | invalid or oversized arguments | a tool result with `isError` (`invalid_arguments`, `arguments_too_large`), audited, so the model can correct itself |
+//! | `notifications/cancelled` | the call's future is dropped: journaled `cancelled_before_send`, or `unknown` if bytes may have left |
+//! | `elicitation/create` | consent, when the client declared the capability (accept → approve; decline, cancel → deny); else the host's provider; else `consent_unavailable` |
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use sallyport_core::{Catalog, Executor, Session};
+//! use sallyport_core::drift::{Baseline, BaselineGuard};
+//! use sallyport_core::journal::SqliteJournal;
+//! use sallyport_mcp::{ConsentRouter, McpServer};
+//! # use sallyport_core::Action;
+//! # use serde::Deserialize; use schemars::JsonSchema;
+//! # /// Read one thing.
+//! # #[derive(Action, Deserialize, JsonSchema)]
+//! # #[action(name = "get_thing", effect = observe)]
+//! # #[channel(name = "demo")]
+//! # struct GetThing { id: String }
+//!
+//! # async fn demo(channel: impl sallyport_core::Channel) -> Result<(), Box<dyn std::error::Error>> {
+//! let catalog = Catalog::builder().action::<GetThing>().build()?;
+//! let guard = Arc::new(BaselineGuard::from_lockfile(&catalog, "sallyport.baseline.json")?);
+//! // Elicitation for clients that can ask their user; no fallback: other clients'
+//! // consent-requiring calls are refused (`consent_unavailable`).
+//! let consent = ConsentRouter::new();
+//! let executor = Executor::builder(catalog)
+//!     .journal(SqliteJournal::open("journal.db")?)
+//!     .channel(channel)
+//!     .consent_arc(consent.clone())
+//!     .definition_guard(guard.clone())
+//!     .build()?;
+//! McpServer::new(executor, consent)
+//!     .baseline(guard)
+//!     .session(|id| Session::new(id.as_str()).allow("project", ["proj_42"]))
+//!     .serve_stdio()
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! With the `http` feature, `McpServer::serve_http` serves Streamable HTTP on a loopback
+//! address (each MCP session there is one sallyport session too).
+
+mod consent;
+#[cfg(feature = "http")]
+mod http;
+mod render;
+mod server;
+pub mod tools;
+mod watch;
+
+pub use self::consent::ConsentRouter;
+pub use self::render::render;
+pub use self::server::{Connection, McpServer, PROTOCOL_VERSION, REQUEST_CANCELLED, ServeError};
+pub use self::watch::watch_lockfile;
+pub use rmcp;

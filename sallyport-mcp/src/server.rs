@@ -1,0 +1,346 @@
+//! The MCP server: one [`Connection`] per MCP connection, one sallyport session each.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, InitializeRequestParams, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{ElicitationMode, NotificationContext, RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use sallyport_core::drift::{BaselineGuard, CoreDisposition};
+use sallyport_core::session::SessionId;
+use sallyport_core::{Executor, Session};
+use tokio_util::sync::CancellationToken;
+
+use crate::consent::ConsentRouter;
+use crate::render::render;
+use crate::tools::tool;
+
+/// The newest protocol revision this server speaks. Later revisions forbid the
+/// server-to-client requests elicitation needs.
+pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// JSON-RPC code of the error answering a cancelled request (no compliant client reads it).
+pub const REQUEST_CANCELLED: ErrorCode = ErrorCode(-32800);
+
+type SessionFactory = dyn Fn(SessionId) -> Session + Send + Sync;
+
+/// Why a server stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The client never completed the `initialize` handshake.
+    #[error("the MCP handshake failed")]
+    Handshake(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The connection task ended abnormally.
+    #[error("the MCP connection task failed")]
+    Task(#[source] tokio::task::JoinError),
+    /// The HTTP listener could not be bound or served.
+    #[error("the MCP HTTP listener failed")]
+    Io(#[source] std::io::Error),
+    /// The HTTP address is not a loopback address.
+    #[error("refusing to serve MCP over HTTP on {0}: only loopback addresses are allowed")]
+    NotLoopback(std::net::SocketAddr),
+}
+
+/// Serves an [`Executor`]'s catalog over MCP. Cheap to clone.
+///
+/// * `tools/list` lists the catalog at run time, leaving out actions the baseline has not
+///   approved or has quarantined; when the baseline changes, each connection is sent
+///   `notifications/tools/list_changed`.
+/// * `tools/call` runs [`Executor::call_json`]: `structuredContent` is the
+///   [`ActionResult`](sallyport_core::ActionResult), the text content says what to do next,
+///   and `isError` is true for `rejected` and `unknown`. A tool name the catalog does not
+///   hold is an `invalid_params` protocol error; `notifications/cancelled` drops the call, and
+///   the journal records it as `cancelled_before_send` (or `unknown` after a send).
+/// * Consent goes through the [`ConsentRouter`] the executor was built with.
+#[derive(Clone)]
+#[must_use]
+pub struct McpServer {
+    executor: Executor,
+    router: Arc<ConsentRouter>,
+    guard: Option<Arc<BaselineGuard>>,
+    session: Arc<SessionFactory>,
+    implementation: Implementation,
+    instructions: Option<String>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("executor", &self.executor)
+            .field("baseline", &self.guard.is_some())
+            .field("name", &self.implementation.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// A server over `executor`, which must have been built with `router` as its consent
+    /// provider ([`ExecutorBuilder::consent_arc`](sallyport_core::executor::ExecutorBuilder::consent_arc))
+    /// for elicitation to reach the client. Sessions have no scope until
+    /// [`McpServer::session`] says otherwise, so scoped actions are refused.
+    pub fn new(executor: Executor, router: Arc<ConsentRouter>) -> Self {
+        Self {
+            executor,
+            router,
+            guard: None,
+            session: Arc::new(|id: SessionId| Session::new(id.as_str())),
+            implementation: Implementation::new("sallyport", env!("CARGO_PKG_VERSION")),
+            instructions: None,
+        }
+    }
+
+    /// The baseline guard the executor enforces at stage 5: only actions it allows are
+    /// listed, and a change of its decisions is announced with `list_changed`.
+    pub fn baseline(mut self, guard: Arc<BaselineGuard>) -> Self {
+        self.guard = Some(guard);
+        self
+    }
+
+    /// Makes the session of each new connection (its scope) from a fresh session id.
+    pub fn session(mut self, f: impl Fn(SessionId) -> Session + Send + Sync + 'static) -> Self {
+        self.session = Arc::new(f);
+        self
+    }
+
+    /// The name and version announced in `initialize` (default `sallyport` and this crate's
+    /// version).
+    pub fn server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.implementation = Implementation::new(name.into(), version.into());
+        self
+    }
+
+    /// Instructions announced to the client in `initialize`.
+    pub fn instructions(mut self, text: impl Into<String>) -> Self {
+        self.instructions = Some(text.into());
+        self
+    }
+
+    /// The executor served.
+    pub fn executor(&self) -> &Executor {
+        &self.executor
+    }
+
+    /// A handler for one new MCP connection, with a fresh session.
+    pub fn connection(&self) -> Connection {
+        let id = SessionId::new(format!("mcp-{}", uuid::Uuid::now_v7().simple()));
+        let session = (self.session)(id);
+        Connection {
+            server: self.clone(),
+            session,
+            stop: CancellationToken::new(),
+        }
+    }
+
+    /// Serves one connection over `transport` until the client goes away.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Handshake`] when initialization fails, [`ServeError::Task`] when the
+    /// connection task panicked.
+    pub async fn serve<T, E, A>(&self, transport: T) -> Result<(), ServeError>
+    where
+        T: rmcp::transport::IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let running = self
+            .connection()
+            .serve(transport)
+            .await
+            .map_err(|e| ServeError::Handshake(Box::new(e)))?;
+        running.waiting().await.map_err(ServeError::Task)?;
+        Ok(())
+    }
+
+    /// Serves one connection over this process's stdin and stdout. Nothing else may write
+    /// to stdout while it runs.
+    ///
+    /// # Errors
+    ///
+    /// As [`McpServer::serve`].
+    pub async fn serve_stdio(&self) -> Result<(), ServeError> {
+        self.serve(rmcp::transport::io::stdio_pipes()).await
+    }
+
+    fn listed(&self, name: &str) -> bool {
+        match &self.guard {
+            None => true,
+            Some(guard) => guard
+                .decision(name)
+                .is_some_and(|d| d.core_disposition == CoreDisposition::Allowed),
+        }
+    }
+
+    /// The tools listed now: every action the baseline allows, in catalog order.
+    pub fn tools(&self) -> Vec<rmcp::model::Tool> {
+        self.executor
+            .catalog()
+            .entries()
+            .filter(|e| self.listed(&e.spec().name))
+            .map(|e| tool(e))
+            .collect()
+    }
+}
+
+/// The handler of one MCP connection: one sallyport session. Made by
+/// [`McpServer::connection`]; dropping it (when the connection ends) unregisters its
+/// elicitation route and revokes its session consent grants.
+pub struct Connection {
+    server: McpServer,
+    session: Session,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("session", &self.session.id().as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// The connection's session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.server.router.unregister(self.session.id().as_str());
+        self.server.executor.revoke_session_consent(&self.session);
+    }
+}
+
+impl ServerHandler for Connection {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut config =
+            ServerConfig::new(capabilities).with_server_info(self.server.implementation.clone());
+        config.protocol_version = PROTOCOL_VERSION;
+        match &self.server.instructions {
+            Some(text) => config.with_instructions(text.clone()),
+            None => config,
+        }
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&PROTOCOL_VERSION))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        if context
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+        {
+            self.server
+                .router
+                .register(self.session.id().as_str(), context.peer);
+        }
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Some(guard) = &self.server.guard else {
+            return;
+        };
+        let mut changes = guard.subscribe();
+        changes.mark_unchanged();
+        let peer = context.peer;
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    changed = changes.changed() => {
+                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        // rmcp hands over a standard method whose params did not decode as a custom request;
+        // for a method this server implements, that is a malformed request, not an unknown
+        // method.
+        match request.method.as_str() {
+            "tools/call" | "tools/list" => Err(McpError::invalid_params(
+                format!(
+                    "malformed {} request: the params do not match the MCP schema",
+                    request.method
+                ),
+                None,
+            )),
+            _ => Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            )),
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.server.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        if self.server.executor.catalog().get(name).is_none() {
+            return Err(McpError::invalid_params(
+                format!("Unknown tool: {name}"),
+                None,
+            ));
+        }
+        let arguments = match &request.arguments {
+            Some(map) => serde_json::to_string(map).map_err(|e| {
+                McpError::invalid_params(format!("arguments do not serialize: {e}"), None)
+            })?,
+            None => "{}".to_owned(),
+        };
+        // Dropping the call future on `notifications/cancelled` is what makes the journal
+        // record the attempt as cancelled.
+        let result = tokio::select! {
+            result = self.server.executor.call_json(name, &arguments, &self.session) => result,
+            () = context.ct.cancelled() => {
+                return Err(McpError::new(REQUEST_CANCELLED, "request cancelled", None));
+            }
+        };
+        let structured = serde_json::to_value(&result).map_err(|e| {
+            McpError::internal_error(format!("result does not serialize: {e}"), None)
+        })?;
+        let mut out = CallToolResult::structured(structured);
+        out.content = vec![ContentBlock::text(render(&result))];
+        out.is_error = Some(result.is_error());
+        Ok(out.into())
+    }
+}
