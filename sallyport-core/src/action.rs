@@ -273,6 +273,9 @@ pub struct ActionSpec {
     pub reconcile: Option<Cow<'static, str>>,
     /// The vault credential the channel attaches, by name.
     pub credential: Option<Cow<'static, str>>,
+    /// The input field holding the agent's audit note (free text, stored and shown to the
+    /// human, never parsed). Channels do not send it upstream unless they are told to.
+    pub audit_note_field: Option<Cow<'static, str>>,
     /// A sentence for the card's `Scope:` line.
     pub scope_text: Option<Cow<'static, str>>,
     /// A sentence for the card's `Result:` line.
@@ -300,6 +303,7 @@ impl ActionSpec {
             scope_tags: Vec::new(),
             reconcile: None,
             credential: None,
+            audit_note_field: None,
             scope_text: None,
             result_text: None,
             target: Target::None,
@@ -378,6 +382,13 @@ impl ActionSpec {
     #[must_use]
     pub fn with_credential(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.credential = Some(name.into());
+        self
+    }
+
+    /// Names the audit-note field.
+    #[must_use]
+    pub fn with_audit_note_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.audit_note_field = Some(field.into());
         self
     }
 

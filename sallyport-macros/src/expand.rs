@@ -106,6 +106,10 @@ fn spec(checked: &Checked) -> TokenStream {
             let kind = kind.to_string();
             spec.extend(quote!(.with_scope_tag(#json, #kind)));
         }
+        if field.audit_note.is_some() {
+            let json = &field.json_name;
+            spec.extend(quote!(.with_audit_note_field(#json)));
+        }
     }
     if let Some(reconcile) = action.reconcile.get() {
         spec.extend(quote!(.with_reconcile(#reconcile)));

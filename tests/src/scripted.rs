@@ -92,8 +92,16 @@ impl Channel for ScriptedChannel {
 
     fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal> {
         self.log("prepare");
-        if call.arguments.get("path").and_then(|p| p.as_str()).is_some_and(|p| p.contains("..")) {
-            return Err(Refusal::new(RefusalCode::InvalidRequest, "path would leave its directory"));
+        if call
+            .arguments
+            .get("path")
+            .and_then(|p| p.as_str())
+            .is_some_and(|p| p.contains(".."))
+        {
+            return Err(Refusal::new(
+                RefusalCode::InvalidRequest,
+                "path would leave its directory",
+            ));
         }
         Ok(RequestSummary(format!("TEST {}", call.spec.name)))
     }

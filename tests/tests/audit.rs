@@ -27,15 +27,22 @@ struct GetItem {
 async fn journal_with(dir: &Path, n: usize) -> (std::path::PathBuf, ChainHead) {
     let path = dir.join("journal.db");
     let journal = Arc::new(SqliteJournal::open(&path).expect("journal"));
-    let executor = Executor::builder(Catalog::builder().action::<GetItem>().build().expect("catalog"))
-        .journal_arc(journal.clone())
-        .channel(ScriptedChannel::new())
-        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-        .build()
-        .expect("executor");
+    let executor = Executor::builder(
+        Catalog::builder()
+            .action::<GetItem>()
+            .build()
+            .expect("catalog"),
+    )
+    .journal_arc(journal.clone())
+    .channel(ScriptedChannel::new())
+    .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+    .build()
+    .expect("executor");
     let session = Session::new("s");
     for i in 0..n {
-        let r = executor.call("get_item", json!({"id": format!("item_{i}")}), &session).await;
+        let r = executor
+            .call("get_item", json!({"id": format!("item_{i}")}), &session)
+            .await;
         assert_eq!(r.status, Status::Completed);
     }
     let report = journal.verify().await.expect("verify");
@@ -126,7 +133,10 @@ async fn truncation_is_found_by_comparing_with_an_exported_head() {
     report.check_against(&head, None);
     let brk = report.first_break.expect("break");
     assert_eq!((brk.seq, brk.kind), (4, BreakKind::Deleted));
-    assert_eq!(brk.detail, "chain holds 3 records but the exported head says 5: truncated");
+    assert_eq!(
+        brk.detail,
+        "chain holds 3 records but the exported head says 5: truncated"
+    );
 }
 
 #[tokio::test]
@@ -201,18 +211,27 @@ async fn sixty_four_concurrent_mutating_calls_all_land_with_distinct_keys_and_an
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("j.db");
     let journal = Arc::new(SqliteJournal::open(&path).expect("journal"));
-    let executor = Executor::builder(Catalog::builder().action::<PayInvoice>().build().expect("catalog"))
-        .journal_arc(journal.clone())
-        .channel(ScriptedChannel::new())
-        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-        .build()
-        .expect("executor");
+    let executor = Executor::builder(
+        Catalog::builder()
+            .action::<PayInvoice>()
+            .build()
+            .expect("catalog"),
+    )
+    .journal_arc(journal.clone())
+    .channel(ScriptedChannel::new())
+    .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+    .build()
+    .expect("executor");
     let mut tasks = Vec::new();
     for i in 0..64 {
         let executor = executor.clone();
         tasks.push(tokio::spawn(async move {
             executor
-                .call("pay_invoice", json!({"invoice_id": format!("inv_{i}")}), &Session::new("s"))
+                .call(
+                    "pay_invoice",
+                    json!({"invoice_id": format!("inv_{i}")}),
+                    &Session::new("s"),
+                )
                 .await
         }));
     }

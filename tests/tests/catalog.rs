@@ -89,13 +89,25 @@ fn mcp_annotations_follow_the_card() {
     let list = by_name("list_builds");
     assert_eq!(list["inputSchema"]["additionalProperties"], false);
     assert_eq!(list["inputSchema"]["required"], json!(["project_id"]));
-    assert_eq!(list["inputSchema"]["properties"]["project_id"]["type"], "string");
+    assert_eq!(
+        list["inputSchema"]["properties"]["project_id"]["type"],
+        "string"
+    );
     assert!(list["inputSchema"].get("$schema").is_none());
     let send = by_name("send_invoice");
     let description = send["description"].as_str().expect("description");
-    assert!(description.starts_with("Send one invoice to its customer."), "{description}");
-    assert!(description.contains("A human approves every call."), "{description}");
-    assert!(description.contains("check with list_builds. Never retry an unknown result."), "{description}");
+    assert!(
+        description.starts_with("Send one invoice to its customer."),
+        "{description}"
+    );
+    assert!(
+        description.contains("A human approves every call."),
+        "{description}"
+    );
+    assert!(
+        description.contains("check with list_builds. Never retry an unknown result."),
+        "{description}"
+    );
 }
 
 #[test]
@@ -108,9 +120,15 @@ fn openai_and_anthropic_exports_carry_the_same_schema() {
     for i in 0..4 {
         assert_eq!(openai[i]["type"], "function");
         assert_eq!(openai[i]["function"]["name"], anthropic[i]["name"]);
-        assert_eq!(openai[i]["function"]["parameters"], anthropic[i]["input_schema"]);
+        assert_eq!(
+            openai[i]["function"]["parameters"],
+            anthropic[i]["input_schema"]
+        );
         assert_eq!(plain[i]["input_schema"], anthropic[i]["input_schema"]);
-        assert_eq!(openai[i]["function"]["description"], anthropic[i]["description"]);
+        assert_eq!(
+            openai[i]["function"]["description"],
+            anthropic[i]["description"]
+        );
         assert_eq!(anthropic[i]["input_schema"]["additionalProperties"], false);
     }
 }

@@ -41,24 +41,47 @@ fn warn_mode_logs_a_warning_and_shadow_mode_logs_nothing() {
                 .expect("runtime");
             rt.block_on(async {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let journal = Arc::new(SqliteJournal::open(dir.path().join("j.db")).expect("journal"));
-                let executor = Executor::builder(Catalog::builder().action::<GetBuild>().build().expect("catalog"))
-                    .journal_arc(journal.clone())
-                    .channel(ScriptedChannel::new())
-                    .drift_mode(mode)
-                    .build()
-                    .expect("executor");
+                let journal =
+                    Arc::new(SqliteJournal::open(dir.path().join("j.db")).expect("journal"));
+                let executor = Executor::builder(
+                    Catalog::builder()
+                        .action::<GetBuild>()
+                        .build()
+                        .expect("catalog"),
+                )
+                .journal_arc(journal.clone())
+                .channel(ScriptedChannel::new())
+                .drift_mode(mode)
+                .build()
+                .expect("executor");
                 let session = Session::new("s").allow("project", ["proj_1"]);
                 let r = executor
-                    .call("get_build", json!({"project_id": "proj_1", "build_id": "build_1", "verbose": true}), &session)
+                    .call(
+                        "get_build",
+                        json!({"project_id": "proj_1", "build_id": "build_1", "verbose": true}),
+                        &session,
+                    )
                     .await;
                 assert_eq!(r.status, Status::Completed);
-                assert_eq!(journal.records().await.expect("records")[0].event.divergences.len(), 1);
+                assert_eq!(
+                    journal.records().await.expect("records")[0]
+                        .event
+                        .divergences
+                        .len(),
+                    1
+                );
             });
         });
         let logged = String::from_utf8(buffer.lock().expect("buffer").clone()).expect("utf8");
-        assert_eq!(logged.contains("payload drift allowed in warn mode"), expect_log, "{mode:?}: {logged}");
-        assert!(!logged.contains("proj_1"), "argument values are never logged: {logged}");
+        assert_eq!(
+            logged.contains("payload drift allowed in warn mode"),
+            expect_log,
+            "{mode:?}: {logged}"
+        );
+        assert!(
+            !logged.contains("proj_1"),
+            "argument values are never logged: {logged}"
+        );
     }
 }
 
@@ -73,4 +96,3 @@ impl std::io::Write for BufferWriter {
         Ok(())
     }
 }
-

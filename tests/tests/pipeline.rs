@@ -120,7 +120,9 @@ fn session() -> Session {
 /// A harness whose human answers with `decide`.
 fn harness_with(
     decide: impl Fn(&ConsentRequest) -> Option<ConsentDecision> + Send + Sync + 'static,
-    configure: impl FnOnce(sallyport_core::executor::ExecutorBuilder) -> sallyport_core::executor::ExecutorBuilder,
+    configure: impl FnOnce(
+        sallyport_core::executor::ExecutorBuilder,
+    ) -> sallyport_core::executor::ExecutorBuilder,
 ) -> Harness {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("journal.db");
@@ -147,7 +149,10 @@ fn harness_with(
     let decide = Arc::new(decide);
     let consent = FnConsent::new(move |request: ConsentRequest| {
         consent_asked.fetch_add(1, Ordering::SeqCst);
-        consent_events.lock().expect("events").push("consent".into());
+        consent_events
+            .lock()
+            .expect("events")
+            .push("consent".into());
         let answer = decide(&request);
         async move {
             match answer {
@@ -189,7 +194,11 @@ impl Harness {
 
     /// Asserts a refusal: rejected by the executor with `code`, nothing dispatched, exactly one
     /// audit record that says the same.
-    async fn assert_refused(&self, result: &sallyport_core::ActionResult, code: &str) -> AuditRecord {
+    async fn assert_refused(
+        &self,
+        result: &sallyport_core::ActionResult,
+        code: &str,
+    ) -> AuditRecord {
         assert_eq!(result.status, Status::Rejected, "{}", result.to_json());
         assert_eq!(result.origin, Some(Origin::Executor));
         assert_eq!(result.code.as_deref(), Some(code), "{}", result.to_json());
@@ -213,12 +222,22 @@ fn deploy_args() -> Value {
 async fn an_observe_call_completes_and_is_audited_with_its_receipt() {
     let h = harness();
     let result = h
-        .call("get_build", json!({"project_id": "proj_1", "build_id": "build_1"}))
+        .call(
+            "get_build",
+            json!({"project_id": "proj_1", "build_id": "build_1"}),
+        )
         .await;
     assert_eq!(result.status, Status::Completed, "{}", result.to_json());
-    assert_eq!(result.data, Some(json!({"project_id": "proj_1", "build_id": "build_1"})));
+    assert_eq!(
+        result.data,
+        Some(json!({"project_id": "proj_1", "build_id": "build_1"}))
+    );
     assert_eq!(h.channel.dispatches(), 1);
-    assert_eq!(h.asked.load(Ordering::SeqCst), 0, "observe needs no consent");
+    assert_eq!(
+        h.asked.load(Ordering::SeqCst),
+        0,
+        "observe needs no consent"
+    );
     let records = h.records().await;
     assert_eq!(records.len(), 1);
     let event = &records[0].event;
@@ -237,19 +256,33 @@ async fn unknown_action_is_refused_and_names_the_available_ones() {
     let h = harness();
     let result = h.call("delete_everything", json!({})).await;
     h.assert_refused(&result, "unknown_action").await;
-    assert!(result.reason.as_deref().unwrap_or_default().contains("get_build"));
+    assert!(
+        result
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("get_build")
+    );
 }
 
 #[tokio::test]
 async fn each_divergence_kind_is_refused_with_its_path_and_sends_nothing() {
     let cases = [
-        (json!({"project_id": "proj_1"}), "missing_required", "/build_id"),
+        (
+            json!({"project_id": "proj_1"}),
+            "missing_required",
+            "/build_id",
+        ),
         (
             json!({"project_id": "proj_1", "build_id": "build_1", "force": true}),
             "unknown_field",
             "/force",
         ),
-        (json!({"project_id": "proj_1", "build_id": 7}), "type_mismatch", "/build_id"),
+        (
+            json!({"project_id": "proj_1", "build_id": 7}),
+            "type_mismatch",
+            "/build_id",
+        ),
         (
             json!({"project_id": "proj_1", "build_id": "../etc/passwd"}),
             "constraint_violation",
@@ -270,7 +303,11 @@ async fn each_divergence_kind_is_refused_with_its_path_and_sends_nothing() {
         assert_eq!(result.divergences[0].path, path, "{args}");
         assert_eq!(record.event.divergences, result.divergences);
         // The observed value never comes back, only its type.
-        assert!(!result.to_json().contains("etc/passwd"), "{}", result.to_json());
+        assert!(
+            !result.to_json().contains("etc/passwd"),
+            "{}",
+            result.to_json()
+        );
     }
 }
 
@@ -282,7 +319,11 @@ async fn an_agent_cannot_supply_the_idempotency_key() {
     let result = h.call("create_deployment", args).await;
     h.assert_refused(&result, "invalid_arguments").await;
     assert_eq!(result.divergences[0].kind.as_str(), "unknown_field");
-    assert_eq!(h.asked.load(Ordering::SeqCst), 0, "no human is asked to catch a wrong input");
+    assert_eq!(
+        h.asked.load(Ordering::SeqCst),
+        0,
+        "no human is asked to catch a wrong input"
+    );
 }
 
 #[tokio::test]
@@ -309,7 +350,10 @@ async fn a_failed_precondition_is_refused_before_consent() {
     args["build_id"] = json!("build_untested");
     let result = h.call("create_deployment", args).await;
     h.assert_refused(&result, "precondition_failed").await;
-    assert_eq!(result.reason.as_deref(), Some("build build_untested has not passed its tests"));
+    assert_eq!(
+        result.reason.as_deref(),
+        Some("build build_untested has not passed its tests")
+    );
     assert_eq!(h.asked.load(Ordering::SeqCst), 0);
 }
 
@@ -357,11 +401,17 @@ async fn without_a_consent_provider_calls_that_need_consent_fail_closed() {
         .vault(MemoryVault::new())
         .build()
         .expect("builds");
-    let result = executor.call("create_deployment", deploy_args(), &session()).await;
+    let result = executor
+        .call("create_deployment", deploy_args(), &session())
+        .await;
     assert_eq!(result.code.as_deref(), Some("consent_unavailable"));
     assert_eq!(channel.dispatches(), 0);
     let ok = executor
-        .call("get_build", json!({"project_id": "proj_1", "build_id": "build_1"}), &session())
+        .call(
+            "get_build",
+            json!({"project_id": "proj_1", "build_id": "build_1"}),
+            &session(),
+        )
         .await;
     assert_eq!(ok.status, Status::Completed, "observe calls need no human");
 }
@@ -379,7 +429,11 @@ async fn the_human_sees_action_effect_objects_reason_and_request_before_anything
     );
     let result = h.call("create_deployment", deploy_args()).await;
     assert_eq!(result.status, Status::Completed, "{}", result.to_json());
-    let request = seen.lock().expect("seen").clone().expect("consent was asked");
+    let request = seen
+        .lock()
+        .expect("seen")
+        .clone()
+        .expect("consent was asked");
     assert_eq!(request.action, "create_deployment");
     assert_eq!(request.effect.as_str(), "external_commitment");
     assert_eq!(request.objects.len(), 1);
@@ -387,9 +441,15 @@ async fn the_human_sees_action_effect_objects_reason_and_request_before_anything
     assert_eq!(request.objects[0].value, "proj_1");
     assert_eq!(request.note.as_deref(), Some("ship the fix for ticket 42"));
     assert_eq!(request.request, "TEST create_deployment");
-    assert_eq!(request.summary, "Queue one tested build for the preview environment.");
+    assert_eq!(
+        request.summary,
+        "Queue one tested build for the preview environment."
+    );
     // Static checks and safe context first, then consent, then the request.
-    assert_eq!(*h.events.lock().expect("events"), ["prepare", "consent", "dispatch"]);
+    assert_eq!(
+        *h.events.lock().expect("events"),
+        ["prepare", "consent", "dispatch"]
+    );
 }
 
 #[tokio::test]
@@ -404,12 +464,19 @@ async fn a_channel_refusal_before_consent_sends_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let channel = Arc::new(ScriptedChannel::new());
     let journal = Arc::new(SqliteJournal::open(dir.path().join("j.db")).expect("journal"));
-    let executor = Executor::builder(Catalog::builder().action::<ReadFile>().build().expect("catalog"))
-        .journal_arc(journal.clone())
-        .channel_arc(channel.clone())
-        .build()
-        .expect("builds");
-    let result = executor.call("read_file", json!({"path": "../../etc/shadow"}), &session()).await;
+    let executor = Executor::builder(
+        Catalog::builder()
+            .action::<ReadFile>()
+            .build()
+            .expect("catalog"),
+    )
+    .journal_arc(journal.clone())
+    .channel_arc(channel.clone())
+    .build()
+    .expect("builds");
+    let result = executor
+        .call("read_file", json!({"path": "../../etc/shadow"}), &session())
+        .await;
     assert_eq!(result.code.as_deref(), Some("invalid_request"));
     assert_eq!(channel.dispatches(), 0);
     assert_eq!(journal.records().await.expect("records").len(), 1);
@@ -423,15 +490,35 @@ async fn session_consent_is_asked_once_per_session_and_definition() {
         let r = h.call("restart_worker", args.clone()).await;
         assert_eq!(r.status, Status::Completed);
     }
-    assert_eq!(h.asked.load(Ordering::SeqCst), 1, "one grant covers the session");
+    assert_eq!(
+        h.asked.load(Ordering::SeqCst),
+        1,
+        "one grant covers the session"
+    );
     let other = Session::new("ses_other").allow("project", ["proj_1"]);
-    let r = h.executor.call("restart_worker", args.clone(), &other).await;
+    let r = h
+        .executor
+        .call("restart_worker", args.clone(), &other)
+        .await;
     assert_eq!(r.status, Status::Completed);
-    assert_eq!(h.asked.load(Ordering::SeqCst), 2, "another session asks again");
+    assert_eq!(
+        h.asked.load(Ordering::SeqCst),
+        2,
+        "another session asks again"
+    );
     h.executor.revoke_session_consent(&session());
     h.call("restart_worker", args).await;
-    assert_eq!(h.asked.load(Ordering::SeqCst), 3, "a revoked grant asks again");
-    let consents: Vec<Option<String>> = h.records().await.into_iter().map(|r| r.event.consent).collect();
+    assert_eq!(
+        h.asked.load(Ordering::SeqCst),
+        3,
+        "a revoked grant asks again"
+    );
+    let consents: Vec<Option<String>> = h
+        .records()
+        .await
+        .into_iter()
+        .map(|r| r.event.consent)
+        .collect();
     assert_eq!(
         consents,
         [
@@ -446,9 +533,19 @@ async fn session_consent_is_asked_once_per_session_and_definition() {
 
 #[tokio::test]
 async fn per_call_consent_is_asked_for_every_call_even_after_a_session_approval() {
-    let h = harness_with(|_| Some(ConsentDecision::ApproveForSession { ttl: Duration::from_secs(600) }), |b| b);
+    let h = harness_with(
+        |_| {
+            Some(ConsentDecision::ApproveForSession {
+                ttl: Duration::from_secs(600),
+            })
+        },
+        |b| b,
+    );
     for _ in 0..2 {
-        assert_eq!(h.call("create_deployment", deploy_args()).await.status, Status::Completed);
+        assert_eq!(
+            h.call("create_deployment", deploy_args()).await.status,
+            Status::Completed
+        );
     }
     assert_eq!(h.asked.load(Ordering::SeqCst), 2);
 }
@@ -486,7 +583,9 @@ async fn an_unwritable_journal_refuses_the_call_and_sends_nothing() {
     // Another process holds the write lock: the intent cannot be written.
     let blocker = rusqlite::Connection::open(&path).expect("open");
     blocker.execute_batch("BEGIN EXCLUSIVE").expect("lock");
-    let result = executor.call("create_deployment", deploy_args(), &session()).await;
+    let result = executor
+        .call("create_deployment", deploy_args(), &session())
+        .await;
     assert_eq!(result.status, Status::Rejected);
     assert_eq!(result.code.as_deref(), Some("journal_unavailable"));
     assert_eq!(channel.dispatches(), 0);
@@ -498,25 +597,38 @@ struct IntentFails(Arc<SqliteJournal>);
 
 #[async_trait::async_trait]
 impl Journal for IntentFails {
-    async fn write_intent(&self, _: &sallyport_core::journal::Intent) -> Result<(), sallyport_core::journal::JournalError> {
+    async fn write_intent(
+        &self,
+        _: &sallyport_core::journal::Intent,
+    ) -> Result<(), sallyport_core::journal::JournalError> {
         Err(sallyport_core::journal::JournalError::Stopped)
     }
     fn note_dispatch(&self, a: &sallyport_core::journal::AttemptId, n: u32) {
         self.0.note_dispatch(a, n);
     }
-    async fn append(&self, e: sallyport_core::journal::AuditEvent) -> Result<AuditRecord, sallyport_core::journal::JournalError> {
+    async fn append(
+        &self,
+        e: sallyport_core::journal::AuditEvent,
+    ) -> Result<AuditRecord, sallyport_core::journal::JournalError> {
         self.0.append(e).await
     }
     fn append_detached(&self, e: sallyport_core::journal::AuditEvent) {
         self.0.append_detached(e);
     }
-    async fn verify(&self) -> Result<sallyport_core::journal::VerifyReport, sallyport_core::journal::JournalError> {
+    async fn verify(
+        &self,
+    ) -> Result<sallyport_core::journal::VerifyReport, sallyport_core::journal::JournalError> {
         self.0.verify().await
     }
     async fn records(&self) -> Result<Vec<AuditRecord>, sallyport_core::journal::JournalError> {
         self.0.records().await
     }
-    async fn unresolved(&self) -> Result<Vec<sallyport_core::journal::UnresolvedAttempt>, sallyport_core::journal::JournalError> {
+    async fn unresolved(
+        &self,
+    ) -> Result<
+        Vec<sallyport_core::journal::UnresolvedAttempt>,
+        sallyport_core::journal::JournalError,
+    > {
         self.0.unresolved().await
     }
 }
@@ -533,22 +645,36 @@ async fn a_failed_intent_write_is_audited_as_journal_unavailable() {
         .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
         .build()
         .expect("builds");
-    let result = executor.call("create_deployment", deploy_args(), &session()).await;
+    let result = executor
+        .call("create_deployment", deploy_args(), &session())
+        .await;
     assert_eq!(result.code.as_deref(), Some("journal_unavailable"));
     assert_eq!(channel.dispatches(), 0);
     let records = real.records().await.expect("records");
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0].event.code.as_deref(), Some("journal_unavailable"));
+    assert_eq!(
+        records[0].event.code.as_deref(),
+        Some("journal_unavailable")
+    );
 }
 
 #[tokio::test]
 async fn warn_mode_strips_unknown_fields_and_records_the_divergence() {
-    let h = harness_with(|_| Some(ConsentDecision::Approve), |b| b.drift_mode(DriftMode::Warn));
+    let h = harness_with(
+        |_| Some(ConsentDecision::Approve),
+        |b| b.drift_mode(DriftMode::Warn),
+    );
     let result = h
-        .call("get_build", json!({"project_id": "proj_1", "build_id": "build_1", "verbose": true}))
+        .call(
+            "get_build",
+            json!({"project_id": "proj_1", "build_id": "build_1", "verbose": true}),
+        )
         .await;
     assert_eq!(result.status, Status::Completed, "{}", result.to_json());
-    assert_eq!(result.data, Some(json!({"project_id": "proj_1", "build_id": "build_1"})));
+    assert_eq!(
+        result.data,
+        Some(json!({"project_id": "proj_1", "build_id": "build_1"}))
+    );
     let records = h.records().await;
     assert_eq!(records[0].event.divergences.len(), 1);
     assert_eq!(records[0].event.divergences[0].path, "/verbose");
@@ -557,7 +683,10 @@ async fn warn_mode_strips_unknown_fields_and_records_the_divergence() {
 #[tokio::test]
 async fn warn_and_shadow_still_refuse_a_call_that_cannot_decode() {
     for mode in [DriftMode::Warn, DriftMode::Shadow] {
-        let h = harness_with(|_| Some(ConsentDecision::Approve), move |b| b.drift_mode(mode));
+        let h = harness_with(
+            |_| Some(ConsentDecision::Approve),
+            move |b| b.drift_mode(mode),
+        );
         let result = h.call("get_build", json!({"project_id": "proj_1"})).await;
         h.assert_refused(&result, "invalid_arguments").await;
     }
@@ -567,13 +696,17 @@ async fn warn_and_shadow_still_refuse_a_call_that_cannot_decode() {
 async fn pending_results_name_the_status_action_with_arguments_from_data_and_call() {
     let h = harness();
     h.channel.then(Step::Answer(
-        ChannelOutcome::new(Status::Pending).with_data(json!({"deployment_id": "dep_2388", "operation_status": "queued"})),
+        ChannelOutcome::new(Status::Pending)
+            .with_data(json!({"deployment_id": "dep_2388", "operation_status": "queued"})),
     ));
     let result = h.call("create_deployment", deploy_args()).await;
     assert_eq!(result.status, Status::Pending);
     let next = result.next.expect("next");
     assert_eq!(next.action, "get_deployment");
-    assert_eq!(next.arguments, json!({"deployment_id": "dep_2388", "project_id": "proj_1"}));
+    assert_eq!(
+        next.arguments,
+        json!({"deployment_id": "dep_2388", "project_id": "proj_1"})
+    );
 }
 
 #[tokio::test]
@@ -617,7 +750,11 @@ async fn a_rejected_credential_is_not_used_again_until_it_is_replaced() {
         Secret::new("a-new-token"),
     );
     let third = h.call("read_report", json!({"project_id": "proj_1"})).await;
-    assert_eq!(third.status, Status::Completed, "a rotated credential is tried again");
+    assert_eq!(
+        third.status,
+        Status::Completed,
+        "a rotated credential is tried again"
+    );
 }
 
 #[tokio::test]
@@ -646,7 +783,10 @@ async fn dropping_a_call_while_consent_is_pending_records_cancelled_before_send(
     assert_eq!(h.channel.dispatches(), 0);
     let records = wait_for_records(&*h.journal, 1).await;
     assert_eq!(records[0].event.phase, Phase::CancelledBeforeSend);
-    assert_eq!(records[0].event.code.as_deref(), Some("cancelled_before_send"));
+    assert_eq!(
+        records[0].event.code.as_deref(),
+        Some("cancelled_before_send")
+    );
 }
 
 #[tokio::test]
@@ -666,7 +806,11 @@ async fn dropping_a_call_after_the_request_left_records_unknown() {
 async fn dropping_a_call_inside_the_channel_before_it_sends_records_cancelled_before_send() {
     let h = harness();
     h.channel.then(Step::HangBeforeSend);
-    let _ = tokio::time::timeout(Duration::from_millis(100), h.call("create_deployment", deploy_args())).await;
+    let _ = tokio::time::timeout(
+        Duration::from_millis(100),
+        h.call("create_deployment", deploy_args()),
+    )
+    .await;
     let records = wait_for_records(&*h.journal, 1).await;
     assert_eq!(records[0].event.phase, Phase::CancelledBeforeSend);
     assert!(h.journal.unresolved().await.expect("unresolved").is_empty());
@@ -704,7 +848,10 @@ async fn attempts_interrupted_by_a_crash_are_listed_as_unresolved_after_restart(
             // Poll until the channel hangs, then leak the future: like a process killed
             // mid-call, no destructor runs and no outcome is written.
             let _ = tokio::time::timeout(Duration::from_millis(100), &mut call).await;
-            #[allow(clippy::mem_forget, reason = "simulates a crash: no destructor may run")]
+            #[allow(
+                clippy::mem_forget,
+                reason = "simulates a crash: no destructor may run"
+            )]
             std::mem::forget(call);
         }
         // Let the writer thread apply the dispatch note before "restarting".
@@ -739,21 +886,35 @@ async fn concurrent_identical_calls_are_two_attempts_with_two_keys() {
 
 #[tokio::test]
 async fn raw_json_that_is_malformed_or_oversized_becomes_a_rejected_result() {
-    let h = harness_with(|_| Some(ConsentDecision::Approve), |b| b.max_argument_bytes(1024));
-    let bad = h.executor.call_json("get_build", "{\"project_id\": ", &session()).await;
+    let h = harness_with(
+        |_| Some(ConsentDecision::Approve),
+        |b| b.max_argument_bytes(1024),
+    );
+    let bad = h
+        .executor
+        .call_json("get_build", "{\"project_id\": ", &session())
+        .await;
     assert_eq!(bad.code.as_deref(), Some("invalid_arguments"));
     let huge = format!("{{\"project_id\": \"{}\"}}", "x".repeat(4096));
     let big = h.executor.call_json("get_build", &huge, &session()).await;
     assert_eq!(big.code.as_deref(), Some("arguments_too_large"));
     let big_value = h
-        .call("get_build", json!({"project_id": "x".repeat(4096), "build_id": "build_1"}))
+        .call(
+            "get_build",
+            json!({"project_id": "x".repeat(4096), "build_id": "build_1"}),
+        )
         .await;
     assert_eq!(big_value.code.as_deref(), Some("arguments_too_large"));
     let mut deep = json!("leaf");
     for _ in 0..40 {
         deep = json!({"a": deep});
     }
-    let nested = h.call("get_build", json!({"project_id": "proj_1", "build_id": deep})).await;
+    let nested = h
+        .call(
+            "get_build",
+            json!({"project_id": "proj_1", "build_id": deep}),
+        )
+        .await;
     assert_eq!(nested.code.as_deref(), Some("invalid_arguments"));
     assert_eq!(h.channel.dispatches(), 0);
     assert_eq!(h.records().await.len(), 4);
@@ -763,16 +924,45 @@ async fn raw_json_that_is_malformed_or_oversized_becomes_a_rejected_result() {
 async fn a_refusal_serializes_to_the_compact_documented_shape() {
     let h = harness();
     let result = h
-        .call("get_build", json!({"project_id": "proj_999", "build_id": "build_1"}))
+        .call(
+            "get_build",
+            json!({"project_id": "proj_999", "build_id": "build_1"}),
+        )
         .await;
     let value: Value = serde_json::from_str(&result.to_json()).expect("json");
-    let keys: Vec<&str> = value.as_object().expect("object").keys().map(String::as_str).collect();
-    assert_eq!(keys, ["action", "attempt_id", "code", "origin", "reason", "receipt_id", "status"]);
+    let keys: Vec<&str> = value
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "action",
+            "attempt_id",
+            "code",
+            "origin",
+            "reason",
+            "receipt_id",
+            "status"
+        ]
+    );
     assert_eq!(value["status"], "rejected");
     assert_eq!(value["origin"], "executor");
     assert_eq!(value["code"], "out_of_scope");
-    assert!(value["attempt_id"].as_str().expect("id").starts_with("att_"));
-    assert!(value["receipt_id"].as_str().expect("id").starts_with("rcpt_"));
+    assert!(
+        value["attempt_id"]
+            .as_str()
+            .expect("id")
+            .starts_with("att_")
+    );
+    assert!(
+        value["receipt_id"]
+            .as_str()
+            .expect("id")
+            .starts_with("rcpt_")
+    );
 }
 
 #[tokio::test]
@@ -801,8 +991,13 @@ async fn a_typed_call_runs_through_the_same_pipeline() {
 
 #[test]
 fn the_executor_refuses_to_build_without_a_journal_or_with_a_missing_channel() {
-    let err = Executor::builder(catalog()).build().expect_err("no journal");
-    assert_eq!(err.to_string(), "no journal configured: add `.journal(SqliteJournal::open(path)?)`");
+    let err = Executor::builder(catalog())
+        .build()
+        .expect_err("no journal");
+    assert_eq!(
+        err.to_string(),
+        "no journal configured: add `.journal(SqliteJournal::open(path)?)`"
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let err = Executor::builder(catalog())
         .journal(SqliteJournal::open(dir.path().join("j.db")).expect("journal"))
@@ -814,7 +1009,10 @@ fn the_executor_refuses_to_build_without_a_journal_or_with_a_missing_channel() {
 
 #[test]
 fn a_reconcile_action_must_exist_and_be_read_only() {
-    let err = Catalog::builder().action::<CreateDeployment>().build().expect_err("missing reconcile");
+    let err = Catalog::builder()
+        .action::<CreateDeployment>()
+        .build()
+        .expect_err("missing reconcile");
     assert_eq!(
         err.to_string(),
         "action `create_deployment` names reconcile action `get_deployment`, which is not in the catalog"
@@ -824,9 +1022,15 @@ fn a_reconcile_action_must_exist_and_be_read_only() {
 #[tokio::test]
 async fn the_journal_path_is_a_real_sqlite_file() {
     let h = harness();
-    h.call("get_build", json!({"project_id": "proj_1", "build_id": "build_1"})).await;
+    h.call(
+        "get_build",
+        json!({"project_id": "proj_1", "build_id": "build_1"}),
+    )
+    .await;
     let conn = rusqlite::Connection::open(&h.path).expect("open");
-    let n: i64 = conn.query_row("SELECT count(*) FROM audit", [], |r| r.get(0)).expect("count");
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
+        .expect("count");
     assert_eq!(n, 1);
 }
 
@@ -835,5 +1039,8 @@ fn action_cards_and_specs_come_from_the_derive() {
     let spec = CreateDeployment::spec();
     assert_eq!(spec.consent.as_str(), "per_call");
     assert_eq!(spec.retry.as_str(), "idempotency_key");
-    assert!(spec.card().contains("Human consent: Required for every call."));
+    assert!(
+        spec.card()
+            .contains("Human consent: Required for every call.")
+    );
 }
