@@ -75,6 +75,7 @@ fn the_card_is_exactly_what_the_attributes_say() {
         .with_data_class(DataClass::PII)
         .with_data_class(DataClass::FINANCIAL)
         .with_scope_tag("project_id", "project")
+        .with_audit_note_field("reason")
         .with_reconcile("get_deployment_status")
         .with_credential("deploy-api")
         .with_scope_text("One project and one build ID.")
