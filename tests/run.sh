@@ -3,9 +3,11 @@
 #
 # The SSH tests start a real OpenSSH sshd and the keychain tests talk to a real kernel keyring
 # and a real Secret Service, so this runs cargo inside a fresh session keyring and a private
-# D-Bus session with an unlocked gnome-keyring. Missing tools fail loudly: install them with
+# D-Bus session with an unlocked gnome-keyring (tests/keychain-session.sh). Missing tools fail
+# loudly: install them with
 #   apt-get install openssh-server keyutils dbus gnome-keyring
-set -euo pipefail
+# The SSH tests create a throwaway user and start sshd, so they run as root.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
@@ -18,4 +20,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 2
 fi
 
-exec bash tests/keychain-session.sh cargo test --workspace "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+bash tests/keychain-session.sh cargo test --workspace "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+# One closing line for the whole run (cargo prints one per test binary).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f }' "$log"
+exit "$status"
