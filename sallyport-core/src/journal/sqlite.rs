@@ -315,6 +315,11 @@ impl Writer {
         }
     }
 
+    /// Runs one statement through the connection's statement cache (each is parsed once).
+    fn exec(&self, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+        self.conn.prepare_cached(sql)?.execute(params)
+    }
+
     fn set_sync(&mut self, full: bool) -> rusqlite::Result<()> {
         if self.full_sync != full {
             self.conn
@@ -328,15 +333,22 @@ impl Writer {
         let durable = ops.iter().any(Op::is_durable);
         let begun = self
             .set_sync(durable)
-            .and_then(|()| self.conn.execute_batch("BEGIN IMMEDIATE"));
+            .and_then(|()| self.exec("BEGIN IMMEDIATE", []));
         if let Err(e) = begun {
             fail_all(ops, &e);
             return;
         }
-        let mut head = match self.head() {
+        // Only appends extend the chain; a batch of intents does not need its head.
+        let needs_head = ops.iter().any(|op| matches!(op, Op::Append(..)));
+        let head = if needs_head {
+            self.head()
+        } else {
+            Ok((0, GENESIS_HASH.to_owned()))
+        };
+        let mut head = match head {
             Ok(h) => h,
             Err(e) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
+                let _ = self.exec("ROLLBACK", []);
                 fail_all(ops, &e);
                 return;
             }
@@ -345,8 +357,8 @@ impl Writer {
         for op in ops {
             done.push(self.apply(op, &mut head));
         }
-        if let Err(e) = self.conn.execute_batch("COMMIT") {
-            let _ = self.conn.execute_batch("ROLLBACK");
+        if let Err(e) = self.exec("COMMIT", []) {
+            let _ = self.exec("ROLLBACK", []);
             for d in done {
                 match d {
                     Done::Intent(reply, _) => {
@@ -380,7 +392,7 @@ impl Writer {
 
     /// Applies one write inside a savepoint, so one bad operation does not fail its batch.
     fn apply(&self, op: Op, head: &mut (u64, String)) -> Done {
-        let savepoint = self.conn.execute_batch("SAVEPOINT op");
+        let savepoint = self.exec("SAVEPOINT op", []).map(drop);
         let outcome = match op {
             Op::Intent(intent, reply) => {
                 let r = savepoint
@@ -397,7 +409,7 @@ impl Writer {
             }
             Op::Dispatch(attempt, n) => {
                 let _ = savepoint.and_then(|()| {
-                    self.conn.execute(
+                    self.exec(
                         "UPDATE attempts SET phase = 'dispatched', dispatches = max(dispatches, ?2), updated_at = ?3 WHERE attempt_id = ?1",
                         params![attempt.as_str(), n, now()],
                     )
@@ -418,15 +430,15 @@ impl Writer {
             Done::Nothing => false,
         };
         if failed {
-            let _ = self.conn.execute_batch("ROLLBACK TO op");
+            let _ = self.exec("ROLLBACK TO op", []);
         }
-        let _ = self.conn.execute_batch("RELEASE op");
+        let _ = self.exec("RELEASE op", []);
         outcome
     }
 
     fn insert_intent(&self, intent: &Intent) -> rusqlite::Result<()> {
         let at = now();
-        self.conn.execute(
+        self.exec(
             "INSERT INTO attempts (attempt_id, action, session_id, idempotency_key, fingerprint, definition_hash, effect, arguments, phase, created_at, updated_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'intent_written', ?9, ?9)",
             params![
@@ -453,11 +465,11 @@ impl Writer {
         let json = serde_json::to_string(event)
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
         let hash = chain_hash(&head.1, seq, &json);
-        self.conn.execute(
+        self.exec(
             "INSERT INTO audit (seq, receipt_id, attempt_id, prev_hash, hash, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![seq, event.receipt_id.as_str(), event.attempt_id.as_str(), head.1, hash, json],
         )?;
-        self.conn.execute(
+        self.exec(
             "UPDATE attempts SET phase = ?2, status = ?3, dispatches = max(dispatches, ?4), updated_at = ?5 WHERE attempt_id = ?1",
             params![
                 event.attempt_id.as_str(),
@@ -480,11 +492,8 @@ impl Writer {
     fn head(&self) -> rusqlite::Result<(u64, String)> {
         Ok(self
             .conn
-            .query_row(
-                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
-            )
+            .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+            .query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
             .optional()?
             .map_or_else(
                 || (0, GENESIS_HASH.to_owned()),
