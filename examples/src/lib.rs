@@ -4,3 +4,8 @@
 pub mod catalog;
 pub mod setup;
 pub mod upstream;
+
+/// The README's Rust code blocks, compiled and run as doctests so they cannot rot.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
