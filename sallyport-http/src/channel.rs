@@ -11,6 +11,8 @@ use sallyport_core::action::ActionSpec;
 use sallyport_core::channel::{
     CallView, Channel, ChannelOutcome, Dispatch, DispatchContext, RequestSummary,
 };
+use sallyport_core::drift::DriftMode;
+use sallyport_core::drift::openapi::{OpenApi, OperationGuard, OperationSelector, OutgoingRequest};
 use sallyport_core::outcome::{Origin, Refusal, RefusalCode, Status};
 use sallyport_core::target::{HttpTarget, Target};
 use sallyport_core::vault::{Credential, CredentialMeta};
@@ -46,6 +48,10 @@ struct Inner {
     /// One client per connect timeout in use (reqwest sets it per client).
     clients: Mutex<HashMap<Duration, reqwest::Client>>,
     pool_idle_timeout: Duration,
+    /// The upstream's OpenAPI document and the drift mode its checks run in.
+    openapi: Option<(Arc<OpenApi>, DriftMode)>,
+    /// One compiled operation guard per action, made on first use.
+    operations: Mutex<HashMap<String, Arc<OperationGuard>>>,
 }
 
 impl std::fmt::Debug for HttpChannel {
@@ -82,6 +88,7 @@ pub struct HttpChannelBuilder {
     user_agent: String,
     root_certificates: Vec<Vec<u8>>,
     pool_idle_timeout: Duration,
+    openapi: Option<(Arc<OpenApi>, DriftMode)>,
 }
 
 impl std::fmt::Debug for HttpChannelBuilder {
@@ -105,6 +112,7 @@ impl Default for HttpChannelBuilder {
             user_agent: concat!("sallyport-http/", env!("CARGO_PKG_VERSION")).to_owned(),
             root_certificates: Vec::new(),
             pool_idle_timeout: Duration::from_secs(60),
+            openapi: None,
         }
     }
 }
@@ -205,6 +213,19 @@ impl HttpChannelBuilder {
         self
     }
 
+    /// Attaches the upstream's OpenAPI document: before consent, every request is checked
+    /// against its operation (found by method and path template) — path, query and header
+    /// parameters and the JSON body, `$ref`s resolved — in `mode`. In `strict` mode a request
+    /// that diverges, or an action with no operation in the document, is refused with
+    /// `invalid_request` and the divergences; `warn` logs and sends; `shadow` sends. Register
+    /// the document's hash as the actions' provenance
+    /// (`CatalogBuilder::upstream_spec::<A>(openapi.hash())`) so a changed spec shows as
+    /// definition drift.
+    pub fn openapi(mut self, document: OpenApi, mode: DriftMode) -> Self {
+        self.openapi = Some((Arc::new(document), mode));
+        self
+    }
+
     /// Builds the channel.
     ///
     /// # Errors
@@ -247,6 +268,8 @@ impl HttpChannelBuilder {
                 tls,
                 clients: Mutex::new(HashMap::new()),
                 pool_idle_timeout: self.pool_idle_timeout,
+                openapi: self.openapi,
+                operations: Mutex::new(HashMap::new()),
             }),
         };
         // Build the default client now, so a broken setup fails here, not on the first call.
@@ -277,6 +300,93 @@ fn tls_config(roots: &[Vec<u8>]) -> Result<rustls::ClientConfig, BuildError> {
 }
 
 impl HttpChannel {
+    /// Checks the planned request against the attached OpenAPI operation (before consent).
+    fn check_openapi(
+        &self,
+        spec: &ActionSpec,
+        target: &HttpTarget,
+        plan: &RequestPlan,
+    ) -> Result<(), Refusal> {
+        let Some((document, mode)) = &self.inner.openapi else {
+            return Ok(());
+        };
+        let guard = {
+            let mut operations = self
+                .inner
+                .operations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match operations.get(spec.name.as_ref()) {
+                Some(guard) => Arc::clone(guard),
+                None => {
+                    let selector =
+                        OperationSelector::route(target.method.as_str(), target.path.as_ref());
+                    match document.operation(&selector) {
+                        Ok(guard) => {
+                            let guard = Arc::new(guard);
+                            operations.insert(spec.name.to_string(), Arc::clone(&guard));
+                            guard
+                        }
+                        Err(_) if *mode != DriftMode::Strict => return Ok(()),
+                        Err(_) => {
+                            return Err(Refusal::new(
+                                RefusalCode::InvalidRequest,
+                                format!(
+                                    "the upstream's OpenAPI document has no operation {} {}",
+                                    target.method.as_str(),
+                                    target.path
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        };
+        // Headers the channel attaches at dispatch count as present: the idempotency key
+        // (a placeholder of the same shape) and the credential.
+        let mut headers: Vec<(String, String)> = plan
+            .headers
+            .iter()
+            .filter_map(|(n, v)| {
+                v.to_str()
+                    .ok()
+                    .map(|v| (n.as_str().to_owned(), v.to_owned()))
+            })
+            .collect();
+        if spec.retry == RetryRule::IdempotencyKey {
+            headers.push((
+                self.inner.idempotency_header.as_str().to_owned(),
+                "00000000-0000-4000-8000-000000000000".to_owned(),
+            ));
+        }
+        let body: Option<Value> = match plan.body.as_deref() {
+            Some(bytes) => Some(serde_json::from_slice(bytes).map_err(|_| {
+                Refusal::new(RefusalCode::InvalidRequest, "the request body is not JSON")
+            })?),
+            None => None,
+        };
+        let path = plan.path.split('?').next().unwrap_or(&plan.path);
+        let mut request = OutgoingRequest::new(plan.method.as_str(), path)
+            .with_query(&plan.query)
+            .with_headers(&headers);
+        if let Some(body) = &body {
+            request = request.with_body(body);
+        }
+        let decision = guard.check(*mode, &request);
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(Refusal::new(
+                RefusalCode::InvalidRequest,
+                format!(
+                    "the request does not match the upstream's API: {}",
+                    decision.detail
+                ),
+            )
+            .with_divergences(decision.divergences))
+        }
+    }
+
     /// A builder.
     pub fn builder() -> HttpChannelBuilder {
         HttpChannelBuilder::default()
@@ -636,6 +746,7 @@ impl Channel for HttpChannel {
             &self.inner.builders,
             &self.owned_headers(None),
         )?;
+        self.check_openapi(spec, target, &plan)?;
         let configured = self.configured_base(spec);
         let origin = match (&spec.credential, configured) {
             (Some(name), Some(base)) if base.is_plain_http_off_loopback() => {
