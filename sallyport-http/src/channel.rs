@@ -424,6 +424,21 @@ impl HttpChannel {
         Ok(client)
     }
 
+    /// The channel-wide base URL, if one is configured.
+    pub(crate) fn default_base(&self) -> Option<&BaseUrl> {
+        self.inner.base_url.as_ref()
+    }
+
+    /// The channel-wide connect timeout.
+    pub(crate) fn default_connect_timeout(&self) -> Duration {
+        self.inner.limits.connect_timeout
+    }
+
+    /// The channel-wide total timeout.
+    pub(crate) fn default_total_timeout(&self) -> Duration {
+        self.inner.limits.total_timeout
+    }
+
     fn configured_base(&self, spec: &ActionSpec) -> Option<&BaseUrl> {
         self.inner
             .action_base_urls

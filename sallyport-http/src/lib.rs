@@ -104,6 +104,7 @@ mod config;
 mod credential;
 mod error;
 mod exchange;
+mod permission;
 mod probe;
 mod request;
 mod response;
@@ -113,5 +114,6 @@ pub use crate::config::{
     BaseUrl, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RESPONSE_BYTES, HARD_MAX_ATTEMPTS, KeyQuoting,
 };
 pub use crate::error::{BuildError, ProbeError};
+pub use crate::permission::HttpProbeRunner;
 pub use crate::probe::{ProbeReport, ProbeVerdict, RepeatBehaviour};
 pub use crate::request::{BuildRequest, HttpRequest, RequestParts};
