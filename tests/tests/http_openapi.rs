@@ -39,34 +39,44 @@ struct CreateDeploymentWithPriority {
     priority: u32,
 }
 
-async fn setup() -> (Upstream, Executor, Arc<AtomicU32>, tempfile::TempDir) {
-    let upstream = Upstream::start(|_| Reply::Json(202, json!({"deployment_id": "dep_1"}))).await;
+/// An executor over `catalog` whose HTTP channel checks every request against the
+/// deployments API document (strict), approving consent and counting how often it is asked.
+fn executor_for(
+    catalog: Catalog,
+    upstream: &Upstream,
+    dir: &tempfile::TempDir,
+) -> (Executor, Arc<AtomicU32>) {
     let document =
         OpenApi::parse(include_str!("../fixtures/openapi/deployments.json")).expect("spec parses");
-    let dir = tempfile::tempdir().expect("tempdir");
     let asked = Arc::new(AtomicU32::new(0));
     let counter = Arc::clone(&asked);
-    let executor = Executor::builder(
-        Catalog::builder()
-            .action::<CreateDeployment>()
-            .action::<CreateDeploymentWithPriority>()
-            .build()
-            .expect("catalog"),
-    )
-    .journal(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"))
-    .channel(
-        HttpChannel::builder()
-            .base_url(upstream.url())
-            .openapi(document, DriftMode::Strict)
-            .build()
-            .expect("channel"),
-    )
-    .consent(FnConsent::new(move |_| {
-        counter.fetch_add(1, Ordering::SeqCst);
-        async { ConsentDecision::Approve }
-    }))
-    .build()
-    .expect("executor");
+    let executor = Executor::builder(catalog)
+        .journal(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"))
+        .channel(
+            HttpChannel::builder()
+                .base_url(upstream.url())
+                .openapi(document, DriftMode::Strict)
+                .build()
+                .expect("channel"),
+        )
+        .consent(FnConsent::new(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { ConsentDecision::Approve }
+        }))
+        .build()
+        .expect("executor");
+    (executor, asked)
+}
+
+async fn setup() -> (Upstream, Executor, Arc<AtomicU32>, tempfile::TempDir) {
+    let upstream = Upstream::start(|_| Reply::Json(202, json!({"deployment_id": "dep_1"}))).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let catalog = Catalog::builder()
+        .action::<CreateDeployment>()
+        .action::<CreateDeploymentWithPriority>()
+        .build()
+        .expect("catalog");
+    let (executor, asked) = executor_for(catalog, &upstream, &dir);
     (upstream, executor, asked, dir)
 }
 
@@ -151,26 +161,12 @@ struct CreateDeploymentWithoutKey {
 #[tokio::test]
 async fn an_action_that_omits_a_header_the_upstream_requires_is_refused_and_never_sent() {
     let upstream = Upstream::start(|_| Reply::Json(202, json!({}))).await;
-    let document =
-        OpenApi::parse(include_str!("../fixtures/openapi/deployments.json")).expect("spec");
     let dir = tempfile::tempdir().expect("tempdir");
-    let executor = Executor::builder(
-        Catalog::builder()
-            .action::<CreateDeploymentWithoutKey>()
-            .build()
-            .expect("catalog"),
-    )
-    .journal(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"))
-    .channel(
-        HttpChannel::builder()
-            .base_url(upstream.url())
-            .openapi(document, DriftMode::Strict)
-            .build()
-            .expect("channel"),
-    )
-    .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-    .build()
-    .expect("executor");
+    let catalog = Catalog::builder()
+        .action::<CreateDeploymentWithoutKey>()
+        .build()
+        .expect("catalog");
+    let (executor, _asked) = executor_for(catalog, &upstream, &dir);
     let result = executor
         .call(
             "create_deployment_without_key",
