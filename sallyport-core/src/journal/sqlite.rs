@@ -297,7 +297,7 @@ impl Writer {
 
     fn run(mut self, rx: &mpsc::Receiver<Op>) {
         let mut batch: Vec<Op> = Vec::with_capacity(MAX_BATCH);
-        while let Ok(first) = rx.recv() {
+        while let Some(first) = next_op(rx) {
             batch.push(first);
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
@@ -637,6 +637,27 @@ impl Writer {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows)
+    }
+}
+
+/// How long the writer polls for the next operation before it sleeps. A call's intent and its
+/// audit record arrive microseconds apart; waking a sleeping thread costs far more than that
+/// on a virtual machine, so the writer stays awake briefly after each batch.
+const STAY_AWAKE: Duration = Duration::from_micros(200);
+
+/// The next operation: polled for [`STAY_AWAKE`], then waited for. `None` when every sender
+/// is gone.
+fn next_op(rx: &mpsc::Receiver<Op>) -> Option<Op> {
+    let start = std::time::Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(op) => return Some(op),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) if start.elapsed() < STAY_AWAKE => {
+                std::thread::yield_now();
+            }
+            Err(mpsc::TryRecvError::Empty) => return rx.recv().ok(),
+        }
     }
 }
 
