@@ -12,8 +12,7 @@ use sallyport_core::vault::{
 use crate::catalog::CREDENTIAL;
 use crate::upstream::DemoUpstream;
 
-/// The demo upstream's bearer token (it lives in the vault; no result ever shows it).
-pub const DEMO_TOKEN: &str = "demo-token-7f3c9a1e";
+pub use crate::upstream::DEMO_TOKEN;
 
 /// A demo environment.
 #[derive(Debug)]

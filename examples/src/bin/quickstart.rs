@@ -16,19 +16,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sallyport_core::consent::{ConsentDecision, ConsentProvider, FnConsent, TerminalConsent};
-use sallyport_core::journal::{Journal, SqliteJournal};
+use sallyport_core::journal::Journal;
 use sallyport_core::outcome::Status;
-use sallyport_core::vault::{
-    Binding, CredentialKind, CredentialMeta, FileVault, KdfParams, Secret, VaultAdmin,
-};
 use sallyport_core::{ActionResult, Executor, Session};
-use sallyport_examples::catalog::{CREDENTIAL, demo_catalog};
-use sallyport_examples::upstream::DemoUpstream;
+use sallyport_examples::catalog::demo_catalog;
+use sallyport_examples::setup::{DEMO_TOKEN, Demo};
 use sallyport_http::HttpChannel;
 use serde_json::{Value, json};
-
-const TOKEN: &str = "demo-token-7f3c9a1e";
-const PASSPHRASE: &str = "quickstart demo passphrase";
 
 struct Narrator {
     json: bool,
@@ -103,25 +97,14 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     };
 
     // --- Embedded defaults -------------------------------------------------------------
-    let upstream = DemoUpstream::start(TOKEN).await?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_millis();
-    let dir = std::env::temp_dir().join(format!("sallyport-quickstart-{stamp}"));
-    std::fs::create_dir_all(&dir)?;
+    let Demo {
+        upstream,
+        dir,
+        vault,
+        journal,
+    } = Demo::start("quickstart").await?;
     let vault_path = dir.join("vault.sallyport");
     let journal_path = dir.join("journal.db");
-    // Light Argon2id settings so the demo starts instantly; real vaults keep the defaults.
-    let vault = FileVault::create(&vault_path, PASSPHRASE, KdfParams::new(8 * 1024, 1, 1))?;
-    vault.set(
-        CredentialMeta::new(
-            CREDENTIAL,
-            CredentialKind::Bearer,
-            Binding::url(upstream.base_url()),
-        ),
-        Secret::new(TOKEN),
-    )?;
-    let journal = Arc::new(SqliteJournal::open(&journal_path)?);
     n.say("sallyport quickstart");
     n.say(&format!("  demo API:  {}", upstream.base_url()));
     n.say(&format!(
@@ -334,9 +317,11 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     ));
     n.check(report.is_intact(), "the hash chain verifies");
     let records = journal.records().await?;
-    let leaked = records
-        .iter()
-        .any(|r| serde_json::to_string(r).unwrap_or_default().contains(TOKEN));
+    let leaked = records.iter().any(|r| {
+        serde_json::to_string(r)
+            .unwrap_or_default()
+            .contains(DEMO_TOKEN)
+    });
     n.check(!leaked, "the token appears in no audit record");
     n.say(&format!(
         "\nInspect afterwards: sqlite3 {} 'select seq, event from audit'",
