@@ -11,7 +11,6 @@ use crate::consent::{ConsentProvider, SessionGrants};
 use crate::danger::AutoApprove;
 use crate::drift::DriftMode;
 use crate::journal::Journal;
-use crate::target::Target;
 use crate::vault::Vault;
 
 /// Why an executor could not be built.
@@ -208,10 +207,6 @@ impl ExecutorBuilder {
                     credential: credential.to_string(),
                 });
             }
-            debug_assert!(
-                !matches!(spec.target, Target::Custom { .. })
-                    || spec.target.channel_name().is_some()
-            );
         }
         Ok(Executor {
             inner: Arc::new(Inner {

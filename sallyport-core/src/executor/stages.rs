@@ -92,7 +92,7 @@ async fn pipeline(
     let resolved = resolve(inner, guard)?;
     let decoded = validate(inner, guard, resolved, arguments)?;
     let authorized = authorize(inner, guard, session, decoded)?;
-    let ready = prepare(inner, guard, authorized).await?;
+    let ready = prepare(inner, authorized).await?;
     let consented = consent(inner, guard, ready).await?;
     let intended = intent(inner, guard, consented).await?;
     Ok(dispatch(inner, guard, intended).await)
@@ -206,11 +206,7 @@ fn authorize(
     Ok(Authorized { decoded, channel })
 }
 
-async fn prepare(
-    inner: &Inner,
-    guard: &mut CallGuard,
-    authorized: Authorized,
-) -> Result<Ready, Refusal> {
+async fn prepare(inner: &Inner, authorized: Authorized) -> Result<Ready, Refusal> {
     let entry = &authorized.decoded.entry;
     let spec = entry.spec();
     // Stage 5: definition drift.
@@ -280,7 +276,6 @@ async fn prepare(
                 )
             })?;
     }
-    guard.consent = None;
     Ok(Ready {
         authorized,
         credential,
