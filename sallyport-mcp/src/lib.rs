@@ -50,7 +50,9 @@
 //! ```
 //!
 //! With the `http` feature, `McpServer::serve_http` serves Streamable HTTP on a loopback
-//! address (each MCP session there is one sallyport session too).
+//! address (each MCP session there is one sallyport session too, and elicitation reaches the
+//! client over the request's event stream). `mcp-demo --http 127.0.0.1:0` in `examples/`
+//! serves it, and `examples/tests/mcp_http.rs` drives it with the rmcp HTTP client.
 
 mod consent;
 #[cfg(feature = "http")]

@@ -5,13 +5,19 @@
 //! cargo run -q --bin mcp-demo -- --baseline FILE      # serve only what FILE approves; re-read it on change
 //! cargo run -q --bin mcp-demo -- --upstream URL       # a demo upstream running elsewhere
 //! cargo run -q --bin mcp-demo -- --state-dir DIR      # vault and journal in DIR
+//! cargo run -q --bin mcp-demo -- --http 127.0.0.1:8931 # Streamable HTTP at http://127.0.0.1:8931/mcp
 //! ```
 //!
 //! One MCP connection is one sallyport session, scoped to project `proj_42` and customer
 //! `cus_7`. Consent is asked through MCP elicitation when the client supports it; otherwise
 //! calls that need consent are refused (`consent_unavailable`). Only MCP messages are written
 //! to stdout; the paths of the vault and journal go to stderr.
+//!
+//! With `--http ADDR` the server speaks Streamable HTTP instead of stdio, on a loopback
+//! address only (port 0 picks a free port; the address is printed to stderr). Each MCP
+//! session there is one sallyport session.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,15 +32,17 @@ use sallyport_core::{Executor, Session};
 use sallyport_examples::catalog::{CREDENTIAL, demo_catalog};
 use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};
 use sallyport_http::HttpChannel;
-use sallyport_mcp::{ConsentRouter, McpServer, watch_lockfile};
+use sallyport_mcp::{ConsentRouter, McpServer, ServeError, watch_lockfile};
 
-const USAGE: &str = "usage: mcp-demo [--state-dir DIR] [--upstream URL] [--baseline FILE]";
+const USAGE: &str =
+    "usage: mcp-demo [--state-dir DIR] [--upstream URL] [--baseline FILE] [--http LOOPBACK_ADDR]";
 
 #[derive(Default)]
 struct Options {
     state_dir: Option<PathBuf>,
     upstream: Option<String>,
     baseline: Option<PathBuf>,
+    http: Option<SocketAddr>,
 }
 
 fn options() -> Result<Options, String> {
@@ -49,6 +57,13 @@ fn options() -> Result<Options, String> {
             "--state-dir" => options.state_dir = Some(PathBuf::from(value()?)),
             "--upstream" => options.upstream = Some(value()?),
             "--baseline" => options.baseline = Some(PathBuf::from(value()?)),
+            "--http" => {
+                let text = value()?;
+                let addr = text.parse().map_err(|_| {
+                    format!("--http needs an address like 127.0.0.1:8931, not {text}")
+                })?;
+                options.http = Some(addr);
+            }
             _ => return Err(format!("unknown option {arg}; {USAGE}")),
         }
     }
@@ -135,7 +150,7 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         .consent_arc(consent.clone())
         .definition_guard(guard.clone())
         .build()?;
-    McpServer::new(executor, consent)
+    let server = McpServer::new(executor, consent)
         .baseline(guard)
         .server_info("sallyport-mcp-demo", env!("CARGO_PKG_VERSION"))
         .instructions(
@@ -145,8 +160,20 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             Session::new(id.as_str())
                 .allow("project", ["proj_42"])
                 .allow("customer", ["cus_7"])
-        })
-        .serve_stdio()
-        .await?;
+        });
+    match options.http {
+        None => server.serve_stdio().await?,
+        Some(addr) => {
+            if !addr.ip().is_loopback() {
+                return Err(ServeError::NotLoopback(addr).into());
+            }
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            eprintln!(
+                "mcp-demo: serving MCP over Streamable HTTP at http://{}/mcp",
+                listener.local_addr()?
+            );
+            server.serve_http_on(listener).await?;
+        }
+    }
     Ok(())
 }

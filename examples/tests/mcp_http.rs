@@ -1,0 +1,251 @@
+//! `mcp-demo --http` as a child process, serving Streamable HTTP on a loopback port, driven
+//! by the rmcp Streamable HTTP client: the same tools, calls and elicitation as over stdio,
+//! one sallyport session per MCP session, and no way to bind anything but loopback.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, JsonObject,
+};
+use rmcp::service::{RequestContext, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
+use sallyport_core::journal::{Journal, SqliteJournal};
+use sallyport_examples::catalog::demo_catalog;
+use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+#[derive(Clone)]
+struct TestClient {
+    accept: bool,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl TestClient {
+    fn new(accept: bool) -> Self {
+        Self {
+            accept,
+            asked: Arc::default(),
+        }
+    }
+}
+
+impl ClientHandler for TestClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_elicitation().build(),
+            Implementation::new("mcp-http-test", "1.0.0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.asked.lock().expect("lock").push(message);
+        }
+        Ok(ElicitResult::new(if self.accept {
+            ElicitationAction::Accept
+        } else {
+            ElicitationAction::Decline
+        }))
+    }
+}
+
+struct Server {
+    upstream: DemoUpstream,
+    dir: tempfile::TempDir,
+    url: String,
+    _child: Child,
+}
+
+impl Server {
+    async fn start() -> Self {
+        let upstream = DemoUpstream::start(DEMO_TOKEN)
+            .await
+            .expect("demo upstream");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-demo"))
+            .args(["--http", "127.0.0.1:0", "--upstream"])
+            .arg(upstream.base_url())
+            .arg("--state-dir")
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn mcp-demo --http");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let marker = "mcp-demo: serving MCP over Streamable HTTP at ";
+        let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await.expect("read stderr") {
+                if let Some(url) = line.strip_prefix(marker) {
+                    return url.to_owned();
+                }
+            }
+            panic!("mcp-demo exited without serving");
+        })
+        .await
+        .expect("mcp-demo announced its address");
+        // Keep draining stderr so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self {
+            upstream,
+            dir,
+            url,
+            _child: child,
+        }
+    }
+
+    async fn connect(&self, client: TestClient) -> RunningService<RoleClient, TestClient> {
+        // The workspace builds reqwest with rustls but no default crypto provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let transport = StreamableHttpClientTransport::from_uri(self.url.clone());
+        client.serve(transport).await.expect("initialize over HTTP")
+    }
+
+    async fn sessions_and_consents(&self) -> Vec<(String, Option<String>)> {
+        let journal = SqliteJournal::open(self.dir.path().join("journal.db")).expect("journal");
+        journal
+            .records()
+            .await
+            .expect("records")
+            .into_iter()
+            .map(|r| (r.event.session_id, r.event.consent))
+            .collect()
+    }
+}
+
+async fn call(client: &RunningService<RoleClient, TestClient>, name: &str, args: Value) -> Value {
+    let Value::Object(map) = args else {
+        panic!("arguments must be an object");
+    };
+    let result: CallToolResult = client
+        .call_tool(
+            CallToolRequestParams::new(name.to_owned()).with_arguments(JsonObject::from_iter(map)),
+        )
+        .await
+        .expect("tools/call answered");
+    let body = result.structured_content.expect("structuredContent");
+    assert_eq!(
+        result.is_error,
+        Some(matches!(
+            body["status"].as_str(),
+            Some("rejected" | "unknown")
+        )),
+        "{body}"
+    );
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_and_an_observe_call_work_over_streamable_http() {
+    let server = Server::start().await;
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+    let client = server.connect(TestClient::new(true)).await;
+
+    let info = client.peer_info().expect("initialize result");
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("sallyport-mcp-demo")
+    );
+    let listed: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    let catalog: Vec<String> = demo_catalog()
+        .expect("catalog")
+        .entries()
+        .map(|e| e.spec().name.to_string())
+        .collect();
+    assert_eq!(listed, catalog);
+
+    let body = call(&client, "list_builds", json!({"project_id": "proj_42"})).await;
+    assert_eq!(body["status"], "completed", "{body}");
+    assert_eq!(body["data"]["builds"][0]["build_id"], "build_101");
+    assert_eq!(server.upstream.requests(), 1);
+
+    let refused = call(&client, "list_builds", json!({"project_id": "proj_9"})).await;
+    assert_eq!(refused["code"], "out_of_scope", "{refused}");
+    assert_eq!(server.upstream.requests(), 1);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elicitation_reaches_http_clients_and_each_mcp_session_is_its_own_session() {
+    let server = Server::start().await;
+    let yes = TestClient::new(true);
+    let no = TestClient::new(false);
+    let accepting = server.connect(yes.clone()).await;
+    let declining = server.connect(no.clone()).await;
+    let invoice = |reference: &str| {
+        json!({"customer_id": "cus_7", "amount_cents": 1200, "reference": reference,
+               "reason": "monthly support fee"})
+    };
+
+    let created = call(&accepting, "create_invoice", invoice("inv-http-1")).await;
+    assert_eq!(created["status"], "completed", "{created}");
+    assert_eq!(server.upstream.requests(), 1);
+    let denied = call(&declining, "create_invoice", invoice("inv-http-2")).await;
+    assert_eq!(denied["code"], "consent_denied", "{denied}");
+    assert_eq!(
+        server.upstream.requests(),
+        1,
+        "a declined call sends nothing"
+    );
+
+    assert_eq!(yes.asked.lock().expect("lock").len(), 1);
+    let asked = no.asked.lock().expect("lock").clone();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0].starts_with("An agent asks to run `create_invoice`"),
+        "{}",
+        asked[0]
+    );
+
+    let records = server.sessions_and_consents().await;
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0].1.as_deref(), Some("approved"));
+    assert_eq!(records[1].1.as_deref(), Some("denied"));
+    assert!(records.iter().all(|(s, _)| s.starts_with("mcp-")));
+    assert_ne!(
+        records[0].0, records[1].0,
+        "two MCP sessions, two sallyport sessions"
+    );
+    accepting.cancel().await.expect("close");
+    declining.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_loopback_address_is_refused_before_binding() {
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-demo"))
+        .args(["--http", "0.0.0.0:0", "--upstream", "http://127.0.0.1:9"])
+        .arg("--state-dir")
+        .arg(tempfile::tempdir().expect("tempdir").path())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run mcp-demo");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "refusing to serve MCP over HTTP on 0.0.0.0:0: only loopback addresses are allowed"
+        ),
+        "{stderr}"
+    );
+}
