@@ -6,6 +6,9 @@
 //!   the medians: target ratio <= 1.10).
 //! - `http_64_in_flight/{executor,raw_reqwest}`: 64 concurrent GETs per iteration
 //!   (throughput in calls/s; target executor >= 0.9x raw).
+//! - Diagnostics: `executor_null_channel` (the pipeline and journal with a channel that answers
+//!   at once) and `executor_discard_journal` (the HTTP channel through the executor with a
+//!   journal that keeps nothing), which split the cost between the channel and the journal.
 //!
 //! Run: `cargo bench -p sallyport-tests --bench http -- --measurement-time 5 --warm-up-time 2`
 
@@ -63,6 +66,52 @@ impl sallyport_core::Channel for NullChannel {
     }
 }
 
+/// A journal that keeps nothing: diagnostic only, to split the channel's cost from the
+/// journal's. Never a way to run sallyport.
+struct DiscardJournal;
+
+#[async_trait::async_trait]
+impl sallyport_core::journal::Journal for DiscardJournal {
+    async fn write_intent(
+        &self,
+        _intent: &sallyport_core::journal::Intent,
+    ) -> Result<(), sallyport_core::journal::JournalError> {
+        Ok(())
+    }
+    fn note_dispatch(&self, _attempt: &sallyport_core::journal::AttemptId, _n: u32) {}
+    async fn append(
+        &self,
+        event: sallyport_core::journal::AuditEvent,
+    ) -> Result<sallyport_core::journal::AuditRecord, sallyport_core::journal::JournalError> {
+        Ok(sallyport_core::journal::AuditRecord {
+            seq: 1,
+            prev_hash: String::new(),
+            hash: String::new(),
+            event,
+        })
+    }
+    fn append_detached(&self, _event: sallyport_core::journal::AuditEvent) {}
+    async fn verify(
+        &self,
+    ) -> Result<sallyport_core::journal::VerifyReport, sallyport_core::journal::JournalError> {
+        Err(sallyport_core::journal::JournalError::Stopped)
+    }
+    async fn records(
+        &self,
+    ) -> Result<Vec<sallyport_core::journal::AuditRecord>, sallyport_core::journal::JournalError>
+    {
+        Ok(Vec::new())
+    }
+    async fn unresolved(
+        &self,
+    ) -> Result<
+        Vec<sallyport_core::journal::UnresolvedAttempt>,
+        sallyport_core::journal::JournalError,
+    > {
+        Ok(Vec::new())
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -112,6 +161,23 @@ fn bench(c: &mut Criterion) {
         )
         .journal(SqliteJournal::open(dir.path().join("floor.db")).expect("journal"))
         .channel(NullChannel)
+        .build()
+        .expect("executor")
+    });
+    let unjournaled = rt.block_on(async {
+        Executor::builder(
+            Catalog::builder()
+                .action::<GetBuild>()
+                .build()
+                .expect("catalog"),
+        )
+        .journal(DiscardJournal)
+        .channel(
+            HttpChannel::builder()
+                .base_url(upstream.url())
+                .build()
+                .expect("channel"),
+        )
         .build()
         .expect("executor")
     });
@@ -171,6 +237,23 @@ fn bench(c: &mut Criterion) {
             });
         },
     );
+    // Diagnostic: the HTTP channel through the executor with a journal that keeps nothing,
+    // so `executor - executor_discard_journal` is what journaling costs on this path.
+    g.bench_function(
+        BenchmarkId::new("executor_discard_journal", "observe_get"),
+        |b| {
+            b.to_async(&rt).iter(|| {
+                let unjournaled = unjournaled.clone();
+                let session = session.clone();
+                async move {
+                    let r = unjournaled
+                        .call("get_build", json!({"build_id": "build_1"}), &session)
+                        .await;
+                    assert_eq!(r.status, Status::Completed);
+                }
+            });
+        },
+    );
     g.finish();
 
     let mut g = c.benchmark_group("http_64_in_flight");
@@ -183,6 +266,29 @@ fn bench(c: &mut Criterion) {
             }
         });
     });
+    // Diagnostic, as in the sequential group: no journal.
+    g.bench_function(
+        BenchmarkId::new("executor_discard_journal", "observe_get"),
+        |b| {
+            b.to_async(&rt).iter(|| async {
+                let handles: Vec<_> = (0..64)
+                    .map(|_| {
+                        let unjournaled = unjournaled.clone();
+                        let session = session.clone();
+                        tokio::spawn(async move {
+                            let r = unjournaled
+                                .call("get_build", json!({"build_id": "build_1"}), &session)
+                                .await;
+                            assert_eq!(r.status, Status::Completed);
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    h.await.expect("join");
+                }
+            });
+        },
+    );
     g.bench_function(BenchmarkId::new("raw_reqwest", "observe_get"), |b| {
         b.to_async(&rt).iter(|| async {
             let handles: Vec<_> = (0..64).map(|_| tokio::spawn(raw_call())).collect();
