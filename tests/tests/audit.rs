@@ -26,18 +26,13 @@ struct GetItem {
 /// Journal with `n` audited calls; returns the file path and the head.
 async fn journal_with(dir: &Path, n: usize) -> (std::path::PathBuf, ChainHead) {
     let path = dir.join("journal.db");
-    let journal = Arc::new(SqliteJournal::open(&path).expect("journal"));
-    let executor = Executor::builder(
+    let (journal, executor) = approving_executor(
+        &path,
         Catalog::builder()
             .action::<GetItem>()
             .build()
             .expect("catalog"),
-    )
-    .journal_arc(journal.clone())
-    .channel(ScriptedChannel::new())
-    .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-    .build()
-    .expect("executor");
+    );
     let session = Session::new("s");
     for i in 0..n {
         let r = executor
@@ -206,22 +201,29 @@ struct PayInvoice {
     invoice_id: String,
 }
 
+/// An executor over `catalog` with a scripted channel, approving consent, journaling to `path`.
+fn approving_executor(path: &Path, catalog: Catalog) -> (Arc<SqliteJournal>, Executor) {
+    let journal = Arc::new(SqliteJournal::open(path).expect("journal"));
+    let executor = Executor::builder(catalog)
+        .journal_arc(journal.clone())
+        .channel(ScriptedChannel::new())
+        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+        .build()
+        .expect("executor");
+    (journal, executor)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_concurrent_mutating_calls_all_land_with_distinct_keys_and_an_intact_chain() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("j.db");
-    let journal = Arc::new(SqliteJournal::open(&path).expect("journal"));
-    let executor = Executor::builder(
+    let (journal, executor) = approving_executor(
+        &path,
         Catalog::builder()
             .action::<PayInvoice>()
             .build()
             .expect("catalog"),
-    )
-    .journal_arc(journal.clone())
-    .channel(ScriptedChannel::new())
-    .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-    .build()
-    .expect("executor");
+    );
     let mut tasks = Vec::new();
     for i in 0..64 {
         let executor = executor.clone();
@@ -259,19 +261,14 @@ async fn sixty_four_concurrent_mutating_calls_all_land_with_distinct_keys_and_an
 async fn mixed_concurrent_calls_share_one_connection_without_losing_or_reordering_a_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("j.db");
-    let journal = Arc::new(SqliteJournal::open(&path).expect("journal"));
-    let executor = Executor::builder(
+    let (journal, executor) = approving_executor(
+        &path,
         Catalog::builder()
             .action::<GetItem>()
             .action::<PayInvoice>()
             .build()
             .expect("catalog"),
-    )
-    .journal_arc(journal.clone())
-    .channel(ScriptedChannel::new())
-    .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-    .build()
-    .expect("executor");
+    );
     let mut tasks = Vec::new();
     for i in 0..200 {
         let executor = executor.clone();
