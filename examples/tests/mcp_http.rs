@@ -3,15 +3,11 @@
 //! one sallyport session per MCP session, and no way to bind anything but loopback.
 
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation, JsonObject,
-};
-use rmcp::service::{RequestContext, RoleClient, RunningService};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolResult;
+use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
 use sallyport_core::journal::{Journal, SqliteJournal};
 use sallyport_examples::catalog::demo_catalog;
 use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};
@@ -19,44 +15,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-#[derive(Clone)]
-struct TestClient {
-    accept: bool,
-    asked: Arc<Mutex<Vec<String>>>,
-}
-
-impl TestClient {
-    fn new(accept: bool) -> Self {
-        Self {
-            accept,
-            asked: Arc::default(),
-        }
-    }
-}
-
-impl ClientHandler for TestClient {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_elicitation().build(),
-            Implementation::new("mcp-http-test", "1.0.0"),
-        )
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, McpError> {
-        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
-            self.asked.lock().expect("lock").push(message);
-        }
-        Ok(ElicitResult::new(if self.accept {
-            ElicitationAction::Accept
-        } else {
-            ElicitationAction::Decline
-        }))
-    }
-}
+mod support;
+use support::{Answer, TestClient, params, structured};
 
 struct Server {
     upstream: DemoUpstream,
@@ -124,16 +84,11 @@ impl Server {
 }
 
 async fn call(client: &RunningService<RoleClient, TestClient>, name: &str, args: Value) -> Value {
-    let Value::Object(map) = args else {
-        panic!("arguments must be an object");
-    };
     let result: CallToolResult = client
-        .call_tool(
-            CallToolRequestParams::new(name.to_owned()).with_arguments(JsonObject::from_iter(map)),
-        )
+        .call_tool(params(name, args))
         .await
         .expect("tools/call answered");
-    let body = result.structured_content.expect("structuredContent");
+    let body = structured(&result);
     assert_eq!(
         result.is_error,
         Some(matches!(
@@ -153,7 +108,7 @@ async fn tools_list_and_an_observe_call_work_over_streamable_http() {
         "{}",
         server.url
     );
-    let client = server.connect(TestClient::new(true)).await;
+    let client = server.connect(TestClient::new(true, Answer::Accept)).await;
 
     let info = client.peer_info().expect("initialize result");
     assert_eq!(
@@ -188,8 +143,8 @@ async fn tools_list_and_an_observe_call_work_over_streamable_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elicitation_reaches_http_clients_and_each_mcp_session_is_its_own_session() {
     let server = Server::start().await;
-    let yes = TestClient::new(true);
-    let no = TestClient::new(false);
+    let yes = TestClient::new(true, Answer::Accept);
+    let no = TestClient::new(true, Answer::Decline);
     let accepting = server.connect(yes.clone()).await;
     let declining = server.connect(no.clone()).await;
     let invoice = |reference: &str| {
@@ -208,8 +163,8 @@ async fn elicitation_reaches_http_clients_and_each_mcp_session_is_its_own_sessio
         "a declined call sends nothing"
     );
 
-    assert_eq!(yes.asked.lock().expect("lock").len(), 1);
-    let asked = no.asked.lock().expect("lock").clone();
+    assert_eq!(yes.elicited.lock().expect("lock").len(), 1);
+    let asked = no.elicited.lock().expect("lock").clone();
     assert_eq!(asked.len(), 1);
     assert!(
         asked[0].starts_with("An agent asks to run `create_invoice`"),

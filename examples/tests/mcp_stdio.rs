@@ -4,87 +4,20 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
-    ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorCode, Implementation,
-    JsonObject,
-};
-use rmcp::service::{
-    NotificationContext, PeerRequestOptions, RequestContext, RoleClient, RunningService,
-    ServiceError,
-};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequest, CallToolResult, ClientRequest, ErrorCode};
+use rmcp::service::{PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
 use sallyport_core::drift::Baseline;
 use sallyport_core::journal::{AuditRecord, Journal, Phase, SqliteJournal};
 use sallyport_examples::catalog::demo_catalog;
 use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
-/// What the test client's user answers when the server elicits consent.
-#[derive(Clone, Copy)]
-enum Answer {
-    Accept,
-    Decline,
-    /// Never answers (the test cancels the call meanwhile).
-    Hold,
-}
-
-#[derive(Clone)]
-struct TestClient {
-    elicitation: bool,
-    answer: Answer,
-    elicited: Arc<Mutex<Vec<String>>>,
-    elicitation_seen: Arc<Notify>,
-    list_changed: Arc<Notify>,
-}
-
-impl TestClient {
-    fn new(elicitation: bool, answer: Answer) -> Self {
-        Self {
-            elicitation,
-            answer,
-            elicited: Arc::default(),
-            elicitation_seen: Arc::default(),
-            list_changed: Arc::default(),
-        }
-    }
-}
-
-impl ClientHandler for TestClient {
-    fn get_info(&self) -> ClientConfig {
-        let capabilities = if self.elicitation {
-            ClientCapabilities::builder().enable_elicitation().build()
-        } else {
-            ClientCapabilities::default()
-        };
-        ClientConfig::new(capabilities, Implementation::new("mcp-stdio-test", "1.0.0"))
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, McpError> {
-        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
-            self.elicited.lock().expect("lock").push(message);
-        }
-        self.elicitation_seen.notify_one();
-        match self.answer {
-            Answer::Accept => Ok(ElicitResult::new(ElicitationAction::Accept)),
-            Answer::Decline => Ok(ElicitResult::new(ElicitationAction::Decline)),
-            Answer::Hold => std::future::pending().await,
-        }
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.list_changed.notify_one();
-    }
-}
+mod support;
+use support::{Answer, TestClient, params, structured, text_of};
 
 struct Harness {
     upstream: DemoUpstream,
@@ -146,29 +79,6 @@ impl Harness {
             .map(|t| t.name.to_string())
             .collect()
     }
-}
-
-fn params(name: &str, arguments: Value) -> CallToolRequestParams {
-    let Value::Object(map) = arguments else {
-        panic!("arguments must be an object");
-    };
-    CallToolRequestParams::new(name.to_owned()).with_arguments(JsonObject::from_iter(map))
-}
-
-fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn structured(result: &CallToolResult) -> Value {
-    result
-        .structured_content
-        .clone()
-        .expect("structuredContent")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
