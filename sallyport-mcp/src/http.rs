@@ -8,6 +8,21 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::server::{McpServer, ServeError};
 
+/// Binds a listener for [`McpServer::serve_http_on`], refusing any address that is not
+/// loopback before binding. Use it to learn the port when `addr` asks for port 0.
+///
+/// # Errors
+///
+/// [`ServeError::NotLoopback`] for any other address, [`ServeError::Io`] when binding fails.
+pub async fn bind_http(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    if !addr.ip().is_loopback() {
+        return Err(ServeError::NotLoopback(addr));
+    }
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(ServeError::Io)
+}
+
 impl McpServer {
     /// Serves Streamable HTTP at `http://{addr}/mcp` until the process ends. Each MCP
     /// session is one sallyport session. Only loopback addresses are accepted: put a real
@@ -18,13 +33,7 @@ impl McpServer {
     /// [`ServeError::NotLoopback`] for any other address, [`ServeError::Io`] when the
     /// listener cannot be bound or fails.
     pub async fn serve_http(&self, addr: SocketAddr) -> Result<(), ServeError> {
-        if !addr.ip().is_loopback() {
-            return Err(ServeError::NotLoopback(addr));
-        }
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(ServeError::Io)?;
-        self.serve_http_on(listener).await
+        self.serve_http_on(bind_http(addr).await?).await
     }
 
     /// Serves Streamable HTTP at `/mcp` on a listener already bound to a loopback address.

@@ -63,6 +63,8 @@ pub mod tools;
 mod watch;
 
 pub use self::consent::ConsentRouter;
+#[cfg(feature = "http")]
+pub use self::http::bind_http;
 pub use self::render::render;
 pub use self::server::{Connection, McpServer, PROTOCOL_VERSION, REQUEST_CANCELLED, ServeError};
 pub use self::watch::watch_lockfile;

@@ -32,7 +32,7 @@ use sallyport_core::{Executor, Session};
 use sallyport_examples::catalog::{CREDENTIAL, demo_catalog};
 use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};
 use sallyport_http::HttpChannel;
-use sallyport_mcp::{ConsentRouter, McpServer, ServeError, watch_lockfile};
+use sallyport_mcp::{ConsentRouter, McpServer, bind_http, watch_lockfile};
 
 const USAGE: &str =
     "usage: mcp-demo [--state-dir DIR] [--upstream URL] [--baseline FILE] [--http LOOPBACK_ADDR]";
@@ -164,10 +164,7 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     match options.http {
         None => server.serve_stdio().await?,
         Some(addr) => {
-            if !addr.ip().is_loopback() {
-                return Err(ServeError::NotLoopback(addr).into());
-            }
-            let listener = tokio::net::TcpListener::bind(addr).await?;
+            let listener = bind_http(addr).await?;
             eprintln!(
                 "mcp-demo: serving MCP over Streamable HTTP at http://{}/mcp",
                 listener.local_addr()?
