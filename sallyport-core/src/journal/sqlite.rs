@@ -416,12 +416,19 @@ impl Op {
 
 /// What one write produced, answered after the commit.
 enum Done {
-    Intent(Reply<()>, Result<(), JournalError>),
-    Append(
-        Option<Reply<AuditRecord>>,
-        Box<Result<AuditRecord, JournalError>>,
-    ),
-    Nothing,
+    Intent(Result<(), JournalError>),
+    Append(Box<Result<AuditRecord, JournalError>>),
+    Nothing(rusqlite::Result<()>),
+}
+
+impl Done {
+    fn failed(&self) -> bool {
+        match self {
+            Self::Intent(r) => r.is_err(),
+            Self::Append(r) => r.is_err(),
+            Self::Nothing(r) => r.is_err(),
+        }
+    }
 }
 
 struct Writer {
@@ -463,111 +470,104 @@ impl Writer {
         Ok(())
     }
 
-    fn write_batch(&mut self, ops: Vec<Op>) {
-        let durable = ops.iter().any(Op::is_durable);
-        let begun = self
-            .set_sync(durable)
-            .and_then(|()| self.exec("BEGIN IMMEDIATE", []));
-        if let Err(e) = begun {
-            fail_all(ops, &e);
-            return;
-        }
+    /// Opens the batch's transaction and reads the chain head it extends.
+    fn begin(&self, ops: &[Op]) -> rusqlite::Result<(u64, String)> {
+        self.exec("BEGIN IMMEDIATE", [])?;
         // Only appends extend the chain; a batch of intents does not need its head.
-        let needs_head = ops.iter().any(|op| matches!(op, Op::Append(..)));
-        let head = if needs_head {
-            self.head()
+        if ops.iter().any(|op| matches!(op, Op::Append(..))) {
+            self.head().inspect_err(|_| {
+                let _ = self.exec("ROLLBACK", []);
+            })
         } else {
             Ok((0, GENESIS_HASH.to_owned()))
-        };
-        let mut head = match head {
-            Ok(h) => h,
+        }
+    }
+
+    /// One transaction for the whole batch.
+    ///
+    /// The batch first runs as plain statements: two fewer statements an operation than a
+    /// savepoint around each. If an operation fails (rare: a duplicate key, a full disk), the
+    /// transaction is rolled back and the batch runs again with a savepoint around each
+    /// operation, so one bad operation does not take the others down. A batch of one never
+    /// needs the second pass: its failure rolls back the transaction.
+    fn write_batch(&mut self, ops: Vec<Op>) {
+        let durable = ops.iter().any(Op::is_durable);
+        let begun = self.set_sync(durable).and_then(|()| self.begin(&ops));
+        let mut head = match begun {
+            Ok(head) => head,
             Err(e) => {
-                let _ = self.exec("ROLLBACK", []);
                 fail_all(ops, &e);
                 return;
             }
         };
-        let mut done = Vec::with_capacity(ops.len());
-        for op in ops {
-            done.push(self.apply(op, &mut head));
+        let start = head.clone();
+        let mut done: Vec<Done> = ops.iter().map(|op| self.apply(op, &mut head)).collect();
+        if done.iter().any(Done::failed) {
+            let _ = self.exec("ROLLBACK", []);
+            if ops.len() == 1 {
+                reply_all(ops, done);
+                return;
+            }
+            head = match self.begin(&ops) {
+                Ok(_) => start,
+                Err(e) => {
+                    fail_all(ops, &e);
+                    return;
+                }
+            };
+            done = ops
+                .iter()
+                .map(|op| self.apply_isolated(op, &mut head))
+                .collect();
         }
         if let Err(e) = self.exec("COMMIT", []) {
             let _ = self.exec("ROLLBACK", []);
-            for d in done {
-                match d {
-                    Done::Intent(reply, _) => {
-                        let _ = reply.send(Err(JournalError::Write(clone_err(&e))));
-                    }
-                    Done::Append(Some(reply), _) => {
-                        let _ = reply.send(Err(JournalError::Write(clone_err(&e))));
-                    }
-                    Done::Append(None, _) | Done::Nothing => {}
-                }
-            }
+            fail_all(ops, &e);
             return;
         }
-        for d in done {
-            match d {
-                Done::Intent(reply, r) => {
-                    let _ = reply.send(r);
-                }
-                Done::Append(Some(reply), r) => {
-                    let _ = reply.send(*r);
-                }
-                Done::Append(None, r) => {
-                    if let Err(e) = *r {
-                        tracing::error!(error = %e, "detached audit append failed");
-                    }
-                }
-                Done::Nothing => {}
-            }
-        }
+        reply_all(ops, done);
     }
 
-    /// Applies one write inside a savepoint, so one bad operation does not fail its batch.
-    fn apply(&self, op: Op, head: &mut (u64, String)) -> Done {
-        let savepoint = self.exec("SAVEPOINT op", []).map(drop);
-        let outcome = match op {
-            Op::Intent(intent, reply) => {
-                let r = savepoint
-                    .and_then(|()| self.insert_intent(&intent))
-                    .map_err(|e| match e {
-                        rusqlite::Error::SqliteFailure(f, _)
-                            if f.code == rusqlite::ErrorCode::ConstraintViolation =>
-                        {
-                            JournalError::DuplicateKey
-                        }
-                        other => JournalError::Write(other),
-                    });
-                Done::Intent(reply, r)
-            }
-            Op::Dispatch(attempt, n) => {
-                let _ = savepoint.and_then(|()| {
-                    self.exec(
-                        "UPDATE attempts SET phase = 'dispatched', dispatches = max(dispatches, ?2), updated_at = ?3 WHERE attempt_id = ?1",
-                        params![attempt.as_str(), n, now()],
-                    )
-                });
-                Done::Nothing
-            }
-            Op::Append(event, reply) => {
-                let r = savepoint
-                    .and_then(|()| self.insert_audit(&event, head))
-                    .map_err(JournalError::Write);
-                Done::Append(reply, Box::new(r))
-            }
-            Op::Verify(_) | Op::Records(_) | Op::Unresolved(_) => Done::Nothing,
-        };
-        let failed = match &outcome {
-            Done::Intent(_, r) => r.is_err(),
-            Done::Append(_, r) => r.is_err(),
-            Done::Nothing => false,
-        };
-        if failed {
+    /// Applies one write inside a savepoint, so its failure leaves the rest of the batch.
+    fn apply_isolated(&self, op: &Op, head: &mut (u64, String)) -> Done {
+        if let Err(e) = self.exec("SAVEPOINT op", []) {
+            return failed(op, &e);
+        }
+        let before = head.clone();
+        let outcome = self.apply(op, head);
+        if outcome.failed() {
             let _ = self.exec("ROLLBACK TO op", []);
+            *head = before;
         }
         let _ = self.exec("RELEASE op", []);
         outcome
+    }
+
+    /// Applies one write to the open transaction.
+    fn apply(&self, op: &Op, head: &mut (u64, String)) -> Done {
+        match op {
+            Op::Intent(intent, _) => Done::Intent(self.insert_intent(intent).map_err(|e| {
+                match e {
+                    rusqlite::Error::SqliteFailure(f, _)
+                        if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                    {
+                        JournalError::DuplicateKey
+                    }
+                    other => JournalError::Write(other),
+                }
+            })),
+            Op::Dispatch(attempt, n) => Done::Nothing(
+                self.exec(
+                    "UPDATE attempts SET phase = 'dispatched', dispatches = max(dispatches, ?2), updated_at = ?3 WHERE attempt_id = ?1",
+                    params![attempt.as_str(), n, now()],
+                )
+                .map(drop),
+            ),
+            Op::Append(event, _) => Done::Append(Box::new(
+                self.insert_audit(event, head).map_err(JournalError::Write),
+            )),
+            Op::Verify(_) | Op::Records(_) | Op::Unresolved(_) => Done::Nothing(Ok(())),
+        }
     }
 
     fn insert_intent(&self, intent: &Intent) -> rusqlite::Result<()> {
@@ -774,17 +774,38 @@ impl Writer {
     }
 }
 
+/// Answers every operation of a batch that was not written.
 fn fail_all(ops: Vec<Op>, e: &rusqlite::Error) {
-    for op in ops {
-        match op {
-            Op::Intent(_, reply) => {
-                let _ = reply.send(Err(JournalError::Write(clone_err(e))));
+    let done = ops.iter().map(|op| failed(op, e)).collect();
+    reply_all(ops, done);
+}
+
+/// What `op` reports when its write failed with `e`.
+fn failed(op: &Op, e: &rusqlite::Error) -> Done {
+    match op {
+        Op::Intent(..) => Done::Intent(Err(JournalError::Write(clone_err(e)))),
+        Op::Append(..) => Done::Append(Box::new(Err(JournalError::Write(clone_err(e))))),
+        _ => Done::Nothing(Err(clone_err(e))),
+    }
+}
+
+/// Sends each operation its outcome, once the batch is committed (or has failed).
+fn reply_all(ops: Vec<Op>, done: Vec<Done>) {
+    for (op, done) in ops.into_iter().zip(done) {
+        match (op, done) {
+            (Op::Intent(_, reply), Done::Intent(r)) => {
+                let _ = reply.send(r);
             }
-            Op::Append(_, Some(reply)) => {
-                let _ = reply.send(Err(JournalError::Write(clone_err(e))));
+            (Op::Append(_, Some(reply)), Done::Append(r)) => {
+                let _ = reply.send(*r);
             }
-            Op::Append(event, None) => {
-                tracing::error!(attempt = %event.attempt_id, "detached audit append failed");
+            (Op::Append(event, None), Done::Append(r)) => {
+                if let Err(e) = *r {
+                    tracing::error!(attempt = %event.attempt_id, error = %e, "detached audit append failed");
+                }
+            }
+            (Op::Dispatch(attempt, _), Done::Nothing(Err(e))) => {
+                tracing::warn!(attempt = %attempt, error = %e, "dispatch note not written");
             }
             _ => {}
         }
@@ -806,4 +827,128 @@ pub(crate) fn now() -> String {
     time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Status;
+    use crate::journal::{Phase, ReceiptId};
+
+    fn event(attempt: &AttemptId) -> AuditEvent {
+        AuditEvent {
+            receipt_id: ReceiptId::generate(),
+            attempt_id: attempt.clone(),
+            at: now(),
+            session_id: "s".to_owned(),
+            action: "bench".to_owned(),
+            definition_hash: None,
+            phase: Phase::Finished,
+            status: Status::Completed,
+            origin: None,
+            code: None,
+            reason: None,
+            objects: Vec::new(),
+            note: None,
+            request: None,
+            consent: None,
+            divergences: Vec::new(),
+            drift_decision: None,
+            dispatches: 1,
+            upstream_status: None,
+        }
+    }
+
+    /// Runs `ops` as one batch on the journal's connection, as a combining task would.
+    fn batch(journal: &SqliteJournal, ops: Vec<Op>) {
+        lock(&journal.shared.writer).write_all(ops);
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_is_redone_alone_and_leaves_its_batch_and_the_chain_intact() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+        let first = Intent::for_bench(false);
+        let mut clash = Intent::for_bench(false);
+        clash.idempotency_key = first.idempotency_key.clone();
+        let doomed = Intent::for_bench(false);
+        let last = Intent::for_bench(false);
+        // The doomed append's second statement fails after its first has inserted the
+        // audit row: only a savepoint takes that row back out.
+        lock(&journal.shared.writer)
+            .conn
+            .execute_batch(&format!(
+                "CREATE TEMP TRIGGER refuse BEFORE UPDATE ON attempts WHEN OLD.attempt_id = '{}' \
+                 BEGIN SELECT RAISE(ABORT, 'refused'); END",
+                doomed.attempt_id
+            ))
+            .expect("trigger");
+
+        let (r1, a1) = oneshot::channel();
+        let (r2, a2) = oneshot::channel();
+        let (r3, a3) = oneshot::channel();
+        let (r4, a4) = oneshot::channel();
+        let (r5, a5) = oneshot::channel();
+        let (r6, a6) = oneshot::channel();
+        let (r7, a7) = oneshot::channel();
+        batch(
+            &journal,
+            vec![
+                Op::Intent(Box::new(first.clone()), r1),
+                Op::Append(Box::new(event(&first.attempt_id)), Some(r2)),
+                Op::Intent(Box::new(clash), r3),
+                Op::Intent(Box::new(doomed.clone()), r4),
+                Op::Append(Box::new(event(&doomed.attempt_id)), Some(r5)),
+                Op::Intent(Box::new(last.clone()), r6),
+                Op::Append(Box::new(event(&last.attempt_id)), Some(r7)),
+            ],
+        );
+        a1.await.expect("answered").expect("first intent written");
+        let one = a2.await.expect("answered").expect("first append written");
+        assert!(matches!(
+            a3.await.expect("answered"),
+            Err(JournalError::DuplicateKey)
+        ));
+        a4.await.expect("answered").expect("doomed intent written");
+        assert!(matches!(
+            a5.await.expect("answered"),
+            Err(JournalError::Write(_))
+        ));
+        a6.await.expect("answered").expect("last intent written");
+        let two = a7.await.expect("answered").expect("last append written");
+        // The redo rebuilt the chain from the batch's start: no gap, no fork, no orphan row.
+        assert_eq!((one.seq, two.seq), (1, 2));
+        assert_eq!(two.prev_hash, one.hash);
+        let report = journal.verify().await.expect("verify");
+        assert!(report.is_intact(), "{report:?}");
+        assert_eq!(report.records, 2);
+        let stored: i64 = Connection::open(journal.path())
+            .expect("second connection")
+            .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(stored, 3, "every intent but the clashing one committed");
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_alone_in_its_batch_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+        let first = Intent::for_bench(false);
+        journal.write_intent(&first).await.expect("written");
+        let mut clash = Intent::for_bench(false);
+        clash.idempotency_key = first.idempotency_key.clone();
+        assert!(matches!(
+            journal.write_intent(&clash).await,
+            Err(JournalError::DuplicateKey)
+        ));
+        // The journal goes on: the failed batch was rolled back, not left open.
+        let after = Intent::for_bench(false);
+        journal.write_intent(&after).await.expect("written after");
+        let record = journal
+            .append(event(&after.attempt_id))
+            .await
+            .expect("appended");
+        assert_eq!(record.seq, 1);
+        assert!(journal.verify().await.expect("verify").is_intact());
+    }
 }
