@@ -366,9 +366,14 @@ impl Provenance {
 /// The canonical definition of an action: every field that changes its meaning (name,
 /// description and summary, input schema, effect, consent, retry, data classes, externality,
 /// scope tags, credential binding, reconcile action, channel target with its result mapping,
-/// and provenance).
+/// the audit-note field, and provenance).
+///
+/// The audit-note field is present only when the action has one, so the definitions (and
+/// approved hashes) of actions without one are what they were before it was added. It belongs
+/// here because it decides what is sent: a channel keeps the note out of the request unless
+/// its template names the field, so moving the note to another field changes what leaves.
 pub fn definition_of(spec: &ActionSpec, input_schema: &Value, provenance: &Provenance) -> Value {
-    json!({
+    let mut definition = json!({
         "name": spec.name,
         "summary": spec.summary,
         "description": spec.description,
@@ -383,7 +388,11 @@ pub fn definition_of(spec: &ActionSpec, input_schema: &Value, provenance: &Prove
         "reconcile": spec.reconcile,
         "target": spec.target,
         "provenance": provenance,
-    })
+    });
+    if let (Some(field), Some(map)) = (&spec.audit_note_field, definition.as_object_mut()) {
+        map.insert("audit_note".to_owned(), json!(field));
+    }
+    definition
 }
 
 /// The actions offered to an agent.
@@ -471,7 +480,7 @@ mod tests {
     }
 
     /// Every meaningful field, each with one change.
-    const MUTATIONS: usize = 17;
+    const MUTATIONS: usize = 18;
 
     fn mutate(i: usize, spec: &mut ActionSpec, schema: &mut Value, provenance: &mut Provenance) {
         match i {
@@ -502,6 +511,7 @@ mod tests {
             14 => schema["properties"]["project_id"]["maxLength"] = json!(64),
             15 => provenance.crate_version = Some("1.0.1".to_owned()),
             16 => provenance.upstream_spec_hash = Some("ab".repeat(32)),
+            17 => spec.audit_note_field = Some("reason".into()),
             _ => unreachable!("only {MUTATIONS} mutations"),
         }
     }
@@ -519,6 +529,23 @@ mod tests {
             let after = canonical_hash(&definition_of(&s, &sc, &p));
             prop_assert_eq!(before == after, picks.is_empty(), "{:?}", picks);
         }
+    }
+
+    #[test]
+    fn an_action_without_an_audit_note_keeps_its_definition_and_another_field_changes_it() {
+        let provenance = Provenance::new("1.0.0");
+        let plain = definition_of(&spec(), &schema(), &provenance);
+        assert!(plain.get("audit_note").is_none(), "{plain}");
+        let mut noted = spec();
+        noted.audit_note_field = Some("reason".into());
+        let mut moved = spec();
+        moved.audit_note_field = Some("justification".into());
+        let noted = definition_of(&noted, &schema(), &provenance);
+        assert_eq!(noted["audit_note"], "reason");
+        assert_ne!(
+            canonical_hash(&noted),
+            canonical_hash(&definition_of(&moved, &schema(), &provenance))
+        );
     }
 
     #[test]

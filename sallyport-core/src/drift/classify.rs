@@ -244,7 +244,7 @@ pub(crate) const PERMISSION_EXPANSION: ScoringRule = rule(
 /// | scope tag added | `scope_changed` | changed | low | 15 |
 /// | scope tag removed or its kind changed | `scope_changed` | quarantined | high | 85 |
 /// | credential binding added, removed or renamed | `credential_changed` | quarantined | high | 80 |
-/// | channel target changed (channel, method, path, query, headers, body fields, host, argv) | `target_changed` | quarantined | high | 80 |
+/// | channel target changed (channel, method, path, query, headers, body fields, host, argv), or the audit-note field added, moved or dropped | `target_changed` | quarantined | high | 80 |
 /// | result mapping changed (status and exit mappings, result shape, body rules, limits) | `result_mapping_changed` | review_required | medium | 40 |
 /// | reconcile action changed | `reconcile_changed` | changed | low | 15 |
 /// | action not in the baseline | `tool_added` | review_required | medium | 50 |
@@ -447,6 +447,9 @@ pub fn compare_definitions(
                 }
             }
             "credential" => rules.push(CREDENTIAL),
+            // Which field is the audit note decides which field the channel keeps out of the
+            // request, like a template's `omit`: a change of what is sent.
+            "audit_note" => rules.push(TARGET),
             "reconcile" => rules.push(RECONCILE),
             "target" => classify_target(bv, av, &mut rules),
             "provenance" => {
@@ -865,6 +868,16 @@ mod tests {
             "statuses": [{"code": 409, "status": "already_in_desired_state"}]}});
         assert_eq!(reasons(&before, &path), ["target_changed"]);
         assert_eq!(reasons(&before, &mapping), ["result_mapping_changed"]);
+    }
+
+    #[test]
+    fn moving_adding_or_dropping_the_audit_note_is_a_target_change() {
+        let none = json!({"name": "a"});
+        let reason = json!({"name": "a", "audit_note": "reason"});
+        let other = json!({"name": "a", "audit_note": "justification"});
+        assert_eq!(reasons(&none, &reason), ["target_changed"]);
+        assert_eq!(reasons(&reason, &other), ["target_changed"]);
+        assert_eq!(reasons(&reason, &none), ["target_changed"]);
     }
 
     #[test]
