@@ -592,6 +592,63 @@ async fn an_unwritable_journal_refuses_the_call_and_sends_nothing() {
     blocker.execute_batch("ROLLBACK").expect("unlock");
 }
 
+/// RELIABILITY.md: "The journal cannot be written (disk full …): nothing is sent." A real
+/// SQLite journal capped at 48 KiB fills up as calls go on; from the call it refuses on,
+/// nothing reaches the channel, and what it answered before agrees with the file.
+#[tokio::test]
+async fn a_full_journal_refuses_the_call_and_sends_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("journal.db");
+    let journal = Arc::new(
+        SqliteJournal::builder(&path)
+            .max_size(48 * 1024)
+            .open()
+            .expect("journal"),
+    );
+    let channel = Arc::new(ScriptedChannel::new());
+    let executor = Executor::builder(catalog())
+        .journal_arc(journal.clone() as Arc<dyn Journal>)
+        .channel_arc(channel.clone())
+        .vault(MemoryVault::new())
+        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+        .build()
+        .expect("builds");
+    let mut sent = 0;
+    let mut receipts = Vec::new();
+    let refused = loop {
+        assert!(sent < 1_000, "a 48 KiB journal never filled");
+        let before = channel.dispatches();
+        let result = executor
+            .call("create_deployment", deploy_args(), &session())
+            .await;
+        if result.code.as_deref() == Some("journal_unavailable") {
+            assert_eq!(channel.dispatches(), before, "a refused call sent nothing");
+            break result;
+        }
+        assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+        sent += 1;
+        // A call whose outcome no longer fits is still answered, without a receipt.
+        receipts.extend(result.receipt_id);
+    };
+    assert!(sent > 0, "calls went through before the journal filled");
+    assert_eq!(refused.status, Status::Rejected);
+    assert_eq!(refused.origin, Some(Origin::Executor));
+    assert!(
+        refused.receipt_id.is_none(),
+        "a full journal records nothing"
+    );
+    assert_eq!(channel.dispatches(), sent);
+    // Every receipt handed out is in the file, and the chain verifies.
+    let records = journal.records().await.expect("a full journal still reads");
+    assert_eq!(records.len(), receipts.len());
+    assert!(
+        receipts
+            .iter()
+            .all(|r| records.iter().any(|rec| &rec.event.receipt_id == r))
+    );
+    assert!(journal.verify().await.expect("verify").is_intact());
+}
+
 /// A journal whose intent writes fail and whose audit still works: the refusal is audited.
 struct IntentFails(Arc<SqliteJournal>);
 

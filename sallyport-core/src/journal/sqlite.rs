@@ -75,9 +75,20 @@ CREATE TABLE IF NOT EXISTS audit (
 pub struct SqliteJournalBuilder {
     path: PathBuf,
     busy_timeout: Duration,
+    max_size: Option<u64>,
 }
 
 impl SqliteJournalBuilder {
+    /// Caps the journal's database file at about `bytes` (rounded down to whole pages; no
+    /// cap by default). When the journal is full, writes fail as they would on a full disk:
+    /// calls are refused with `journal_unavailable` and nothing is sent. The WAL file can
+    /// briefly hold more until it is checkpointed. A cap below the file's current size keeps
+    /// the current size.
+    pub fn max_size(mut self, bytes: u64) -> Self {
+        self.max_size = Some(bytes);
+        self
+    }
+
     /// How long a write waits for another connection's lock before failing (default 5 s).
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
@@ -143,6 +154,14 @@ impl SqliteJournalBuilder {
         conn.execute_batch(SCHEMA).map_err(JournalError::Write)?;
         conn.pragma_update(None, "user_version", FORMAT_VERSION)
             .map_err(JournalError::Write)?;
+        if let Some(bytes) = self.max_size {
+            let page_size: u64 = conn
+                .query_row("PRAGMA page_size", [], |r| r.get(0))
+                .map_err(JournalError::Write)?;
+            let pages = (bytes / page_size.max(1)).max(1);
+            conn.pragma_update(None, "max_page_count", pages)
+                .map_err(JournalError::Write)?;
+        }
         restrict_permissions(&self.path);
 
         let shared = Arc::new(Shared {
@@ -219,6 +238,7 @@ impl SqliteJournal {
         SqliteJournalBuilder {
             path: path.as_ref().to_path_buf(),
             busy_timeout: Duration::from_secs(5),
+            max_size: None,
         }
     }
 
@@ -429,6 +449,26 @@ impl Done {
             Self::Nothing(r) => r.is_err(),
         }
     }
+
+    /// The SQLite error behind a failed write, for answering the rest of its batch.
+    fn cause(&self) -> rusqlite::Error {
+        match self {
+            Self::Intent(Err(JournalError::Write(e))) | Self::Nothing(Err(e)) => clone_err(e),
+            Self::Append(r) => match r.as_ref() {
+                Err(JournalError::Write(e)) => clone_err(e),
+                _ => aborted(),
+            },
+            _ => aborted(),
+        }
+    }
+}
+
+/// The error for writes whose transaction SQLite rolled back on its own.
+fn aborted() -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+        Some("the batch's transaction was rolled back after a failed write".to_owned()),
+    )
 }
 
 struct Writer {
@@ -501,9 +541,18 @@ impl Writer {
             }
         };
         let start = head.clone();
-        let mut done: Vec<Done> = ops.iter().map(|op| self.apply(op, &mut head)).collect();
+        // First pass: plain statements, stopping at the first failure.
+        let mut done: Vec<Done> = Vec::with_capacity(ops.len());
+        for op in &ops {
+            let outcome = self.apply(op, &mut head);
+            let failed = outcome.failed();
+            done.push(outcome);
+            if failed {
+                break;
+            }
+        }
         if done.iter().any(Done::failed) {
-            let _ = self.exec("ROLLBACK", []);
+            self.rollback();
             if ops.len() == 1 {
                 reply_all(ops, done);
                 return;
@@ -515,17 +564,33 @@ impl Writer {
                     return;
                 }
             };
-            done = ops
-                .iter()
-                .map(|op| self.apply_isolated(op, &mut head))
-                .collect();
+            done.clear();
+            for op in &ops {
+                let outcome = self.apply_isolated(op, &mut head);
+                if outcome.failed() && self.conn.is_autocommit() {
+                    // SQLite rolled the whole transaction back itself (it may, on a full disk
+                    // or an I/O error), so nothing of this batch is written, and a further
+                    // statement would commit on its own. Every operation fails.
+                    let cause = outcome.cause();
+                    fail_all(ops, &cause);
+                    return;
+                }
+                done.push(outcome);
+            }
         }
         if let Err(e) = self.exec("COMMIT", []) {
-            let _ = self.exec("ROLLBACK", []);
+            self.rollback();
             fail_all(ops, &e);
             return;
         }
         reply_all(ops, done);
+    }
+
+    /// Rolls back the open transaction, if SQLite has not already done so.
+    fn rollback(&self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.exec("ROLLBACK", []);
+        }
     }
 
     /// Applies one write inside a savepoint, so its failure leaves the rest of the batch.
@@ -927,6 +992,67 @@ mod tests {
             .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
             .expect("count");
         assert_eq!(stored, 3, "every intent but the clashing one committed");
+    }
+
+    #[tokio::test]
+    async fn when_the_journal_fills_mid_batch_every_answer_matches_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = SqliteJournal::builder(dir.path().join("j.db"))
+            .max_size(64 * 1024)
+            .open()
+            .expect("journal");
+        let mut answers = Vec::new();
+        let mut refused = 0;
+        for round in 0..40 {
+            let mut ops = Vec::new();
+            let mut waits = Vec::new();
+            for i in 0..8 {
+                let mut intent = Intent::for_bench(round % 2 == 0);
+                // Rows of growing size, so some need a new page and some still fit.
+                intent.arguments = serde_json::json!({"pad": "x".repeat(200 * (i + 1))});
+                let (reply, answer) = oneshot::channel();
+                waits.push((intent.attempt_id.clone(), answer));
+                ops.push(Op::Intent(Box::new(intent), reply));
+                let (reply, answer) = oneshot::channel();
+                let attempt = waits[waits.len() - 1].0.clone();
+                ops.push(Op::Append(Box::new(event(&attempt)), Some(reply)));
+                answers.push((attempt, None, Some(answer)));
+            }
+            batch(&journal, ops);
+            for (attempt, answer) in waits {
+                let written = answer.await.expect("answered").is_ok();
+                refused += usize::from(!written);
+                if let Some(slot) = answers.iter_mut().find(|a| a.0 == attempt) {
+                    slot.1 = Some(written);
+                }
+            }
+        }
+        assert!(refused > 0, "the cap was reached");
+        let reader = Connection::open(journal.path()).expect("second connection");
+        let mut appended = 0;
+        for (attempt, intent_written, append) in answers {
+            let stored: i64 = reader
+                .query_row(
+                    "SELECT count(*) FROM attempts WHERE attempt_id = ?1",
+                    [attempt.as_str()],
+                    |r| r.get(0),
+                )
+                .expect("count");
+            assert_eq!(stored == 1, intent_written.expect("answered"), "{attempt}");
+            let record = append.expect("waiting").await.expect("answered");
+            let audited: i64 = reader
+                .query_row(
+                    "SELECT count(*) FROM audit WHERE attempt_id = ?1",
+                    [attempt.as_str()],
+                    |r| r.get(0),
+                )
+                .expect("count");
+            assert_eq!(audited == 1, record.is_ok(), "{attempt}");
+            appended += usize::from(record.is_ok());
+        }
+        let report = journal.verify().await.expect("a full journal still reads");
+        assert!(report.is_intact(), "{report:?}");
+        assert_eq!(report.records, appended as u64);
     }
 
     #[tokio::test]
