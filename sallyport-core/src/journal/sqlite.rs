@@ -1001,55 +1001,43 @@ mod tests {
             .max_size(64 * 1024)
             .open()
             .expect("journal");
-        let mut answers = Vec::new();
-        let mut refused = 0;
+        // Every intent and append of every batch, with the answers it was given.
+        let mut calls = Vec::new();
         for round in 0..40 {
             let mut ops = Vec::new();
-            let mut waits = Vec::new();
             for i in 0..8 {
                 let mut intent = Intent::for_bench(round % 2 == 0);
                 // Rows of growing size, so some need a new page and some still fit.
                 intent.arguments = serde_json::json!({"pad": "x".repeat(200 * (i + 1))});
-                let (reply, answer) = oneshot::channel();
-                waits.push((intent.attempt_id.clone(), answer));
-                ops.push(Op::Intent(Box::new(intent), reply));
-                let (reply, answer) = oneshot::channel();
-                let attempt = waits[waits.len() - 1].0.clone();
-                ops.push(Op::Append(Box::new(event(&attempt)), Some(reply)));
-                answers.push((attempt, None, Some(answer)));
+                let attempt = intent.attempt_id.clone();
+                let (intent_reply, intent_answer) = oneshot::channel();
+                let (append_reply, append_answer) = oneshot::channel();
+                ops.push(Op::Intent(Box::new(intent), intent_reply));
+                ops.push(Op::Append(Box::new(event(&attempt)), Some(append_reply)));
+                calls.push((attempt, intent_answer, append_answer));
             }
             batch(&journal, ops);
-            for (attempt, answer) in waits {
-                let written = answer.await.expect("answered").is_ok();
-                refused += usize::from(!written);
-                if let Some(slot) = answers.iter_mut().find(|a| a.0 == attempt) {
-                    slot.1 = Some(written);
-                }
-            }
+        }
+        let reader = Connection::open(journal.path()).expect("second connection");
+        let rows = |table: &str, attempt: &AttemptId| -> i64 {
+            reader
+                .query_row(
+                    &format!("SELECT count(*) FROM {table} WHERE attempt_id = ?1"),
+                    [attempt.as_str()],
+                    |r| r.get(0),
+                )
+                .expect("count")
+        };
+        let (mut refused, mut appended) = (0, 0);
+        for (attempt, intent_answer, append_answer) in calls {
+            let written = intent_answer.await.expect("answered").is_ok();
+            assert_eq!(rows("attempts", &attempt) == 1, written, "{attempt}");
+            let recorded = append_answer.await.expect("answered").is_ok();
+            assert_eq!(rows("audit", &attempt) == 1, recorded, "{attempt}");
+            refused += usize::from(!written);
+            appended += usize::from(recorded);
         }
         assert!(refused > 0, "the cap was reached");
-        let reader = Connection::open(journal.path()).expect("second connection");
-        let mut appended = 0;
-        for (attempt, intent_written, append) in answers {
-            let stored: i64 = reader
-                .query_row(
-                    "SELECT count(*) FROM attempts WHERE attempt_id = ?1",
-                    [attempt.as_str()],
-                    |r| r.get(0),
-                )
-                .expect("count");
-            assert_eq!(stored == 1, intent_written.expect("answered"), "{attempt}");
-            let record = append.expect("waiting").await.expect("answered");
-            let audited: i64 = reader
-                .query_row(
-                    "SELECT count(*) FROM audit WHERE attempt_id = ?1",
-                    [attempt.as_str()],
-                    |r| r.get(0),
-                )
-                .expect("count");
-            assert_eq!(audited == 1, record.is_ok(), "{attempt}");
-            appended += usize::from(record.is_ok());
-        }
         let report = journal.verify().await.expect("a full journal still reads");
         assert!(report.is_intact(), "{report:?}");
         assert_eq!(report.records, appended as u64);
