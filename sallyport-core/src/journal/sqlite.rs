@@ -529,7 +529,9 @@ impl Writer {
     /// savepoint around each. If an operation fails (rare: a duplicate key, a full disk), the
     /// transaction is rolled back and the batch runs again with a savepoint around each
     /// operation, so one bad operation does not take the others down. A batch of one never
-    /// needs the second pass: its failure rolls back the transaction.
+    /// needs the second pass: its failure rolls back the transaction. If SQLite rolls the
+    /// transaction back by itself (it may on a full disk or an I/O error), every operation of
+    /// the batch is answered as failed, which is what the file then holds.
     fn write_batch(&mut self, ops: Vec<Op>) {
         let durable = ops.iter().any(Op::is_durable);
         let begun = self.set_sync(durable).and_then(|()| self.begin(&ops));
