@@ -389,8 +389,8 @@ pub fn definition_of(spec: &ActionSpec, input_schema: &Value, provenance: &Prove
         "target": spec.target,
         "provenance": provenance,
     });
-    if let (Some(field), Some(map)) = (&spec.audit_note_field, definition.as_object_mut()) {
-        map.insert("audit_note".to_owned(), json!(field));
+    if let Some(field) = &spec.audit_note_field {
+        definition["audit_note"] = json!(field);
     }
     definition
 }

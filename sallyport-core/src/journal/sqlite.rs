@@ -542,7 +542,6 @@ impl Writer {
                 return;
             }
         };
-        let start = head.clone();
         // First pass: plain statements, stopping at the first failure.
         let mut done: Vec<Done> = Vec::with_capacity(ops.len());
         for op in &ops {
@@ -553,14 +552,15 @@ impl Writer {
                 break;
             }
         }
-        if done.iter().any(Done::failed) {
+        if done.last().is_some_and(Done::failed) {
             self.rollback();
             if ops.len() == 1 {
                 reply_all(ops, done);
                 return;
             }
+            // The rollback undid the first pass, so the head read again is the batch's start.
             head = match self.begin(&ops) {
-                Ok(_) => start,
+                Ok(head) => head,
                 Err(e) => {
                     fail_all(ops, &e);
                     return;
