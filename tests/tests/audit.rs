@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::{
-    BreakKind, ChainHead, Journal, JournalError, SqliteJournal, chain_hash, export_json_lines,
+    BreakKind, ChainHead, HeadSigningKey, Intent, Journal, JournalError, Phase, SqliteJournal,
+    chain_hash, export_json_lines,
 };
 use sallyport_core::outcome::Status;
 use sallyport_core::{Action, Catalog, Executor, Session};
@@ -122,7 +123,13 @@ async fn reordered_records_are_found() {
 async fn truncation_is_found_by_comparing_with_an_exported_head() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (path, head) = journal_with(dir.path(), 5).await;
-    tamper(&path, "DELETE FROM audit WHERE seq >= 4");
+    // A clean cut takes the attempts of the cut records too (their rows alone would be
+    // reported: attempts that claim an outcome no record gives).
+    tamper(
+        &path,
+        "DELETE FROM audit WHERE seq >= 4; \
+         DELETE FROM attempts WHERE attempt_id NOT IN (SELECT attempt_id FROM audit)",
+    );
     let mut report = verify_file(&path).await;
     assert!(report.is_intact(), "a clean cut looks intact on its own");
     report.check_against(&head, None);
@@ -189,7 +196,7 @@ async fn a_journal_from_a_newer_format_is_refused() {
     let err = SqliteJournal::open(&path).expect_err("newer");
     assert_eq!(
         err.to_string(),
-        "journal format 99 is newer than this build understands (1)"
+        "journal format 99 is newer than this build understands (2)"
     );
 }
 
@@ -329,4 +336,312 @@ async fn the_wal_is_checkpointed_as_calls_go_on() {
         "database is {db} bytes: nothing was checkpointed"
     );
     assert_eq!(head.count, 2_000);
+}
+
+/// `n` audited calls, one at a time, into a journal that signs its head with `key`.
+async fn signed_journal_with(dir: &Path, key: HeadSigningKey, n: usize) -> std::path::PathBuf {
+    let path = dir.join("journal.db");
+    let journal = Arc::new(
+        SqliteJournal::builder(&path)
+            .signing_key(key)
+            .open()
+            .expect("journal"),
+    );
+    let executor = Executor::builder(
+        Catalog::builder()
+            .action::<GetItem>()
+            .build()
+            .expect("catalog"),
+    )
+    .journal_arc(journal.clone())
+    .channel(ScriptedChannel::new())
+    .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+    .build()
+    .expect("executor");
+    let session = Session::new("s");
+    for i in 0..n {
+        let r = executor
+            .call("get_item", json!({"id": format!("item_{i}")}), &session)
+            .await;
+        assert_eq!(r.status, Status::Completed);
+    }
+    path
+}
+
+/// What an attacker who can write the file but holds no key does: changes records `from..`
+/// and recomputes every hash after them, so the unkeyed chain links up again.
+fn rewrite_and_rehash_from(path: &Path, from: i64) {
+    let conn = rusqlite::Connection::open(path).expect("open");
+    let rows: Vec<(i64, String)> = conn
+        .prepare("SELECT seq, event FROM audit ORDER BY seq")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let mut prev: String = if from == 1 {
+        sallyport_core::journal::GENESIS_HASH.to_owned()
+    } else {
+        conn.query_row("SELECT hash FROM audit WHERE seq = ?1", [from - 1], |r| {
+            r.get(0)
+        })
+        .expect("prev")
+    };
+    for (seq, event) in rows.into_iter().filter(|(seq, _)| *seq >= from) {
+        let event = event.replace(r#""session_id":"s""#, r#""session_id":"forged""#);
+        assert!(event.contains("forged"), "{event}");
+        let hash = chain_hash(&prev, seq as u64, &event);
+        conn.execute(
+            "UPDATE audit SET event = ?2, prev_hash = ?3, hash = ?4 WHERE seq = ?1",
+            rusqlite::params![seq, event, prev, hash],
+        )
+        .expect("rewrite");
+        prev = hash;
+    }
+}
+
+#[tokio::test]
+async fn a_signed_journal_verifies_with_its_public_key_through_its_last_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = HeadSigningKey::generate().expect("key");
+    let public = key.verifying_key();
+    let path = signed_journal_with(dir.path(), key, 3).await;
+    let journal = SqliteJournal::open(&path).expect("reopen");
+    let report = journal.verify_signed(&public).await.expect("verify");
+    assert_eq!(report.first_break, None, "{report:?}");
+    assert_eq!((report.records, report.last_signed), (3, Some(3)));
+    // One signed head per batch: one call at a time, one head each.
+    let heads = journal.signed_heads().await.expect("heads");
+    assert_eq!(
+        heads.iter().map(|h| h.count).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert!(heads.iter().all(|h| h.key_id == public.key_id()));
+}
+
+#[tokio::test]
+async fn a_wrong_public_key_verifies_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = HeadSigningKey::generate().expect("key");
+    let path = signed_journal_with(dir.path(), key, 2).await;
+    let other = HeadSigningKey::generate().expect("key").verifying_key();
+    let report = SqliteJournal::open(&path)
+        .expect("reopen")
+        .verify_signed(&other)
+        .await
+        .expect("verify");
+    let brk = report.first_break.expect("a wrong key must not pass");
+    assert_eq!(
+        (brk.seq, brk.kind, report.last_signed),
+        (1, BreakKind::Unsigned, None)
+    );
+    assert_eq!(
+        brk.detail,
+        format!(
+            "no head in this journal is signed by key {} (2 signed by other keys): records 1 to 2 are not covered by a signature",
+            other.key_id()
+        )
+    );
+}
+
+#[tokio::test]
+async fn records_rewritten_and_rehashed_after_a_signed_head_are_reported_with_the_last_signed_position()
+ {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = HeadSigningKey::generate().expect("key");
+    let public = key.verifying_key();
+    let path = signed_journal_with(dir.path(), key, 5).await;
+    rewrite_and_rehash_from(&path, 3);
+    // Without the key, the rewrite is invisible: that is what the signature is for.
+    assert!(verify_file(&path).await.is_intact());
+
+    // The heads signed at records 3, 4 and 5 no longer match.
+    let journal = SqliteJournal::open(&path).expect("reopen");
+    let report = journal.verify_signed(&public).await.expect("verify");
+    let brk = report.first_break.expect("rewrite found");
+    assert_eq!(
+        (brk.seq, brk.kind, report.last_signed),
+        (3, BreakKind::HeadMismatch, Some(2))
+    );
+    drop(journal);
+
+    // The attacker also deletes those heads: records 3 to 5 are now simply unsigned.
+    tamper(&path, "DELETE FROM heads WHERE count > 2");
+    let report = SqliteJournal::open(&path)
+        .expect("reopen")
+        .verify_signed(&public)
+        .await
+        .expect("verify");
+    let brk = report.first_break.expect("rewrite found");
+    assert_eq!(
+        (brk.seq, brk.kind, report.last_signed),
+        (3, BreakKind::Unsigned, Some(2))
+    );
+    assert_eq!(
+        brk.detail,
+        format!(
+            "records 3 to 5 come after the last head signed by key {} (record 2): they may have been rewritten or added without the key",
+            public.key_id()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_head_whose_signature_was_replaced_is_reported_as_a_bad_signature() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = HeadSigningKey::generate().expect("key");
+    let public = key.verifying_key();
+    let path = signed_journal_with(dir.path(), key, 3).await;
+    // Record 3 rewritten, and its head re-pointed at the new hash with the old signature.
+    rewrite_and_rehash_from(&path, 3);
+    tamper(
+        &path,
+        "UPDATE heads SET hash = (SELECT hash FROM audit WHERE seq = 3) WHERE count = 3",
+    );
+    let report = SqliteJournal::open(&path)
+        .expect("reopen")
+        .verify_signed(&public)
+        .await
+        .expect("verify");
+    let brk = report.first_break.expect("forgery found");
+    assert_eq!(
+        (brk.seq, brk.kind, report.last_signed),
+        (3, BreakKind::BadSignature, Some(2))
+    );
+}
+
+/// Leaves a mutating call between dispatch and outcome, as a killed process would.
+async fn crashed_after_dispatch(path: &Path) -> String {
+    let journal = SqliteJournal::open(path).expect("journal");
+    let intent = Intent::for_bench(true);
+    journal.write_intent(&intent).await.expect("intent");
+    journal.note_dispatch(&intent.attempt_id, 1);
+    // Reads are answered after every write queued before them.
+    assert_eq!(journal.unresolved().await.expect("unresolved").len(), 1);
+    intent.attempt_id.as_str().to_owned()
+}
+
+#[tokio::test]
+async fn an_unresolved_attempt_marked_finished_by_hand_is_reported_and_stays_unresolved() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = journal_with(dir.path(), 2).await;
+    let attempt = crashed_after_dispatch(&path).await;
+    tamper(
+        &path,
+        "UPDATE attempts SET phase = 'finished', status = 'completed' WHERE phase = 'dispatched'",
+    );
+    let journal = SqliteJournal::open(&path).expect("reopen");
+    let unresolved = journal.unresolved().await.expect("unresolved");
+    assert_eq!(
+        unresolved
+            .iter()
+            .map(|u| (u.attempt_id.as_str(), u.phase, u.dispatches))
+            .collect::<Vec<_>>(),
+        [(attempt.as_str(), Phase::Dispatched, 1)]
+    );
+    let report = journal.verify().await.expect("verify");
+    let brk = report.first_break.expect("edit found");
+    assert_eq!(
+        (brk.seq, brk.kind, brk.attempt.as_ref().map(|a| a.as_str())),
+        (0, BreakKind::AttemptEdited, Some(attempt.as_str()))
+    );
+    assert_eq!(
+        brk.detail,
+        format!(
+            "attempt {attempt} is stored as finished but no audit record closes it: it is unresolved"
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_edited_phase_of_a_finished_attempt_is_reported_at_its_audit_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = journal_with(dir.path(), 3).await;
+    let attempt: String = rusqlite::Connection::open(&path)
+        .expect("open")
+        .query_row("SELECT attempt_id FROM audit WHERE seq = 2", [], |r| {
+            r.get(0)
+        })
+        .expect("attempt");
+    tamper(
+        &path,
+        &format!("UPDATE attempts SET status = 'rejected' WHERE attempt_id = '{attempt}'"),
+    );
+    let brk = verify_file(&path).await.first_break.expect("edit found");
+    assert_eq!(
+        (brk.seq, brk.kind, brk.attempt.map(|a| a.as_str().to_owned())),
+        (2, BreakKind::AttemptEdited, Some(attempt.clone()))
+    );
+    assert_eq!(
+        brk.detail,
+        format!(
+            "attempt {attempt} is stored as finished (rejected) but audit record 2 closed it as finished (completed)"
+        )
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_journal_and_its_wal_and_shm_files_are_mode_0600() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = journal_with(dir.path(), 2).await;
+    // Reopened and written again, while the files exist.
+    let journal = SqliteJournal::open(&path).expect("reopen");
+    journal
+        .write_intent(&Intent::for_bench(true))
+        .await
+        .expect("intent");
+    let mode = |suffix: &str| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        std::fs::metadata(&name)
+            .unwrap_or_else(|e| panic!("{suffix}: {e}"))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(
+        (mode(""), mode("-wal"), mode("-shm")),
+        (0o600, 0o600, 0o600)
+    );
+}
+
+#[tokio::test]
+async fn the_signing_key_reaches_neither_the_journal_files_nor_debug_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key_file = dir.path().join("head.key");
+    let key = HeadSigningKey::generate().expect("key");
+    key.write_new(&key_file).expect("write key");
+    let b64 = std::fs::read_to_string(&key_file)
+        .expect("read key")
+        .trim()
+        .rsplit(' ')
+        .next()
+        .expect("seed")
+        .to_owned();
+    let seed = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &b64)
+        .expect("base64");
+    let builder = SqliteJournal::builder(dir.path().join("j.db")).signing_key(
+        HeadSigningKey::read_file(&key_file).expect("read key"),
+    );
+    let shown = format!("{builder:?}");
+    let path = signed_journal_with(dir.path(), key, 3).await;
+    let mut bytes = std::fs::read(&path).expect("db");
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    bytes.extend(std::fs::read(&wal).unwrap_or_default());
+    for form in [
+        seed.clone(),
+        b64.clone().into_bytes(),
+        hex::encode(&seed).into_bytes(),
+        hex::encode_upper(&seed).into_bytes(),
+    ] {
+        assert!(
+            !bytes.windows(form.len()).any(|w| w == form.as_slice()),
+            "the journal holds the key"
+        );
+        assert!(!shown.as_bytes().windows(form.len()).any(|w| w == form.as_slice()));
+    }
+    assert!(shown.contains("HeadSigningKey { key_id: "), "{shown}");
 }

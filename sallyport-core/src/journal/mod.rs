@@ -5,7 +5,9 @@
 //! [`SqliteJournal`] keeps both in one SQLite file and batches concurrent writes into one
 //! transaction, so concurrent calls share fsyncs instead of queueing behind them.
 
+mod attempts;
 mod ids;
+pub mod signing;
 mod sqlite;
 
 pub(crate) use self::sqlite::now;
@@ -15,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use self::ids::{AttemptId, IdempotencyKey, ReceiptId};
+pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
 pub use self::sqlite::{MAX_BATCH, SqliteJournal, SqliteJournalBuilder};
 use crate::action::{EffectClass, ScopedValue};
 use crate::outcome::{Origin, Status};
@@ -192,19 +195,31 @@ pub enum BreakKind {
     Reordered,
     /// A record cannot be read.
     Malformed,
-    /// The chain does not match the exported head it was compared with.
+    /// The chain does not match the exported head it was compared with, or a record no longer
+    /// matches the head signed at its position.
     HeadMismatch,
+    /// A stored head names the verifying key but its signature does not verify.
+    BadSignature,
+    /// Records that no head signed by the verifying key covers (only with a key).
+    Unsigned,
+    /// An attempt row disagrees with the audit chain: its phase or status was changed, or it
+    /// claims an outcome no audit record gives.
+    AttemptEdited,
 }
 
 /// The first broken link `verify` found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainBreak {
-    /// The sequence number where the chain breaks.
+    /// The sequence number where the chain breaks (for an attempt row no audit record
+    /// closes, 0).
     pub seq: u64,
     /// What it looks like.
     pub kind: BreakKind,
     /// A sentence for a human.
     pub detail: String,
+    /// The attempt whose row disagrees with the chain ([`BreakKind::AttemptEdited`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<AttemptId>,
 }
 
 /// The answer of `verify`.
@@ -216,6 +231,10 @@ pub struct VerifyReport {
     pub head: ChainHead,
     /// The first break, if any.
     pub first_break: Option<ChainBreak>,
+    /// The last position covered by a head signed with the key given to
+    /// [`Journal::verify_signed`]; `None` without a key, or when no head verifies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_signed: Option<u64>,
 }
 
 impl VerifyReport {
@@ -238,18 +257,22 @@ impl VerifyReport {
                     "chain holds {} records but the exported head says {}: truncated",
                     self.head.count, exported.count
                 ),
+                attempt: None,
             });
         } else if hash_at_count != Some(exported.hash.as_str()) {
             self.first_break = Some(ChainBreak {
                 seq: exported.count,
                 kind: BreakKind::HeadMismatch,
                 detail: format!("record {} does not match the exported head", exported.count),
+                attempt: None,
             });
         }
     }
 }
 
-/// An attempt left between intent and outcome (after a crash).
+/// An attempt left between intent and outcome (after a crash): an attempt no audit record
+/// closes. What the chain says decides, not the attempt row's own `phase` column, so editing
+/// that column does not hide an attempt from this list.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UnresolvedAttempt {
     /// The attempt.
@@ -260,7 +283,8 @@ pub struct UnresolvedAttempt {
     pub session_id: String,
     /// The idempotency key.
     pub idempotency_key: IdempotencyKey,
-    /// The phase it stopped in.
+    /// The phase it stopped in: `intent_written`, or `dispatched` whenever the row does not
+    /// say `intent_written` (a row claiming an outcome no record gives may have been sent).
     pub phase: Phase,
     /// Requests handed to the transport.
     pub dispatches: u32,
@@ -342,12 +366,49 @@ pub trait Journal: Send + Sync + 'static {
     /// Appends without waiting (used when a call's future is dropped).
     fn append_detached(&self, event: AuditEvent);
 
-    /// Checks the whole chain and reports the first broken link.
+    /// Checks the whole chain, and the attempt rows against it, and reports the first broken
+    /// link.
     ///
     /// # Errors
     ///
     /// When the journal cannot be read.
     async fn verify(&self) -> Result<VerifyReport, JournalError>;
+
+    /// The signed chain heads the journal holds, oldest first (none by default).
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn signed_heads(&self) -> Result<Vec<SignedHead>, JournalError> {
+        Ok(Vec::new())
+    }
+
+    /// [`Journal::verify`], then the signed heads checked with `key` (see
+    /// [`signing::check_signed_heads`]): reports the last signed position and treats records
+    /// after it as unsigned. A journal with no heads signed by `key` is reported, never passed.
+    ///
+    /// The default reads heads, chain and records one after another; a backend whose
+    /// writers may append in between should override it with one consistent read.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn verify_signed(&self, key: &HeadVerifyingKey) -> Result<VerifyReport, JournalError> {
+        let heads = self.signed_heads().await?;
+        let mut report = self.verify().await?;
+        let chain: Vec<String> = match self.records().await {
+            Ok(records) => records
+                .into_iter()
+                .take(usize::try_from(report.records).unwrap_or(usize::MAX))
+                .map(|r| r.hash)
+                .collect(),
+            // A record that cannot be read is already the reported break.
+            Err(_) if report.first_break.is_some() => return Ok(report),
+            Err(e) => return Err(e),
+        };
+        signing::check_signed_heads(&mut report, &chain, &heads, key);
+        Ok(report)
+    }
 
     /// Every audit record, oldest first.
     ///

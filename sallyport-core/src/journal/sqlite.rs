@@ -19,15 +19,18 @@
 //!
 //! `synchronous=NORMAL` survives a process crash but not a power loss; FULL survives both.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
+use super::attempts::{AttemptRow, Closed, check_attempts};
+use super::signing::{HeadSigningKey, HeadVerifyingKey, SignedHead, check_signed_heads};
 use super::{
     AttemptId, AuditEvent, AuditRecord, BreakKind, ChainBreak, ChainHead, GENESIS_HASH,
     IdempotencyKey, Intent, Journal, JournalError, Phase, UnresolvedAttempt, VerifyReport,
@@ -37,8 +40,9 @@ use super::{
 /// Most operations applied in one transaction.
 pub const MAX_BATCH: usize = 512;
 
-/// The journal format this build writes (`PRAGMA user_version`).
-const FORMAT_VERSION: i64 = 1;
+/// The journal format this build writes (`PRAGMA user_version`). Format 2 added the `heads`
+/// table of signed chain heads; a format-1 journal is upgraded when it is opened.
+const FORMAT_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS attempts (
@@ -67,6 +71,15 @@ CREATE TABLE IF NOT EXISTS audit (
     hash       TEXT NOT NULL,
     event      TEXT NOT NULL
 );
+-- One row per signed head: the chain's record count and last hash when a batch committed,
+-- signed with the journal's Ed25519 key (see `journal::signing`).
+CREATE TABLE IF NOT EXISTS heads (
+    count     INTEGER PRIMARY KEY,
+    hash      TEXT NOT NULL,
+    key_id    TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    signed_at TEXT NOT NULL
+);
 ";
 
 /// Configures a [`SqliteJournal`].
@@ -76,6 +89,7 @@ pub struct SqliteJournalBuilder {
     path: PathBuf,
     busy_timeout: Duration,
     max_size: Option<u64>,
+    signing_key: Option<HeadSigningKey>,
 }
 
 impl SqliteJournalBuilder {
@@ -95,79 +109,86 @@ impl SqliteJournalBuilder {
         self
     }
 
+    /// Signs the chain head with `key` in every batch of writes that appends a record (the
+    /// signature is stored in the journal's `heads` table, beside the chain). With a key,
+    /// `sallyport audit verify --public-key` (or [`Journal::verify_signed`]) proves that no
+    /// record up to the last signed head was rewritten by someone who could write the file
+    /// but did not hold the key. Costs one Ed25519 signature (about 20 µs) per batch.
+    pub fn signing_key(mut self, key: HeadSigningKey) -> Self {
+        self.signing_key = Some(key);
+        self
+    }
+
     /// Opens (or creates) the journal and starts its writer thread.
+    ///
+    /// Safe when several processes open one new file at once: the schema is created in one
+    /// transaction that takes the write lock first, and a process that finds the lock held
+    /// waits (up to the busy timeout) instead of reading a half-made schema.
     ///
     /// # Errors
     ///
     /// [`JournalError::Corrupt`] for a file that is not a journal (left untouched),
-    /// [`JournalError::NewerFormat`] for a newer format, [`JournalError::Open`] otherwise.
+    /// [`JournalError::NewerFormat`] for a newer format, [`JournalError::Open`] otherwise
+    /// (including a lock still held by another process after the busy timeout).
     pub fn open(self) -> Result<SqliteJournal, JournalError> {
         let path_text = self.path.display().to_string();
-        let existed = self.path.exists();
+        let open_failed = |source| JournalError::Open {
+            path: path_text.clone(),
+            source,
+        };
+        create_private(&self.path);
         let conn = Connection::open_with_flags(
             &self.path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .map_err(|source| JournalError::Open {
-            path: path_text.clone(),
-            source,
-        })?;
-        // Read before writing anything: a foreign or corrupt file fails here, untouched.
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|source| JournalError::Corrupt {
+        .map_err(open_failed)?;
+        conn.busy_timeout(self.busy_timeout).map_err(open_failed)?;
+        let deadline = Instant::now() + self.busy_timeout;
+        // Check and create in one write-locked transaction: another process creating the
+        // schema at the same moment is either done (we see all of it) or waited for.
+        retry_busy(deadline, || migrate(&conn)).map_err(|e| match e {
+            OpenFailure::Foreign => JournalError::Corrupt {
+                path: path_text.clone(),
+                source: rusqlite::Error::InvalidQuery,
+            },
+            OpenFailure::Newer(found) => JournalError::NewerFormat {
+                found,
+                supported: FORMAT_VERSION,
+            },
+            OpenFailure::Sqlite(source) if is_corrupt(&source) => JournalError::Corrupt {
                 path: path_text.clone(),
                 source,
-            })?;
-        if existed {
-            let tables: i64 = conn
-                .query_row(
-                    "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
-                    [],
-                    |r| r.get(0),
-                )
-                .map_err(|source| JournalError::Corrupt {
-                    path: path_text.clone(),
-                    source,
-                })?;
-            if tables > 0 && version == 0 {
-                return Err(JournalError::Corrupt {
-                    path: path_text,
-                    source: rusqlite::Error::InvalidQuery,
-                });
-            }
-        }
-        if version > FORMAT_VERSION {
-            return Err(JournalError::NewerFormat {
-                found: version,
-                supported: FORMAT_VERSION,
-            });
-        }
-        conn.busy_timeout(self.busy_timeout)
-            .map_err(JournalError::Write)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(JournalError::Write)?;
+            },
+            OpenFailure::Sqlite(source) => open_failed(source),
+        })?;
+        // Only now, with the file known to be a journal, may anything change its header.
+        retry_busy(deadline, || {
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(OpenFailure::Sqlite)
+        })
+        .map_err(|e| open_failed(e.into_sqlite()))?;
         conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(JournalError::Write)?;
-        conn.execute_batch(SCHEMA).map_err(JournalError::Write)?;
-        conn.pragma_update(None, "user_version", FORMAT_VERSION)
-            .map_err(JournalError::Write)?;
+            .map_err(open_failed)?;
         if let Some(bytes) = self.max_size {
             let page_size: u64 = conn
                 .query_row("PRAGMA page_size", [], |r| r.get(0))
-                .map_err(JournalError::Write)?;
+                .map_err(open_failed)?;
             let pages = (bytes / page_size.max(1)).max(1);
             conn.pragma_update(None, "max_page_count", pages)
-                .map_err(JournalError::Write)?;
+                .map_err(open_failed)?;
         }
+        // Reading once in WAL mode makes SQLite create `-wal` and `-shm` (with the database
+        // file's mode, now 0600); files left by an older build get the same mode here.
+        conn.query_row("SELECT count(*) FROM audit", [], |r| r.get::<_, i64>(0))
+            .map_err(open_failed)?;
         restrict_permissions(&self.path);
 
         let shared = Arc::new(Shared {
             queued: Mutex::new(Vec::new()),
             thread_ops: Mutex::new(Vec::new()),
-            writer: Mutex::new(Writer::new(conn)),
+            writer: Mutex::new(Writer::new(conn, self.signing_key)),
         });
         let (wake, woken) = mpsc::channel::<()>();
         let for_thread = Arc::clone(&shared);
@@ -187,11 +208,132 @@ impl SqliteJournalBuilder {
     }
 }
 
+/// Why [`migrate`] did not finish.
+enum OpenFailure {
+    /// An SQLite database that is not a journal.
+    Foreign,
+    /// A journal of a newer format.
+    Newer(i64),
+    /// What SQLite said.
+    Sqlite(rusqlite::Error),
+}
+
+impl OpenFailure {
+    fn into_sqlite(self) -> rusqlite::Error {
+        match self {
+            Self::Sqlite(e) => e,
+            Self::Foreign | Self::Newer(_) => rusqlite::Error::InvalidQuery,
+        }
+    }
+}
+
+/// Checks the file and creates or upgrades the schema, in one transaction that takes the
+/// write lock before reading anything. A foreign or newer file is rolled back untouched.
+fn migrate(conn: &Connection) -> Result<(), OpenFailure> {
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(OpenFailure::Sqlite)?;
+    let checked = (|| {
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(OpenFailure::Sqlite)?;
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(OpenFailure::Sqlite)?;
+        if tables > 0 && version == 0 {
+            return Err(OpenFailure::Foreign);
+        }
+        if version > FORMAT_VERSION {
+            return Err(OpenFailure::Newer(version));
+        }
+        if version < FORMAT_VERSION {
+            conn.execute_batch(SCHEMA).map_err(OpenFailure::Sqlite)?;
+            conn.pragma_update(None, "user_version", FORMAT_VERSION)
+                .map_err(OpenFailure::Sqlite)?;
+        }
+        Ok(())
+    })();
+    match checked {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            OpenFailure::Sqlite(e)
+        }),
+        Err(e) => {
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Whether SQLite says the file itself is damaged or not a database (as opposed to busy,
+/// unreadable or full).
+fn is_corrupt(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}
+
+/// Runs `step` again while SQLite answers busy or locked (the busy handler does not cover
+/// every lock, e.g. a change of journal mode), until `deadline`.
+fn retry_busy<T>(
+    deadline: Instant,
+    mut step: impl FnMut() -> Result<T, OpenFailure>,
+) -> Result<T, OpenFailure> {
+    loop {
+        match step() {
+            Err(OpenFailure::Sqlite(rusqlite::Error::SqliteFailure(f, msg)))
+                if matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) =>
+            {
+                if Instant::now() >= deadline {
+                    return Err(OpenFailure::Sqlite(rusqlite::Error::SqliteFailure(f, msg)));
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Creates a missing journal file with mode 0600 before SQLite opens it, so the `-wal` and
+/// `-shm` files SQLite derives from it are 0600 too. An existing file is not opened here.
+#[cfg(unix)]
+fn create_private(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Best effort: if this fails, SQLite's own open reports the reason.
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
+}
+
+#[cfg(not(unix))]
+fn create_private(_path: &Path) {}
+
+/// The journal file and its `-wal` and `-shm` companions, mode 0600.
 #[cfg(unix)]
 fn restrict_permissions(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     // Best effort: the journal holds arguments and audit notes, not secrets.
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    let mut companions = vec![path.to_path_buf()];
+    for suffix in ["-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        companions.push(PathBuf::from(name));
+    }
+    for file in companions {
+        let _ = std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600));
+    }
 }
 
 #[cfg(not(unix))]
@@ -239,6 +381,7 @@ impl SqliteJournal {
             path: path.as_ref().to_path_buf(),
             busy_timeout: Duration::from_secs(5),
             max_size: None,
+            signing_key: None,
         }
     }
 
@@ -401,6 +544,15 @@ impl Journal for SqliteJournal {
         self.ask(Op::Verify).await
     }
 
+    async fn signed_heads(&self) -> Result<Vec<SignedHead>, JournalError> {
+        self.ask(Op::Heads).await
+    }
+
+    async fn verify_signed(&self, key: &HeadVerifyingKey) -> Result<VerifyReport, JournalError> {
+        let key = Box::new(*key);
+        self.ask(|reply| Op::VerifySigned(key, reply)).await
+    }
+
     async fn records(&self) -> Result<Vec<AuditRecord>, JournalError> {
         self.ask(Op::Records).await
     }
@@ -417,6 +569,8 @@ enum Op {
     Dispatch(AttemptId, u32),
     Append(Box<AuditEvent>, Option<Reply<AuditRecord>>),
     Verify(Reply<VerifyReport>),
+    VerifySigned(Box<HeadVerifyingKey>, Reply<VerifyReport>),
+    Heads(Reply<Vec<SignedHead>>),
     Records(Reply<Vec<AuditRecord>>),
     Unresolved(Reply<Vec<UnresolvedAttempt>>),
 }
@@ -474,13 +628,16 @@ fn aborted() -> rusqlite::Error {
 struct Writer {
     conn: Connection,
     full_sync: bool,
+    /// Signs the head at the end of every batch that appends.
+    signing_key: Option<HeadSigningKey>,
 }
 
 impl Writer {
-    fn new(conn: Connection) -> Self {
+    fn new(conn: Connection, signing_key: Option<HeadSigningKey>) -> Self {
         Self {
             conn,
             full_sync: false,
+            signing_key,
         }
     }
 
@@ -542,6 +699,7 @@ impl Writer {
                 return;
             }
         };
+        let mut start = head.0;
         // First pass: plain statements, stopping at the first failure.
         let mut done: Vec<Done> = Vec::with_capacity(ops.len());
         for op in &ops {
@@ -566,6 +724,7 @@ impl Writer {
                     return;
                 }
             };
+            start = head.0;
             done.clear();
             for op in &ops {
                 let outcome = self.apply_isolated(op, &mut head);
@@ -580,12 +739,40 @@ impl Writer {
                 done.push(outcome);
             }
         }
+        // The batch's records are signed in its own transaction: no commit leaves a record
+        // the key should have signed unsigned.
+        if head.0 > start {
+            if let Err(e) = self.sign_head(&head) {
+                self.rollback();
+                fail_all(ops, &e);
+                return;
+            }
+        }
         if let Err(e) = self.exec("COMMIT", []) {
             self.rollback();
             fail_all(ops, &e);
             return;
         }
         reply_all(ops, done);
+    }
+
+    /// Stores the head signed with the journal's key, if it has one.
+    fn sign_head(&self, head: &(u64, String)) -> rusqlite::Result<()> {
+        let Some(key) = &self.signing_key else {
+            return Ok(());
+        };
+        let signed = key.sign(
+            &ChainHead {
+                count: head.0,
+                hash: head.1.clone(),
+            },
+            now(),
+        );
+        self.exec(
+            "INSERT OR REPLACE INTO heads (count, hash, key_id, signature, signed_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![signed.count, signed.hash, signed.key_id, signed.signature, signed.signed_at],
+        )
+        .map(drop)
     }
 
     /// Rolls back the open transaction, if SQLite has not already done so.
@@ -633,7 +820,11 @@ impl Writer {
             Op::Append(event, _) => Done::Append(Box::new(
                 self.insert_audit(event, head).map_err(JournalError::Write),
             )),
-            Op::Verify(_) | Op::Records(_) | Op::Unresolved(_) => Done::Nothing(Ok(())),
+            Op::Verify(_)
+            | Op::VerifySigned(..)
+            | Op::Heads(_)
+            | Op::Records(_)
+            | Op::Unresolved(_) => Done::Nothing(Ok(())),
         }
     }
 
@@ -705,13 +896,22 @@ impl Writer {
     fn read(&self, op: Op) {
         match op {
             Op::Verify(reply) => {
-                let _ = reply.send(self.verify().map_err(JournalError::Read));
+                let _ = reply.send(self.snapshot(Self::verify).map_err(JournalError::Read));
+            }
+            Op::VerifySigned(key, reply) => {
+                let _ = reply.send(
+                    self.snapshot(|w| w.verify_signed(&key))
+                        .map_err(JournalError::Read),
+                );
+            }
+            Op::Heads(reply) => {
+                let _ = reply.send(self.heads().map_err(JournalError::Read));
             }
             Op::Records(reply) => {
                 let _ = reply.send(self.records().map_err(JournalError::Read));
             }
             Op::Unresolved(reply) => {
-                let _ = reply.send(self.unresolved().map_err(JournalError::Read));
+                let _ = reply.send(self.snapshot(Self::unresolved).map_err(JournalError::Read));
             }
             Op::Intent(..) | Op::Dispatch(..) | Op::Append(..) => {}
         }
@@ -727,7 +927,63 @@ impl Writer {
         Ok(rows)
     }
 
+    /// Runs `read` in one read transaction, so a writer in another process cannot change the
+    /// file between its queries.
+    fn snapshot<T>(&self, read: impl FnOnce(&Self) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+        self.exec("BEGIN", [])?;
+        let out = read(self);
+        self.rollback();
+        out
+    }
+
     fn verify(&self) -> rusqlite::Result<VerifyReport> {
+        self.check_chain().map(|(report, _)| report)
+    }
+
+    fn verify_signed(&self, key: &HeadVerifyingKey) -> rusqlite::Result<VerifyReport> {
+        let heads = self.heads()?;
+        let (mut report, chain) = self.check_chain()?;
+        check_signed_heads(&mut report, &chain, &heads, key);
+        Ok(report)
+    }
+
+    fn heads(&self) -> rusqlite::Result<Vec<SignedHead>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT count, hash, key_id, signature, signed_at FROM heads ORDER BY count")?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(SignedHead::from_stored(
+                    u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn attempt_rows(&self) -> rusqlite::Result<Vec<AttemptRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT attempt_id, phase, status FROM attempts ORDER BY created_at, attempt_id",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(AttemptRow {
+                    attempt_id: r.get(0)?,
+                    phase: r.get(1)?,
+                    status: r.get(2)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    /// The chain checked link by link, then the attempt rows against it; also the stored
+    /// hashes of the records checked, for the signed heads.
+    fn check_chain(&self) -> rusqlite::Result<(VerifyReport, Vec<String>)> {
         let rows = self.rows()?;
         let mut report = VerifyReport {
             records: rows.len() as u64,
@@ -738,8 +994,10 @@ impl Writer {
                     .map_or_else(|| GENESIS_HASH.to_owned(), |r| r.2.clone()),
             },
             first_break: None,
+            last_signed: None,
         };
         let stored_hashes: Vec<&str> = rows.iter().map(|r| r.2.as_str()).collect();
+        let mut closed: HashMap<String, Closed> = HashMap::new();
         let mut prev_hash = GENESIS_HASH.to_owned();
         for (expected_seq, (seq, stored_prev, stored_hash, event)) in (1_i64..).zip(&rows) {
             let at = u64::try_from(*seq).unwrap_or(0);
@@ -747,6 +1005,7 @@ impl Writer {
                 seq: at,
                 kind,
                 detail,
+                attempt: None,
             };
             if *seq != expected_seq {
                 let kind = if *seq > expected_seq {
@@ -779,16 +1038,28 @@ impl Writer {
                 ));
                 break;
             }
-            if serde_json::from_str::<AuditEvent>(event).is_err() {
+            let Ok(parsed) = serde_json::from_str::<AuditEvent>(event) else {
                 report.first_break = Some(brk(
                     BreakKind::Malformed,
                     format!("record {seq} is not a readable audit event"),
                 ));
                 break;
-            }
+            };
+            closed.insert(
+                parsed.attempt_id.as_str().to_owned(),
+                Closed {
+                    seq: at,
+                    phase: parsed.phase,
+                    status: parsed.status,
+                },
+            );
             prev_hash.clone_from(stored_hash);
         }
-        Ok(report)
+        if report.first_break.is_none() {
+            report.first_break = check_attempts(&self.attempt_rows()?, &closed);
+        }
+        let chain = rows.into_iter().map(|r| r.2).collect();
+        Ok((report, chain))
     }
 
     fn records(&self) -> rusqlite::Result<Vec<AuditRecord>> {
@@ -812,32 +1083,43 @@ impl Writer {
             .collect()
     }
 
+    /// Attempts no audit record closes, whatever their own `phase` column says.
     fn unresolved(&self) -> rusqlite::Result<Vec<UnresolvedAttempt>> {
+        let closed: HashSet<String> = self
+            .conn
+            .prepare("SELECT attempt_id FROM audit")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
         let mut stmt = self.conn.prepare(
             "SELECT attempt_id, action, session_id, idempotency_key, phase, dispatches, arguments, created_at
-             FROM attempts WHERE phase IN ('intent_written', 'dispatched') ORDER BY created_at, attempt_id",
+             FROM attempts ORDER BY created_at, attempt_id",
         )?;
-        let rows = stmt
-            .query_map([], |r| {
-                let phase: String = r.get(4)?;
-                let arguments: String = r.get(6)?;
-                Ok(UnresolvedAttempt {
-                    attempt_id: AttemptId::from_stored(r.get::<_, String>(0)?),
-                    action: r.get(1)?,
-                    session_id: r.get(2)?,
-                    idempotency_key: IdempotencyKey::from_stored(r.get::<_, String>(3)?),
-                    phase: if phase == "dispatched" {
-                        Phase::Dispatched
-                    } else {
-                        Phase::IntentWritten
-                    },
-                    dispatches: r.get(5)?,
-                    arguments: serde_json::from_str(&arguments).unwrap_or_default(),
-                    created_at: r.get(7)?,
-                })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
+        let mut open = Vec::new();
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let attempt_id: String = r.get(0)?;
+            if closed.contains(&attempt_id) {
+                continue;
+            }
+            let phase: String = r.get(4)?;
+            let arguments: String = r.get(6)?;
+            open.push(UnresolvedAttempt {
+                attempt_id: AttemptId::from_stored(attempt_id),
+                action: r.get(1)?,
+                session_id: r.get(2)?,
+                idempotency_key: IdempotencyKey::from_stored(r.get::<_, String>(3)?),
+                // Fail closed: only a row that says so is taken as never sent.
+                phase: if phase == Phase::IntentWritten.as_str() {
+                    Phase::IntentWritten
+                } else {
+                    Phase::Dispatched
+                },
+                dispatches: r.get(5)?,
+                arguments: serde_json::from_str(&arguments).unwrap_or_default(),
+                created_at: r.get(7)?,
+            });
+        }
+        Ok(open)
     }
 }
 

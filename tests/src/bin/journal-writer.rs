@@ -1,0 +1,124 @@
+//! One executor process writing to a journal file, for the tests that start several of them
+//! at once on one path (`CARGO_BIN_EXE_journal-writer`).
+//!
+//! `journal-writer JOURNAL CALLS START_AT_MS [SIGNING_KEY_FILE]` waits until the Unix time
+//! `START_AT_MS` (so processes spawned one after another open the journal together), opens
+//! the journal, and makes `CALLS` calls, alternating a read and a mutating call, through an
+//! executor with a scripted channel and approving consent.
+//!
+//! Exit codes: 0 every call completed; 2 bad arguments; 3 the journal did not open (the error
+//! is printed); 4 a call did not complete (its result is printed).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sallyport_core::consent::{ConsentDecision, FnConsent};
+use sallyport_core::journal::{HeadSigningKey, SqliteJournal};
+use sallyport_core::outcome::Status;
+use sallyport_core::{Action, Catalog, Executor, Session};
+use sallyport_tests::scripted::ScriptedChannel;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+/// Read one item.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "get_item", effect = observe)]
+#[channel(name = "test")]
+#[allow(dead_code, reason = "the executor decodes it; nothing reads the field")]
+struct GetItem {
+    id: String,
+}
+
+/// Pay one invoice.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "pay_invoice", effect = external_commitment)]
+#[channel(name = "test")]
+#[allow(dead_code, reason = "the executor decodes it; nothing reads the field")]
+struct PayInvoice {
+    invoice_id: String,
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(path), Some(Ok(calls)), Some(Ok(start_at))) = (
+        args.first(),
+        args.get(1).map(|n| n.parse::<usize>()),
+        args.get(2).map(|t| t.parse::<u64>()),
+    ) else {
+        eprintln!("usage: journal-writer JOURNAL CALLS START_AT_MS [SIGNING_KEY_FILE]");
+        return ExitCode::from(2);
+    };
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    std::thread::sleep(Duration::from_millis(start_at.saturating_sub(now_ms)));
+
+    let mut builder = SqliteJournal::builder(path);
+    if let Some(key_file) = args.get(3) {
+        match HeadSigningKey::read_file(key_file) {
+            Ok(key) => builder = builder.signing_key(key),
+            Err(e) => {
+                eprintln!("signing key: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let journal = match builder.open() {
+        Ok(journal) => Arc::new(journal),
+        Err(e) => {
+            eprintln!("open failed: {e:?}");
+            return ExitCode::from(3);
+        }
+    };
+    let catalog = match Catalog::builder()
+        .action::<GetItem>()
+        .action::<PayInvoice>()
+        .build()
+    {
+        Ok(catalog) => catalog,
+        Err(e) => {
+            eprintln!("catalog: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let executor = match Executor::builder(catalog)
+        .journal_arc(journal)
+        .channel(ScriptedChannel::new())
+        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+        .build()
+    {
+        Ok(executor) => executor,
+        Err(e) => {
+            eprintln!("executor: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let session = Session::new(format!("writer-{}", std::process::id()));
+    runtime.block_on(async {
+        for i in 0..calls {
+            let (action, arguments) = if i % 2 == 0 {
+                ("get_item", json!({"id": format!("item_{i}")}))
+            } else {
+                ("pay_invoice", json!({"invoice_id": format!("inv_{i}")}))
+            };
+            let result = executor.call(action, arguments, &session).await;
+            if result.status != Status::Completed {
+                eprintln!("call {i} did not complete: {result:?}");
+                return ExitCode::from(4);
+            }
+        }
+        ExitCode::SUCCESS
+    })
+}
