@@ -14,7 +14,7 @@ Exit codes:
   5  no such credential, or no vault / journal at the path
   6  the credential or the vault file already exists
   7  the vault or journal file is damaged, truncated, foreign or newer (left untouched)
-  8  audit verify found a broken chain
+  8  audit verify found a broken chain (or, with --public-key, records no signed head covers)
 
 DATA_DIR is $XDG_DATA_HOME (or ~/.local/share) on Linux, ~/Library/Application Support on
 macOS and %APPDATA% on Windows.
@@ -78,7 +78,7 @@ pub enum Command {
     /// Manage credentials: init, set, list, remove, rotate, lock, unlock, status.
     #[command(subcommand)]
     Vault(VaultCommand),
-    /// Check and export the audit log: verify, export, unresolved.
+    /// Check and export the audit log: verify, export, unresolved, keygen.
     #[command(subcommand)]
     Audit(AuditCommand),
 }
@@ -190,12 +190,17 @@ pub struct ListArgs {
 #[derive(Debug, Subcommand)]
 #[non_exhaustive]
 pub enum AuditCommand {
-    /// Check the hash chain (exit 8 and the first break when it is damaged).
+    /// Check the hash chain and the attempt rows against it (exit 8 and the first break when
+    /// it is damaged).
     Verify {
         /// Also compare with a head exported earlier (JSON `{"count":…,"hash":…}`), which
         /// detects truncation.
         #[arg(long, value_name = "FILE")]
         head: Option<PathBuf>,
+        /// Also check the heads signed with this public key (written by `audit keygen`):
+        /// reports the last signed record, and fails when any record comes after it.
+        #[arg(long, value_name = "FILE")]
+        public_key: Option<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -211,4 +216,15 @@ pub enum AuditCommand {
     },
     /// List attempts left between intent and outcome (after a crash).
     Unresolved(ListArgs),
+    /// Create an Ed25519 key pair for signing the chain head: the secret key in FILE (mode
+    /// 0600; give it to the executor, e.g. `SqliteJournalBuilder::signing_key`) and the public
+    /// key in FILE.pub (for `verify --public-key`). Never replaces an existing file.
+    Keygen {
+        /// The secret key file to create.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Where to write the public key [default: FILE.pub].
+        #[arg(long, value_name = "FILE")]
+        public_out: Option<PathBuf>,
+    },
 }

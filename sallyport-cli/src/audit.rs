@@ -1,9 +1,12 @@
 //! `sallyport audit …`
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use sallyport_core::journal::{ChainHead, Journal, SqliteJournal, export_json_lines};
+use sallyport_core::journal::{
+    ChainHead, HeadSigningKey, HeadVerifyingKey, Journal, KeyError, SqliteJournal,
+    export_json_lines,
+};
 use sallyport_core::vault::default_data_dir;
 
 use crate::args::{AuditCommand, Cli};
@@ -44,12 +47,75 @@ fn io_failure(what: &str, e: &std::io::Error) -> Failure {
     Failure::new(Exit::Failure, format!("cannot {what}: {e}"))
 }
 
+/// `audit keygen`: a new key pair, secret and public in two new files.
+fn keygen(out: &Path, public_out: Option<&Path>) -> Result<(), Failure> {
+    let public_path = public_out.map_or_else(
+        || {
+            let mut name = out.as_os_str().to_owned();
+            name.push(".pub");
+            PathBuf::from(name)
+        },
+        Path::to_path_buf,
+    );
+    // Checked first, so a failure leaves neither file behind.
+    if public_path.exists() {
+        return Err(Failure::new(
+            Exit::AlreadyExists,
+            format!("{} already exists; it was not replaced", public_path.display()),
+        ));
+    }
+    let key = HeadSigningKey::generate().map_err(key_failure)?;
+    key.write_new(out).map_err(key_failure)?;
+    let public = key.verifying_key();
+    public.write_new(&public_path).map_err(key_failure)?;
+    println!(
+        "signing key {} written to {} (keep it secret, mode 0600); public key in {}",
+        public.key_id(),
+        out.display(),
+        public_path.display()
+    );
+    Ok(())
+}
+
+fn key_failure(e: KeyError) -> Failure {
+    let exit = match &e {
+        KeyError::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists => {
+            Exit::AlreadyExists
+        }
+        KeyError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Exit::NotFound
+        }
+        KeyError::Malformed { .. } | KeyError::TooOpen { .. } => Exit::Usage,
+        _ => Exit::Failure,
+    };
+    let mut text = e.to_string();
+    if let Some(source) = std::error::Error::source(&e) {
+        text.push_str(&format!(": {source}"));
+    }
+    Failure::new(exit, text)
+}
+
 pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
+    if let AuditCommand::Keygen { out, public_out } = cmd {
+        return keygen(out, public_out.as_deref());
+    }
     let journal = open_journal(cli)?;
     let rt = runtime()?;
     match cmd {
-        AuditCommand::Verify { head, json } => {
-            let mut report = rt.block_on(journal.verify())?;
+        // Needs no journal: handled before one is opened.
+        AuditCommand::Keygen { .. } => Ok(()),
+        AuditCommand::Verify {
+            head,
+            public_key,
+            json,
+        } => {
+            let mut report = match public_key {
+                Some(path) => {
+                    let key = HeadVerifyingKey::read_file(path).map_err(key_failure)?;
+                    rt.block_on(journal.verify_signed(&key))?
+                }
+                None => rt.block_on(journal.verify())?,
+            };
             if let Some(head_path) = head {
                 let text = std::fs::read_to_string(head_path)
                     .map_err(|e| io_failure(&format!("read {}", head_path.display()), &e))?;
@@ -79,25 +145,38 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
             match &report.first_break {
                 None => {
                     if !*json {
-                        println!(
-                            "intact: {} records, head {}",
-                            report.head.count, report.head.hash
-                        );
+                        match report.last_signed {
+                            Some(last) => println!(
+                                "intact: {} records, head {}, signed through record {last}",
+                                report.head.count, report.head.hash
+                            ),
+                            None => println!(
+                                "intact: {} records, head {}",
+                                report.head.count, report.head.hash
+                            ),
+                        }
                     }
                     Ok(())
                 }
-                Some(b) => Err(Failure::new(
-                    Exit::ChainBroken,
-                    format!(
-                        "audit chain broken at record {} ({}): {}",
-                        b.seq,
-                        serde_json::to_value(b.kind)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_default(),
-                        b.detail
-                    ),
-                )),
+                Some(b) => {
+                    let signed = match (public_key, report.last_signed) {
+                        (None, _) => String::new(),
+                        (Some(_), Some(last)) => format!(" (last signed record: {last})"),
+                        (Some(_), None) => " (no record is signed by this key)".to_owned(),
+                    };
+                    Err(Failure::new(
+                        Exit::ChainBroken,
+                        format!(
+                            "audit chain broken at record {} ({}): {}{signed}",
+                            b.seq,
+                            serde_json::to_value(b.kind)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_owned))
+                                .unwrap_or_default(),
+                            b.detail
+                        ),
+                    ))
+                }
             }
         }
         AuditCommand::Export {

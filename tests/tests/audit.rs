@@ -585,13 +585,7 @@ async fn an_edited_phase_of_a_finished_attempt_is_reported_at_its_audit_record()
 async fn the_journal_and_its_wal_and_shm_files_are_mode_0600() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (path, _) = journal_with(dir.path(), 2).await;
-    // Reopened and written again, while the files exist.
-    let journal = SqliteJournal::open(&path).expect("reopen");
-    journal
-        .write_intent(&Intent::for_bench(true))
-        .await
-        .expect("intent");
+    let path = dir.path().join("journal.db");
     let mode = |suffix: &str| {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
@@ -601,6 +595,30 @@ async fn the_journal_and_its_wal_and_shm_files_are_mode_0600() {
             .mode()
             & 0o777
     };
+    // Checked while the journal that created the files is still open and written to: SQLite
+    // removes `-wal` and `-shm` when the last connection closes.
+    let journal = SqliteJournal::open(&path).expect("journal");
+    journal
+        .write_intent(&Intent::for_bench(true))
+        .await
+        .expect("intent");
+    assert_eq!(
+        (mode(""), mode("-wal"), mode("-shm")),
+        (0o600, 0o600, 0o600)
+    );
+    drop(journal);
+
+    // Files an older build left readable are restricted when the journal is opened.
+    let reader = rusqlite::Connection::open(&path).expect("hold the WAL open");
+    reader
+        .query_row("SELECT count(*) FROM attempts", [], |r| r.get::<_, i64>(0))
+        .expect("read");
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    let _journal = SqliteJournal::open(&path).expect("reopen");
     assert_eq!(
         (mode(""), mode("-wal"), mode("-shm")),
         (0o600, 0o600, 0o600)

@@ -7,7 +7,9 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use sallyport_core::channel::ChannelOutcome;
-use sallyport_core::journal::{ChainHead, SqliteJournal};
+use sallyport_core::journal::{
+    ChainHead, HeadSigningKey, HeadVerifyingKey, Intent, Journal, SqliteJournal, chain_hash,
+};
 use sallyport_core::vault::MemoryVault;
 use sallyport_core::{Catalog, Executor, Session};
 use vault_support::{CountingConsent, DeployPreview, ReadStatus, ScriptedChannel, bearer};
@@ -28,8 +30,20 @@ fn text(bytes: &[u8]) -> String {
 
 /// A journal with three finished calls, written by the executor and closed again.
 async fn journal_with_three_calls(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    journal_with_three_signed_calls(dir, None).await
+}
+
+/// The same, the head signed with `key` when one is given.
+async fn journal_with_three_signed_calls(
+    dir: &tempfile::TempDir,
+    key: Option<HeadSigningKey>,
+) -> std::path::PathBuf {
     let path = dir.path().join("journal.db");
-    let journal = Arc::new(SqliteJournal::open(&path).unwrap());
+    let mut builder = SqliteJournal::builder(&path);
+    if let Some(key) = key {
+        builder = builder.signing_key(key);
+    }
+    let journal = Arc::new(builder.open().unwrap());
     let vault = MemoryVault::new();
     vault.set(
         bearer("deploy-api", "https://api.example.com"),
@@ -132,9 +146,13 @@ async fn verify_export_and_a_tampered_record_give_the_documented_exit_codes() {
         text(&with_head.stderr)
     );
 
-    // Truncation: the last record removed; only the exported head catches it.
+    // Truncation: the last record and its attempt removed; only the exported head catches it.
     let db = rusqlite::Connection::open(&path).unwrap();
-    db.execute("DELETE FROM audit WHERE seq = 3", []).unwrap();
+    db.execute_batch(
+        "DELETE FROM attempts WHERE attempt_id = (SELECT attempt_id FROM audit WHERE seq = 3); \
+         DELETE FROM audit WHERE seq = 3",
+    )
+    .unwrap();
     let truncated = run(
         &path,
         &["audit", "verify", "--head", head_file.to_str().unwrap()],
@@ -169,29 +187,164 @@ async fn unresolved_lists_attempts_left_between_intent_and_outcome() {
     assert_eq!(text(&none.stdout), "no unresolved attempts\n");
 
     // As if the process died after dispatch, before the outcome was written.
-    let db = rusqlite::Connection::open(&path).unwrap();
-    let attempt: String = db
-        .query_row(
-            "SELECT attempt_id FROM attempts WHERE action = 'deploy_preview'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    db.execute(
-        "UPDATE attempts SET phase = 'dispatched', dispatches = 1 WHERE attempt_id = ?1",
-        [&attempt],
-    )
-    .unwrap();
+    let attempt = crash_after_dispatch(&path).await;
     let listed = run(&path, &["audit", "unresolved", "--json"]);
     assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
     let json: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 1);
     assert_eq!(json[0]["attempt_id"], attempt.as_str());
-    assert_eq!(json[0]["action"], "deploy_preview");
+    assert_eq!(json[0]["action"], "bench");
     assert_eq!(json[0]["phase"], "dispatched");
     assert_eq!(json[0]["dispatches"], 1);
     let table = run(&path, &["audit", "unresolved"]);
     assert!(text(&table.stdout).contains(&attempt));
+}
+
+/// Writes an intent and its dispatch note and no outcome, as a process killed mid-call
+/// leaves them. Returns the attempt id.
+async fn crash_after_dispatch(path: &Path) -> String {
+    let journal = SqliteJournal::open(path).unwrap();
+    let intent = Intent::for_bench(true);
+    journal.write_intent(&intent).await.unwrap();
+    journal.note_dispatch(&intent.attempt_id, 1);
+    assert_eq!(journal.unresolved().await.unwrap().len(), 1);
+    intent.attempt_id.as_str().to_owned()
+}
+
+#[tokio::test]
+async fn an_unresolved_attempt_edited_to_finished_is_still_listed_and_verify_exits_8() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = journal_with_three_calls(&dir).await;
+    let attempt = crash_after_dispatch(&path).await;
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE attempts SET phase = 'finished' WHERE attempt_id = ?1",
+            [&attempt],
+        )
+        .unwrap();
+    let listed = run(&path, &["audit", "unresolved", "--json"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 1, "{json}");
+    assert_eq!(json[0]["attempt_id"], attempt.as_str());
+    assert_eq!(json[0]["phase"], "dispatched");
+    let verify = run(&path, &["audit", "verify"]);
+    assert_eq!(verify.status.code(), Some(8), "{}", text(&verify.stdout));
+    assert_eq!(
+        text(&verify.stderr),
+        format!(
+            "sallyport: audit chain broken at record 0 (attempt_edited): attempt {attempt} is stored as finished but no audit record closes it: it is unresolved\n"
+        )
+    );
+}
+
+/// `audit keygen --out FILE` as a real process; returns the secret and public key files.
+fn keygen(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let key = dir.join(name);
+    let out = run(
+        &dir.join("unused.db"),
+        &["audit", "keygen", "--out", key.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let public = dir.join(format!("{name}.pub"));
+    let id = HeadVerifyingKey::read_file(&public).unwrap().key_id();
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "signing key {id} written to {} (keep it secret, mode 0600); public key in {}\n",
+            key.display(),
+            public.display()
+        )
+    );
+    (key, public)
+}
+
+#[tokio::test]
+async fn a_journal_signed_with_a_keygen_key_verifies_with_its_public_key_and_a_rewrite_is_reported()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let (key_file, public_file) = keygen(dir.path(), "head.key");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let key = HeadSigningKey::read_file(&key_file).unwrap();
+    let id = key.verifying_key().key_id();
+    let path = journal_with_three_signed_calls(&dir, Some(key)).await;
+    let public = public_file.to_str().unwrap();
+
+    let verify = run(&path, &["audit", "verify", "--public-key", public]);
+    assert_eq!(verify.status.code(), Some(0), "{}", text(&verify.stderr));
+    let head: String = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT hash FROM audit WHERE seq = 3", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        text(&verify.stdout),
+        format!("intact: 3 records, head {head}, signed through record 3\n")
+    );
+    let json = run(&path, &["audit", "verify", "--public-key", public, "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["last_signed"], 3);
+
+    // A wrong public key passes nothing.
+    let (_, other_public) = keygen(dir.path(), "other.key");
+    let other_id = HeadVerifyingKey::read_file(&other_public).unwrap().key_id();
+    let wrong = run(
+        &path,
+        &["audit", "verify", "--public-key", other_public.to_str().unwrap()],
+    );
+    assert_eq!(wrong.status.code(), Some(8));
+    assert_eq!(
+        text(&wrong.stderr),
+        format!(
+            "sallyport: audit chain broken at record 1 (unsigned): no head in this journal is signed by key {other_id} (3 signed by other keys): records 1 to 3 are not covered by a signature (no record is signed by this key)\n"
+        )
+    );
+
+    // An attacker with write access but no key rewrites record 3, rehashes it and removes
+    // the head that signed it: the unkeyed chain is intact, the signed one is not.
+    let db = rusqlite::Connection::open(&path).unwrap();
+    let (prev, event): (String, String) = db
+        .query_row("SELECT prev_hash, event FROM audit WHERE seq = 3", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    let forged = event.replace("ship preview 7", "ship preview 8");
+    assert_ne!(forged, event);
+    db.execute(
+        "UPDATE audit SET event = ?1, hash = ?2 WHERE seq = 3",
+        rusqlite::params![forged, chain_hash(&prev, 3, &forged)],
+    )
+    .unwrap();
+    db.execute("DELETE FROM heads WHERE count = 3", []).unwrap();
+    let unkeyed = run(&path, &["audit", "verify"]);
+    assert_eq!(unkeyed.status.code(), Some(0), "{}", text(&unkeyed.stderr));
+    let keyed = run(&path, &["audit", "verify", "--public-key", public]);
+    assert_eq!(keyed.status.code(), Some(8));
+    assert_eq!(
+        text(&keyed.stderr),
+        format!(
+            "sallyport: audit chain broken at record 3 (unsigned): records 3 to 3 come after the last head signed by key {id} (record 2): they may have been rewritten or added without the key (last signed record: 2)\n"
+        )
+    );
+}
+
+#[test]
+fn keygen_never_replaces_an_existing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("head.key");
+    std::fs::write(&key, b"keep me").unwrap();
+    let out = run(
+        &dir.path().join("unused.db"),
+        &["audit", "keygen", "--out", key.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read(&key).unwrap(), b"keep me");
+    assert!(!dir.path().join("head.key.pub").exists());
 }
 
 #[test]
