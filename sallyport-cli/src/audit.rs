@@ -61,13 +61,18 @@ fn keygen(out: &Path, public_out: Option<&Path>) -> Result<(), Failure> {
     if public_path.exists() {
         return Err(Failure::new(
             Exit::AlreadyExists,
-            format!("{} already exists; it was not replaced", public_path.display()),
+            format!(
+                "{} already exists; it was not replaced",
+                public_path.display()
+            ),
         ));
     }
-    let key = HeadSigningKey::generate().map_err(key_failure)?;
-    key.write_new(out).map_err(key_failure)?;
+    let key = HeadSigningKey::generate().map_err(|e| key_failure(&e))?;
+    key.write_new(out).map_err(|e| key_failure(&e))?;
     let public = key.verifying_key();
-    public.write_new(&public_path).map_err(key_failure)?;
+    public
+        .write_new(&public_path)
+        .map_err(|e| key_failure(&e))?;
     println!(
         "signing key {} written to {} (keep it secret, mode 0600); public key in {}",
         public.key_id(),
@@ -77,8 +82,8 @@ fn keygen(out: &Path, public_out: Option<&Path>) -> Result<(), Failure> {
     Ok(())
 }
 
-fn key_failure(e: KeyError) -> Failure {
-    let exit = match &e {
+fn key_failure(e: &KeyError) -> Failure {
+    let exit = match e {
         KeyError::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists => {
             Exit::AlreadyExists
         }
@@ -89,7 +94,7 @@ fn key_failure(e: KeyError) -> Failure {
         _ => Exit::Failure,
     };
     let mut text = e.to_string();
-    if let Some(source) = std::error::Error::source(&e) {
+    if let Some(source) = std::error::Error::source(e) {
         text.push_str(&format!(": {source}"));
     }
     Failure::new(exit, text)
@@ -111,7 +116,7 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
         } => {
             let mut report = match public_key {
                 Some(path) => {
-                    let key = HeadVerifyingKey::read_file(path).map_err(key_failure)?;
+                    let key = HeadVerifyingKey::read_file(path).map_err(|e| key_failure(&e))?;
                     rt.block_on(journal.verify_signed(&key))?
                 }
                 None => rt.block_on(journal.verify())?,

@@ -196,7 +196,7 @@ async fn a_journal_from_a_newer_format_is_refused() {
     let err = SqliteJournal::open(&path).expect_err("newer");
     assert_eq!(
         err.to_string(),
-        "journal format 99 is newer than this build understands (2)"
+        "journal format 99 is newer than this build understands (1)"
     );
 }
 
@@ -412,10 +412,7 @@ async fn a_signed_journal_verifies_with_its_public_key_through_its_last_record()
     assert_eq!((report.records, report.last_signed), (3, Some(3)));
     // One signed head per batch: one call at a time, one head each.
     let heads = journal.signed_heads().await.expect("heads");
-    assert_eq!(
-        heads.iter().map(|h| h.count).collect::<Vec<_>>(),
-        [1, 2, 3]
-    );
+    assert_eq!(heads.iter().map(|h| h.count).collect::<Vec<_>>(), [1, 2, 3]);
     assert!(heads.iter().all(|h| h.key_id == public.key_id()));
 }
 
@@ -569,7 +566,11 @@ async fn an_edited_phase_of_a_finished_attempt_is_reported_at_its_audit_record()
     );
     let brk = verify_file(&path).await.first_break.expect("edit found");
     assert_eq!(
-        (brk.seq, brk.kind, brk.attempt.map(|a| a.as_str().to_owned())),
+        (
+            brk.seq,
+            brk.kind,
+            brk.attempt.map(|a| a.as_str().to_owned())
+        ),
         (2, BreakKind::AttemptEdited, Some(attempt.clone()))
     );
     assert_eq!(
@@ -638,11 +639,10 @@ async fn the_signing_key_reaches_neither_the_journal_files_nor_debug_output() {
         .next()
         .expect("seed")
         .to_owned();
-    let seed = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &b64)
-        .expect("base64");
-    let builder = SqliteJournal::builder(dir.path().join("j.db")).signing_key(
-        HeadSigningKey::read_file(&key_file).expect("read key"),
-    );
+    let seed =
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &b64).expect("base64");
+    let builder = SqliteJournal::builder(dir.path().join("j.db"))
+        .signing_key(HeadSigningKey::read_file(&key_file).expect("read key"));
     let shown = format!("{builder:?}");
     let path = signed_journal_with(dir.path(), key, 3).await;
     let mut bytes = std::fs::read(&path).expect("db");
@@ -659,7 +659,41 @@ async fn the_signing_key_reaches_neither_the_journal_files_nor_debug_output() {
             !bytes.windows(form.len()).any(|w| w == form.as_slice()),
             "the journal holds the key"
         );
-        assert!(!shown.as_bytes().windows(form.len()).any(|w| w == form.as_slice()));
+        assert!(
+            !shown
+                .as_bytes()
+                .windows(form.len())
+                .any(|w| w == form.as_slice())
+        );
     }
     assert!(shown.contains("HeadSigningKey { key_id: "), "{shown}");
+}
+
+#[tokio::test]
+async fn a_journal_written_without_a_key_is_signed_from_its_first_batch_under_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, head) = journal_with(dir.path(), 2).await;
+    let key = HeadSigningKey::generate().expect("key");
+    let public = key.verifying_key();
+    let journal = SqliteJournal::builder(&path)
+        .signing_key(key)
+        .open()
+        .expect("opens with a key");
+    // Unsigned until the first batch under the key, which covers the older records too.
+    let report = journal.verify_signed(&public).await.expect("verify");
+    assert_eq!(
+        (
+            report.first_break.map(|b| (b.seq, b.kind)),
+            report.last_signed
+        ),
+        (Some((1, BreakKind::Unsigned)), None)
+    );
+    let event = journal.records().await.expect("records").remove(0).event;
+    journal.append(event).await.expect("append");
+    let report = journal.verify_signed(&public).await.expect("verify");
+    assert_eq!(report.first_break, None, "{report:?}");
+    assert_eq!(
+        (report.records, report.last_signed),
+        (head.count + 1, Some(3))
+    );
 }

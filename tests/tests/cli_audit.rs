@@ -262,7 +262,7 @@ fn keygen(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
 
 #[tokio::test]
 async fn a_journal_signed_with_a_keygen_key_verifies_with_its_public_key_and_a_rewrite_is_reported()
- {
+{
     let dir = tempfile::tempdir().unwrap();
     let (key_file, public_file) = keygen(dir.path(), "head.key");
     #[cfg(unix)]
@@ -286,7 +286,10 @@ async fn a_journal_signed_with_a_keygen_key_verifies_with_its_public_key_and_a_r
         text(&verify.stdout),
         format!("intact: 3 records, head {head}, signed through record 3\n")
     );
-    let json = run(&path, &["audit", "verify", "--public-key", public, "--json"]);
+    let json = run(
+        &path,
+        &["audit", "verify", "--public-key", public, "--json"],
+    );
     let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(report["last_signed"], 3);
 
@@ -295,7 +298,12 @@ async fn a_journal_signed_with_a_keygen_key_verifies_with_its_public_key_and_a_r
     let other_id = HeadVerifyingKey::read_file(&other_public).unwrap().key_id();
     let wrong = run(
         &path,
-        &["audit", "verify", "--public-key", other_public.to_str().unwrap()],
+        &[
+            "audit",
+            "verify",
+            "--public-key",
+            other_public.to_str().unwrap(),
+        ],
     );
     assert_eq!(wrong.status.code(), Some(8));
     assert_eq!(
@@ -309,9 +317,11 @@ async fn a_journal_signed_with_a_keygen_key_verifies_with_its_public_key_and_a_r
     // the head that signed it: the unkeyed chain is intact, the signed one is not.
     let db = rusqlite::Connection::open(&path).unwrap();
     let (prev, event): (String, String) = db
-        .query_row("SELECT prev_hash, event FROM audit WHERE seq = 3", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .query_row(
+            "SELECT prev_hash, event FROM audit WHERE seq = 3",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .unwrap();
     let forged = event.replace("ship preview 7", "ship preview 8");
     assert_ne!(forged, event);

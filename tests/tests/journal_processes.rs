@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sallyport_core::journal::{Journal, SqliteJournal};
+use sallyport_core::journal::{HeadSigningKey, Journal, SqliteJournal};
 
 const PROCESSES: usize = 5;
 const ROUNDS: usize = 25;
@@ -80,7 +80,45 @@ async fn processes_opening_one_fresh_journal_together_all_open_it_and_share_one_
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .expect("count");
-        assert_eq!((attempts, finished), (20, 20), "round {round}");
+        assert_eq!(
+            (attempts, finished),
+            (20, 20),
+            "round {round}: every attempt finished"
+        );
     }
     assert_eq!(failures, Vec::<String>::new(), "{} failed", failures.len());
+}
+
+/// The same with every process signing heads with one key: the heads they sign in turn
+/// cover the whole chain, and it verifies with the public key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_signing_one_journal_together_leave_a_chain_signed_to_its_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key_file = dir.path().join("head.key");
+    let key = HeadSigningKey::generate().expect("key");
+    key.write_new(&key_file).expect("key file");
+    let public = key.verifying_key();
+    for round in 0..8 {
+        let path = dir.path().join(format!("journal-{round}.db"));
+        let outputs = start_together(&path, &[key_file.as_path()]);
+        for (i, out) in outputs.iter().enumerate() {
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "round {round} process {i}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let report = SqliteJournal::open(&path)
+            .expect("reopen")
+            .verify_signed(&public)
+            .await
+            .expect("verify");
+        assert_eq!(report.first_break, None, "round {round}: {report:?}");
+        assert_eq!(
+            (report.records, report.last_signed),
+            (20, Some(20)),
+            "round {round}"
+        );
+    }
 }

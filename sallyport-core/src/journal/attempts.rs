@@ -35,7 +35,10 @@ pub(crate) fn check_attempts(
     rows.iter().find_map(|row| {
         let attempt = Some(AttemptId::from_stored(row.attempt_id.clone()));
         match closed.get(&row.attempt_id) {
-            Some(c) if row.phase != c.phase.as_str() || row.status.as_deref() != Some(c.status.as_str()) => {
+            Some(c)
+                if row.phase != c.phase.as_str()
+                    || row.status.as_deref() != Some(c.status.as_str()) =>
+            {
                 Some(ChainBreak {
                     seq: c.seq,
                     kind: BreakKind::AttemptEdited,

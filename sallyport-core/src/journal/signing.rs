@@ -68,19 +68,23 @@ impl HeadSigningKey {
     pub fn read_file(path: impl AsRef<Path>) -> Result<Self, KeyError> {
         let path = path.as_ref();
         check_private(path)?;
-        let text = Zeroizing::new(std::fs::read_to_string(path).map_err(|source| KeyError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?);
+        let text =
+            Zeroizing::new(
+                std::fs::read_to_string(path).map_err(|source| KeyError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?,
+            );
         let bytes = decode_tagged(&text, SECRET_TAG).ok_or_else(|| KeyError::Malformed {
             path: path.to_path_buf(),
             expected: SECRET_TAG,
         })?;
-        let seed: Zeroizing<[u8; 32]> =
-            Zeroizing::new(bytes.as_slice().try_into().map_err(|_| KeyError::Malformed {
+        let seed: Zeroizing<[u8; 32]> = Zeroizing::new(bytes.as_slice().try_into().map_err(
+            |_| KeyError::Malformed {
                 path: path.to_path_buf(),
                 expected: SECRET_TAG,
-            })?);
+            },
+        )?);
         Ok(Self {
             key: SigningKey::from_bytes(&seed),
         })
@@ -245,7 +249,9 @@ pub enum KeyError {
         expected: &'static str,
     },
     /// A secret key file that group or others may read.
-    #[error("{path} has mode {mode:o}: a signing key must not be readable by group or others (chmod 600)")]
+    #[error(
+        "{path} has mode {mode:o}: a signing key must not be readable by group or others (chmod 600)"
+    )]
     TooOpen {
         /// The file.
         path: PathBuf,
@@ -469,7 +475,10 @@ mod tests {
         let mut r = report(&c);
         check_signed_heads(&mut r, &c, &heads, &key.verifying_key());
         let brk = r.first_break.expect("break");
-        assert_eq!((brk.seq, brk.kind, r.last_signed), (4, BreakKind::Unsigned, Some(3)));
+        assert_eq!(
+            (brk.seq, brk.kind, r.last_signed),
+            (4, BreakKind::Unsigned, Some(3))
+        );
     }
 
     #[test]
@@ -482,7 +491,10 @@ mod tests {
         let mut r = report(&c);
         check_signed_heads(&mut r, &c, &[altered], &key.verifying_key());
         let brk = r.first_break.expect("break");
-        assert_eq!((brk.seq, brk.kind, r.last_signed), (2, BreakKind::BadSignature, None));
+        assert_eq!(
+            (brk.seq, brk.kind, r.last_signed),
+            (2, BreakKind::BadSignature, None)
+        );
     }
 
     #[test]
@@ -494,8 +506,15 @@ mod tests {
         let mut r = report(&c);
         check_signed_heads(&mut r, &c, &heads, &other.verifying_key());
         let brk = r.first_break.expect("break");
-        assert_eq!((brk.seq, brk.kind, r.last_signed), (1, BreakKind::Unsigned, None));
-        assert!(brk.detail.contains("1 signed by other keys"), "{}", brk.detail);
+        assert_eq!(
+            (brk.seq, brk.kind, r.last_signed),
+            (1, BreakKind::Unsigned, None)
+        );
+        assert!(
+            brk.detail.contains("1 signed by other keys"),
+            "{}",
+            brk.detail
+        );
     }
 
     #[test]

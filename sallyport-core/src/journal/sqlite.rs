@@ -40,9 +40,8 @@ use super::{
 /// Most operations applied in one transaction.
 pub const MAX_BATCH: usize = 512;
 
-/// The journal format this build writes (`PRAGMA user_version`). Format 2 added the `heads`
-/// table of signed chain heads; a format-1 journal is upgraded when it is opened.
-const FORMAT_VERSION: i64 = 2;
+/// The journal format this build writes (`PRAGMA user_version`).
+const FORMAT_VERSION: i64 = 1;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS attempts (
@@ -71,8 +70,13 @@ CREATE TABLE IF NOT EXISTS audit (
     hash       TEXT NOT NULL,
     event      TEXT NOT NULL
 );
--- One row per signed head: the chain's record count and last hash when a batch committed,
--- signed with the journal's Ed25519 key (see `journal::signing`).
+";
+
+/// One row per signed head: the chain's record count and last hash when a batch committed,
+/// signed with the journal's Ed25519 key (see `journal::signing`). Created when a journal is
+/// first opened with a key, so a journal without one keeps its layout; a build that does not
+/// sign simply adds no heads, and `verify_signed` reports its records as unsigned.
+const HEADS_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS heads (
     count     INTEGER PRIMARY KEY,
     hash      TEXT NOT NULL,
@@ -163,6 +167,13 @@ impl SqliteJournalBuilder {
             },
             OpenFailure::Sqlite(source) => open_failed(source),
         })?;
+        if self.signing_key.is_some() {
+            retry_busy(deadline, || {
+                conn.execute_batch(HEADS_SCHEMA)
+                    .map_err(OpenFailure::Sqlite)
+            })
+            .map_err(|e| open_failed(e.into_sqlite()))?;
+        }
         // Only now, with the file known to be a journal, may anything change its header.
         retry_busy(deadline, || {
             conn.pragma_update(None, "journal_mode", "WAL")
@@ -741,12 +752,12 @@ impl Writer {
         }
         // The batch's records are signed in its own transaction: no commit leaves a record
         // the key should have signed unsigned.
-        if head.0 > start {
-            if let Err(e) = self.sign_head(&head) {
-                self.rollback();
-                fail_all(ops, &e);
-                return;
-            }
+        if head.0 > start
+            && let Err(e) = self.sign_head(&head)
+        {
+            self.rollback();
+            fail_all(ops, &e);
+            return;
         }
         if let Err(e) = self.exec("COMMIT", []) {
             self.rollback();
@@ -948,9 +959,18 @@ impl Writer {
     }
 
     fn heads(&self) -> rusqlite::Result<Vec<SignedHead>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT count, hash, key_id, signature, signed_at FROM heads ORDER BY count")?;
+        let exists: i64 = self.conn.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'heads'",
+            [],
+            |r| r.get(0),
+        )?;
+        if exists == 0 {
+            // Never opened with a key: nothing is signed.
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT count, hash, key_id, signature, signed_at FROM heads ORDER BY count",
+        )?;
         let rows = stmt
             .query_map([], |r| {
                 Ok(SignedHead::from_stored(
