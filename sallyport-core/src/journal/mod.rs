@@ -4,6 +4,13 @@
 //! refused or not, ends with exactly one [`AuditEvent`] appended to a hash chain. The default
 //! [`SqliteJournal`] keeps both in one SQLite file and batches concurrent writes into one
 //! transaction, so concurrent calls share fsyncs instead of queueing behind them.
+//!
+//! The chain proves that records link up; it does not stop someone who can write the file
+//! from rebuilding it after an edit. Give the journal a [`HeadSigningKey`] and every batch
+//! that appends also stores an Ed25519 signature over the new head; [`Journal::verify_signed`]
+//! checks them with the [`HeadVerifyingKey`] alone ([`signing`]). Attempt rows are checked
+//! against the records that close them, so an edited phase or status is reported by
+//! [`Journal::verify`], and [`Journal::unresolved`] lists every attempt no record closes.
 
 mod attempts;
 mod ids;

@@ -117,7 +117,8 @@ impl SqliteJournalBuilder {
     /// signature is stored in the journal's `heads` table, beside the chain). With a key,
     /// `sallyport audit verify --public-key` (or [`Journal::verify_signed`]) proves that no
     /// record up to the last signed head was rewritten by someone who could write the file
-    /// but did not hold the key. Costs one Ed25519 signature (about 20 µs) per batch.
+    /// but did not hold the key. Costs one Ed25519 signature and one row per batch, and
+    /// nothing when no key is given.
     pub fn signing_key(mut self, key: HeadSigningKey) -> Self {
         self.signing_key = Some(key);
         self
