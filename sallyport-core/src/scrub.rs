@@ -236,7 +236,9 @@ impl Scrubber {
         };
         let rest = text.get(from..)?;
         for (offset, window) in rest.windows(4).enumerate() {
-            let word = lower4(u32::from_le_bytes([window[0], window[1], window[2], window[3]]));
+            let word = lower4(u32::from_le_bytes([
+                window[0], window[1], window[2], window[3],
+            ]));
             let slot = filter_slot(word);
             if filter[slot >> 6] & (1 << (slot & 63)) == 0 {
                 continue;
@@ -405,10 +407,7 @@ impl Scrubber {
 }
 
 /// Whether the byte string `fragment` is a proper prefix of one of the sorted `forms`.
-fn begins_a_form(
-    forms: &[Zeroizing<Vec<u8>>],
-    fragment: impl Iterator<Item = u8> + Clone,
-) -> bool {
+fn begins_a_form(forms: &[Zeroizing<Vec<u8>>], fragment: impl Iterator<Item = u8> + Clone) -> bool {
     // The smallest form not below the fragment starts with it, if any form does.
     let at = forms.partition_point(|f| f.iter().copied().cmp(fragment.clone()).is_lt());
     forms.get(at).is_some_and(|f| {
@@ -693,7 +692,10 @@ mod tests {
         let s = Scrubber::new([URLISH]);
         let text = format!("{}{URLISH}{}", "a".repeat(490), "b".repeat(100));
         // The marker ends at byte 500: kept whole; one byte less and it is dropped whole.
-        assert_eq!(s.bounded(&text, 500), format!("{}[REDACTED]…", "a".repeat(490)));
+        assert_eq!(
+            s.bounded(&text, 500),
+            format!("{}[REDACTED]…", "a".repeat(490))
+        );
         assert_eq!(s.bounded(&text, 499), format!("{}…", "a".repeat(490)));
         assert_eq!(
             s.bounded(&text, 505),
