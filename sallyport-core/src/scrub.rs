@@ -407,12 +407,15 @@ impl Scrubber {
 }
 
 /// Whether the byte string `fragment` is a proper prefix of one of the sorted `forms`.
-fn begins_a_form(forms: &[Zeroizing<Vec<u8>>], fragment: impl Iterator<Item = u8> + Clone) -> bool {
+fn begins_a_form(
+    forms: &[Zeroizing<Vec<u8>>],
+    mut fragment: impl Iterator<Item = u8> + Clone,
+) -> bool {
     // The smallest form not below the fragment starts with it, if any form does.
     let at = forms.partition_point(|f| f.iter().copied().cmp(fragment.clone()).is_lt());
     forms.get(at).is_some_and(|f| {
         let mut form = f.iter().copied();
-        fragment.clone().all(|b| form.next() == Some(b)) && form.next().is_some()
+        fragment.all(|b| form.next() == Some(b)) && form.next().is_some()
     })
 }
 

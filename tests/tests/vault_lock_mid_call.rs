@@ -520,16 +520,18 @@ async fn a_token_cut_by_the_request_summary_limit_reaches_neither_the_human_nor_
         ConsentDecision::Deny { reason: None },
     )
     .await;
-    // The body's summary is cut at 1,000 bytes; one of these pads puts the cut inside the
-    // token, whatever the length of the upstream's port.
+    // The agent was fed the token and wrote it into the body. The request summary is cut at
+    // 1,000 bytes; some of these pads put the cut inside the token, whatever the length of
+    // the upstream's port.
     let mut results = Vec::new();
-    for pad in 900..1000 {
-        let args = json!({"project_id": "proj_1", "build_id": "p".repeat(pad), "reason": TOKEN});
+    for pad in 850..1000 {
+        let build_id = format!("{}{TOKEN}", "p".repeat(pad));
+        let args = json!({"project_id": "proj_1", "build_id": build_id, "reason": "ship it"});
         results.push(rig.call(args).await);
     }
     assert_eq!(rig.upstream.requests(), 0);
     let asked = rig.asked.lock().unwrap().clone();
-    assert_eq!(asked.len(), 100);
+    assert_eq!(asked.len(), 150);
     for (prompt, r) in asked.iter().zip(&results) {
         assert_eq!(r.code.as_deref(), Some("consent_denied"));
         assert_no_piece("a consent prompt", prompt, TOKEN);
