@@ -403,7 +403,7 @@ async fn an_echo_of_the_old_value_after_a_rotation_is_redacted_in_a_later_call()
     assert_eq!(rig.upstream.requests(), 2);
     assert_eq!(token_seen(&rig.upstream.received()[1]), ROTATED);
     assert_eq!(second.code.as_deref(), Some("bad_request"));
-    let reason = second.reason.clone().unwrap_or_default();
+    let reason = second.reason.unwrap_or_default();
     assert!(
         reason.starts_with(
             "the upstream rejected the request (HTTP 400): credential [REDACTED] was revoked"
