@@ -539,3 +539,26 @@ async fn a_token_cut_by_the_request_summary_limit_reaches_neither_the_human_nor_
     }
     assert_journal_clean(&rig.journal, TOKEN);
 }
+
+#[test]
+fn a_file_vault_keeps_redacting_replaced_and_removed_values_until_it_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let vault = FileVault::create(dir.path().join("v.spv"), PASSPHRASE, fast_kdf()).unwrap();
+    vault
+        .add(meta("https://api.example.com"), Secret::new(TOKEN))
+        .unwrap();
+    vault.rotate("deploy-api", Secret::new(ROTATED)).unwrap();
+    let text = format!("old {TOKEN} new {ROTATED}");
+    assert_eq!(
+        vault.scrubber().scrub(&text),
+        "old [REDACTED] new [REDACTED]"
+    );
+    VaultAdmin::remove(&vault, "deploy-api").unwrap();
+    assert_eq!(
+        vault.scrubber().scrub(&text),
+        "old [REDACTED] new [REDACTED]"
+    );
+    // Locking zeroizes them with everything else.
+    vault.lock();
+    assert_eq!(vault.scrubber().pattern_count(), 0);
+}
