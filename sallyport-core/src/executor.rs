@@ -40,6 +40,7 @@ use crate::consent::{ConsentProvider, SessionGrants};
 use crate::drift::DriftMode;
 use crate::journal::{AttemptId, Journal};
 use crate::outcome::{ActionResult, Refusal, RefusalCode};
+use crate::scrub::Scrubber;
 use crate::session::Session;
 use crate::vault::Vault;
 
@@ -107,6 +108,16 @@ pub(crate) struct Inner {
     pub(crate) unusable: Mutex<HashMap<String, u64>>,
 }
 
+impl Inner {
+    /// The vault's scrubber now (empty without a vault or while it is locked); a call
+    /// replaces it with its own at stage 6.
+    pub(crate) fn current_scrubber(&self) -> Arc<Scrubber> {
+        self.vault
+            .as_ref()
+            .map_or_else(|| Arc::new(Scrubber::empty()), |v| v.scrubber())
+    }
+}
+
 /// Statistics about an executor's configuration, for diagnostics.
 #[derive(Clone, Debug, Serialize)]
 pub struct ExecutorInfo {
@@ -156,6 +167,7 @@ impl Executor {
             AttemptId::generate(),
             action,
             session,
+            self.inner.current_scrubber(),
         );
         let result = stages::run(&self.inner, &mut guard, session, arguments).await;
         guard.disarm();
@@ -180,6 +192,7 @@ impl Executor {
             AttemptId::generate(),
             action,
             session,
+            self.inner.current_scrubber(),
         );
         let checked = stages::preflight(&self.inner, &mut guard, session, arguments);
         guard.disarm();
@@ -260,6 +273,7 @@ impl Executor {
             AttemptId::generate(),
             action,
             session,
+            self.inner.current_scrubber(),
         );
         let result = stages::refuse(&self.inner, &mut guard, refusal).await;
         guard.disarm();

@@ -49,7 +49,12 @@
 //!         Ok(RequestSummary(format!("restart {}", call.arguments["worker"])))
 //!     }
 //!     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
-//!         call.context.sending(); // right before the request leaves
+//!         // Granted only while the vault is unlocked and the credential unchanged.
+//!         let permit = match call.context.permit().await {
+//!             Ok(permit) => permit,
+//!             Err(refused) => return refused, // nothing is sent
+//!         };
+//!         permit.sending(); // right before the request leaves
 //!         ChannelOutcome::completed(json!({"worker": call.arguments["worker"], "state": "running"}))
 //!     }
 //! }

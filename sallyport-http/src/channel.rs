@@ -606,6 +606,7 @@ impl HttpChannel {
                 credential_attached: call.credential.is_some(),
                 idempotency_header: &header_name,
                 attempt_id: &attempt_id,
+                scrubber: call.context.scrubber(),
             };
             let step = step_for(&mapping, result, sent_before || hook.fired());
             sent_before |= hook.fired();
@@ -629,6 +630,7 @@ impl HttpChannel {
 /// How one exchange continues the attempt.
 fn step_for(call: &Call<'_>, result: Exchange, any_sent: bool) -> Step {
     match result {
+        Exchange::Refused(outcome) => Step::Done(outcome),
         Exchange::Answered(answer) => response::classify(call, &answer),
         Exchange::NotSent { timed_out } => {
             // Nothing left: always safe to resend. When exhausted, the truth depends on

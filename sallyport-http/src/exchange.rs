@@ -3,8 +3,8 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -12,16 +12,20 @@ use bytes::{Bytes, BytesMut};
 use http_body::{Frame, SizeHint};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
-use sallyport_core::channel::DispatchContext;
+use sallyport_core::channel::{ChannelOutcome, DispatchContext, SendPermit};
 
 /// Counts one request as sent the first time the HTTP connection takes it to write (hyper
 /// asks the body whether it is empty, then polls it, only once a connection is ready and
 /// the request head is about to be written). A request that never got a connection (DNS,
 /// connect, TLS failure, or a pooled connection found dead before writing) is never counted,
 /// so the journal's count equals what the server saw.
+///
+/// [`exchange`] asks the context for a [`SendPermit`] before the request goes to the client
+/// (the vault still unlocked, the credential unchanged); the hook spends it when it fires.
 pub(crate) struct SendHook {
     fired: AtomicBool,
     context: Option<Arc<DispatchContext>>,
+    permit: Mutex<Option<SendPermit>>,
 }
 
 impl SendHook {
@@ -29,14 +33,29 @@ impl SendHook {
         Arc::new(Self {
             fired: AtomicBool::new(false),
             context,
+            permit: Mutex::new(None),
         })
+    }
+
+    /// Asks for leave to send (a hook without a context, the probe's, needs none).
+    async fn arm(&self) -> Result<(), ChannelOutcome> {
+        let Some(context) = &self.context else {
+            return Ok(());
+        };
+        let permit = context.permit().await?;
+        *self.permit.lock().unwrap_or_else(PoisonError::into_inner) = Some(permit);
+        Ok(())
     }
 
     fn fire(&self) {
         if !self.fired.swap(true, Ordering::SeqCst)
-            && let Some(context) = &self.context
+            && let Some(permit) = self
+                .permit
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
         {
-            context.sending();
+            permit.sending();
         }
     }
 
@@ -96,6 +115,9 @@ pub(crate) enum Exchange {
     },
     /// A response (its body possibly over the cap).
     Answered(Answer),
+    /// Nothing was sent: the vault was locked, or the credential replaced or removed, since
+    /// the call resolved it. The outcome ends the dispatch unchanged.
+    Refused(ChannelOutcome),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +154,10 @@ pub(crate) async fn exchange(
     total: Duration,
     cap: u64,
 ) -> Exchange {
+    // Leave to send, immediately before the request goes to the client.
+    if let Err(outcome) = hook.arm().await {
+        return Exchange::Refused(outcome);
+    }
     let run = async {
         let mut response = client.execute(request).await.map_err(|e| {
             log_error(e);

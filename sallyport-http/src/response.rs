@@ -7,11 +7,11 @@ use reqwest::header::{DATE, HeaderMap, RETRY_AFTER};
 use sallyport_core::action::{ActionSpec, EffectClass, RetryRule};
 use sallyport_core::channel::ChannelOutcome;
 use sallyport_core::outcome::{Origin, Status};
+use sallyport_core::scrub::Scrubber;
 use sallyport_core::target::HttpTarget;
 use serde_json::Value;
 
 use crate::exchange::Answer;
-use crate::request::bounded;
 
 /// Longest upstream message shown to the agent.
 pub(crate) const MAX_MESSAGE: usize = 200;
@@ -80,17 +80,26 @@ pub(crate) fn correlation_id(headers: &HeaderMap) -> Option<String> {
 
 /// The declared message field of an error body, filtered: first line only, URLs, paths,
 /// authorization material and stack-trace markers removed, control characters dropped,
-/// truncated. Nothing at all when the action declares no message field.
-pub(crate) fn message(target: &HttpTarget, body: Option<&[u8]>) -> Option<String> {
-    let pointer = target.message_field.as_deref()?;
+/// truncated (scrubbed of the call's secrets first, so a cut cannot leave part of one).
+/// Nothing at all when the action declares no message field.
+pub(crate) fn message(call: &Call<'_>, body: Option<&[u8]>) -> Option<String> {
+    let pointer = call.target.message_field.as_deref()?;
     let json: Value = serde_json::from_slice(body?).ok()?;
     let text = json.pointer(pointer)?.as_str()?;
-    let filtered = filter_message(text);
+    let filtered = filter_scrubbed_message(text, call.scrubber);
     (!filtered.is_empty()).then_some(filtered)
 }
 
-/// Filters one upstream message for the agent.
+/// Filters one upstream message for the agent (no secrets known).
+#[cfg(test)]
 pub(crate) fn filter_message(text: &str) -> String {
+    filter_scrubbed_message(text, &Scrubber::empty())
+}
+
+/// Filters one upstream message for the agent: the call's secrets are scrubbed before the
+/// filter and the cut, and a fragment of one left at the cut is redacted.
+pub(crate) fn filter_scrubbed_message(text: &str, scrubber: &Scrubber) -> String {
+    let text = scrubber.scrub(text);
     let first = text.split(['\n', '\r']).next().unwrap_or_default();
     // Stack traces and exception dumps: keep what precedes them.
     let mut cut = first.len();
@@ -154,7 +163,7 @@ pub(crate) fn filter_message(text: &str) -> String {
     }
     let joined = out.join(" ");
     let trimmed = joined.trim_end_matches([':', ' ', '-', '(']);
-    bounded(trimmed, MAX_MESSAGE)
+    scrubber.bounded(trimmed, MAX_MESSAGE)
 }
 
 /// Whether a body mentions idempotency (the IETF draft's error documents do).
@@ -187,6 +196,8 @@ pub(crate) struct Call<'a> {
     pub(crate) credential_attached: bool,
     pub(crate) idempotency_header: &'a str,
     pub(crate) attempt_id: &'a str,
+    /// The call's scrubber: messages are scrubbed before they are cut.
+    pub(crate) scrubber: &'a Scrubber,
 }
 
 impl Call<'_> {
@@ -238,7 +249,7 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
     let reference = call.reference(&answer.headers);
     let upstream = |o: ChannelOutcome| o.with_upstream_status(i64::from(code));
     let rejected = |code_name: &str, what: &str| {
-        let reason = match message(call.target, body) {
+        let reason = match message(call, body) {
             Some(m) => format!("{what} (HTTP {code}): {m}; correlation id {reference}"),
             None => format!("{what} (HTTP {code}); correlation id {reference}"),
         };
@@ -454,7 +465,7 @@ fn body_rules(
     Some(match rule.status {
         Status::Rejected => {
             let what = "the upstream declined the request";
-            let reason = match message(call.target, body) {
+            let reason = match message(call, body) {
                 Some(m) => format!("{what}: {m}; correlation id {reference}"),
                 None => format!("{what}; correlation id {reference}"),
             };
@@ -501,7 +512,7 @@ fn declared_outcome(
         Status::Completed => upstream(success(call, body)),
         Status::Rejected => {
             let what = "the upstream declined the request";
-            let reason = match message(call.target, body) {
+            let reason = match message(call, body) {
                 Some(m) => format!("{what} (HTTP {code}): {m}; correlation id {reference}"),
                 None => format!("{what} (HTTP {code}); correlation id {reference}"),
             };

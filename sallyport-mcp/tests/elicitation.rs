@@ -70,7 +70,10 @@ impl Channel for Counter {
     }
 
     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
-        call.context.sending();
+        match call.context.permit().await {
+            Ok(permit) => permit.sending(),
+            Err(refused) => return refused,
+        }
         self.sent.fetch_add(1, Ordering::SeqCst);
         ChannelOutcome::completed(json!({"ok": true}))
     }

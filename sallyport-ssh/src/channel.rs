@@ -305,6 +305,12 @@ impl Channel for SshChannel {
         if let Err(reason) = check_binding(plan.host, credential.meta()) {
             return before_send("credential_unavailable", reason);
         }
+        // The vault must still be unlocked and the credential unchanged since the call
+        // resolved it: before the credential is used to authenticate, and again (below)
+        // right before the command is sent.
+        if let Err(refused) = call.context.permit().await {
+            return refused;
+        }
         let (conn, mut channel) = match self.open(plan.host, credential).await {
             Ok(open) => open,
             Err(outcome) => return outcome,
@@ -314,9 +320,13 @@ impl Channel for SshChannel {
             .target
             .output_cap
             .unwrap_or(self.inner.default_output_cap);
-        let mut stdout = Capture::new(cap, false);
-        let mut stderr = Capture::new(cap, true);
-        call.context.sending();
+        let mut stdout = Capture::new(cap, false, call.context.scrubber());
+        let mut stderr = Capture::new(cap, true, call.context.scrubber());
+        let permit = match call.context.permit().await {
+            Ok(permit) => permit,
+            Err(refused) => return refused,
+        };
+        permit.sending();
         let started = tokio::time::Instant::now();
         let ending = if channel
             .exec(true, plan.command.wire.as_bytes())
@@ -348,8 +358,8 @@ impl Channel for SshChannel {
 /// Reads the channel to its end, keeping at most the cap of each stream.
 async fn drain(
     channel: &mut russh::Channel<russh::client::Msg>,
-    stdout: &mut Capture,
-    stderr: &mut Capture,
+    stdout: &mut Capture<'_>,
+    stderr: &mut Capture<'_>,
 ) -> Ending {
     let mut exit = None;
     let mut accepted = false;

@@ -2,26 +2,33 @@
 
 use std::collections::VecDeque;
 
+use sallyport_core::scrub::Scrubber;
+
 /// Bytes of stderr kept for the tail shown in a rejection's reason.
 const TAIL: usize = 1024;
 
 /// Keeps the first `cap` bytes of a stream and (optionally) its last [`TAIL`] bytes; counts
 /// the rest and discards it, so memory stays bounded however much the command writes.
+///
+/// The texts it gives out are scrubbed with the call's scrubber before any cut, and a
+/// fragment of a secret left at a cut (the cap, the start of the tail) is redacted.
 #[derive(Debug)]
-pub(crate) struct Capture {
+pub(crate) struct Capture<'s> {
     cap: usize,
     head: Vec<u8>,
     tail: Option<VecDeque<u8>>,
     total: u64,
+    scrubber: &'s Scrubber,
 }
 
-impl Capture {
-    pub(crate) fn new(cap: usize, keep_tail: bool) -> Self {
+impl<'s> Capture<'s> {
+    pub(crate) fn new(cap: usize, keep_tail: bool, scrubber: &'s Scrubber) -> Self {
         Self {
             cap,
             head: Vec::with_capacity(cap.min(8 * 1024)),
             tail: keep_tail.then(|| VecDeque::with_capacity(TAIL)),
             total: 0,
+            scrubber,
         }
     }
 
@@ -47,9 +54,21 @@ impl Capture {
         self.total > self.head.len() as u64
     }
 
-    /// The kept head, as text (invalid UTF-8 replaced).
+    /// The kept head, as text (invalid UTF-8 replaced), scrubbed; when the stream was cut at
+    /// the cap, a character split by the cap is dropped and a secret fragment before the cut
+    /// is redacted.
     pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.head).into_owned()
+        if !self.truncated() {
+            return self
+                .scrubber
+                .scrub(&String::from_utf8_lossy(&self.head))
+                .into_owned();
+        }
+        let head = match std::str::from_utf8(&self.head) {
+            Err(e) if e.error_len().is_none() => &self.head[..e.valid_up_to()],
+            _ => &self.head[..],
+        };
+        self.scrubber.scrub_head(&String::from_utf8_lossy(head))
     }
 
     /// The last few lines of the stream, one line of printable text, at most `max` chars.
@@ -58,7 +77,20 @@ impl Capture {
             return String::new();
         };
         let bytes: Vec<u8> = tail.iter().copied().collect();
-        let text = String::from_utf8_lossy(&bytes);
+        // Scrubbed before anything is cut; the tail itself starts at a cut when the stream
+        // was longer than it (a split character there is dropped, not replaced).
+        let text = if self.total > bytes.len() as u64 {
+            let start = bytes
+                .iter()
+                .position(|b| !(0x80..0xC0).contains(b))
+                .unwrap_or(bytes.len());
+            self.scrubber
+                .scrub_tail(&String::from_utf8_lossy(&bytes[start..]))
+        } else {
+            self.scrubber
+                .scrub(&String::from_utf8_lossy(&bytes))
+                .into_owned()
+        };
         let cleaned: String = text
             .split(['\n', '\r'])
             .map(|line| {
@@ -75,8 +107,11 @@ impl Capture {
         if count <= max {
             return cleaned;
         }
-        let skipped: String = cleaned.chars().skip(count - max).collect();
-        format!("…{skipped}")
+        let start = cleaned
+            .char_indices()
+            .nth(count - max)
+            .map_or(cleaned.len(), |(i, _)| i);
+        self.scrubber.bounded_tail(&cleaned, cleaned.len() - start)
     }
 }
 
@@ -86,7 +121,8 @@ mod tests {
 
     #[test]
     fn head_stops_at_the_cap_and_the_total_keeps_counting() {
-        let mut c = Capture::new(4, false);
+        let none = Scrubber::empty();
+        let mut c = Capture::new(4, false, &none);
         c.push(b"abc");
         c.push(b"defgh");
         assert_eq!(c.text(), "abcd");
@@ -96,10 +132,45 @@ mod tests {
 
     #[test]
     fn the_tail_keeps_the_last_lines_as_one_printable_line() {
-        let mut c = Capture::new(0, true);
+        let none = Scrubber::empty();
+        let mut c = Capture::new(0, true, &none);
         c.push(&vec![b'x'; 5000]);
         c.push(b"\nerror: unit \x1b[1mnginx\x1b[0m not found\n");
         assert_eq!(c.tail_line(30), "…: unit  [1mnginx [0m not found");
         assert_eq!(c.total(), 5000 + 37);
+    }
+
+    const SECRET: &str = "sk-live/Ab+12=x.y_z~Q";
+
+    #[test]
+    fn a_secret_cut_by_the_cap_leaves_no_fragment_in_the_head() {
+        let scrubber = Scrubber::new([SECRET]);
+        let mut c = Capture::new(20, false, &scrubber);
+        c.push(format!("token: {SECRET} and more").as_bytes());
+        // The cap keeps `token: sk-live/Ab+1`: 12 bytes of the secret, redacted.
+        assert_eq!(c.text(), "token: [REDACTED]");
+        assert!(c.truncated());
+        let mut whole = Capture::new(100, false, &scrubber);
+        whole.push(format!("token: {SECRET}").as_bytes());
+        assert_eq!(whole.text(), "token: [REDACTED]");
+    }
+
+    #[test]
+    fn a_secret_cut_by_the_tail_or_its_line_limit_leaves_no_fragment() {
+        let scrubber = Scrubber::new([SECRET]);
+        // The tail's start falls 9 bytes into the secret.
+        let mut c = Capture::new(0, true, &scrubber);
+        c.push(&vec![b'x'; 5000]);
+        let line = format!("{SECRET} denied");
+        c.push(&vec![b'y'; TAIL - line.len() + 9]);
+        c.push(&line.as_bytes()[9..]);
+        c.push(b" denied");
+        let tail = c.tail_line(2000);
+        assert!(tail.ends_with("[REDACTED] denied"), "{tail}");
+        // The line limit cuts inside the echoed secret: the whole secret is redacted first.
+        let mut c = Capture::new(0, true, &scrubber);
+        c.push(format!("error: {SECRET} denied").as_bytes());
+        assert_eq!(c.tail_line(12), "… denied");
+        assert_eq!(c.tail_line(17), "…[REDACTED] denied");
     }
 }

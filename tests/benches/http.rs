@@ -59,7 +59,10 @@ impl sallyport_core::Channel for NullChannel {
         &self,
         call: sallyport_core::channel::Dispatch<'_>,
     ) -> sallyport_core::channel::ChannelOutcome {
-        call.context.sending();
+        match call.context.permit().await {
+            Ok(permit) => permit.sending(),
+            Err(refused) => return refused,
+        }
         sallyport_core::channel::ChannelOutcome::completed(
             json!({"id": "build_1", "state": "passed"}),
         )

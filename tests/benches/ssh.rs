@@ -73,7 +73,10 @@ impl sallyport_core::Channel for LocalChannel {
         &self,
         call: sallyport_core::channel::Dispatch<'_>,
     ) -> sallyport_core::channel::ChannelOutcome {
-        call.context.sending();
+        match call.context.permit().await {
+            Ok(permit) => permit.sending(),
+            Err(refused) => return refused,
+        }
         sallyport_core::channel::ChannelOutcome::completed(json!({}))
     }
 }

@@ -127,17 +127,26 @@ impl Channel for ScriptedChannel {
         match step {
             Some(Step::HangBeforeSend) => std::future::pending().await,
             Some(Step::HangAfterSend) => {
-                call.context.sending();
+                match call.context.permit().await {
+                    Ok(permit) => permit.sending(),
+                    Err(refused) => return refused,
+                }
                 self.dispatches.fetch_add(1, Ordering::SeqCst);
                 std::future::pending().await
             }
             Some(Step::Answer(outcome)) => {
-                call.context.sending();
+                match call.context.permit().await {
+                    Ok(permit) => permit.sending(),
+                    Err(refused) => return refused,
+                }
                 self.dispatches.fetch_add(1, Ordering::SeqCst);
                 outcome
             }
             None => {
-                call.context.sending();
+                match call.context.permit().await {
+                    Ok(permit) => permit.sending(),
+                    Err(refused) => return refused,
+                }
                 self.dispatches.fetch_add(1, Ordering::SeqCst);
                 ChannelOutcome::completed(call.arguments.clone())
             }

@@ -1,9 +1,14 @@
-//! The canary: two credentials whose values must never appear — raw, base64 at each alignment
-//! (standard and URL-safe), URL-encoded, JSON-escaped or hex — in any result the agent gets,
-//! any audit record (read back and exported), any captured tracing line at TRACE level, or any
-//! `Debug` output, across the executor scenarios: a hostile upstream echoing the credential in
-//! every encoding, a 401 that echoes the Authorization header, an unknown outcome, a locked
-//! vault, a refused argument carrying the value, and a consent denial.
+//! The canary: three credentials whose values must never appear — raw; base64 at each
+//! alignment (standard and URL-safe, with and without padding); percent-encoded as every
+//! common encoder writes it (every non-alphanumeric, form-urlencoded, RFC 3986,
+//! `encodeURIComponent`, Python `quote()`, each with upper- and lowercase hex); JSON-escaped
+//! (with and without `\/`); hex in both cases — in any result the agent gets, any audit record
+//! (read back and exported), the journal files, any consent prompt, any captured tracing line
+//! at TRACE level, or any `Debug` output, across the executor scenarios: a hostile upstream
+//! echoing the credential in every encoding, a 401 that echoes the Authorization header, an
+//! unknown outcome, a locked vault, a refused argument carrying the value, a consent denial,
+//! and a real HTTP upstream echoing a query API key with URL-special characters as its own
+//! encoder writes it.
 
 mod vault_support;
 
@@ -12,13 +17,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use sallyport_core::channel::ChannelOutcome;
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::{Journal, SqliteJournal, export_json_lines};
 use sallyport_core::outcome::{Next, Status};
 use sallyport_core::vault::{
-    Binding, CredentialKind, CredentialMeta, FileVault, Secret, VaultAdmin,
+    ApiKeyPlacement, Binding, CredentialKind, CredentialMeta, FileVault, Secret, VaultAdmin,
 };
 use sallyport_core::{ActionResult, Catalog, Executor, Session};
 use vault_support::{DeployPreview, PASSPHRASE, ReadStatus, ScriptedChannel, bearer, fast_kdf};
@@ -27,6 +32,62 @@ use vault_support::{DeployPreview, PASSPHRASE, ReadStatus, ScriptedChannel, bear
 const CANARY: &str = "cnry-7Qx/9+Zk=2Lm\"w\\é-tok";
 /// The basic-auth canary (a password; the header carries `robot:<password>` in base64).
 const CANARY_B: &str = "pw-Canary+8841/zz";
+/// The query-API-key canary: every character URL encoders disagree about (`/ + = . _ ~ -`).
+const CANARY_URL: &str = "sk-live/Ab+12=x.y_z~Q";
+
+/// Percent-encodes every byte but ASCII alphanumerics and `bare`, with upper- or lowercase hex.
+fn percent(secret: &str, bare: &str, upper: bool) -> String {
+    secret
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || bare.as_bytes().contains(&b) {
+                (b as char).to_string()
+            } else if upper {
+                format!("%{b:02X}")
+            } else {
+                format!("%{b:02x}")
+            }
+        })
+        .collect()
+}
+
+/// `secret` as the `url` crate's form-urlencoded serializer writes a query value (what
+/// reqwest sends for a query API key).
+fn form_urlencoded(secret: &str) -> String {
+    let mut url = reqwest::Url::parse("http://x/").unwrap();
+    url.query_pairs_mut().append_pair("k", secret);
+    url.query().unwrap()[2..].to_owned()
+}
+
+/// Every complete percent-encoded form: all non-alphanumerics, form-urlencoded, RFC 3986,
+/// `encodeURIComponent`, Python `quote()`; each with upper- and lowercase hex.
+fn percent_forms(secret: &str) -> Vec<String> {
+    let form = form_urlencoded(secret);
+    let mut forms = vec![form.clone(), lowercase_hex(&form)];
+    for bare in ["", "-._~", "-_.!~*'()", "-._~/"] {
+        forms.push(percent(secret, bare, true));
+        forms.push(percent(secret, bare, false));
+    }
+    forms
+}
+
+/// `text` with the two hex digits after every `%` lowercased.
+fn lowercase_hex(text: &str) -> String {
+    let mut out = String::new();
+    let mut left = 0;
+    for c in text.chars() {
+        if c == '%' {
+            left = 2;
+            out.push(c);
+        } else if left > 0 {
+            left -= 1;
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
 
 /// Every form of `secret` that must not appear, including base64 fragments at all three
 /// alignments (trimmed so the characters that depend on neighbouring bytes are not required).
@@ -34,20 +95,12 @@ fn forbidden_forms(secret: &str) -> Vec<String> {
     let mut forms = vec![secret.to_owned()];
     let json = serde_json::to_string(secret).unwrap();
     forms.push(json[1..json.len() - 1].to_owned());
-    let url: String = secret
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
-    forms.push(url.clone());
-    forms.push(url.to_ascii_lowercase());
+    forms.push(percent(secret, "", true));
+    forms.push(percent(secret, "", false));
     forms.push(hex::encode(secret));
     forms.push(hex::encode_upper(secret));
+    forms.push(json[1..json.len() - 1].replace('/', "\\/"));
+    forms.extend(percent_forms(secret));
     for prefix in ["", "x", "xy"] {
         let bytes = format!("{prefix}{secret}");
         for encoded in [STANDARD.encode(&bytes), URL_SAFE_NO_PAD.encode(&bytes)] {
@@ -59,7 +112,7 @@ fn forbidden_forms(secret: &str) -> Vec<String> {
 }
 
 fn assert_clean(what: &str, text: &str) {
-    for secret in [CANARY, CANARY_B] {
+    for secret in [CANARY, CANARY_B, CANARY_URL] {
         for form in forbidden_forms(secret) {
             assert!(
                 !text.contains(&form),
@@ -139,6 +192,18 @@ fn rig_with(
             Secret::new(CANARY_B),
         )
         .unwrap();
+    vault
+        .add(
+            CredentialMeta::new(
+                "url-api",
+                CredentialKind::ApiKey {
+                    placement: ApiKeyPlacement::Query("api_key".into()),
+                },
+                Binding::url("https://reports.example.com"),
+            ),
+            Secret::new(CANARY_URL),
+        )
+        .unwrap();
     let journal = Arc::new(SqliteJournal::open(dir.path().join("journal.db")).unwrap());
     let channel = ScriptedChannel::new(move |_| script());
     let channel_sends = Arc::clone(&channel.sends);
@@ -178,10 +243,13 @@ fn rig_with(
 /// (both hex cases), hex (both cases), and base64 (standard padded, URL-safe unpadded) of the
 /// secret alone and after one and two other bytes.
 fn full_encodings(secret: &str) -> Vec<String> {
-    let mut forms = forbidden_forms(secret)[..6].to_vec();
+    let mut forms = forbidden_forms(secret)[..7].to_vec();
+    forms.extend(percent_forms(secret));
     for prefix in ["", "x", "xy"] {
         let bytes = format!("{prefix}{secret}");
         forms.push(STANDARD.encode(&bytes));
+        forms.push(STANDARD_NO_PAD.encode(&bytes));
+        forms.push(URL_SAFE.encode(&bytes));
         forms.push(URL_SAFE_NO_PAD.encode(&bytes));
     }
     forms
@@ -194,6 +262,7 @@ fn hostile_echo() -> ChannelOutcome {
     let forms: Vec<String> = full_encodings(CANARY)
         .into_iter()
         .chain(full_encodings(CANARY_B))
+        .chain(full_encodings(CANARY_URL))
         .chain([format!("Basic {basic}")])
         .collect();
     ChannelOutcome::completed(serde_json::json!({
@@ -403,4 +472,144 @@ async fn a_locked_vault_and_a_denied_consent_leak_nothing() {
     assert_eq!(locked_read.code.as_deref(), Some("vault_locked"));
     assert_eq!(rig.channel_sends.load(Ordering::SeqCst), 0);
     check_everything(&rig, &[denied, locked, locked_read]).await;
+}
+
+/// Read one report, authenticated by a query API key (sent by the real HTTP channel).
+#[derive(sallyport_core::Action, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[action(name = "get_report", effect = observe, credential = "url-api", consent = per_call)]
+#[http(get = "/v1/reports/{report_id}", query(filter), result = Report)]
+struct GetReport {
+    report_id: String,
+    filter: String,
+}
+
+#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+struct Report {
+    id: String,
+    echo: Vec<String>,
+    query: String,
+}
+
+/// The value of `api_key` in a raw query string, still encoded.
+fn api_key_in(query: &str) -> String {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("api_key="))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_real_upstream_echoing_a_query_api_key_as_its_encoder_writes_it_leaks_nothing() {
+    use sallyport_core::target::Target;
+    use sallyport_tests::http_server::{Reply, Upstream};
+    log_buffer();
+    // The upstream echoes the query exactly as it received it (reqwest's form-urlencoding of
+    // the key), and the key in every other encoding, in result fields and in its message.
+    let upstream = Upstream::start(|r| {
+        let query = r.query.clone().unwrap_or_default();
+        if r.n == 1 {
+            let mut echo = full_encodings(CANARY_URL);
+            echo.push(api_key_in(&query));
+            Reply::Json(
+                200,
+                serde_json::json!({"id": "r1", "echo": echo, "query": query}),
+            )
+        } else {
+            Reply::Json(
+                400,
+                serde_json::json!({"message": format!("unknown key {}", api_key_in(&query))}),
+            )
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let vault =
+        Arc::new(FileVault::create(dir.path().join("v.spv"), PASSPHRASE, fast_kdf()).unwrap());
+    vault
+        .add(
+            CredentialMeta::new(
+                "url-api",
+                CredentialKind::ApiKey {
+                    placement: ApiKeyPlacement::Query("api_key".into()),
+                },
+                Binding::url(upstream.url()),
+            ),
+            Secret::new(CANARY_URL),
+        )
+        .unwrap();
+    let journal_path = dir.path().join("journal.db");
+    let journal = Arc::new(SqliteJournal::open(&journal_path).unwrap());
+    let prompts = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&prompts);
+    let catalog = Catalog::builder()
+        .action_with_spec::<GetReport>(|mut spec| {
+            if let Target::Http(t) = &mut spec.target {
+                t.message_field = Some("/message".into());
+            }
+            spec
+        })
+        .build()
+        .unwrap();
+    let executor = Executor::builder(catalog)
+        .journal_arc(journal.clone())
+        .vault_arc(vault.clone())
+        .channel(
+            sallyport_http::HttpChannel::builder()
+                .base_url(upstream.url())
+                .build()
+                .unwrap(),
+        )
+        .consent(FnConsent::new(move |request| {
+            seen.lock().unwrap().push(request.render());
+            async { ConsentDecision::Approve }
+        }))
+        .build()
+        .unwrap();
+    let session = Session::new("canary-http");
+    // The agent was fed the key and passes it as a filter value too.
+    let args = serde_json::json!({"report_id": "r1", "filter": CANARY_URL});
+    let first = executor.call("get_report", args.clone(), &session).await;
+    let second = executor.call("get_report", args, &session).await;
+    assert_eq!(upstream.requests(), 2);
+    let sent = upstream.received()[0].query.clone().unwrap_or_default();
+    assert_eq!(api_key_in(&sent), form_urlencoded(CANARY_URL));
+    assert_eq!(first.status, Status::Completed, "{}", first.to_json());
+    let data = first.data.clone().unwrap_or_default();
+    for echoed in data["echo"].as_array().unwrap() {
+        assert!(echoed.as_str().unwrap().contains("[REDACTED]"), "{echoed}");
+    }
+    assert_eq!(data["query"], "filter=[REDACTED]&api_key=[REDACTED]");
+    assert_eq!(second.code.as_deref(), Some("bad_request"));
+    assert!(
+        second
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("the upstream rejected the request (HTTP 400): unknown key [REDACTED]"),
+        "{:?}",
+        second.reason
+    );
+    let prompts = prompts.lock().unwrap().clone();
+    assert_eq!(prompts.len(), 2);
+    for prompt in &prompts {
+        assert_clean("a consent prompt", prompt);
+    }
+    let rig = Rig {
+        _dir: dir,
+        vault,
+        journal,
+        channel_sends: Arc::default(),
+        executor,
+    };
+    check_everything(&rig, &[first, second]).await;
+    for file in ["journal.db", "journal.db-wal"] {
+        let bytes = std::fs::read(rig._dir.path().join(file)).unwrap_or_default();
+        for form in forbidden_forms(CANARY_URL) {
+            assert!(
+                !bytes.windows(form.len()).any(|w| w == form.as_bytes()),
+                "{file} holds {form:?}"
+            );
+        }
+    }
 }

@@ -6,6 +6,7 @@ use crate::action::ScopedValue;
 use crate::channel::DispatchContext;
 use crate::journal::{AttemptId, AuditEvent, Journal, Phase, ReceiptId};
 use crate::outcome::{Origin, Status};
+use crate::scrub::{CUT, Scrubber};
 use crate::session::Session;
 
 /// Owns what the audit record of a call needs, and records a cancellation if the call's
@@ -22,6 +23,10 @@ pub(crate) struct CallGuard {
     pub(crate) consent: Option<String>,
     pub(crate) divergences: Vec<crate::drift::Divergence>,
     pub(crate) dispatch: Option<Arc<DispatchContext>>,
+    /// The call's scrubber: the vault's when the call began, replaced at stage 6 by the one
+    /// built from the credential the call resolved. Every record of the call passes it,
+    /// the record of a cancelled call too.
+    pub(crate) scrubber: Arc<Scrubber>,
     armed: bool,
 }
 
@@ -31,11 +36,12 @@ impl CallGuard {
         attempt_id: AttemptId,
         action: &str,
         session: &Session,
+        scrubber: Arc<Scrubber>,
     ) -> Self {
         Self {
             journal,
             attempt_id,
-            action: bounded(action, 128),
+            action: scrubber.bounded(action, 128),
             session_id: session.id().as_str().to_owned(),
             definition_hash: None,
             objects: Vec::new(),
@@ -44,6 +50,7 @@ impl CallGuard {
             consent: None,
             divergences: Vec::new(),
             dispatch: None,
+            scrubber,
             armed: true,
         }
     }
@@ -111,18 +118,37 @@ impl Drop for CallGuard {
                 Some("the call was cancelled before anything was sent".to_owned()),
             )
         };
+        let mut event = event;
+        scrub_event(&self.scrubber, &mut event);
         self.journal.append_detached(event);
     }
 }
 
-/// `text` cut to at most `max` bytes at a character boundary.
-pub(crate) fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
+/// Scrubs every text of an audit event; a text that was cut ([`CUT`] at its end) also loses
+/// a secret fragment left at the cut.
+pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
+    event.action = scrubber.scrub(&event.action).into_owned();
+    for text in [
+        &mut event.reason,
+        &mut event.code,
+        &mut event.note,
+        &mut event.request,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        *text = scrub_cut(scrubber, text);
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
+    for object in &mut event.objects {
+        object.value = scrubber.scrub(&object.value).into_owned();
     }
-    format!("{}…", &text[..end])
+}
+
+/// `text` scrubbed; when it ends with the [`CUT`] mark, a secret fragment before the mark is
+/// redacted too.
+pub(crate) fn scrub_cut(scrubber: &Scrubber, text: &str) -> String {
+    match text.strip_suffix(CUT) {
+        Some(head) => format!("{}{CUT}", scrubber.scrub_head(head)),
+        None => scrubber.scrub(text).into_owned(),
+    }
 }

@@ -8,10 +8,12 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::Inner;
-use super::cancel::{CallGuard, bounded};
+use super::cancel::{CallGuard, scrub_cut, scrub_event};
 use crate::action::ConsentRule;
 use crate::catalog::Entry;
-use crate::channel::{CallView, Channel, ChannelOutcome, Dispatch, DispatchContext};
+use crate::channel::{
+    CallView, Channel, ChannelOutcome, Dispatch, DispatchContext, ResolvedName, still_ready,
+};
 use crate::consent::{ConsentDecision, ConsentRequest};
 use crate::drift::{DriftMode, Verdict, canonical_json};
 use crate::journal::{IdempotencyKey, Intent, Phase};
@@ -46,6 +48,16 @@ struct Authorized {
 struct Ready {
     authorized: Authorized,
     credential: Option<Credential>,
+}
+
+impl Ready {
+    /// The name and version of the credential resolved at stage 6.
+    fn resolved(&self) -> Option<ResolvedName> {
+        self.credential.as_ref().map(|c| ResolvedName {
+            name: c.meta().name.clone(),
+            version: c.meta().version,
+        })
+    }
 }
 
 /// Stage 8: a human approved, or the rule needs no one.
@@ -92,8 +104,11 @@ async fn pipeline(
     let resolved = resolve(inner, guard)?;
     let decoded = validate(inner, guard, resolved, arguments)?;
     let authorized = authorize(inner, guard, session, decoded)?;
-    let ready = prepare(inner, authorized).await?;
+    let ready = prepare(inner, guard, authorized).await?;
     let consented = consent(inner, guard, ready).await?;
+    // Consent can take minutes: the vault may have been locked, or the credential replaced
+    // or removed, meanwhile. The channel checks again before each send.
+    still_ready(inner.vault.as_deref(), consented.ready.resolved().as_ref()).await?;
     let intended = intent(inner, guard, consented).await?;
     Ok(dispatch(inner, guard, intended).await)
 }
@@ -159,7 +174,7 @@ fn validate(
         )
     })?;
     guard.objects = decoded.objects;
-    guard.note = decoded.note.map(|n| bounded(&n, 2_000));
+    guard.note = decoded.note.map(|n| guard.scrubber.bounded(&n, 2_000));
     Ok(Decoded {
         entry,
         arguments,
@@ -206,7 +221,11 @@ fn authorize(
     Ok(Authorized { decoded, channel })
 }
 
-async fn prepare(inner: &Inner, authorized: Authorized) -> Result<Ready, Refusal> {
+async fn prepare(
+    inner: &Inner,
+    guard: &mut CallGuard,
+    authorized: Authorized,
+) -> Result<Ready, Refusal> {
     let entry = &authorized.decoded.entry;
     let spec = entry.spec();
     // Stage 5: definition drift.
@@ -264,6 +283,21 @@ async fn prepare(inner: &Inner, authorized: Authorized) -> Result<Ready, Refusal
         )?;
         credential = Some(resolved);
     }
+    // The call's scrubber, from here on for every text of the call: the vault's now (it
+    // knows the resolved value, unless the vault changed in between), plus that value.
+    if let Some(vault) = &inner.vault {
+        let scrubber = vault.scrubber();
+        guard.scrubber =
+            match &credential {
+                Some(c) if !covers(&scrubber, c) => {
+                    let secret = c.secret();
+                    Arc::new(scrubber.extended(
+                        std::iter::once(secret.expose()).chain(secret.expose_passphrase()),
+                    ))
+                }
+                _ => scrubber,
+            };
+    }
     // Stage 7: preconditions.
     if entry.has_precondition() {
         entry
@@ -272,7 +306,7 @@ async fn prepare(inner: &Inner, authorized: Authorized) -> Result<Ready, Refusal
             .map_err(|reason| {
                 Refusal::new(
                     RefusalCode::PreconditionFailed,
-                    bounded(&reason, MAX_REASON),
+                    guard.scrubber.bounded(&reason, MAX_REASON),
                 )
             })?;
     }
@@ -318,7 +352,7 @@ async fn consent(inner: &Inner, guard: &mut CallGuard, ready: Ready) -> Result<C
         definition_hash: hash.to_owned(),
     };
     // The human sees no secret either: an agent may have written one into its note.
-    let request = scrub_consent(&scrubber(inner), request);
+    let request = scrub_consent(&guard.scrubber, request);
     let decision = tokio::time::timeout(inner.consent_timeout, provider.ask(&request)).await;
     match decision {
         Err(_) => {
@@ -354,7 +388,10 @@ async fn consent(inner: &Inner, guard: &mut CallGuard, ready: Ready) -> Result<C
         Ok(ConsentDecision::Deny { reason }) => {
             guard.consent = Some("denied".to_owned());
             let reason = match reason {
-                Some(r) => format!("a human denied this call: {}", bounded(&r, 200)),
+                Some(r) => format!(
+                    "a human denied this call: {}",
+                    guard.scrubber.bounded(&r, 200)
+                ),
                 None => "a human denied this call".to_owned(),
             };
             Err(Refusal::new(RefusalCode::ConsentDenied, reason))
@@ -394,7 +431,7 @@ async fn intent(
         arguments: {
             // The journal stores arguments for reconcile; never a secret value among them.
             let mut arguments = decoded.arguments.clone();
-            scrubber(inner).scrub_json(&mut arguments);
+            guard.scrubber.scrub_json(&mut arguments);
             arguments
         },
         durable: spec.effect.is_mutating(),
@@ -420,6 +457,9 @@ async fn dispatch(inner: &Inner, guard: &mut CallGuard, intended: Intended) -> A
         guard.attempt_id.clone(),
         Arc::clone(&inner.journal),
         spec.effect.is_mutating(),
+        inner.vault.clone(),
+        ready.resolved(),
+        Arc::clone(&guard.scrubber),
     ));
     guard.dispatch = Some(Arc::clone(&context));
     let outcome = ready
@@ -450,7 +490,10 @@ async fn dispatch(inner: &Inner, guard: &mut CallGuard, intended: Intended) -> A
         result.origin = Some(outcome.origin);
     }
     result.code = outcome.code.clone();
-    result.reason = outcome.reason.as_deref().map(|r| bounded(r, MAX_REASON));
+    result.reason = outcome
+        .reason
+        .as_deref()
+        .map(|r| guard.scrubber.bounded(r, MAX_REASON));
     result.data = outcome.data.clone();
     result.next = outcome.next.clone().or_else(|| {
         matches!(outcome.status, Status::Pending | Status::Unknown)
@@ -473,8 +516,8 @@ async fn dispatch(inner: &Inner, guard: &mut CallGuard, intended: Intended) -> A
             None => "the outcome is unknown; do not retry".to_owned(),
         });
     }
-    // Stage 12: filter.
-    let scrubber = scrubber(inner);
+    // Stage 12: filter, with the call's scrubber (a vault locked meanwhile cannot empty it).
+    let scrubber = Arc::clone(&guard.scrubber);
     filter(&scrubber, &mut result);
     // Stage 13: record.
     let phase = Phase::Finished;
@@ -535,11 +578,13 @@ fn next_call(
     })
 }
 
-fn scrubber(inner: &Inner) -> Arc<Scrubber> {
-    inner
-        .vault
-        .as_ref()
-        .map_or_else(|| Arc::new(Scrubber::empty()), |v| v.scrubber())
+/// Whether `scrubber` knows every value of `credential`.
+fn covers(scrubber: &Scrubber, credential: &Credential) -> bool {
+    let secret = credential.secret();
+    scrubber.covers(secret.expose())
+        && secret
+            .expose_passphrase()
+            .is_none_or(|p| scrubber.covers(p))
 }
 
 fn filter(scrubber: &Scrubber, result: &mut ActionResult) {
@@ -559,7 +604,7 @@ fn scrub_consent(scrubber: &Scrubber, mut request: ConsentRequest) -> ConsentReq
         .into_iter()
         .chain(request.note.as_mut())
     {
-        *text = scrubber.scrub(text).into_owned();
+        *text = scrub_cut(scrubber, text);
     }
     for object in &mut request.objects {
         object.value = scrubber.scrub(&object.value).into_owned();
@@ -567,30 +612,10 @@ fn scrub_consent(scrubber: &Scrubber, mut request: ConsentRequest) -> ConsentReq
     request
 }
 
-fn scrub_event(scrubber: &Scrubber, event: &mut crate::journal::AuditEvent) {
-    event.action = scrubber.scrub(&event.action).into_owned();
-    for text in [
-        &mut event.reason,
-        &mut event.code,
-        &mut event.note,
-        &mut event.request,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        *text = scrubber.scrub(text).into_owned();
-    }
-    for object in &mut event.objects {
-        object.value = scrubber.scrub(&object.value).into_owned();
-    }
-}
-
 /// Records a refusal (exactly one audit record) and answers the agent.
 pub(super) async fn refuse(inner: &Inner, guard: &mut CallGuard, refusal: Refusal) -> ActionResult {
-    let scrubber = scrubber(inner);
-    let reason = scrubber
-        .scrub(&bounded(&refusal.reason, MAX_REASON))
-        .into_owned();
+    let scrubber = Arc::clone(&guard.scrubber);
+    let reason = scrubber.bounded(&refusal.reason, MAX_REASON);
     let action = scrubber.scrub(&guard.action).into_owned();
     let mut result = ActionResult::new(Status::Rejected, &action, guard.attempt_id.clone());
     result.origin = Some(Origin::Executor);

@@ -44,6 +44,7 @@ use zeroize::Zeroizing;
 use super::marker::lock_marker_path;
 use super::{
     Credential, CredentialMeta, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta,
+    retire, scrubber_over,
 };
 use crate::scrub::Scrubber;
 
@@ -168,6 +169,8 @@ struct Unlocked {
     vault_id: String,
     kdf: KdfHeader,
     entries: BTreeMap<String, Entry>,
+    /// Values replaced or removed since the unlock, still known to the scrubber.
+    retired: Vec<Secret>,
     scrubber: Option<Arc<Scrubber>>,
 }
 
@@ -309,6 +312,7 @@ impl FileVault {
             vault_id,
             kdf,
             entries: BTreeMap::new(),
+            retired: Vec::new(),
             scrubber: None,
         };
         let body = unlocked.body(check, &BTreeMap::new())?;
@@ -377,6 +381,7 @@ impl FileVault {
             vault_id: body.vault_id,
             kdf: body.kdf,
             entries,
+            retired: Vec::new(),
             scrubber: None,
         });
         st.last_used = Instant::now();
@@ -673,6 +678,14 @@ impl FileVault {
         let result = change(&mut entries)?;
         let new_body = unlocked.body_with(body.check, &entries, &kept)?;
         self.write_file(&new_body)?;
+        // Values this instance held that the change replaced or removed stay known to the
+        // scrubber.
+        for (name, old) in &unlocked.entries {
+            let version = entries.get(name).map(|e| e.credential.meta().version);
+            if version != Some(old.credential.meta().version) {
+                retire(&mut unlocked.retired, old.credential.secret().clone());
+            }
+        }
         unlocked.entries = entries;
         unlocked.scrubber = None;
         st.last_used = Instant::now();
@@ -749,10 +762,10 @@ impl Unlocked {
         if let Some(s) = &self.scrubber {
             return Arc::clone(s);
         }
-        let scrubber = Arc::new(Scrubber::new(self.entries.values().flat_map(|e| {
-            let s = e.credential.secret();
-            std::iter::once(s.expose()).chain(s.expose_passphrase())
-        })));
+        let scrubber = Arc::new(scrubber_over(
+            self.entries.values().map(|e| &e.credential),
+            &self.retired,
+        ));
         self.scrubber = Some(Arc::clone(&scrubber));
         scrubber
     }

@@ -25,6 +25,7 @@ use zeroize::Zeroizing;
 use super::file::write_lock_marker;
 use super::{
     Credential, CredentialMeta, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta,
+    retire, scrubber_over,
 };
 use crate::scrub::Scrubber;
 
@@ -84,6 +85,8 @@ pub struct KeychainVault {
 #[derive(Default)]
 struct State {
     unlocked: Option<BTreeMap<String, Credential>>,
+    /// Values replaced or removed since the unlock, still known to the scrubber.
+    retired: Vec<Secret>,
     scrubber: Option<Arc<Scrubber>>,
 }
 
@@ -188,6 +191,7 @@ impl KeychainVault {
         }
         let mut st = self.lock_state();
         st.unlocked = Some(entries);
+        st.retired.clear();
         st.scrubber = None;
         drop(st);
         match std::fs::remove_file(&self.marker) {
@@ -205,6 +209,7 @@ impl KeychainVault {
     pub fn lock(&self) {
         let mut st = self.lock_state();
         st.unlocked = None;
+        st.retired.clear();
         st.scrubber = None;
     }
 
@@ -236,6 +241,7 @@ impl KeychainVault {
         if st.unlocked.is_some() && self.marker.exists() {
             tracing::info!(service = %self.service, "lock marker found; keychain vault locked");
             st.unlocked = None;
+            st.retired.clear();
             st.scrubber = None;
         }
     }
@@ -331,14 +337,16 @@ impl KeychainVault {
         index.format = INDEX_FORMAT;
         self.write_index(&index)?;
         let mut st = self.lock_state();
+        let st = &mut *st;
         if let Some(entries) = st.unlocked.as_mut() {
-            match secret {
+            let old = match secret {
                 Some(secret) => {
-                    entries.insert(meta.name.clone(), Credential::new(meta.clone(), secret));
+                    entries.insert(meta.name.clone(), Credential::new(meta.clone(), secret))
                 }
-                None => {
-                    entries.remove(&meta.name);
-                }
+                None => entries.remove(&meta.name),
+            };
+            if let Some(old) = old {
+                retire(&mut st.retired, old.secret().clone());
             }
         }
         st.scrubber = None;
@@ -377,10 +385,7 @@ impl Vault for KeychainVault {
         let Some(entries) = &st.unlocked else {
             return Arc::new(Scrubber::empty());
         };
-        let scrubber = Arc::new(Scrubber::new(entries.values().flat_map(|c| {
-            let s = c.secret();
-            std::iter::once(s.expose()).chain(s.expose_passphrase())
-        })));
+        let scrubber = Arc::new(scrubber_over(entries.values(), &st.retired));
         st.scrubber = Some(Arc::clone(&scrubber));
         scrubber
     }

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use super::{
     Credential, CredentialMeta, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta,
+    retire, scrubber_over,
 };
 use crate::scrub::Scrubber;
 
@@ -21,7 +22,32 @@ pub struct MemoryVault {
 struct Inner {
     locked: bool,
     entries: BTreeMap<String, Credential>,
+    /// Values replaced or removed, still known to the scrubber.
+    retired: Vec<Secret>,
     scrubber: Option<Arc<Scrubber>>,
+}
+
+impl Inner {
+    /// Stores `credential`, retiring the value it replaces.
+    fn put(&mut self, credential: Credential) {
+        let name = credential.meta().name.clone();
+        if let Some(old) = self.entries.insert(name, credential) {
+            retire(&mut self.retired, old.secret().clone());
+        }
+        self.scrubber = None;
+    }
+
+    /// Removes `name`, retiring its value.
+    fn take(&mut self, name: &str) -> bool {
+        self.scrubber = None;
+        match self.entries.remove(name) {
+            Some(old) => {
+                retire(&mut self.retired, old.secret().clone());
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl MemoryVault {
@@ -36,17 +62,13 @@ impl MemoryVault {
         if let Some(old) = inner.entries.get(&meta.name) {
             meta.version = old.meta().version + 1;
         }
-        inner
-            .entries
-            .insert(meta.name.clone(), Credential::new(meta, secret));
-        inner.scrubber = None;
+        inner.put(Credential::new(meta, secret));
     }
 
     /// Removes a credential.
     pub fn remove(&self, name: &str) -> bool {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        inner.scrubber = None;
-        inner.entries.remove(name).is_some()
+        inner.take(name)
     }
 
     /// The metadata of every credential.
@@ -109,10 +131,7 @@ impl Vault for MemoryVault {
         if let Some(s) = &inner.scrubber {
             return Arc::clone(s);
         }
-        let scrubber = Arc::new(Scrubber::new(inner.entries.values().flat_map(|c| {
-            let s = c.secret();
-            std::iter::once(s.expose()).chain(s.expose_passphrase())
-        })));
+        let scrubber = Arc::new(scrubber_over(inner.entries.values(), &inner.retired));
         inner.scrubber = Some(Arc::clone(&scrubber));
         scrubber
     }
@@ -126,10 +145,7 @@ impl VaultAdmin for MemoryVault {
             return Err(VaultError::AlreadyExists(meta.name));
         }
         meta.version = 1;
-        inner
-            .entries
-            .insert(meta.name.clone(), Credential::new(meta.clone(), secret));
-        inner.scrubber = None;
+        inner.put(Credential::new(meta.clone(), secret));
         Ok(meta)
     }
 
@@ -140,10 +156,7 @@ impl VaultAdmin for MemoryVault {
             .entries
             .get(&meta.name)
             .map_or(1, |old| old.meta().version + 1);
-        inner
-            .entries
-            .insert(meta.name.clone(), Credential::new(meta.clone(), secret));
-        inner.scrubber = None;
+        inner.put(Credential::new(meta.clone(), secret));
         Ok(meta)
     }
 
@@ -155,21 +168,17 @@ impl VaultAdmin for MemoryVault {
             .map(|c| c.meta().clone())
             .ok_or_else(|| VaultError::NotFound(name.to_owned()))?;
         meta.version += 1;
-        inner
-            .entries
-            .insert(name.to_owned(), Credential::new(meta.clone(), secret));
-        inner.scrubber = None;
+        inner.put(Credential::new(meta.clone(), secret));
         Ok(meta)
     }
 
     fn remove(&self, name: &str) -> Result<(), VaultError> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        inner.scrubber = None;
-        inner
-            .entries
-            .remove(name)
-            .map(drop)
-            .ok_or_else(|| VaultError::NotFound(name.to_owned()))
+        if inner.take(name) {
+            Ok(())
+        } else {
+            Err(VaultError::NotFound(name.to_owned()))
+        }
     }
 
     fn list(&self) -> Result<Vec<CredentialMeta>, VaultError> {

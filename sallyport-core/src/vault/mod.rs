@@ -260,6 +260,32 @@ pub fn check_name(name: &str) -> Result<(), VaultError> {
     Ok(())
 }
 
+/// How many replaced or removed secret values a vault keeps (zeroized on lock) so that its
+/// scrubber still redacts an upstream's echo of an old value after a rotation.
+pub(crate) const RETIRED_VALUES: usize = 64;
+
+/// Keeps `old` among a vault's retired values, dropping (and zeroizing) the oldest beyond
+/// [`RETIRED_VALUES`].
+pub(crate) fn retire(retired: &mut Vec<Secret>, old: Secret) {
+    if retired.len() >= RETIRED_VALUES {
+        retired.remove(0);
+    }
+    retired.push(old);
+}
+
+/// A scrubber over the current credentials and the retired values.
+pub(crate) fn scrubber_over<'a>(
+    current: impl Iterator<Item = &'a Credential>,
+    retired: &'a [Secret],
+) -> Scrubber {
+    Scrubber::new(
+        current
+            .map(Credential::secret)
+            .chain(retired)
+            .flat_map(|s| std::iter::once(s.expose()).chain(s.expose_passphrase())),
+    )
+}
+
 /// Holds credentials and resolves them by name for a channel.
 ///
 /// Implementations: [`MemoryVault`] here; the encrypted file vault and OS keychains live in
@@ -280,6 +306,9 @@ pub trait Vault: Send + Sync + 'static {
     /// [`VaultError::Locked`], [`VaultError::NotFound`] or a backend failure.
     async fn resolve(&self, name: &str) -> Result<Credential, VaultError>;
 
-    /// A scrubber that knows every currently unlocked secret value.
+    /// A scrubber that knows every currently unlocked secret value, and the values replaced
+    /// or removed since the vault was unlocked (the built-in vaults keep the last
+    /// 64), so an upstream's echo of an old value is still redacted after a rotation.
+    /// Empty while locked.
     fn scrubber(&self) -> Arc<Scrubber>;
 }

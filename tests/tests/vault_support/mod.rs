@@ -98,7 +98,10 @@ impl Channel for ScriptedChannel {
     }
 
     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
-        call.context.sending();
+        match call.context.permit().await {
+            Ok(permit) => permit.sending(),
+            Err(refused) => return refused,
+        }
         self.sends.fetch_add(1, Ordering::SeqCst);
         (self.script)(&call)
     }
