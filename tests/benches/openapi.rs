@@ -185,7 +185,8 @@ fn bench(c: &mut Criterion) {
         .operation(&OperationSelector::id("issues/create"))
         .expect("issues/create");
     let body = json!({"title": "Found a bug", "labels": ["bug"]});
-    let request = OutgoingRequest::new("POST", "/repos/octocat/hello-world/issues").with_body(&body);
+    let request =
+        OutgoingRequest::new("POST", "/repos/octocat/hello-world/issues").with_body(&body);
     assert_eq!(
         issues.check(DriftMode::Strict, &request).verdict,
         Verdict::Clean
