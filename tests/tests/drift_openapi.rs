@@ -780,7 +780,7 @@ fn real_github_requests_are_accepted_and_a_wrong_body_is_refused_with_its_diverg
 }
 
 /// A document whose `createThing` body is `Thing`, with `schemas` as its component schemas.
-fn looping(schemas: Value) -> OpenApi {
+fn looping(schemas: &Value) -> OpenApi {
     OpenApi::from_value(json!({
         "openapi": "3.0.3",
         "info": {"title": "loops", "version": "1"},
@@ -797,7 +797,7 @@ fn looping(schemas: Value) -> OpenApi {
 
 #[test]
 fn a_self_referencing_all_of_is_refused_with_an_error_not_a_stack_overflow() {
-    let spec = looping(json!({
+    let spec = looping(&json!({
         "Thing": {"type": "object", "allOf": [{"$ref": "#/components/schemas/Thing"}]}
     }));
     let err = spec
@@ -810,7 +810,7 @@ fn a_self_referencing_all_of_is_refused_with_an_error_not_a_stack_overflow() {
          (/components/schemas/Thing -> /components/schemas/Thing/allOf/0 -> /components/schemas/Thing)"
     );
     // The same by route, and for a loop through two schemas and `anyOf`.
-    let spec = looping(json!({
+    let spec = looping(&json!({
         "Thing": {"anyOf": [{"type": "string"}, {"$ref": "#/components/schemas/Other"}]},
         "Other": {"allOf": [{"$ref": "#/components/schemas/Thing"}]}
     }));
@@ -829,7 +829,7 @@ fn a_self_referencing_all_of_is_refused_with_an_error_not_a_stack_overflow() {
 
 #[test]
 fn a_recursive_schema_that_descends_into_the_value_still_checks() {
-    let spec = looping(json!({
+    let spec = looping(&json!({
         "Thing": {"type": "object", "required": ["name"], "additionalProperties": false,
             "properties": {"name": {"type": "string"},
                 "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Thing"}}}}

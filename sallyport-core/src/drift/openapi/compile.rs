@@ -237,7 +237,7 @@ fn children(doc: &Document, pointer: &str) -> Result<Vec<(String, bool)>, OpenAp
 mod tests {
     use super::*;
 
-    fn document(schemas: Value) -> Document {
+    fn document(schemas: &Value) -> Document {
         Document::new(json!({
             "openapi": "3.1.0",
             "paths": {"/things": {"post": {
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_schema_whose_all_of_refers_to_itself_is_refused_with_the_loop() {
-        let doc = document(json!({
+        let doc = document(&json!({
             "Thing": {"allOf": [{"$ref": "#/components/schemas/Thing"}], "type": "object"}
         }));
         let err = compile(&doc).expect_err("a self-referencing schema");
@@ -297,7 +297,7 @@ mod tests {
             json!({"Thing": {"if": {"$ref": "#/components/schemas/Thing"}}}),
             json!({"Thing": {"dependentSchemas": {"a": {"$ref": "#/components/schemas/Thing"}}}}),
         ] {
-            let err = compile(&document(schemas.clone())).expect_err("a loop");
+            let err = compile(&document(&schemas)).expect_err("a loop");
             assert!(
                 matches!(err, OpenApiError::Cycle { .. }),
                 "{schemas}: {err:?}"
@@ -307,7 +307,7 @@ mod tests {
 
     #[test]
     fn recursion_through_a_property_or_an_item_is_a_tree_and_compiles() {
-        let doc = document(json!({
+        let doc = document(&json!({
             "Thing": {"type": "object", "additionalProperties": false,
                 "properties": {
                     "name": {"type": "string"},
@@ -346,7 +346,7 @@ mod tests {
                 "#/components/schemas/Missing",
             ),
         ] {
-            let doc = document(json!({"Thing": {"allOf": [{"$ref": reference}]}}));
+            let doc = document(&json!({"Thing": {"allOf": [{"$ref": reference}]}}));
             match compile(&doc) {
                 Err(OpenApiError::Ref(r)) => assert_eq!(r, expected),
                 other => panic!("{reference}: {other:?}"),
