@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use sallyport_core::Catalog;
 use sallyport_core::RetryRule;
 use sallyport_core::action::ActionSpec;
 use sallyport_core::channel::{
     CallView, Channel, ChannelOutcome, Dispatch, DispatchContext, RequestSummary,
 };
 use sallyport_core::drift::DriftMode;
-use sallyport_core::drift::openapi::{OpenApi, OperationGuard, OperationSelector, OutgoingRequest};
+use sallyport_core::drift::openapi::{OpenApi, OutgoingRequest};
 use sallyport_core::outcome::{Origin, Refusal, RefusalCode, Status};
 use sallyport_core::target::{HttpTarget, Target};
 use sallyport_core::vault::{Credential, CredentialMeta};
@@ -22,6 +23,7 @@ use crate::config::{Backoff, BaseUrl, HARD_MAX_ATTEMPTS, KeyQuoting, Limits};
 use crate::credential::{self, Injection};
 use crate::error::BuildError;
 use crate::exchange::{Exchange, HookedBody, LostKind, SendHook, exchange};
+use crate::openapi::{ActionRoute, OpenApiGuards, routes};
 use crate::request::{self, BuildRequest, Builders, HttpRequest, RequestPlan, Typed};
 use crate::response::{self, Call, Step};
 
@@ -48,10 +50,9 @@ struct Inner {
     /// One client per connect timeout in use (reqwest sets it per client).
     clients: Mutex<HashMap<Duration, reqwest::Client>>,
     pool_idle_timeout: Duration,
-    /// The upstream's OpenAPI document and the drift mode its checks run in.
-    openapi: Option<(Arc<OpenApi>, DriftMode)>,
-    /// One compiled operation guard per action, made on first use.
-    operations: Mutex<HashMap<String, Arc<OperationGuard>>>,
+    /// The upstream's OpenAPI document, the drift mode its checks run in, and one compiled
+    /// operation guard per action.
+    openapi: Option<OpenApiGuards>,
 }
 
 impl std::fmt::Debug for HttpChannel {
@@ -89,6 +90,8 @@ pub struct HttpChannelBuilder {
     root_certificates: Vec<Vec<u8>>,
     pool_idle_timeout: Duration,
     openapi: Option<(Arc<OpenApi>, DriftMode)>,
+    /// The HTTP actions whose OpenAPI guards `build()` compiles.
+    routes: Vec<ActionRoute>,
 }
 
 impl std::fmt::Debug for HttpChannelBuilder {
@@ -113,6 +116,7 @@ impl Default for HttpChannelBuilder {
             root_certificates: Vec::new(),
             pool_idle_timeout: Duration::from_secs(60),
             openapi: None,
+            routes: Vec::new(),
         }
     }
 }
@@ -221,8 +225,22 @@ impl HttpChannelBuilder {
     /// the document's hash as the actions' provenance
     /// (`CatalogBuilder::upstream_spec::<A>(openapi.hash())`) so a changed spec shows as
     /// definition drift.
+    ///
+    /// Give the channel its catalog too ([`HttpChannelBuilder::catalog`]) so that every
+    /// action's operation guard is compiled in [`build`](Self::build), and a document that
+    /// cannot check an action fails there, at start-up, rather than at the action's first call.
     pub fn openapi(mut self, document: OpenApi, mode: DriftMode) -> Self {
         self.openapi = Some((Arc::new(document), mode));
+        self
+    }
+
+    /// The catalog whose HTTP actions this channel will send. With an OpenAPI document
+    /// attached ([`HttpChannelBuilder::openapi`]), [`build`](Self::build) compiles the
+    /// operation guard of each of these actions, so the first call does not wait for it and a
+    /// guard that cannot be compiled is reported at start-up. Actions not named here still
+    /// have their guard compiled on their first call.
+    pub fn catalog(mut self, catalog: &Catalog) -> Self {
+        self.routes.extend(routes(catalog));
         self
     }
 
@@ -230,7 +248,10 @@ impl HttpChannelBuilder {
     ///
     /// # Errors
     ///
-    /// [`BuildError`] for an unusable base URL, idempotency header, limit or TLS setup.
+    /// [`BuildError`] for an unusable base URL, idempotency header, limit or TLS setup;
+    /// [`BuildError::OpenApi`] for an action of the [catalog](Self::catalog) whose operation
+    /// guard cannot be compiled from the attached document (in `strict` mode also for an
+    /// action with no operation in it).
     pub fn build(self) -> Result<HttpChannel, BuildError> {
         let base_url = self.base_url.as_deref().map(BaseUrl::parse).transpose()?;
         let mut action_base_urls = HashMap::new();
@@ -255,6 +276,10 @@ impl HttpChannelBuilder {
         let user_agent = HeaderValue::from_str(&self.user_agent)
             .map_err(|_| BuildError::InvalidLimit("the user agent is not a valid header value"))?;
         let tls = tls_config(&self.root_certificates)?;
+        let openapi = self
+            .openapi
+            .map(|(document, mode)| OpenApiGuards::compile(document, mode, &self.routes))
+            .transpose()?;
         let channel = HttpChannel {
             inner: Arc::new(Inner {
                 base_url,
@@ -268,8 +293,7 @@ impl HttpChannelBuilder {
                 tls,
                 clients: Mutex::new(HashMap::new()),
                 pool_idle_timeout: self.pool_idle_timeout,
-                openapi: self.openapi,
-                operations: Mutex::new(HashMap::new()),
+                openapi,
             }),
         };
         // Build the default client now, so a broken setup fails here, not on the first call.
@@ -307,40 +331,11 @@ impl HttpChannel {
         target: &HttpTarget,
         plan: &RequestPlan,
     ) -> Result<(), Refusal> {
-        let Some((document, mode)) = &self.inner.openapi else {
+        let Some(openapi) = &self.inner.openapi else {
             return Ok(());
         };
-        let guard = {
-            let mut operations = self
-                .inner
-                .operations
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            match operations.get(spec.name.as_ref()) {
-                Some(guard) => Arc::clone(guard),
-                None => {
-                    let selector =
-                        OperationSelector::route(target.method.as_str(), target.path.as_ref());
-                    match document.operation(&selector) {
-                        Ok(guard) => {
-                            let guard = Arc::new(guard);
-                            operations.insert(spec.name.to_string(), Arc::clone(&guard));
-                            guard
-                        }
-                        Err(_) if *mode != DriftMode::Strict => return Ok(()),
-                        Err(_) => {
-                            return Err(Refusal::new(
-                                RefusalCode::InvalidRequest,
-                                format!(
-                                    "the upstream's OpenAPI document has no operation {} {}",
-                                    target.method.as_str(),
-                                    target.path
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
+        let Some(guard) = openapi.guard(spec.name.as_ref(), target)? else {
+            return Ok(());
         };
         // Headers the channel attaches at dispatch count as present: the idempotency key
         // (a placeholder of the same shape) and the credential.
@@ -372,7 +367,7 @@ impl HttpChannel {
         if let Some(body) = &body {
             request = request.with_body(body);
         }
-        let decision = guard.check(*mode, &request);
+        let decision = guard.check(openapi.mode(), &request);
         if decision.allowed {
             Ok(())
         } else {

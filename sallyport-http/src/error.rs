@@ -25,6 +25,16 @@ pub enum BuildError {
     /// A limit is out of range.
     #[error("invalid limit: {0}")]
     InvalidLimit(&'static str),
+    /// The OpenAPI guard of an action of the channel's catalog cannot be compiled from the
+    /// attached document (the source says why).
+    #[error("the OpenAPI document cannot check action `{action}`")]
+    OpenApi {
+        /// The action.
+        action: String,
+        /// Why the operation's guard did not compile.
+        #[source]
+        source: sallyport_core::drift::openapi::OpenApiError,
+    },
 }
 
 /// Why the idempotency probe could not run.

@@ -104,6 +104,7 @@ mod config;
 mod credential;
 mod error;
 mod exchange;
+mod openapi;
 mod permission;
 mod probe;
 mod request;

@@ -1,7 +1,9 @@
 //! Outgoing HTTP requests against real-world-shaped OpenAPI documents (a petstore-like 3.0
 //! YAML spec and a deployments 3.1 JSON spec, both with shared parameters, `$ref`ed request
 //! bodies, nested and cyclic schemas and `allOf`), including what a shallow validator misses;
-//! the action/upstream compatibility check; and the spec hash as provenance.
+//! the action/upstream compatibility check; the spec hash as provenance; GitHub's whole REST
+//! API description (1,223 operations) compiled and checked; and schemas that refer back to
+//! themselves refused with an error rather than a stack overflow.
 
 use sallyport_core::catalog::Provenance;
 use sallyport_core::drift::openapi::{
@@ -17,6 +19,8 @@ use sallyport_core::{Action, Catalog};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::io::Read;
+use std::time::Instant;
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!(
@@ -619,4 +623,237 @@ fn a_changed_upstream_spec_is_provenance_changed() {
         assert_eq!(decision.changes[0].before, json!(v1.hash()));
         assert_eq!(decision.changes[0].after, json!(v2.hash()));
     }
+}
+
+/// GitHub's REST API description, `@octokit/openapi` 23.0.2 (see the fixture's README).
+fn github_text() -> String {
+    let path = format!(
+        "{}/fixtures/openapi/github/api.github.com.json.gz",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("fixture"))
+        .read_to_string(&mut text)
+        .expect("gzip");
+    text
+}
+
+fn github() -> OpenApi {
+    OpenApi::parse(&github_text()).expect("the GitHub description parses")
+}
+
+#[test]
+fn every_operation_of_githubs_description_compiles() {
+    let text = github_text();
+    let doc: Value = serde_json::from_str(&text).expect("json");
+    let spec = OpenApi::parse(&text).expect("parses");
+    assert_eq!(spec.version(), "3.0.3");
+    let mut ids = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            if let Some(id) = op.get("operationId").and_then(Value::as_str) {
+                ids.push((id.to_owned(), method.clone(), path.clone()));
+            }
+        }
+    }
+    assert_eq!(ids.len(), 1_223);
+    let start = Instant::now();
+    let mut failures = Vec::new();
+    for (id, method, path) in &ids {
+        match spec.operation(&OperationSelector::id(id.as_str())) {
+            Ok(guard) => {
+                assert_eq!(guard.operation_id(), Some(id.as_str()));
+                assert_eq!(guard.method(), method.to_uppercase());
+                assert_eq!(guard.path(), path);
+            }
+            Err(e) => failures.push(format!("{id}: {e}")),
+        }
+    }
+    eprintln!(
+        "compiled {} GitHub operations in {:.2?}",
+        ids.len(),
+        start.elapsed()
+    );
+    assert_eq!(failures, Vec::<String>::new());
+    // By route as well, with placeholder names of the action's own.
+    let by_route = spec
+        .operation(&OperationSelector::route("post", "/repos/{o}/{r}/issues"))
+        .expect("by route");
+    assert_eq!(by_route.operation_id(), Some("issues/create"));
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn real_github_requests_are_accepted_and_a_wrong_body_is_refused_with_its_divergences() {
+    let spec = github();
+    let issues = op(&spec, "issues/create");
+    let path = "/repos/octocat/hello-world/issues";
+    let good = json!({"title": "Found a bug", "body": "It crashes on start.",
+        "labels": ["bug", {"name": "p1"}], "assignees": ["octocat"], "milestone": 3});
+    let decision = issues.check(
+        DriftMode::Strict,
+        &OutgoingRequest::new("POST", path).with_body(&good),
+    );
+    assert_eq!(
+        (decision.allowed, decision.verdict),
+        (true, Verdict::Clean),
+        "{:?}",
+        decision.divergences
+    );
+    let bad = json!({"body": "no title", "labels": "bug", "assignees": [7]});
+    assert_eq!(
+        divergences(&issues, &OutgoingRequest::new("POST", path).with_body(&bad)),
+        [
+            d(TypeMismatch, "/body/assignees/0", "string", "integer"),
+            d(TypeMismatch, "/body/labels", "array", "string"),
+            d(
+                MissingRequired,
+                "/body/title",
+                "a value (the field is required)",
+                "absent"
+            ),
+        ]
+    );
+    assert_eq!(
+        divergences(&issues, &OutgoingRequest::new("POST", path)),
+        [d(
+            MissingRequired,
+            "/body",
+            "a JSON body (the request body is required)",
+            "absent"
+        )]
+    );
+
+    let create_repo = op(&spec, "repos/create-for-authenticated-user");
+    let body = json!({"name": "hello", "private": "yes", "squash_merge_commit_title": "TITLE"});
+    assert_eq!(
+        divergences(
+            &create_repo,
+            &OutgoingRequest::new("POST", "/user/repos").with_body(&body)
+        ),
+        [
+            d(TypeMismatch, "/body/private", "boolean", "string"),
+            d(
+                ConstraintViolation,
+                "/body/squash_merge_commit_title",
+                "one of [\"PR_TITLE\",\"COMMIT_OR_PR_TITLE\"]",
+                "string"
+            ),
+        ]
+    );
+
+    let alerts = op(&spec, "secret-scanning/list-alerts-for-repo");
+    let path = "/repos/octocat/hello-world/secret-scanning/alerts";
+    let good = pairs(&[("state", "open"), ("per_page", "50")]);
+    assert_eq!(
+        divergences(
+            &alerts,
+            &OutgoingRequest::new("GET", path).with_query(&good)
+        ),
+        []
+    );
+    let bad = pairs(&[("state", "bogus"), ("per_page", "lots"), ("colour", "red")]);
+    assert_eq!(
+        divergences(&alerts, &OutgoingRequest::new("GET", path).with_query(&bad)),
+        [
+            d(
+                UnknownField,
+                "/query/colour",
+                "no such query parameter",
+                "string"
+            ),
+            d(TypeMismatch, "/query/per_page", "integer", "string"),
+            d(
+                ConstraintViolation,
+                "/query/state",
+                "one of [\"open\",\"resolved\"]",
+                "string"
+            ),
+        ]
+    );
+}
+
+/// A document whose `createThing` body is `Thing`, with `schemas` as its component schemas.
+fn looping(schemas: &Value) -> OpenApi {
+    OpenApi::from_value(json!({
+        "openapi": "3.0.3",
+        "info": {"title": "loops", "version": "1"},
+        "paths": {"/things": {"post": {
+            "operationId": "createThing",
+            "requestBody": {"content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/Thing"}}}},
+            "responses": {"201": {"description": "created"}}
+        }}},
+        "components": {"schemas": schemas}
+    }))
+    .expect("document")
+}
+
+#[test]
+fn a_self_referencing_all_of_is_refused_with_an_error_not_a_stack_overflow() {
+    let spec = looping(&json!({
+        "Thing": {"type": "object", "allOf": [{"$ref": "#/components/schemas/Thing"}]}
+    }));
+    let err = spec
+        .operation(&OperationSelector::id("createThing"))
+        .expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        "the schema at /paths/~1things/post/requestBody/content/application~1json/schema cannot \
+         be checked: it refers back to itself without descending into the value \
+         (/components/schemas/Thing -> /components/schemas/Thing/allOf/0 -> /components/schemas/Thing)"
+    );
+    // The same by route, and for a loop through two schemas and `anyOf`.
+    let spec = looping(&json!({
+        "Thing": {"anyOf": [{"type": "string"}, {"$ref": "#/components/schemas/Other"}]},
+        "Other": {"allOf": [{"$ref": "#/components/schemas/Thing"}]}
+    }));
+    let err = spec
+        .operation(&OperationSelector::route("POST", "/things"))
+        .expect_err("refused");
+    assert!(
+        err.to_string().ends_with(
+            "(/components/schemas/Thing -> /components/schemas/Thing/anyOf/1 -> \
+             /components/schemas/Other -> /components/schemas/Other/allOf/0 -> \
+             /components/schemas/Thing)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_recursive_schema_that_descends_into_the_value_still_checks() {
+    let spec = looping(&json!({
+        "Thing": {"type": "object", "required": ["name"], "additionalProperties": false,
+            "properties": {"name": {"type": "string"},
+                "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Thing"}}}}
+    }));
+    let guard = op(&spec, "createThing");
+    let body = json!({"name": "a", "parts": [{"name": "b", "parts": [{"size": 1}]}]});
+    assert_eq!(
+        divergences(
+            &guard,
+            &OutgoingRequest::new("POST", "/things").with_body(&body)
+        ),
+        [
+            d(
+                MissingRequired,
+                "/body/parts/0/parts/0/name",
+                "a value (the field is required)",
+                "absent"
+            ),
+            d(
+                UnknownField,
+                "/body/parts/0/parts/0/size",
+                "no such field; known fields: name, parts",
+                "integer"
+            ),
+        ]
+    );
 }
