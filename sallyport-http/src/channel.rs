@@ -630,6 +630,18 @@ impl HttpChannel {
 fn step_for(call: &Call<'_>, result: Exchange, any_sent: bool) -> Step {
     match result {
         Exchange::Answered(answer) => response::classify(call, &answer),
+        // A certificate this executor does not trust stays untrusted on a resend.
+        Exchange::Untrusted if any_sent => Step::Done(call.uncertain(
+            "connection_lost_after_send",
+            "an earlier request of this call was sent, and the upstream's certificate was then refused",
+        )),
+        Exchange::Untrusted => Step::Done(
+            ChannelOutcome::new(Status::Rejected)
+                .with_code("tls_untrusted")
+                .with_reason(
+                    "the upstream's certificate is not trusted by this executor; nothing was sent",
+                ),
+        ),
         Exchange::NotSent { timed_out } => {
             // Nothing left: always safe to resend. When exhausted, the truth depends on
             // whether an earlier request of this attempt left.
