@@ -507,6 +507,10 @@ impl HttpChannel {
             (None, None) => (no_base(spec, configured)?, None),
         };
         let mut url = base.join(&plan.path);
+        // The binding covers the URL the request goes to, not only the base it starts from.
+        if let Some(credential) = credential {
+            credential::check_destination(credential.meta(), &url)?;
+        }
         {
             let mut pairs = url.query_pairs_mut();
             for (k, v) in &plan.query {
@@ -815,7 +819,8 @@ impl Channel for HttpChannel {
             &self.owned_headers(Some(credential)),
         )?;
         let base = credential::base_for(self.configured_base(spec), credential)?;
-        credential::check(credential, &base, Some(&plan))
+        credential::check(credential, &base, Some(&plan))?;
+        credential::check_destination(credential, &base.join(&plan.path))
     }
 
     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
