@@ -520,8 +520,7 @@ pub(crate) fn same_value(a: &Value, b: &Value) -> bool {
         }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
-                && x
-                    .iter()
+                && x.iter()
                     .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
         }
         _ => a == b,
@@ -710,7 +709,10 @@ mod tests {
         assert!(same_value(&json!(-3), &json!(-3.0)));
         assert!(same_value(&json!(u64::MAX), &json!(u64::MAX)));
         assert!(!same_value(&json!(1), &json!(1.5)));
-        assert!(!same_value(&json!(9_007_199_254_740_993_u64), &json!(9_007_199_254_740_992.0)));
+        assert!(!same_value(
+            &json!(9_007_199_254_740_993_u64),
+            &json!(9_007_199_254_740_992.0)
+        ));
         assert!(same_value(&json!({"a": [1, 2.0]}), &json!({"a": [1.0, 2]})));
         assert!(!same_value(&json!("1"), &json!(1)));
         assert!(!same_value(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
