@@ -149,7 +149,7 @@ async fn tools_list_is_the_catalog_export_with_the_result_envelope_as_output_sch
     assert_eq!(
         deploy["annotations"],
         json!({"title": "Create preview deployment", "readOnlyHint": false, "destructiveHint": false,
-               "idempotentHint": true, "openWorldHint": true})
+               "idempotentHint": false, "openWorldHint": true})
     );
     assert_eq!(
         deploy["description"],

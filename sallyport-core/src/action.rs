@@ -263,6 +263,11 @@ pub struct ActionSpec {
     pub consent: ConsentRule,
     /// The retry rule.
     pub retry: RetryRule,
+    /// The author declares the operation naturally idempotent: repeating a call with the
+    /// same arguments adds nothing (a `PUT` of a whole state, "set the status to X"). Only
+    /// this, or `observe`, makes the tool exports say `idempotentHint: true`. It never allows
+    /// the channel a resend after a request left: that is the retry rule's job.
+    pub naturally_idempotent: bool,
     /// Data classes the action reads or returns.
     pub data_classes: Vec<DataClass>,
     /// Whether the effect is visible outside the organisation.
@@ -294,6 +299,7 @@ impl ActionSpec {
             effect,
             consent: effect.default_consent(),
             retry: effect.default_retry(),
+            naturally_idempotent: false,
             data_classes: Vec::new(),
             externality: if matches!(effect, EffectClass::ExternalCommitment) {
                 Externality::External
@@ -339,6 +345,22 @@ impl ActionSpec {
     pub fn with_retry(mut self, retry: RetryRule) -> Self {
         self.retry = retry;
         self
+    }
+
+    /// Declares the operation naturally idempotent: a repeated call with the same arguments
+    /// adds nothing (see [`ActionSpec::naturally_idempotent`]). An executor idempotency key is
+    /// per attempt, so `retry = idempotency_key` alone does not make an action idempotent
+    /// for the agent: two identical calls are two attempts with two keys.
+    #[must_use]
+    pub fn with_naturally_idempotent(mut self) -> Self {
+        self.naturally_idempotent = true;
+        self
+    }
+
+    /// Whether a repeated call with the same arguments adds nothing: every `observe` action,
+    /// and an action its author declared naturally idempotent.
+    pub fn is_idempotent(&self) -> bool {
+        self.effect == EffectClass::Observe || self.naturally_idempotent
     }
 
     /// Adds a data class.
@@ -431,6 +453,14 @@ impl ActionSpec {
         if self.retry == RetryRule::Safe && self.effect != EffectClass::Observe {
             return Err(SpecError::SafeRetryOnMutation(self.effect));
         }
+        if let Target::Http(http) = &self.target
+            && let Err(reason) = http.check_path()
+        {
+            return Err(SpecError::InvalidHttpPath {
+                path: http.path.to_string(),
+                reason,
+            });
+        }
         Ok(())
     }
 
@@ -485,6 +515,11 @@ impl ActionSpec {
             let classes: Vec<&str> = self.data_classes.iter().map(DataClass::as_str).collect();
             out.push_str(&format!("Data: {}\n", classes.join(", ")));
         }
+        if self.naturally_idempotent {
+            out.push_str(
+                "Idempotent: repeating a call with the same arguments changes nothing more.\n",
+            );
+        }
         if let Some(reconcile) = &self.reconcile {
             out.push_str(&format!("If uncertain: check with {reconcile}\n"));
         }
@@ -516,6 +551,15 @@ pub enum SpecError {
     /// `retry = safe` on an action that changes state.
     #[error("`retry = safe` is only for observe actions, not `{0}`")]
     SafeRetryOnMutation(EffectClass),
+    /// The HTTP path template would leave the path it names (a `.` or `..` segment, plain or
+    /// percent-encoded, a backslash or a control character).
+    #[error("HTTP path template `{path}` is refused: {reason}")]
+    InvalidHttpPath {
+        /// The template.
+        path: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Whether `name` is a valid action name: lowercase snake case, starting with a letter, at

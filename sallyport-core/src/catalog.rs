@@ -368,8 +368,9 @@ impl Provenance {
 /// scope tags, credential binding, reconcile action, channel target with its result mapping,
 /// the audit-note field, and provenance).
 ///
-/// The audit-note field is present only when the action has one, so the definitions (and
-/// approved hashes) of actions without one are what they were before it was added. It belongs
+/// The audit-note field is present only when the action has one, and `naturally_idempotent`
+/// only when the author declared it, so the definitions (and approved hashes) of actions
+/// without them are what they were before they were added. It belongs
 /// here because it decides what is sent: a channel keeps the note out of the request unless
 /// its template names the field, so moving the note to another field changes what leaves.
 pub fn definition_of(spec: &ActionSpec, input_schema: &Value, provenance: &Provenance) -> Value {
@@ -391,6 +392,9 @@ pub fn definition_of(spec: &ActionSpec, input_schema: &Value, provenance: &Prove
     });
     if let Some(field) = &spec.audit_note_field {
         definition["audit_note"] = json!(field);
+    }
+    if spec.naturally_idempotent {
+        definition["naturally_idempotent"] = json!(true);
     }
     definition
 }
@@ -480,7 +484,7 @@ mod tests {
     }
 
     /// Every meaningful field, each with one change.
-    const MUTATIONS: usize = 18;
+    const MUTATIONS: usize = 19;
 
     fn mutate(i: usize, spec: &mut ActionSpec, schema: &mut Value, provenance: &mut Provenance) {
         match i {
@@ -512,6 +516,7 @@ mod tests {
             15 => provenance.crate_version = Some("1.0.1".to_owned()),
             16 => provenance.upstream_spec_hash = Some("ab".repeat(32)),
             17 => spec.audit_note_field = Some("reason".into()),
+            18 => spec.naturally_idempotent = true,
             _ => unreachable!("only {MUTATIONS} mutations"),
         }
     }

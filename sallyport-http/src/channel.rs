@@ -502,6 +502,10 @@ impl HttpChannel {
             (None, None) => (no_base(spec, configured)?, None),
         };
         let mut url = base.join(&plan.path);
+        // The binding covers the URL the request goes to, not only the base it starts from.
+        if let Some(credential) = credential {
+            credential::check_destination(credential.meta(), &url)?;
+        }
         {
             let mut pairs = url.query_pairs_mut();
             for (k, v) in &plan.query {
@@ -627,6 +631,18 @@ fn step_for(call: &Call<'_>, result: Exchange, any_sent: bool) -> Step {
     match result {
         Exchange::Refused(outcome) => Step::Done(outcome),
         Exchange::Answered(answer) => response::classify(call, &answer),
+        // A certificate this executor does not trust stays untrusted on a resend.
+        Exchange::Untrusted if any_sent => Step::Done(call.uncertain(
+            "connection_lost_after_send",
+            "an earlier request of this call was sent, and the upstream's certificate was then refused",
+        )),
+        Exchange::Untrusted => Step::Done(
+            ChannelOutcome::new(Status::Rejected)
+                .with_code("tls_untrusted")
+                .with_reason(
+                    "the upstream's certificate is not trusted by this executor; nothing was sent",
+                ),
+        ),
         Exchange::NotSent { timed_out } => {
             // Nothing left: always safe to resend. When exhausted, the truth depends on
             // whether an earlier request of this attempt left.
@@ -800,7 +816,8 @@ impl Channel for HttpChannel {
             &self.owned_headers(Some(credential)),
         )?;
         let base = credential::base_for(self.configured_base(spec), credential)?;
-        credential::check(credential, &base, Some(&plan))
+        credential::check(credential, &base, Some(&plan))?;
+        credential::check_destination(credential, &base.join(&plan.path))
     }
 
     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {

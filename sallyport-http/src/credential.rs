@@ -111,6 +111,19 @@ pub(crate) fn check(
     Ok(())
 }
 
+/// The credential's binding covers the final URL of the request (base joined with the
+/// path, dot segments resolved as the URL parser resolves them), not only its base.
+pub(crate) fn check_destination(meta: &CredentialMeta, url: &Url) -> Result<(), Refusal> {
+    if binding_covers(meta, url) {
+        Ok(())
+    } else {
+        Err(unavailable(format!(
+            "credential `{}` is not bound to the URL this request would go to; refusing to attach it",
+            meta.name
+        )))
+    }
+}
+
 /// Header names the credential will occupy (refused in templates and builders).
 pub(crate) fn owned_header(meta: &CredentialMeta) -> Option<HeaderName> {
     match &meta.kind {
@@ -200,6 +213,19 @@ mod tests {
         assert!(!ok("http://api.example.com/v1"));
         assert!(!ok("https://api.example.com:8443/v1"));
         assert!(!ok("https://evil.example.com/v1"));
+    }
+
+    #[test]
+    fn the_destination_check_sees_the_path_after_the_url_parser_resolved_it() {
+        let m = meta(CredentialKind::Bearer, "https://api.example.com/v1");
+        let base = BaseUrl::parse("https://api.example.com/v1").unwrap();
+        assert!(check_destination(&m, &base.join("/projects/p1")).is_ok());
+        for escaping in ["/../admin", "/%2e%2e/admin", "/.%2E/admin"] {
+            let url = base.join(escaping);
+            assert_eq!(url.path(), "/admin", "{escaping}");
+            let err = check_destination(&m, &url).unwrap_err();
+            assert_eq!(err.code, RefusalCode::CredentialUnavailable);
+        }
     }
 
     #[test]

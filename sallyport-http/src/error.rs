@@ -57,3 +57,36 @@ pub enum ProbeError {
         step: u8,
     },
 }
+
+/// Whether a transport error is a TLS handshake that refused the upstream's certificate
+/// (unknown issuer, expired, wrong name, revoked, …). The error chain is walked, looking
+/// into `io::Error`s too: their `source` skips the error they wrap.
+pub(crate) fn is_untrusted_certificate(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    // A chain is short; the bound only guards against a cycle.
+    for _ in 0..16 {
+        let Some(e) = current else { return false };
+        if is_certificate_error(e) {
+            return true;
+        }
+        current = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    false
+}
+
+fn is_certificate_error(error: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(
+        error.downcast_ref::<rustls::Error>(),
+        Some(
+            rustls::Error::InvalidCertificate(_)
+                | rustls::Error::NoCertificatesPresented
+                | rustls::Error::UnsupportedNameType
+        )
+    )
+}

@@ -108,6 +108,8 @@ impl http_body::Body for HookedBody {
 pub(crate) enum Exchange {
     /// The request never left (no connection, or the timeout struck before it was written).
     NotSent { timed_out: bool },
+    /// The TLS handshake refused the upstream's certificate; nothing was sent.
+    Untrusted,
     /// It left, and no complete response came back.
     Lost {
         kind: LostKind,
@@ -143,6 +145,7 @@ impl Answer {
 
 enum Failure {
     Request,
+    Untrusted,
     Body(StatusCode),
 }
 
@@ -160,8 +163,13 @@ pub(crate) async fn exchange(
     }
     let run = async {
         let mut response = client.execute(request).await.map_err(|e| {
+            let untrusted = crate::error::is_untrusted_certificate(&e);
             log_error(e);
-            Failure::Request
+            if untrusted {
+                Failure::Untrusted
+            } else {
+                Failure::Request
+            }
         })?;
         let status = response.status();
         let headers = std::mem::take(response.headers_mut());
@@ -200,8 +208,9 @@ pub(crate) async fn exchange(
     };
     match tokio::time::timeout(total, run).await {
         Ok(Ok(answer)) => Exchange::Answered(answer),
+        Ok(Err(Failure::Untrusted)) if !hook.fired() => Exchange::Untrusted,
         Ok(Err(Failure::Request)) if !hook.fired() => Exchange::NotSent { timed_out: false },
-        Ok(Err(Failure::Request)) => Exchange::Lost {
+        Ok(Err(Failure::Request | Failure::Untrusted)) => Exchange::Lost {
             kind: LostKind::Connection,
             status: None,
         },

@@ -27,7 +27,9 @@
 //!   (default 1 MiB) read incrementally, at most 5 requests per attempt (default 3).
 //! - **Failure rules** (DESIGN.md): failures before send are resent for every effect class;
 //!   after send, only `retry = idempotency_key` (same key, byte-identical payload) and
-//!   observe actions resend, anything else is `unknown` with the reconcile action named;
+//!   observe actions resend (after a 408, a 5xx, a lost connection or a 429), anything else
+//!   is `unknown` with the reconcile action named (a 429: `rejected`/`rate_limited` with the
+//!   delay); a certificate the executor does not trust is `tls_untrusted`, nothing sent;
 //!   401/403 stop and mark the credential unusable; 429 waits only for a valid
 //!   `Retry-After` within the action's cap; the Idempotency-Key draft's 409/422/400 map to
 //!   `pending`/`idempotency_conflict`, `rejected`/`idempotency_mismatch` and

@@ -243,15 +243,19 @@ pub(crate) fn plan(
             )
         })?;
         let parts = builder.build(input, arguments)?;
-        return from_parts(method, parts, extra_owned);
+        let plan = from_parts(method, parts, extra_owned)?;
+        check_final_path(&plan.path)?;
+        return Ok(plan);
     }
-    from_template(
+    let plan = from_template(
         method,
         target,
         arguments,
         spec.audit_note_field.as_deref(),
         extra_owned,
-    )
+    )?;
+    check_final_path(&plan.path)?;
+    Ok(plan)
 }
 
 fn method(m: HttpMethod) -> reqwest::Method {
@@ -276,10 +280,16 @@ fn from_template(
     let mut used: BTreeSet<&str> = BTreeSet::new();
 
     // Path: literal text with `{field}` placeholders, each replaced by one encoded segment.
+    // `raw` is the same path with the values as the agent wrote them: a segment made of
+    // several placeholders (`/{a}{b}`), or of a placeholder and fixed text, is checked whole
+    // in both forms, since values that pass alone can form `..` or an encoded slash together.
     let mut path = String::with_capacity(target.path.len() + 16);
+    let mut raw = String::with_capacity(target.path.len() + 16);
+    let mut placed: Vec<(usize, &str)> = Vec::new();
     let mut rest = target.path.as_ref();
     while let Some(open) = rest.find('{') {
         path.push_str(&rest[..open]);
+        raw.push_str(&rest[..open]);
         let after = &rest[open + 1..];
         let close = after.find('}').ok_or_else(|| {
             refuse("the action's path template has an unclosed `{`; fix the action definition")
@@ -293,9 +303,13 @@ fn from_template(
         })?;
         let text = scalar_text(field, value, "a path segment")?;
         push_segment(&mut path, field, &text)?;
+        placed.push((raw.matches('/').count(), field));
+        raw.push_str(&text);
         rest = &after[close + 1..];
     }
     path.push_str(rest);
+    raw.push_str(rest);
+    check_combined_segments(&path, &raw, &placed)?;
     if !path.starts_with('/') {
         path.insert(0, '/');
     }
@@ -451,6 +465,49 @@ fn scalar_text(field: &str, value: &Value, place: &str) -> Result<String, Refusa
     }
 }
 
+/// Checks each path segment that holds a value as a whole, in its raw and its encoded form:
+/// values that each name one segment must not form a dot segment, a slash or a control
+/// character together or with the template's fixed text.
+fn check_combined_segments(path: &str, raw: &str, placed: &[(usize, &str)]) -> Result<(), Refusal> {
+    // No value holds a `/` (each passed `check_segment`), so both split alike.
+    for (index, (wire, raw)) in path.split('/').zip(raw.split('/')).enumerate() {
+        let fields: Vec<String> = placed
+            .iter()
+            .filter(|(i, _)| *i == index)
+            .map(|(_, f)| format!("`{f}`"))
+            .collect();
+        if fields.is_empty() {
+            continue;
+        }
+        let subject = if fields.len() > 1 {
+            format!("{} together", fields.join(" and "))
+        } else {
+            fields.concat()
+        };
+        for form in [raw, wire] {
+            check_segment_as(&subject, form)?;
+        }
+    }
+    Ok(())
+}
+
+/// The final path, whatever built it, holds no dot segment (in any encoding): a URL parser
+/// would resolve it and send the request somewhere else.
+pub(crate) fn check_final_path(path: &str) -> Result<(), Refusal> {
+    if path.contains('\\') {
+        return Err(refuse(
+            "the request path holds a backslash, which URL parsers read as `/`; it would change the request path",
+        ));
+    }
+    if let Some(segment) = path.split('/').find(|s| HttpTarget::is_dot_segment(s)) {
+        return Err(refuse(format!(
+            "the request path holds the dot segment `{}`, which would change the request path",
+            bounded(segment, 40)
+        )));
+    }
+    Ok(())
+}
+
 /// Checks one path value and appends it percent-encoded.
 pub(crate) fn push_segment(path: &mut String, field: &str, value: &str) -> Result<(), Refusal> {
     check_segment(field, value)?;
@@ -462,9 +519,14 @@ pub(crate) fn push_segment(path: &mut String, field: &str, value: &str) -> Resul
 /// control characters, and the same after percent-decoding (up to three times), so that no
 /// proxy or server that decodes it again can see a different path.
 fn check_segment(field: &str, value: &str) -> Result<(), Refusal> {
+    check_segment_as(&format!("`{field}`"), value)
+}
+
+/// [`check_segment`] with the subject of the refusal already written (`` `a` and `b` together``).
+fn check_segment_as(subject: &str, value: &str) -> Result<(), Refusal> {
     let refuse_path = |why: &str| {
         refuse(format!(
-            "`{field}` would change the request path ({why}); it must name exactly one object"
+            "{subject} would change the request path ({why}); it must name exactly one object"
         ))
     };
     if value.is_empty() {
@@ -569,6 +631,53 @@ mod tests {
             let err = path_of(bad).unwrap_err();
             assert_eq!(err.code, RefusalCode::InvalidRequest, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn adjacent_placeholders_are_checked_on_the_segment_they_form() {
+        let target = HttpTarget::new(HttpMethod::Get, "/v1/files/{a}{b}");
+        for (a, b) in [
+            ("%2", "e%2e"),
+            ("%2", "F"),
+            ("%", "2e%2e"),
+            ("%25", "2e%252e"),
+        ] {
+            let err = from_template(
+                reqwest::Method::GET,
+                &target,
+                &json!({"a": a, "b": b}),
+                None,
+                &[],
+            )
+            .unwrap_err();
+            assert_eq!(err.code, RefusalCode::InvalidRequest, "{a} {b}");
+            assert!(
+                err.reason
+                    .starts_with("`a` and `b` together would change the request path"),
+                "{}",
+                err.reason
+            );
+        }
+        let plan = from_template(
+            reqwest::Method::GET,
+            &target,
+            &json!({"a": "report", "b": ".pdf"}),
+            None,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(plan.path, "/v1/files/report.pdf");
+    }
+
+    #[test]
+    fn a_final_path_with_a_dot_segment_is_refused_whatever_built_it() {
+        for bad in ["/v1/../admin", "/v1/%2E%2e/admin", "/v1/.", "/v1\\x"] {
+            assert!(check_final_path(bad).is_err(), "{bad}");
+        }
+        assert!(check_final_path("/v1/a..b/.well-known").is_ok());
+        let parts = RequestParts::new().literal("/v1/../admin/").segment("x");
+        let plan = from_parts(reqwest::Method::GET, parts, &[]).unwrap();
+        assert!(check_final_path(&plan.path).is_err());
     }
 
     #[test]

@@ -287,6 +287,17 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
             o
         };
         return match retry_after(&answer.headers) {
+            // The request left; only an action that may be resent after a send waits and
+            // resends. Any other says when the agent may call again, and sends nothing more.
+            RetryAfter::Delay(d) if d <= call.max_retry_after && !call.may_resend_after_send() => {
+                Step::Done(limited(
+                    format!(
+                        "rate limited by the upstream; this action is never resent automatically, call again in {} s",
+                        d.as_secs()
+                    ),
+                    Some(d),
+                ))
+            }
             RetryAfter::Delay(d) if d <= call.max_retry_after => Step::Resend {
                 wait: Some(d),
                 exhausted: limited(
@@ -395,13 +406,24 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
                 ))
             }
         }
-        408 => Step::Resend {
-            wait: None,
-            exhausted: rejected(
+        408 => {
+            // The request left, and a proxy or server in front of the upstream may have
+            // passed it on before giving up: not proof that nothing was applied.
+            let outcome = upstream(call.uncertain(
                 "request_timeout",
-                "the upstream timed out reading the request",
-            ),
-        },
+                &format!(
+                    "the upstream answered HTTP 408 (request timeout) after the request was sent; correlation id {reference}"
+                ),
+            ));
+            if call.may_resend_after_send() {
+                Step::Resend {
+                    wait: None,
+                    exhausted: outcome,
+                }
+            } else {
+                Step::Done(outcome)
+            }
+        }
         400 => Step::Done(rejected("bad_request", "the upstream rejected the request")),
         404 => Step::Done(rejected("not_found", "the upstream found no such object")),
         409 => Step::Done(rejected("conflict", "the upstream reported a conflict")),
@@ -455,13 +477,21 @@ fn body_rules(
     if call.target.body_rules.is_empty() {
         return None;
     }
-    let json: Value = serde_json::from_slice(body?).ok()?;
-    let rule = call
-        .target
-        .body_rules
-        .iter()
-        .find(|r| json.pointer(&r.pointer) == Some(&r.equals))?;
     let upstream = |o: ChannelOutcome| o.with_upstream_status(i64::from(code));
+    // The rules cannot be read off a body that is not JSON (a BOM, `NaN`, trailing bytes,
+    // no body at all): that is no evidence of success.
+    let Some(json) = body.and_then(|b| serde_json::from_slice::<Value>(b).ok()) else {
+        return Some(upstream(call.uncertain(
+            "unparseable_body",
+            &format!(
+                "the upstream answered HTTP {code} with a body that is not valid JSON, so this action's body rules could not be checked; correlation id {reference}"
+            ),
+        )));
+    };
+    let rule = call.target.body_rules.iter().find(|r| {
+        json.pointer(&r.pointer)
+            .is_some_and(|found| same_value(found, &r.equals))
+    })?;
     Some(match rule.status {
         Status::Rejected => {
             let what = "the upstream declined the request";
@@ -488,6 +518,51 @@ fn body_rules(
             upstream(o)
         }
     })
+}
+
+/// JSON equality with numbers compared as numbers: `1`, `1.0` and `1e0` are equal. An
+/// integer equals a float only when the float is integral and exactly that integer (no
+/// rounding through `f64`, so 2^53 + 1 does not equal 2^53).
+pub(crate) fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => same_number(x, y),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn same_number(x: &serde_json::Number, y: &serde_json::Number) -> bool {
+    let integer = |n: &serde_json::Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (integer(x), integer(y)) {
+        (Some(i), Some(j)) => i == j,
+        (Some(i), None) => y.as_f64().is_some_and(|f| float_is_integer(f, i)),
+        (None, Some(j)) => x.as_f64().is_some_and(|f| float_is_integer(f, j)),
+        (None, None) => x.as_f64().is_some() && x.as_f64() == y.as_f64(),
+    }
+}
+
+/// Whether `f` is exactly the integer `i`.
+fn float_is_integer(f: f64, i: i128) -> bool {
+    // Every integer in ±2^63..2^64 range is within i128; the casts below are exact for
+    // integral floats of that size and saturate outside it, where no i64/u64 can match.
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_precision_loss,
+        reason = "checked by the round trip: equal only when both casts are exact"
+    )]
+    let exact = f.fract() == 0.0 && (f as i128) == i && (i as f64) == f;
+    exact
 }
 
 fn declared_outcome(
@@ -635,6 +710,23 @@ mod tests {
             filter_message(&"x".repeat(500)).len(),
             MAX_MESSAGE + "…".len()
         );
+    }
+
+    #[test]
+    fn numbers_compare_as_numbers_and_nothing_else_changes() {
+        use serde_json::json;
+        assert!(same_value(&json!(1), &json!(1.0)));
+        assert!(same_value(&json!(1.0), &json!(1)));
+        assert!(same_value(&json!(-3), &json!(-3.0)));
+        assert!(same_value(&json!(u64::MAX), &json!(u64::MAX)));
+        assert!(!same_value(&json!(1), &json!(1.5)));
+        assert!(!same_value(
+            &json!(9_007_199_254_740_993_u64),
+            &json!(9_007_199_254_740_992.0)
+        ));
+        assert!(same_value(&json!({"a": [1, 2.0]}), &json!({"a": [1.0, 2]})));
+        assert!(!same_value(&json!("1"), &json!(1)));
+        assert!(!same_value(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
     }
 
     #[test]

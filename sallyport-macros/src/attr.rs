@@ -220,6 +220,9 @@ pub(crate) struct ActionAttr {
     pub(crate) scope: Setting<LitStr>,
     pub(crate) returns: Setting<LitStr>,
     pub(crate) summary: Setting<LitStr>,
+    /// `idempotent`: the author declares a repeated call with the same arguments adds
+    /// nothing. A bare flag.
+    pub(crate) idempotent: Setting<()>,
     /// Keys an unknown key looked like (`efect` → `effect`): already reported, so not
     /// reported again as missing.
     pub(crate) misspelled: Vec<&'static str>,
@@ -237,6 +240,7 @@ const ACTION_KEYS: &[&str] = &[
     "scope",
     "returns",
     "summary",
+    "idempotent",
 ];
 const HTTP_KEYS: &[&str] = &[
     "get", "post", "put", "patch", "delete", "query", "header", "status", "result",
@@ -751,6 +755,17 @@ fn parse_action(attr: &Attribute, action: &mut ActionAttr, errs: &mut Errors) {
                 let value = parse_str(input, "summary = \"One line.\"");
                 action.summary.set(key, "action", value)
             }
+            "idempotent" => {
+                if input.peek(Token![=]) {
+                    return Err(Error::new(
+                        key.span(),
+                        "`idempotent` is a flag: write `idempotent` alone to declare that \
+                         repeating a call with the same arguments changes nothing more, or \
+                         leave it out",
+                    ));
+                }
+                action.idempotent.set(key, "action", Ok(()))
+            }
             _ => {
                 if let Some(close) = closest(&name, ACTION_KEYS.iter().copied()) {
                     action.misspelled.push(close);
@@ -1258,6 +1273,29 @@ mod tests {
     }
 
     #[test]
+    fn idempotent_is_a_bare_flag() {
+        let input: DeriveInput = parse_quote! {
+            /// Sets one thing.
+            #[action(name = "set_it", effect = reversible_change, idempotent)]
+            struct SetIt { a: String }
+        };
+        let (parsed, errors) = parse(&input);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(parsed.expect("parsed").action.idempotent.get().is_some());
+        let input: DeriveInput = parse_quote! {
+            /// Sets one thing.
+            #[action(name = "set_it", effect = reversible_change, idempotent = true)]
+            struct SetIt { a: String }
+        };
+        let (_, errors) = parse(&input);
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].starts_with("`idempotent` is a flag"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
     fn collects_every_error_instead_of_stopping_at_the_first() {
         let input: DeriveInput = parse_quote! {
             /// Does one thing.
@@ -1271,7 +1309,7 @@ mod tests {
             [
                 "unknown key `efect` in #[action]; expected one of `name`, `effect`, `consent`, \
                  `retry`, `reconcile`, `credential`, `data`, `externality`, `scope`, `returns`, \
-                 `summary` (did you mean `effect`?)",
+                 `summary`, `idempotent` (did you mean `effect`?)",
                 "unknown effect class `destroy`; expected one of `observe`, `reversible_change`, \
                  `external_commitment`, `irreversible_or_broad`",
                 "write `retry = safe` without quotes",

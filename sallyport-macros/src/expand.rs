@@ -92,6 +92,9 @@ fn spec(checked: &Checked) -> TokenStream {
         let retry = variant(retry.value);
         spec.extend(quote!(.with_retry(#p::RetryRule::#retry)));
     }
+    if action.idempotent.get().is_some() {
+        spec.extend(quote!(.with_naturally_idempotent()));
+    }
     for class in action.data.get().into_iter().flatten() {
         let class = class.to_string();
         spec.extend(quote!(.with_data_class(#p::DataClass::new(#class))));

@@ -94,6 +94,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// | `scope` | `"…"` | the card's `Scope:` sentence |
 /// | `returns` | `"…"` | the card's `Result:` sentence |
 /// | `summary` | `"…"` | one line, overriding the doc comment's first sentence |
+/// | `idempotent` | (a bare flag) | the author declares the operation naturally idempotent: repeating a call with the same arguments changes nothing more (a `PUT` of a whole state, "set the label to X"). Only this, or `observe`, makes the exports say `idempotentHint: true`; `retry = idempotency_key` does not (its key is per attempt). It is part of the canonical definition and never allows a resend |
 ///
 /// Keys may be split over several `#[action]` attributes; each may appear once.
 ///
@@ -102,7 +103,9 @@ use syn::{DeriveInput, parse_macro_input};
 /// `#[http(...)]`:
 ///
 /// - exactly one of `get`, `post`, `put`, `patch`, `delete` `= "/path/{field}"`; each
-///   `{field}` names an input field by its JSON name;
+///   `{field}` names an input field by its JSON name; the fixed text may hold no dot
+///   segment (`.`, `..`, or either percent-encoded) and no backslash, since a URL parser
+///   would resolve it to another path;
 /// - `query(field, …)`: fields sent as query parameters;
 /// - `header("Header-Name" = field, …)`: fields sent as headers (never the headers the
 ///   executor owns, such as `Authorization` or `Idempotency-Key`);

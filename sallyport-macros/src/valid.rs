@@ -435,6 +435,68 @@ fn check_template<'f, 'a>(
     }
 }
 
+/// The fixed text of a path template (mirrors `HttpTarget::check_path`): no backslash or
+/// control character, and no segment without a placeholder that is `.` or `..`, plainly or
+/// percent-encoded at any depth. The error is the rest of a message that starts with
+/// "the path `…` ".
+fn check_fixed_path(path: &str) -> Result<(), String> {
+    if path.contains('\\') {
+        return Err("contains a backslash, which URL parsers read as `/`; use `/`".to_owned());
+    }
+    if path.chars().any(char::is_control) {
+        return Err("contains a control character".to_owned());
+    }
+    for segment in path.split('/') {
+        if !segment.contains('{') && is_dot_segment(segment) {
+            return Err(format!(
+                "has the dot segment `{segment}`, which a URL parser resolves to another path \
+                 (and would carry the action's credential there); write the path it means"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `.` or `..`, itself or after up to three percent-decodings.
+fn is_dot_segment(segment: &str) -> bool {
+    let mut current = segment.to_owned();
+    for _ in 0..4 {
+        if current == "." || current == ".." {
+            return true;
+        }
+        let decoded = percent_decode(&current);
+        if decoded == current {
+            return false;
+        }
+        current = decoded;
+    }
+    current == "." || current == ".."
+}
+
+/// One round of percent-decoding; invalid escapes stay as they are.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            // Two hex digits are at most 0xff.
+            out.push(u8::try_from(h * 16 + l).unwrap_or(b'%'));
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Headers the executor or the transport sets; an agent field must not fill them.
 const RESERVED_HEADERS: &[&str] = &[
     "authorization",
@@ -471,6 +533,12 @@ fn check_http(http: &HttpAttr, path: &syn::Path, fields: &FieldNames, errs: &mut
                          base URL",
                         template.value()
                     ),
+                );
+            }
+            if let Err(reason) = check_fixed_path(&template.value()) {
+                errs.at(
+                    template.span(),
+                    format!("the path `{}` {reason}", template.value()),
                 );
             }
             for (name, _) in check_template(template, "path", fields, errs) {

@@ -48,6 +48,23 @@ struct RenameBranch {
     new_name: String,
 }
 
+/// Set one build's label; setting the same label again changes nothing.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "set_build_label", effect = reversible_change, idempotent)]
+#[channel(name = "test")]
+struct SetBuildLabel {
+    build_id: String,
+    label: String,
+}
+
+/// Read one report.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "get_report", effect = observe, credential = "reports-api")]
+#[http(get = "/v1/reports/{report_id}")]
+struct GetReport {
+    report_id: String,
+}
+
 fn catalog() -> Catalog {
     Catalog::builder()
         .action::<ListBuilds>()
@@ -76,7 +93,7 @@ fn mcp_annotations_follow_the_card() {
     );
     assert_eq!(
         by_name("send_invoice")["annotations"],
-        json!({"title": "Send invoice", "readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": true})
+        json!({"title": "Send invoice", "readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true})
     );
     assert_eq!(
         by_name("delete_project")["annotations"],
@@ -161,4 +178,83 @@ fn the_definition_hash_changes_with_meaning_and_only_with_meaning() {
         .expect("catalog");
     assert_ne!(hash(&a, "list_builds"), hash(&widened, "list_builds"));
     assert_eq!(hash(&a, "list_builds").len(), 64);
+}
+
+/// What each export says about repeating a call: `observe` and declared-idempotent actions
+/// are idempotent; an idempotency-key action is not (its key is per attempt: two identical
+/// calls are two invoices).
+#[test]
+fn idempotent_hint_is_true_only_for_observe_and_declared_idempotent_actions() {
+    let catalog = Catalog::builder()
+        .action::<ListBuilds>()
+        .action::<SendInvoice>()
+        .action::<SetBuildLabel>()
+        .build()
+        .expect("catalog");
+    let hint = |name: &str| {
+        catalog
+            .mcp_tools()
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|t| t["name"] == name)
+            .expect("tool")["annotations"]["idempotentHint"]
+            .clone()
+    };
+    assert_eq!(hint("list_builds"), json!(true));
+    assert_eq!(hint("send_invoice"), json!(false));
+    assert_eq!(hint("set_build_label"), json!(true));
+    let line = "Idempotent: calling again with the same arguments changes nothing more.";
+    for export in [catalog.openai_tools(), catalog.anthropic_tools()] {
+        for tool in export.as_array().expect("array") {
+            let tool = tool.get("function").unwrap_or(tool);
+            let description = tool["description"].as_str().expect("description");
+            let declared = tool["name"] == "set_build_label";
+            assert_eq!(description.contains(line), declared, "{description}");
+        }
+    }
+    let label = catalog.get("set_build_label").expect("entry");
+    assert!(label.spec().naturally_idempotent);
+    assert!(
+        label.spec().card().contains(
+            "Idempotent: repeating a call with the same arguments changes nothing more.\n"
+        )
+    );
+    assert_eq!(label.definition()["naturally_idempotent"], true);
+    // An action without the declaration keeps the definition (and approved hash) it had.
+    let send = catalog.get("send_invoice").expect("entry");
+    assert!(send.definition().get("naturally_idempotent").is_none());
+    assert!(!send.spec().card().contains("Idempotent:"));
+}
+
+#[test]
+fn a_path_template_with_a_dot_segment_is_refused_when_the_catalog_is_built() {
+    for path in [
+        "/v1/reports/../admin/{report_id}",
+        "/v1/reports/%2e%2E/admin/{report_id}",
+        "/v1/reports/.%2e/{report_id}",
+        "/v1/reports/%252e%252e/{report_id}",
+        "/v1/reports/./{report_id}",
+        "/v1\\reports\\{report_id}",
+    ] {
+        let built = Catalog::builder()
+            .action_with_spec::<GetReport>(|mut spec| {
+                if let sallyport_core::target::Target::Http(t) = &mut spec.target {
+                    t.path = path.into();
+                }
+                spec
+            })
+            .build();
+        match built {
+            Err(sallyport_core::catalog::CatalogError::InvalidSpec {
+                name,
+                source: sallyport_core::action::SpecError::InvalidHttpPath { path: p, .. },
+            }) => {
+                assert_eq!(name, "get_report");
+                assert_eq!(p, path);
+            }
+            other => panic!("{path}: expected InvalidHttpPath, got {other:?}"),
+        }
+    }
+    assert!(Catalog::builder().action::<GetReport>().build().is_ok());
 }

@@ -3,12 +3,14 @@
 use serde_json::{Map, Value, json};
 
 use super::{Catalog, Entry};
-use crate::action::{EffectClass, Externality, RetryRule};
+use crate::action::{EffectClass, Externality};
 use crate::target::Target;
 
 impl Entry {
     /// The description an agent reads: the author's description plus the consequence lines
-    /// of the card (consent, what a `pending` or `unknown` answer means and what to call).
+    /// of the card (consent, whether a repeated call changes nothing more, what a `pending` or
+    /// `unknown` answer means and what to call). The idempotency line is how the OpenAI and
+    /// Anthropic formats, which have no annotations, learn what MCP's `idempotentHint` says.
     pub fn tool_description(&self) -> String {
         let spec = self.spec();
         let mut text = spec.description.trim().to_owned();
@@ -30,6 +32,12 @@ impl Entry {
                 lines.push("A human approves every call.".to_owned());
             }
         }
+        if spec.naturally_idempotent && spec.effect.is_mutating() {
+            lines.push(
+                "Idempotent: calling again with the same arguments changes nothing more."
+                    .to_owned(),
+            );
+        }
         if let Some(reconcile) = &spec.reconcile {
             lines.push(format!(
                 "May return pending or unknown; check with {reconcile}. Never retry an unknown result."
@@ -47,13 +55,19 @@ impl Entry {
     }
 
     /// MCP tool annotations derived from the card.
+    ///
+    /// `idempotentHint` says whether a repeated call with the same arguments adds nothing:
+    /// true for `observe` actions and for actions declared naturally idempotent
+    /// ([`ActionSpec::with_naturally_idempotent`](crate::ActionSpec::with_naturally_idempotent)).
+    /// `retry = idempotency_key` does not count: the executor's key is per attempt, so two
+    /// identical calls are two attempts and may make two invoices.
     pub fn mcp_annotations(&self) -> Value {
         let spec = self.spec();
         json!({
             "title": title_of(&spec.name),
             "readOnlyHint": spec.effect == EffectClass::Observe,
             "destructiveHint": spec.effect == EffectClass::IrreversibleOrBroad,
-            "idempotentHint": spec.effect == EffectClass::Observe || spec.retry == RetryRule::IdempotencyKey,
+            "idempotentHint": spec.is_idempotent(),
             "openWorldHint": spec.externality == Externality::External,
         })
     }

@@ -561,10 +561,15 @@ fn next_call(
     data: Option<&Value>,
 ) -> Option<Next> {
     let reconcile = entry.spec().reconcile.as_ref()?;
-    let target = inner.catalog.get(reconcile)?;
-    let properties = target.input_schema().get("properties")?.as_object()?;
+    // The catalog refuses a reconcile action it does not hold, so the lookup succeeds; a
+    // reconcile action whose schema names no properties takes no arguments: `{}`.
+    let properties = inner
+        .catalog
+        .get(reconcile)
+        .and_then(|target| target.input_schema().get("properties"))
+        .and_then(Value::as_object);
     let mut args = Map::new();
-    for name in properties.keys() {
+    for name in properties.into_iter().flat_map(Map::keys) {
         let value = data
             .and_then(|d| d.get(name))
             .or_else(|| arguments.get(name));

@@ -315,6 +315,56 @@ impl HttpTarget {
             .map(|rule| rule.status)
     }
 
+    /// Checks the path template's fixed text: no segment written
+    /// without a placeholder may be a dot segment (`.`, `..`, or one of them percent-encoded,
+    /// at any depth of encoding), nor may the fixed text hold a backslash (which URL parsers
+    /// read as `/`) or a control character. A URL parser resolves dot segments, so such a
+    /// template would send the request (and the credential bound to the template's prefix)
+    /// somewhere other than the path it names. Segments with placeholders are checked on
+    /// each call, with the values in place.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, as a sentence.
+    pub fn check_path(&self) -> Result<(), String> {
+        let path = self.path.as_ref();
+        if path.contains('\\') {
+            return Err("it contains a backslash, which URL parsers read as `/`".to_owned());
+        }
+        if path.chars().any(char::is_control) {
+            return Err("it contains a control character".to_owned());
+        }
+        for segment in path.split('/') {
+            if !segment.contains('{') && Self::is_dot_segment(segment) {
+                return Err(format!(
+                    "segment `{segment}` is a dot segment, which a URL parser resolves to \
+                     another path"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether one path segment means `.` or `..` to a URL parser or to a server that
+    /// percent-decodes it again: the segment itself, or any of up to three successive
+    /// percent-decodings of it (`%2e%2E`, `.%2e`, `%252e%252e`, …).
+    pub fn is_dot_segment(segment: &str) -> bool {
+        let mut current = std::borrow::Cow::Borrowed(segment);
+        for _ in 0..4 {
+            if current == "." || current == ".." {
+                return true;
+            }
+            let decoded = percent_encoding::percent_decode_str(&current)
+                .decode_utf8_lossy()
+                .into_owned();
+            if decoded == current {
+                return false;
+            }
+            current = std::borrow::Cow::Owned(decoded);
+        }
+        current == "." || current == ".."
+    }
+
     /// The `{field}` placeholders of the path template, in order.
     pub fn path_fields(&self) -> Vec<&str> {
         let mut fields = Vec::new();
@@ -341,6 +391,26 @@ mod tests {
     fn path_fields_are_listed_in_order() {
         let t = HttpTarget::new(HttpMethod::Get, "/v1/p/{project_id}/d/{deployment_id}");
         assert_eq!(t.path_fields(), ["project_id", "deployment_id"]);
+    }
+
+    #[test]
+    fn dot_segments_in_the_fixed_path_are_refused_in_every_encoding() {
+        for bad in [
+            "/v1/../admin",
+            "/v1/./x",
+            "/v1/%2e%2e/admin",
+            "/v1/.%2E/admin",
+            "/v1/%252e%252e/admin",
+            "/v1/..",
+            "/v1\\..\\admin",
+        ] {
+            let t = HttpTarget::new(HttpMethod::Get, bad);
+            assert!(t.check_path().is_err(), "{bad}");
+        }
+        for good in ["/v1/a..b/{id}", "/v1/{id}/...", "/", "/v1/.well-known/{id}"] {
+            let t = HttpTarget::new(HttpMethod::Get, good);
+            assert_eq!(t.check_path(), Ok(()), "{good}");
+        }
     }
 
     #[test]
