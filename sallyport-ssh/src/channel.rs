@@ -209,7 +209,8 @@ impl SshChannel {
             }
             Some(_) => {}
         }
-        let command = command::render(&target.argv, arguments).map_err(|e| invalid(e.0))?;
+        let command = command::render(&target.argv, arguments, &target.allow_leading_dash)
+            .map_err(|e| invalid(e.0))?;
         Ok(Plan {
             target,
             host,
