@@ -642,26 +642,23 @@ fn check_ssh(ssh: &SshAttr, path: &syn::Path, fields: &FieldNames, errs: &mut Er
 /// `#[ssh(allow_leading_dash)]` fields: only on an `#[ssh]` action, and only on a field its
 /// argv template places (anywhere else the attribute would promise something it cannot do).
 fn check_leading_dash(input: &Input, errs: &mut Errors) {
-    let argv = match input.target.as_ref().map(|target| &target.kind) {
-        Some(TargetKind::Ssh(ssh)) => ssh.argv.get(),
-        _ => {
-            for field in &input.fields {
-                if let Some(span) = field.allow_leading_dash {
-                    errs.at(
-                        span,
-                        format!(
-                            "`allow_leading_dash` on field `{}` applies only to an action with \
-                             an `#[ssh(...)]` target, whose argv the value becomes part of",
-                            field.ident
-                        ),
-                    );
-                }
+    let Some(TargetKind::Ssh(ssh)) = input.target.as_ref().map(|target| &target.kind) else {
+        for field in &input.fields {
+            if let Some(span) = field.allow_leading_dash {
+                errs.at(
+                    span,
+                    format!(
+                        "`allow_leading_dash` on field `{}` applies only to an action with an \
+                         `#[ssh(...)]` target, whose argv the value becomes part of",
+                        field.ident
+                    ),
+                );
             }
-            return;
         }
+        return;
     };
     // Without an argv `check_ssh` has already reported it.
-    let Some(argv) = argv else { return };
+    let Some(argv) = ssh.argv.get() else { return };
     let mut placed: Vec<String> = Vec::new();
     for arg in argv {
         if let Ok(names) = placeholders(&arg.value()) {
@@ -672,7 +669,7 @@ fn check_leading_dash(input: &Input, errs: &mut Errors) {
         let Some(span) = field.allow_leading_dash else {
             continue;
         };
-        if !placed.iter().any(|name| *name == field.json_name) {
+        if !placed.contains(&field.json_name) {
             errs.at(
                 span,
                 format!(

@@ -310,7 +310,7 @@ async fn a_field_that_allows_a_leading_dash_passes_it_as_one_literal_argument() 
     let expected = format!("web1 (root@127.0.0.1:{}): printf '<%s>' '-n'", sshd.port());
     assert_eq!(
         h.consent.requests.lock().unwrap().as_slice(),
-        [expected.clone()]
+        std::slice::from_ref(&expected)
     );
     assert_eq!(
         last_event(&h).await.request.as_deref(),
