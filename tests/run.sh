@@ -15,6 +15,7 @@ missing=()
 command -v keyctl >/dev/null 2>&1 || missing+=(keyutils)
 command -v dbus-run-session >/dev/null 2>&1 || missing+=(dbus)
 command -v gnome-keyring-daemon >/dev/null 2>&1 || missing+=(gnome-keyring)
+[ -x /usr/bin/fish ] || missing+=(fish)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "tests/run.sh: missing ${missing[*]}; install with: apt-get install ${missing[*]}" >&2
   exit 2

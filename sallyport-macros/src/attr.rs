@@ -324,6 +324,8 @@ pub(crate) struct Field<'a> {
     pub(crate) scope: Option<Ident>,
     /// `#[audit_note]`: the attribute's span.
     pub(crate) audit_note: Option<Span>,
+    /// `#[ssh(allow_leading_dash)]` on the field: the key's span.
+    pub(crate) allow_leading_dash: Option<Span>,
 }
 
 /// The parsed input struct.
@@ -948,6 +950,7 @@ fn parse_field<'a>(
         flatten: false,
         scope: None,
         audit_note: None,
+        allow_leading_dash: None,
     };
     let mut renamed = None;
     for attr in &field.attrs {
@@ -1001,7 +1004,9 @@ fn parse_field<'a>(
             } else {
                 parsed.audit_note = Some(path.span());
             }
-        } else if ["action", "http", "ssh", "channel"]
+        } else if path.is_ident("ssh") {
+            parse_ssh_field(attr, &mut parsed, errs);
+        } else if ["action", "http", "channel"]
             .iter()
             .any(|name| path.is_ident(name))
         {
@@ -1020,6 +1025,42 @@ fn parse_field<'a>(
         parsed.json_name = renamed;
     }
     parsed
+}
+
+/// Keys of `#[ssh(...)]` on a field.
+const SSH_FIELD_KEYS: &[&str] = &["allow_leading_dash"];
+
+/// `#[ssh(allow_leading_dash)]` on a field. The struct's keys (`host`, `argv`, `exit`) are
+/// refused here with a pointer to the struct.
+fn parse_ssh_field(attr: &Attribute, field: &mut Field, errs: &mut Errors) {
+    if !matches!(attr.meta, Meta::List(_)) {
+        errs.push(Error::new_spanned(
+            attr,
+            "`#[ssh]` on a field takes `allow_leading_dash`, as in `#[ssh(allow_leading_dash)]`",
+        ));
+        return;
+    }
+    parse_list(attr, errs, |key, input| {
+        match key.unraw().to_string().as_str() {
+            "allow_leading_dash" if !input.is_empty() && !input.peek(Token![,]) => Err(Error::new(
+                key.span(),
+                "`allow_leading_dash` takes no value: write `#[ssh(allow_leading_dash)]`",
+            )),
+            "allow_leading_dash" if field.allow_leading_dash.is_some() => Err(Error::new(
+                key.span(),
+                "duplicate `allow_leading_dash` on this field",
+            )),
+            "allow_leading_dash" => {
+                field.allow_leading_dash = Some(key.span());
+                Ok(())
+            }
+            name if SSH_KEYS.contains(&name) => Err(Error::new(
+                key.span(),
+                format!("`{name}` goes in the struct's `#[ssh(...)]`, not on a field"),
+            )),
+            _ => Err(unknown_key(&key, "ssh", SSH_FIELD_KEYS)),
+        }
+    });
 }
 
 /// Reads the struct's doc comment. `None` when there is none, or it is blank.

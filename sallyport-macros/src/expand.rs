@@ -171,6 +171,12 @@ fn target(input: &Input) -> Option<TokenStream> {
                 let status = variant(rule.status.value);
                 target.extend(quote!(.with_exit(#code, #p::Status::#status)));
             }
+            for field in &input.fields {
+                if field.allow_leading_dash.is_some() {
+                    let json = &field.json_name;
+                    target.extend(quote!(.with_leading_dash_allowed(#json)));
+                }
+            }
             quote!(#p::Target::Ssh(#target))
         }
         TargetKind::Channel(channel) => {

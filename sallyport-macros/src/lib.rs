@@ -135,6 +135,12 @@ use syn::{DeriveInput, parse_macro_input};
 ///   must hold identifiers: `String`, an integer, or an `Option` or `Vec` of them.
 /// - `#[audit_note]`: at most one `String` or `Option<String>` field, the agent's free-text
 ///   reason, stored and shown to the human, never parsed.
+/// - `#[ssh(allow_leading_dash)]`: on an `#[ssh]` action, the field's value may begin with
+///   `-` where the remote program would read it as an option. Without it the SSH channel
+///   refuses such a value before consent (`--checkpoint-action=exec=sh` is an option to `tar`,
+///   however it is quoted) unless the argv template puts a literal `"--"` before the field.
+///   Give an opted-in field an `enum` or `pattern` that admits only the options you mean.
+///   The field must be a placeholder in `argv`.
 ///
 /// # Compile-time errors
 ///
@@ -143,7 +149,8 @@ use syn::{DeriveInput, parse_macro_input};
 /// `retry = safe` on a mutating action, invalid names, placeholders naming no field, two
 /// channel targets, status codes out of range, a second `#[audit_note]`, a scope tag on a
 /// type that cannot hold an identifier, a missing doc comment, enums, tuple structs and
-/// generic structs.
+/// generic structs, and `#[ssh(allow_leading_dash)]` on a field outside an `#[ssh]` action's
+/// argv.
 #[proc_macro_derive(Action, attributes(action, http, ssh, channel, scope, audit_note))]
 pub fn derive_action(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

@@ -35,6 +35,7 @@ pub(crate) fn check<'i, 'a>(input: &'i Input<'a>, errs: &mut Errors) -> Option<C
             TargetKind::Channel(channel) => check_channel(channel, &target.path, &mut local),
         }
     }
+    check_leading_dash(input, &mut local);
     match local.finish() {
         Ok(()) => required,
         Err(error) => {
@@ -704,6 +705,49 @@ fn check_ssh(ssh: &SshAttr, path: &syn::Path, fields: &FieldNames, errs: &mut Er
         None => {}
     }
     check_codes(&ssh.exits, "exit", errs);
+}
+
+/// `#[ssh(allow_leading_dash)]` fields: only on an `#[ssh]` action, and only on a field its
+/// argv template places (anywhere else the attribute would promise something it cannot do).
+fn check_leading_dash(input: &Input, errs: &mut Errors) {
+    let Some(TargetKind::Ssh(ssh)) = input.target.as_ref().map(|target| &target.kind) else {
+        for field in &input.fields {
+            if let Some(span) = field.allow_leading_dash {
+                errs.at(
+                    span,
+                    format!(
+                        "`allow_leading_dash` on field `{}` applies only to an action with an \
+                         `#[ssh(...)]` target, whose argv the value becomes part of",
+                        field.ident
+                    ),
+                );
+            }
+        }
+        return;
+    };
+    // Without an argv `check_ssh` has already reported it.
+    let Some(argv) = ssh.argv.get() else { return };
+    let mut placed: Vec<String> = Vec::new();
+    for arg in argv {
+        if let Ok(names) = placeholders(&arg.value()) {
+            placed.extend(names.into_iter().map(str::to_owned));
+        }
+    }
+    for field in &input.fields {
+        let Some(span) = field.allow_leading_dash else {
+            continue;
+        };
+        if !placed.contains(&field.json_name) {
+            errs.at(
+                span,
+                format!(
+                    "field `{}` is not a `{{{}}}` placeholder in the argv template, so \
+                     `allow_leading_dash` would have no effect; remove it",
+                    field.ident, field.json_name
+                ),
+            );
+        }
+    }
 }
 
 fn check_channel(channel: &ChannelAttr, path: &syn::Path, errs: &mut Errors) {

@@ -12,7 +12,7 @@ use sallyport_core::target::{SshTarget, Target};
 use sallyport_core::vault::{Credential, CredentialKind, CredentialMeta};
 use serde_json::{Value, json};
 
-use crate::client::{ConnectError, Connection, Pool};
+use crate::client::{ConnectError, Connection, LoginShell, Pool};
 use crate::command::{self, Rendered};
 use crate::inventory::{HostEntry, Inventory};
 use crate::output::Capture;
@@ -142,6 +142,12 @@ impl SshChannel {
         self.inner.pool.opened()
     }
 
+    /// How many times this channel has probed a remote login shell: once per connection it
+    /// opened, never per command.
+    pub fn shell_probes(&self) -> u64 {
+        self.inner.pool.probes()
+    }
+
     /// Drops every pooled connection; the next call to each host connects afresh.
     pub fn close_idle(&self) {
         self.inner.pool.clear();
@@ -170,8 +176,13 @@ impl SshChannel {
                 self.inner.keepalive,
             )
             .await
-            .map(|_| ())
             .map_err(|e| connect_outcome(e, entry).reason.unwrap_or_default())
+            .and_then(|(conn, _)| match &conn.shell {
+                LoginShell::Posix => Ok(()),
+                LoginShell::Unsupported(seen) => {
+                    Err(unsupported_shell(entry, seen).reason.unwrap_or_default())
+                }
+            })
     }
 
     fn plan<'a>(
@@ -209,7 +220,8 @@ impl SshChannel {
             }
             Some(_) => {}
         }
-        let command = command::render(&target.argv, arguments).map_err(|e| invalid(e.0))?;
+        let command = command::render(&target.argv, arguments, &target.allow_leading_dash)
+            .map_err(|e| invalid(e.0))?;
         Ok(Plan {
             target,
             host,
@@ -231,6 +243,9 @@ impl SshChannel {
                 .get(host, credential, inner.connect_timeout, inner.keepalive)
                 .await
                 .map_err(|e| connect_outcome(e, host))?;
+            if let LoginShell::Unsupported(seen) = &conn.shell {
+                return Err(unsupported_shell(host, seen));
+            }
             let opened =
                 tokio::time::timeout(inner.connect_timeout, conn.handle.channel_open_session())
                     .await;
@@ -547,6 +562,21 @@ fn connect_outcome(error: ConnectError, host: &HostEntry) -> ChannelOutcome {
         .with_credential_rejected(),
         ConnectError::CredentialUnusable(reason) => before_send("credential_unusable", reason),
     }
+}
+
+/// The probe found a login shell that does not parse POSIX quoting: no command is sent on
+/// this connection, since a quoted value could become shell syntax there.
+fn unsupported_shell(host: &HostEntry, seen: &str) -> ChannelOutcome {
+    before_send(
+        "remote_shell_unsupported",
+        format!(
+            "the login shell of {}@{} does not parse POSIX quoting (its probe {seen}); a quoted \
+             argument could run as shell syntax there (fish, csh, cmd.exe and PowerShell quote \
+             differently), so nothing was run; a human must give that account a POSIX login \
+             shell (sh, bash, dash, ksh, zsh)",
+            host.user, host.name
+        ),
+    )
 }
 
 /// A rejection before anything was sent, decided on this side.

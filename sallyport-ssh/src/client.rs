@@ -191,6 +191,8 @@ pub(crate) struct Connection {
     pub(crate) handle: Handle<Client>,
     /// The credential (name, version) it authenticated with.
     credential: (String, u64),
+    /// What the probe found the remote login shell to be.
+    pub(crate) shell: LoginShell,
 }
 
 impl std::fmt::Debug for Connection {
@@ -198,8 +200,77 @@ impl std::fmt::Debug for Connection {
         f.debug_struct("Connection")
             .field("credential", &self.credential.0)
             .field("closed", &self.handle.is_closed())
+            .field("shell", &self.shell)
             .finish_non_exhaustive()
     }
+}
+
+/// How the remote login shell parses the command string, as the probe found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LoginShell {
+    /// It parses POSIX single quotes as the renderer writes them.
+    Posix,
+    /// It does not (fish, csh/tcsh, cmd.exe, PowerShell, …): what the probe saw, in a few
+    /// words the agent may read.
+    Unsupported(String),
+}
+
+/// The probe: a command string whose POSIX reading prints [`PROBE_EXPECTED`] and whose reading
+/// by any other common shell prints something else or fails. It exercises exactly what the
+/// renderer relies on: a backslash, `$` and a newline inside single quotes stay literal, and
+/// `'\''` is one quote. It holds no character that cmd.exe or PowerShell act on outside
+/// quotes (`&`, `|`, `<`, `>`, `^`, `;`, parentheses) and a single `%`, so whatever the
+/// shell, the probe only prints or fails.
+const PROBE: &str = "printf '%s.' 'sallyport-probe' 'a\\' 'b'\\''c' '$HOME' '\n'";
+/// What a POSIX shell prints for [`PROBE`].
+const PROBE_EXPECTED: &str = "sallyport-probe.a\\.b'c.$HOME.\n.";
+/// The most probe output read: a start-up file that prints a banner is tolerated before the
+/// expected text, but not without bound.
+const PROBE_OUTPUT_CAP: usize = 4096;
+
+/// Runs [`PROBE`] once on a fresh connection. `Err` when the probe could not run at all (the
+/// connection is then not used).
+async fn probe_shell(
+    handle: &Handle<Client>,
+    probes: &AtomicU64,
+) -> Result<LoginShell, ConnectError> {
+    let mut channel = handle.channel_open_session().await.map_err(|_| {
+        ConnectError::Handshake(
+            "the server refused a session channel for the login shell probe".into(),
+        )
+    })?;
+    probes.fetch_add(1, Ordering::Relaxed);
+    channel
+        .exec(true, PROBE.as_bytes())
+        .await
+        .map_err(|_| ConnectError::Handshake("the login shell probe could not be sent".into()))?;
+    let mut stdout = Vec::new();
+    let mut exit = None;
+    while let Some(msg) = channel.wait().await {
+        match msg {
+            russh::ChannelMsg::Data { data } => {
+                let room = PROBE_OUTPUT_CAP.saturating_sub(stdout.len());
+                stdout.extend_from_slice(&data[..data.len().min(room)]);
+            }
+            russh::ChannelMsg::ExitStatus { exit_status } => exit = Some(exit_status),
+            russh::ChannelMsg::Close => break,
+            _ => {}
+        }
+    }
+    Ok(judge_probe(&stdout, exit))
+}
+
+/// Whether the probe's output and exit status are a POSIX shell's.
+fn judge_probe(stdout: &[u8], exit: Option<u32>) -> LoginShell {
+    if exit == Some(0) && stdout.ends_with(PROBE_EXPECTED.as_bytes()) {
+        return LoginShell::Posix;
+    }
+    let seen = match exit {
+        Some(0) => "printed something other than a POSIX shell would".to_owned(),
+        Some(code) => format!("failed with exit status {code}"),
+        None => "ended without an exit status".to_owned(),
+    };
+    LoginShell::Unsupported(seen)
 }
 
 fn client_config(keepalive: Option<Duration>) -> client::Config {
@@ -213,12 +284,14 @@ fn client_config(keepalive: Option<Duration>) -> client::Config {
     }
 }
 
-/// Connects to `host` and authenticates with `credential`, all within `timeout`.
+/// Connects to `host`, authenticates with `credential` and probes the login shell once
+/// ([`LoginShell`], counted in `probes`), all within `timeout`.
 pub(crate) async fn connect(
     host: &HostEntry,
     credential: &Credential,
     timeout: Duration,
     keepalive: Option<Duration>,
+    probes: &AtomicU64,
 ) -> Result<Connection, ConnectError> {
     let key = match credential.meta().kind {
         CredentialKind::SshKey => {
@@ -289,12 +362,21 @@ pub(crate) async fn connect(
         }
         Ok(handle)
     };
-    let handle = tokio::time::timeout(timeout, attempt)
+    let attempt = async {
+        let handle = attempt.await?;
+        let shell = probe_shell(&handle, probes).await?;
+        Ok::<_, ConnectError>((handle, shell))
+    };
+    let (handle, shell) = tokio::time::timeout(timeout, attempt)
         .await
         .map_err(|_| ConnectError::Timeout)??;
+    if let LoginShell::Unsupported(seen) = &shell {
+        tracing::warn!(host = %host.name, user = %host.user, probe = %seen, "the remote login shell does not parse POSIX quoting; commands to this host are refused");
+    }
     Ok(Connection {
         handle,
         credential: (credential.meta().name.clone(), credential.meta().version),
+        shell,
     })
 }
 
@@ -306,6 +388,8 @@ type Slot = Arc<tokio::sync::Mutex<Option<Arc<Connection>>>>;
 pub(crate) struct Pool {
     slots: Mutex<HashMap<(String, String), Slot>>,
     opened: AtomicU64,
+    /// Login shell probes sent.
+    probes: AtomicU64,
 }
 
 impl Pool {
@@ -327,7 +411,7 @@ impl Pool {
             }
         }
         *guard = None;
-        let conn = Arc::new(connect(host, credential, timeout, keepalive).await?);
+        let conn = Arc::new(connect(host, credential, timeout, keepalive, &self.probes).await?);
         self.opened.fetch_add(1, Ordering::Relaxed);
         *guard = Some(Arc::clone(&conn));
         Ok((conn, true))
@@ -347,6 +431,11 @@ impl Pool {
         self.opened.load(Ordering::Relaxed)
     }
 
+    /// Login shell probes sent so far.
+    pub(crate) fn probes(&self) -> u64 {
+        self.probes.load(Ordering::Relaxed)
+    }
+
     /// Drops every pooled connection.
     pub(crate) fn clear(&self) {
         self.slots
@@ -362,5 +451,36 @@ impl Pool {
                 .entry((host.name.clone(), host.user.clone()))
                 .or_default(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_passes_only_on_exactly_the_posix_reading() {
+        assert_eq!(PROBE_EXPECTED, "sallyport-probe.a\\.b'c.$HOME.\n.");
+        assert_eq!(
+            judge_probe(PROBE_EXPECTED.as_bytes(), Some(0)),
+            LoginShell::Posix
+        );
+        // A start-up file's banner before the expected text is tolerated.
+        let banner = format!("welcome\n{PROBE_EXPECTED}");
+        assert_eq!(judge_probe(banner.as_bytes(), Some(0)), LoginShell::Posix);
+        assert_eq!(
+            judge_probe(b"", Some(127)),
+            LoginShell::Unsupported("failed with exit status 127".into())
+        );
+        assert_eq!(
+            judge_probe(PROBE_EXPECTED.as_bytes(), None),
+            LoginShell::Unsupported("ended without an exit status".into())
+        );
+        // csh keeps the backslash but cannot hold a newline in quotes; fish reads `\'` as a
+        // quote: both print something else.
+        assert_eq!(
+            judge_probe(b"sallyport-probe.a\\.b'c.$HOME.", Some(0)),
+            LoginShell::Unsupported("printed something other than a POSIX shell would".into())
+        );
     }
 }

@@ -7,6 +7,13 @@
 //! newlines stay bytes. NUL cannot be carried at all (the shell would cut the argument), so a
 //! value with NUL is refused before consent. Non-UTF-8 bytes cannot reach here: arguments
 //! arrive as JSON strings, which are Unicode.
+//!
+//! Quoting keeps a value from becoming shell syntax, not from becoming an option: `tar` reads
+//! `--checkpoint-action=exec=sh` as one whatever the quotes. So an element whose first
+//! character comes from a value that begins with `-` is refused, unless a literal `--`
+//! element comes before it in the template (the end of options for getopt-style programs) or
+//! the action allows a leading dash for that field
+//! ([`SshTarget::with_leading_dash_allowed`](sallyport_core::target::SshTarget::with_leading_dash_allowed)).
 
 use std::borrow::Cow;
 
@@ -26,26 +33,45 @@ pub(crate) struct Rendered {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RenderError(pub(crate) String);
 
-/// Renders `argv` with values from `arguments`.
+/// Renders `argv` with values from `arguments`. `dash_allowed` names the fields whose value
+/// may begin with `-` before a `--` element.
 pub(crate) fn render(
     argv: &[Cow<'static, str>],
     arguments: &Value,
+    dash_allowed: &[Cow<'static, str>],
 ) -> Result<Rendered, RenderError> {
     if argv.is_empty() {
         return Err(RenderError(
             "the action's argv template is empty".to_owned(),
         ));
     }
+    let program = &argv[0];
     let mut wire = Vec::with_capacity(argv.len());
     let mut display = Vec::with_capacity(argv.len());
+    let mut after_end_of_options = false;
     for (index, template) in argv.iter().enumerate() {
-        let (value, substituted) = substitute(template, arguments, index)?;
-        if substituted || !is_plain(&value) {
-            wire.push(quote(&value));
-            display.push(quote_for_display(&value));
+        let element = substitute(template, arguments, index)?;
+        if let Some(field) = &element.leading_field
+            && element.text.starts_with('-')
+            && !after_end_of_options
+            && !dash_allowed.iter().any(|allowed| allowed == field)
+        {
+            return Err(RenderError(format!(
+                "field `{field}` begins with `-`, so `{program}` could read it as an option \
+                 rather than a value; send a value that does not begin with `-` (the action \
+                 accepts one only after a `--` in its argv template, or when it allows a \
+                 leading dash for this field)"
+            )));
+        }
+        if !element.substituted && element.text == "--" {
+            after_end_of_options = true;
+        }
+        if element.substituted || !is_plain(&element.text) {
+            wire.push(quote(&element.text));
+            display.push(quote_for_display(&element.text));
         } else {
-            wire.push(value.clone());
-            display.push(value);
+            wire.push(element.text.clone());
+            display.push(element.text);
         }
     }
     Ok(Rendered {
@@ -56,16 +82,20 @@ pub(crate) fn render(
 
 /// Resolves a host template: a literal name, or `{field}` naming a string argument.
 pub(crate) fn render_host(template: &str, arguments: &Value) -> Result<String, RenderError> {
-    let (host, _) = substitute(template, arguments, usize::MAX)?;
-    Ok(host)
+    Ok(substitute(template, arguments, usize::MAX)?.text)
+}
+
+/// One template element after its placeholders were expanded.
+struct Element {
+    text: String,
+    /// Whether any placeholder was expanded.
+    substituted: bool,
+    /// The field whose value supplied the element's first character, if one did.
+    leading_field: Option<String>,
 }
 
 /// Expands the placeholders of one element; `{{` and `}}` are literal braces.
-fn substitute(
-    template: &str,
-    arguments: &Value,
-    index: usize,
-) -> Result<(String, bool), RenderError> {
+fn substitute(template: &str, arguments: &Value, index: usize) -> Result<Element, RenderError> {
     let place = || {
         if index == usize::MAX {
             "the host template".to_owned()
@@ -75,6 +105,7 @@ fn substitute(
     };
     let mut out = String::with_capacity(template.len());
     let mut substituted = false;
+    let mut leading_field = None;
     let mut chars = template.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
         match c {
@@ -98,7 +129,11 @@ fn substitute(
                         place()
                     )));
                 }
-                out.push_str(&value_of(field, arguments)?);
+                let value = value_of(field, arguments)?;
+                if out.is_empty() && !value.is_empty() {
+                    leading_field = Some(field.to_owned());
+                }
+                out.push_str(&value);
                 substituted = true;
                 for _ in 0..=field.chars().count() {
                     chars.next();
@@ -110,7 +145,11 @@ fn substitute(
             c => out.push(c),
         }
     }
-    Ok((out, substituted))
+    Ok(Element {
+        text: out,
+        substituted,
+        leading_field,
+    })
 }
 
 fn is_field_name(name: &str) -> bool {
@@ -202,6 +241,10 @@ mod tests {
         parts.iter().map(|p| Cow::Borrowed(*p)).collect()
     }
 
+    fn render(argv: &[Cow<'static, str>], arguments: &Value) -> Result<Rendered, RenderError> {
+        super::render(argv, arguments, &[])
+    }
+
     #[test]
     fn literal_words_stay_bare_and_values_are_always_quoted() {
         let r = render(
@@ -242,6 +285,81 @@ mod tests {
         assert_eq!(
             render(&argv(&["echo", "{v"]), &json!({})).unwrap_err().0,
             "argv element 1 has an unclosed `{`"
+        );
+    }
+
+    #[test]
+    fn a_value_that_would_begin_an_option_is_refused() {
+        let refused = |field: &str, program: &str| {
+            format!(
+                "field `{field}` begins with `-`, so `{program}` could read it as an option \
+                 rather than a value; send a value that does not begin with `-` (the action \
+                 accepts one only after a `--` in its argv template, or when it allows a \
+                 leading dash for this field)"
+            )
+        };
+        let tar = argv(&["tar", "-cf", "/tmp/out.tar", "{file}"]);
+        let exploit = json!({"file": "--checkpoint-action=exec=sh"});
+        assert_eq!(
+            render(&tar, &exploit).unwrap_err().0,
+            refused("file", "tar")
+        );
+        // A negative number is a leading dash too (`kill -1` signals every process).
+        let kill = argv(&["kill", "{pid}"]);
+        assert_eq!(
+            render(&kill, &json!({"pid": -1})).unwrap_err().0,
+            refused("pid", "kill")
+        );
+        // The value that supplies the first character is the one checked.
+        let joined = argv(&["echo", "{a}{b}"]);
+        assert_eq!(
+            render(&joined, &json!({"a": "", "b": "-n"})).unwrap_err().0,
+            refused("b", "echo")
+        );
+        assert_eq!(
+            render(&joined, &json!({"a": "x", "b": "-n"})).unwrap().wire,
+            "echo 'x-n'"
+        );
+    }
+
+    #[test]
+    fn a_leading_dash_passes_after_a_literal_double_dash_or_when_the_field_allows_it() {
+        let refused = |field: &str, program: &str| {
+            format!(
+                "field `{field}` begins with `-`, so `{program}` could read it as an option \
+                 rather than a value; send a value that does not begin with `-` (the action \
+                 accepts one only after a `--` in its argv template, or when it allows a \
+                 leading dash for this field)"
+            )
+        };
+        let after = argv(&["tar", "-cf", "/tmp/out.tar", "--", "{file}"]);
+        let exploit = json!({"file": "--checkpoint-action=exec=sh"});
+        assert_eq!(
+            render(&after, &exploit).unwrap().wire,
+            "tar -cf /tmp/out.tar -- '--checkpoint-action=exec=sh'"
+        );
+        // A `--` that came from a value does not end the options.
+        let from_value = argv(&["tar", "{sep}", "{file}"]);
+        let sep = [Cow::Borrowed("sep")];
+        assert_eq!(
+            super::render(&from_value, &json!({"sep": "--", "file": "-x"}), &sep)
+                .unwrap_err()
+                .0,
+            refused("file", "tar")
+        );
+        // A template's own leading dash is the author's, not the agent's.
+        let own = argv(&["systemctl", "--unit={unit}"]);
+        assert_eq!(
+            render(&own, &json!({"unit": "-x"})).unwrap().wire,
+            "systemctl '--unit=-x'"
+        );
+        let grep = argv(&["grep", "{pattern}", "/var/log/syslog"]);
+        let allowed = [Cow::Borrowed("pattern")];
+        assert_eq!(
+            super::render(&grep, &json!({"pattern": "-e"}), &allowed)
+                .unwrap()
+                .wire,
+            "grep '-e' /var/log/syslog"
         );
     }
 

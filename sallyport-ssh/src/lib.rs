@@ -18,8 +18,22 @@
 //!   (give them an `enum` or `pattern` where you can), then single-quoted: `;`, `$( )`,
 //!   backticks, quotes, globs and newlines never become shell syntax. A value containing NUL
 //!   is refused before consent (`invalid_request`): no remote argument can carry it.
-//!   Non-UTF-8 cannot occur: arguments arrive as JSON strings. The remote user's login shell
-//!   must be a POSIX shell (sh, dash, bash, ksh, zsh); fish and csh quote differently.
+//!   Non-UTF-8 cannot occur: arguments arrive as JSON strings.
+//! - **A POSIX login shell, checked.** SSH hands the command string to the remote user's
+//!   login shell, and the quoting above is POSIX quoting: under fish `\';id;#` runs `id`,
+//!   under cmd.exe `a & whoami` runs `whoami`. So each new pooled connection first runs one
+//!   harmless probe command whose output tells whether the shell parses POSIX quotes; on a
+//!   connection whose shell does not (fish, csh/tcsh, cmd.exe, PowerShell), every call is
+//!   refused before anything runs with `remote_shell_unsupported`.
+//!   [`SshChannel::shell_probes`] counts the probes (one per connection, not per command);
+//!   the finding lasts as long as the pooled connection ([`SshChannel::close_idle`] makes the
+//!   next call probe afresh, after an account's shell was changed).
+//! - **No value becomes an option by accident.** A value that would begin a remote argument
+//!   with `-` (`--checkpoint-action=exec=sh` for `tar`, `-1` for `kill`) is refused before
+//!   consent (`invalid_request`), unless the argv template puts a literal `--` before it or
+//!   the action allows a leading dash for that field
+//!   ([`SshTarget::with_leading_dash_allowed`](sallyport_core::target::SshTarget::with_leading_dash_allowed),
+//!   `#[ssh(allow_leading_dash)]` on the field).
 //! - **Nothing else is opened.** No PTY, no agent, X11 or port forwarding, no environment
 //!   variables; every channel the server tries to open towards the client is refused.
 //! - **Bounded output.** stdout and stderr are each capped (64 KiB by default,

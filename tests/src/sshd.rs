@@ -253,6 +253,14 @@ impl Sshd {
         read(&path)
     }
 
+    /// Commands the server started for `user` in the current instance's log (one per exec
+    /// request it accepted, whatever the command).
+    pub fn commands_started_for(&self, user: &str) -> usize {
+        self.log()
+            .matches(&format!("Starting session: command for {user} from "))
+            .count()
+    }
+
     /// Successful logins in the current server instance's log ("Accepted publickey …",
     /// "Accepted password …").
     pub fn accepted_logins(&self) -> usize {
@@ -418,6 +426,52 @@ pub fn password_user() -> &'static str {
     })
 }
 
+/// The throwaway user whose login shell is fish (created if absent), for the tests of a
+/// non-POSIX login shell.
+pub const FISH_USER: &str = "sallyport-fish";
+
+/// Where the fish shell must be installed.
+pub const FISH_SHELL: &str = "/usr/bin/fish";
+
+/// Creates [`FISH_USER`] with [`FISH_SHELL`] as its login shell if absent (once per process).
+/// The server's authorized_keys file is shared by every user, so [`Sshd::client_key`] logs
+/// in as this user too. Needs root; the user has no home directory and no password (`*`, so
+/// the account is not locked for key logins).
+///
+/// # Panics
+///
+/// When fish is not installed (install the Debian package `fish`), or useradd fails.
+pub fn fish_user() -> &'static str {
+    static CREATED: OnceLock<()> = OnceLock::new();
+    CREATED.get_or_init(|| {
+        assert!(
+            Path::new(FISH_SHELL).is_file(),
+            "{FISH_SHELL} was not found. The non-POSIX login shell tests need a real fish: \
+             install it (e.g. `apt-get install -y fish`)."
+        );
+        let exists = Command::new("id")
+            .arg(FISH_USER)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !exists {
+            let out = Command::new("useradd")
+                .args(["-M", "-s", FISH_SHELL, "-p", "*", FISH_USER])
+                .output()
+                .expect("run useradd (the fish tests need root)");
+            // Exit 9: another test process created it in the meantime.
+            assert!(
+                out.status.success() || out.status.code() == Some(9),
+                "useradd {FISH_USER} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        run(Command::new("usermod").args(["-s", FISH_SHELL, FISH_USER]));
+    });
+    FISH_USER
+}
+
 /// Executor fixtures for SSH tests: an inventory, a vault and an executor wired to an [`Sshd`].
 pub mod fixture {
     use std::sync::Arc;
@@ -468,6 +522,41 @@ pub mod fixture {
             )
             .build()
             .expect("inventory")
+    }
+
+    /// The inventory name of the host whose user has fish as login shell.
+    pub const FISH_HOST: &str = "web1-fish";
+    /// The vault credential bound to the fish user on `web1-fish`.
+    pub const FISH_CREDENTIAL: &str = "web1-fish-key";
+
+    /// [`inventory`] plus `web1-fish`, where commands run as [`super::FISH_USER`].
+    pub fn inventory_with_fish(sshd: &Sshd) -> Inventory {
+        let pin = sshd.host_public_key();
+        Inventory::builder()
+            .host(
+                Host::new(KEY_HOST, "127.0.0.1", "root", KEY_CREDENTIAL)
+                    .with_port(sshd.port())
+                    .with_host_key(&pin),
+            )
+            .host(
+                Host::new(FISH_HOST, "127.0.0.1", super::FISH_USER, FISH_CREDENTIAL)
+                    .with_port(sshd.port())
+                    .with_host_key(&pin),
+            )
+            .build()
+            .expect("inventory")
+    }
+
+    /// Adds `key` as the fish user's key on `web1-fish`.
+    pub fn add_fish_key(vault: &MemoryVault, key: &str) {
+        vault.set(
+            CredentialMeta::new(
+                FISH_CREDENTIAL,
+                CredentialKind::SshKey,
+                Binding::ssh(FISH_HOST, super::FISH_USER),
+            ),
+            Secret::new(key),
+        );
     }
 
     /// A vault holding `key` as root@web1's key.

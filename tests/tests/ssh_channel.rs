@@ -33,10 +33,12 @@ impl Action for EchoArg {
             .with_description("Print one value back, framed.")
             .with_consent(ConsentRule::PerCall)
             .with_credential(KEY_CREDENTIAL)
-            .with_target(Target::Ssh(SshTarget::new(
-                KEY_HOST,
-                ["printf", "<%s>", "{value}"],
-            )))
+            .with_target(Target::Ssh(
+                // The format is fixed, so `printf` never reads the value as an option: a
+                // value such as `-n` arrives as printed text.
+                SshTarget::new(KEY_HOST, ["printf", "<%s>", "{value}"])
+                    .with_leading_dash_allowed("value"),
+            ))
     }
 }
 

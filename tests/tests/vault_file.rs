@@ -158,6 +158,132 @@ fn the_default_kdf_parameters_are_stored_in_the_header_and_reopen() {
     FileVault::open(&path).unlock(PASSPHRASE).unwrap();
 }
 
+/// Each crafted header (with a valid checksum, as an attacker who knows the format writes it),
+/// the field it sets, and the cap the refusal must name.
+const COSTLY_HEADERS: &[(&str, u64, &str)] = &[
+    (
+        "memory_kib",
+        4 * 1024 * 1024,
+        "argon2 memory_kib 4194304 exceeds the cap of 2097152 KiB (2 GiB)",
+    ),
+    (
+        "memory_kib",
+        u32::MAX as u64,
+        "argon2 memory_kib 4294967295 exceeds the cap of 2097152 KiB (2 GiB)",
+    ),
+    (
+        "iterations",
+        1_000_000,
+        "argon2 iterations 1000000 is outside the accepted 1 to 16 passes",
+    ),
+    (
+        "iterations",
+        0,
+        "argon2 iterations 0 is outside the accepted 1 to 16 passes",
+    ),
+    (
+        "parallelism",
+        255,
+        "argon2 parallelism 255 is outside the accepted 1 to 16 lanes",
+    ),
+];
+
+#[test]
+fn a_header_demanding_an_uncapped_argon2_cost_is_refused_at_once_and_left_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = vault_with_one(&dir);
+    let original = std::fs::read(&path).unwrap();
+    for &(field, value, reason) in COSTLY_HEADERS {
+        std::fs::write(&path, &original).unwrap();
+        rewrite_body(&path, |body| body["kdf"][field] = value.into());
+        let crafted = std::fs::read(&path).unwrap();
+        let started = std::time::Instant::now();
+        let vault = FileVault::open(&path);
+        let err = vault.unlock(PASSPHRASE).unwrap_err();
+        let status_err = vault.status().unwrap_err();
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed < Duration::from_secs(1),
+            "{field} = {value}: refusing took {elapsed:?}"
+        );
+        let detail =
+            format!("the key derivation header asks for more than this build accepts: {reason}");
+        assert!(
+            matches!(&err, VaultError::Corrupt { detail: d, .. } if *d == detail),
+            "{field} = {value}: {err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "vault {} is damaged or truncated ({detail}); the file was left untouched",
+                path.display()
+            )
+        );
+        assert_eq!(status_err.to_string(), err.to_string());
+        assert_eq!(vault.state(), VaultState::Locked);
+        assert_eq!(std::fs::read(&path).unwrap(), crafted, "{field} = {value}");
+    }
+}
+
+#[test]
+fn a_header_within_each_cap_but_over_the_combined_work_cap_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = vault_with_one(&dir);
+    // 2 GiB and 3 passes are each accepted; together they are 6 GiB-passes.
+    rewrite_body(&path, |body| {
+        body["kdf"]["memory_kib"] = (2 * 1024 * 1024).into();
+        body["kdf"]["iterations"] = 3.into();
+    });
+    let crafted = std::fs::read(&path).unwrap();
+    let started = std::time::Instant::now();
+    let err = unlock_error(&path);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(
+        matches!(&err, VaultError::Corrupt { detail, .. } if detail ==
+            "the key derivation header asks for more than this build accepts: argon2 memory_kib \
+             2097152 times iterations 3 is 6291456 KiB-passes, over the cap of 4194304 KiB-passes \
+             (4 GiB-passes)"),
+        "{err:?}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), crafted);
+}
+
+#[test]
+fn create_refuses_parameters_over_the_caps_and_writes_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = vault_path(&dir);
+    for (params, reason) in [
+        (
+            KdfParams::new(4 * 1024 * 1024, 1, 1),
+            "argon2 memory_kib 4194304 exceeds the cap of 2097152 KiB (2 GiB)",
+        ),
+        (
+            KdfParams::new(8 * 1024, 17, 1),
+            "argon2 iterations 17 is outside the accepted 1 to 16 passes",
+        ),
+        (
+            KdfParams::new(64, 1, 17),
+            "argon2 parallelism 17 is outside the accepted 1 to 16 lanes",
+        ),
+        (
+            KdfParams::new(8, 1, 2),
+            "argon2 memory_kib 8 is below the floor of 16 KiB (8 KiB per lane)",
+        ),
+    ] {
+        let err = FileVault::create(&path, PASSPHRASE, params).unwrap_err();
+        assert!(
+            matches!(&err, VaultError::Invalid(r) if r == reason),
+            "{params:?}: {err:?}"
+        );
+        assert!(!path.exists());
+    }
+    // The largest accepted work opens in principle; the caps are the documented constants.
+    assert_eq!(KdfParams::MAX_MEMORY_KIB, 2 * 1024 * 1024);
+    assert_eq!(KdfParams::MAX_ITERATIONS, 16);
+    assert_eq!(KdfParams::MAX_PARALLELISM, 16);
+    assert!(KdfParams::new(2 * 1024 * 1024, 2, 4).check().is_ok());
+}
+
 #[test]
 fn a_wrong_passphrase_is_refused_and_the_file_is_byte_identical() {
     let dir = tempfile::tempdir().unwrap();

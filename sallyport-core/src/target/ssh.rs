@@ -44,6 +44,12 @@ pub struct SshTarget {
     /// channel's default (64 KiB). Output beyond the cap is read and discarded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_cap: Option<usize>,
+    /// The fields whose value may begin with `-` where the remote program would read it as an
+    /// option. By default the channel refuses such a value (`--checkpoint-action=exec=sh`
+    /// reaching `tar` is an option, not a file name) unless the template puts a literal `--`
+    /// before it. Part of the definition: allowing a leading dash changes what a call can do.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow_leading_dash: Vec<Cow<'static, str>>,
 }
 
 fn serialize_millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -66,6 +72,7 @@ impl SshTarget {
             exits: Vec::new(),
             timeout: None,
             output_cap: None,
+            allow_leading_dash: Vec::new(),
         }
     }
 
@@ -90,6 +97,24 @@ impl SshTarget {
     pub fn with_output_cap(mut self, bytes: usize) -> Self {
         self.output_cap = Some(bytes);
         self
+    }
+
+    /// Lets the value of `field` begin with `-` anywhere in the argv, where the remote program
+    /// may read it as an option. Give the field a schema `enum` or `pattern` that admits only
+    /// the options you mean; without this, such a value is refused before consent unless a
+    /// literal `--` element comes before it.
+    #[must_use]
+    pub fn with_leading_dash_allowed(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        let field = field.into();
+        if !self.allow_leading_dash.contains(&field) {
+            self.allow_leading_dash.push(field);
+        }
+        self
+    }
+
+    /// Whether the value of `field` may begin with `-` before a `--` element.
+    pub fn leading_dash_allowed(&self, field: &str) -> bool {
+        self.allow_leading_dash.iter().any(|f| f == field)
     }
 
     /// The status a declared exit code maps to, if it is declared.
@@ -125,5 +150,19 @@ mod tests {
         );
         assert_eq!(tuned.exit_status(3), Some(Status::Rejected));
         assert_eq!(tuned.exit_status(4), None);
+    }
+
+    #[test]
+    fn an_allowed_leading_dash_enters_the_definition_once() {
+        let target = SshTarget::new("web1", ["grep", "{pattern}"])
+            .with_leading_dash_allowed("pattern")
+            .with_leading_dash_allowed("pattern");
+        assert_eq!(
+            serde_json::to_value(&target).unwrap(),
+            serde_json::json!({"host": "web1", "argv": ["grep", "{pattern}"], "exits": [],
+                "allow_leading_dash": ["pattern"]})
+        );
+        assert!(target.leading_dash_allowed("pattern"));
+        assert!(!target.leading_dash_allowed("file"));
     }
 }

@@ -95,26 +95,74 @@ impl KdfParams {
         }
     }
 
-    /// Checks the parameters: memory from 8 KiB per lane up to 4 GiB, 1–64 passes, 1–16 lanes.
+    /// The most memory a vault may ask Argon2id for: 2 GiB (RFC 9106's first recommended
+    /// option). A vault file's header is read before anything authenticates it, so every
+    /// parameter is capped before a key is derived: a crafted header cannot make an unlock
+    /// allocate or compute without bound.
+    pub const MAX_MEMORY_KIB: u32 = 2 * 1024 * 1024;
+    /// The most passes over the memory a vault may ask for.
+    pub const MAX_ITERATIONS: u32 = 16;
+    /// The most lanes a vault may ask for.
+    pub const MAX_PARALLELISM: u32 = 16;
+    /// The most work a vault may ask for, as memory (KiB) times passes: 4 GiB-passes, so
+    /// 2 GiB × 2, 1 GiB × 4 or 256 MiB × 16 (the default is 64 MiB × 3).
+    pub const MAX_MEMORY_PASSES_KIB: u64 = 4 * 1024 * 1024;
+
+    /// Checks the parameters against the caps: memory from 8 KiB per lane up to
+    /// [`MAX_MEMORY_KIB`](Self::MAX_MEMORY_KIB), 1 to [`MAX_ITERATIONS`](Self::MAX_ITERATIONS)
+    /// passes, 1 to [`MAX_PARALLELISM`](Self::MAX_PARALLELISM) lanes, and memory times passes
+    /// at most [`MAX_MEMORY_PASSES_KIB`](Self::MAX_MEMORY_PASSES_KIB).
     ///
     /// # Errors
     ///
-    /// [`VaultError::Invalid`] saying which parameter is out of range.
+    /// [`VaultError::Invalid`] naming the parameter, its value and the cap it breaks.
     pub fn check(&self) -> Result<(), VaultError> {
-        if !(1..=16).contains(&self.parallelism) {
-            return Err(VaultError::Invalid(
-                "argon2 parallelism must be 1-16".into(),
+        self.out_of_range().map_or(Ok(()), |reason| {
+            Err(VaultError::Invalid(format!("argon2 {reason}")))
+        })
+    }
+
+    /// Which parameter breaks which cap, in words naming the header field; `None` when all
+    /// are within the caps.
+    fn out_of_range(&self) -> Option<String> {
+        let Self {
+            memory_kib,
+            iterations,
+            parallelism,
+        } = *self;
+        if !(1..=Self::MAX_PARALLELISM).contains(&parallelism) {
+            return Some(format!(
+                "parallelism {parallelism} is outside the accepted 1 to {} lanes",
+                Self::MAX_PARALLELISM
             ));
         }
-        if !(1..=64).contains(&self.iterations) {
-            return Err(VaultError::Invalid("argon2 iterations must be 1-64".into()));
-        }
-        if self.memory_kib < 8 * self.parallelism || self.memory_kib > 4 * 1024 * 1024 {
-            return Err(VaultError::Invalid(
-                "argon2 memory must be from 8 KiB per lane up to 4 GiB".into(),
+        if !(1..=Self::MAX_ITERATIONS).contains(&iterations) {
+            return Some(format!(
+                "iterations {iterations} is outside the accepted 1 to {} passes",
+                Self::MAX_ITERATIONS
             ));
         }
-        Ok(())
+        let floor = 8 * parallelism;
+        if memory_kib < floor {
+            return Some(format!(
+                "memory_kib {memory_kib} is below the floor of {floor} KiB (8 KiB per lane)"
+            ));
+        }
+        if memory_kib > Self::MAX_MEMORY_KIB {
+            return Some(format!(
+                "memory_kib {memory_kib} exceeds the cap of {} KiB (2 GiB)",
+                Self::MAX_MEMORY_KIB
+            ));
+        }
+        let work = u64::from(memory_kib) * u64::from(iterations);
+        if work > Self::MAX_MEMORY_PASSES_KIB {
+            return Some(format!(
+                "memory_kib {memory_kib} times iterations {iterations} is {work} KiB-passes, \
+                 over the cap of {} KiB-passes (4 GiB-passes)",
+                Self::MAX_MEMORY_PASSES_KIB
+            ));
+        }
+        None
     }
 }
 
@@ -529,13 +577,18 @@ impl FileVault {
         if body.kdf.algorithm != "argon2id" || body.kdf.version != 0x13 {
             return Err(self.corrupt("unknown key derivation"));
         }
-        KdfParams::new(
+        // Checked before any key is derived: the header is not authenticated yet, and a
+        // crafted one must not make this unlock allocate or compute without bound.
+        let params = KdfParams::new(
             body.kdf.memory_kib,
             body.kdf.iterations,
             body.kdf.parallelism,
-        )
-        .check()
-        .map_err(|_| self.corrupt("key derivation parameters out of range"))?;
+        );
+        if let Some(reason) = params.out_of_range() {
+            return Err(self.corrupt(format!(
+                "the key derivation header asks for more than this build accepts: argon2 {reason}"
+            )));
+        }
         Ok(body)
     }
 

@@ -54,6 +54,15 @@ struct RestartUnit {
     unit: String,
 }
 
+/// Search the system log for one pattern, which may be an option such as `-e`.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "grep_syslog", effect = observe)]
+#[ssh(host = "web1", argv = ["grep", "{pattern}", "/var/log/syslog"])]
+struct GrepSyslog {
+    #[ssh(allow_leading_dash)]
+    pattern: String,
+}
+
 /// List the hosts.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "list_hosts", effect = observe)]
@@ -63,5 +72,9 @@ struct ListHosts {}
 fn main() {
     assert_eq!(CreatePreviewDeployment::spec().name, "create_preview_deployment");
     assert_eq!(RestartUnit::spec().name, "restart_unit");
+    let sallyport_core::target::Target::Ssh(grep) = GrepSyslog::spec().target else {
+        panic!("an ssh target")
+    };
+    assert!(grep.leading_dash_allowed("pattern"));
     assert_eq!(ListHosts::spec().name, "list_hosts");
 }
