@@ -295,7 +295,10 @@ async fn without_the_bearer_token_every_request_is_401_and_no_tool_runs() {
         raw_initialize(&server.url, Some(&format!("Bearer {}", server.token))).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(server.upstream.requests(), 0);
-    assert!(server.sessions_and_consents().await.is_empty(), "no call ran");
+    assert!(
+        server.sessions_and_consents().await.is_empty(),
+        "no call ran"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -325,7 +325,10 @@ async fn an_agent_note_with_line_breaks_ansi_and_bidi_reaches_the_elicitation_me
          Accept approves this one call; decline denies it."
     );
     assert_eq!(
-        asked[0].lines().filter(|l| l.starts_with("Request:")).count(),
+        asked[0]
+            .lines()
+            .filter(|l| l.starts_with("Request:"))
+            .count(),
         1,
         "one Request line, the real one"
     );

@@ -178,11 +178,12 @@ impl McpServer {
             Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default(),
         );
-        let router = axum::Router::new()
-            .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn(move |request, next| {
-                require_token(Arc::clone(&token), request, next)
-            }));
+        let router =
+            axum::Router::new()
+                .nest_service("/mcp", service)
+                .layer(axum::middleware::from_fn(move |request, next| {
+                    require_token(Arc::clone(&token), request, next)
+                }));
         axum::serve(listener, router).await.map_err(ServeError::Io)
     }
 }

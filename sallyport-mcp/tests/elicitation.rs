@@ -396,8 +396,7 @@ async fn a_client_declaring_elicitation_cannot_approve_when_the_host_has_no_prov
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_elicitation_as_fallback_the_client_is_asked_only_when_the_host_provider_cannot_ask()
-{
+async fn with_elicitation_as_fallback_the_client_is_asked_only_when_the_host_provider_cannot_ask() {
     let (provider, host_asked) = host(ConsentDecision::Unavailable);
     let h = Harness::new(
         ConsentRouter::builder()

@@ -172,8 +172,17 @@ mod tests {
 
     #[test]
     fn ordinary_text_including_non_latin_scripts_is_left_as_it_is() {
-        for text in ["ship the fix", "Überweisung an Zoë", "請求書", "مرحبا", "a\\nb"] {
-            assert!(matches!(escape(text), Cow::Borrowed(t) if t == text), "{text}");
+        for text in [
+            "ship the fix",
+            "Überweisung an Zoë",
+            "請求書",
+            "مرحبا",
+            "a\\nb",
+        ] {
+            assert!(
+                matches!(escape(text), Cow::Borrowed(t) if t == text),
+                "{text}"
+            );
         }
     }
 }

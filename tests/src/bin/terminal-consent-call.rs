@@ -23,7 +23,10 @@ use serde_json::json;
 #[action(name = "restart_worker", effect = reversible_change, consent = per_call)]
 #[http(post = "/v1/workers/{worker}/restart")]
 #[serde(deny_unknown_fields)]
-#[allow(dead_code, reason = "the fields are read by the generated request builder")]
+#[allow(
+    dead_code,
+    reason = "the fields are read by the generated request builder"
+)]
 struct RestartWorker {
     worker: String,
 }
