@@ -27,11 +27,16 @@ struct Harness {
 }
 
 impl Harness {
+    /// `mcp-demo --elicitation`: the host lets the client's user answer consent.
     async fn start(handler: TestClient) -> Self {
         Self::start_with(handler, None).await
     }
 
     async fn start_with(handler: TestClient, baseline: Option<&Path>) -> Self {
+        Self::start_full(handler, baseline, true).await
+    }
+
+    async fn start_full(handler: TestClient, baseline: Option<&Path>, elicitation: bool) -> Self {
         let upstream = DemoUpstream::start(DEMO_TOKEN)
             .await
             .expect("demo upstream");
@@ -43,6 +48,9 @@ impl Harness {
             c.arg("--upstream").arg(&url).arg("--state-dir").arg(&state);
             if let Some(path) = &baseline {
                 c.arg("--baseline").arg(path);
+            }
+            if elicitation {
+                c.arg("--elicitation");
             }
         });
         let (transport, _stderr) = TokioChildProcess::builder(command)
@@ -266,6 +274,64 @@ async fn a_client_without_elicitation_is_refused_consent_unavailable() {
     assert_eq!(structured(&result)["code"], "consent_unavailable");
     assert_eq!(h.upstream.requests(), 0);
     assert!(h.handler.elicited.lock().expect("lock").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_declaring_elicitation_cannot_approve_unless_the_host_enabled_elicitation() {
+    // mcp-demo without `--elicitation`: the client declares the capability and would accept.
+    let h = Harness::start_full(TestClient::new(true, Answer::Accept), None, false).await;
+    let result = h
+        .call(
+            "create_preview_deployment",
+            json!({"project_id": "proj_42", "build_id": "build_101", "reason": "ship the passing build"}),
+        )
+        .await;
+    let body = structured(&result);
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(body["status"], "rejected", "{body}");
+    assert_eq!(body["code"], "consent_unavailable", "{body}");
+    assert!(
+        h.handler.elicited.lock().expect("lock").is_empty(),
+        "the client was never asked"
+    );
+    assert_eq!(h.upstream.requests(), 0);
+    let records = h.records().await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].event.consent.as_deref(), Some("unavailable"));
+    assert_eq!(records[0].event.dispatches, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_note_with_line_breaks_ansi_and_bidi_reaches_the_elicitation_message_escaped() {
+    let h = Harness::start(TestClient::new(true, Answer::Decline)).await;
+    let note = "ok\u{1b}[1A\u{1b}[2K\r\nRequest: GET /harmless\n\u{202e}txt.exe";
+    let result = h
+        .call(
+            "create_preview_deployment",
+            json!({"project_id": "proj_42", "build_id": "build_101", "reason": note}),
+        )
+        .await;
+    assert_eq!(structured(&result)["code"], "consent_denied");
+    assert_eq!(h.upstream.requests(), 0);
+    let asked = h.handler.elicited.lock().expect("lock").clone();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(
+        asked[0],
+        "An agent asks to run `create_preview_deployment` (external_commitment, external).\n\
+         Queue one tested build for the preview environment.\n\
+         Request: POST <base URL of credential `demo-api`>/v1/projects/proj_42/deployments body: {\"build_id\":\"build_101\"}\n\
+         Object: project proj_42\n\
+         Agent's reason (unverified): ok\\u{1b}[1A\\u{1b}[2K\\r\\nRequest: GET /harmless\\n\\u{202e}txt.exe\n\
+         Accept approves this one call; decline denies it."
+    );
+    assert_eq!(
+        asked[0]
+            .lines()
+            .filter(|l| l.starts_with("Request:"))
+            .count(),
+        1,
+        "one Request line, the real one"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

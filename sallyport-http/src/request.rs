@@ -193,7 +193,12 @@ impl fmt::Debug for RequestPlan {
 }
 
 impl RequestPlan {
-    /// `METHOD /path?query [headers: …] [body: …]`, bounded, for the consent prompt and audit.
+    /// `METHOD /path?query [headers: …] [body: …]`, for the consent prompt and audit.
+    ///
+    /// Never cut: a cut here would hide every field after it from the human (and would cut
+    /// before the executor scrubs). The body is as long as the agent's arguments allow; the
+    /// executor escapes the summary for display and refuses to ask a human about one too long
+    /// to show in full.
     pub(crate) fn summary(&self, origin: &str) -> String {
         let mut out = format!("{} {origin}{}", self.method, self.path);
         if !self.query.is_empty() {
@@ -213,7 +218,7 @@ impl RequestPlan {
             out.push_str(" body: ");
             out.push_str(&String::from_utf8_lossy(body));
         }
-        bounded(&out, 1_000)
+        out
     }
 }
 

@@ -13,11 +13,12 @@
 //! | unknown tool name | JSON-RPC error `-32602` (`invalid_params`) |
 //! | invalid or oversized arguments | a tool result with `isError` (`invalid_arguments`, `arguments_too_large`), audited, so the model can correct itself |
 //! | `notifications/cancelled` | the call's future is dropped: journaled `cancelled_before_send`, or `unknown` if bytes may have left |
-//! | `elicitation/create` | consent, when the client declared the capability (accept → approve; decline, cancel → deny); else the host's provider; else `consent_unavailable` |
+//! | `elicitation/create` | consent from the client's user only where the host enabled it ([`Elicitation`]) and the client declared the capability (accept → approve; decline, cancel → deny); by default the host's own provider answers; with no one to ask, `consent_unavailable` |
 //!
 //! ```no_run
 //! use std::sync::Arc;
 //! use sallyport_core::{Catalog, Executor, Session};
+//! use sallyport_core::consent::TerminalConsent;
 //! use sallyport_core::drift::{Baseline, BaselineGuard};
 //! use sallyport_core::journal::SqliteJournal;
 //! use sallyport_mcp::{ConsentRouter, McpServer};
@@ -32,9 +33,10 @@
 //! # async fn demo(channel: impl sallyport_core::Channel) -> Result<(), Box<dyn std::error::Error>> {
 //! let catalog = Catalog::builder().action::<GetThing>().build()?;
 //! let guard = Arc::new(BaselineGuard::from_lockfile(&catalog, "sallyport.baseline.json")?);
-//! // Elicitation for clients that can ask their user; no fallback: other clients'
-//! // consent-requiring calls are refused (`consent_unavailable`).
-//! let consent = ConsentRouter::new();
+//! // The host's terminal answers consent; a client's `elicitation` capability is ignored
+//! // unless the host enables it (`ConsentRouter::builder().elicitation(…)`). With no
+//! // terminal, consent-requiring calls are refused (`consent_unavailable`).
+//! let consent = ConsentRouter::with_provider(Arc::new(TerminalConsent::new()));
 //! let executor = Executor::builder(catalog)
 //!     .journal(SqliteJournal::open("journal.db")?)
 //!     .channel(channel)
@@ -50,8 +52,11 @@
 //! ```
 //!
 //! With the `http` feature, `McpServer::serve_http` serves Streamable HTTP on a loopback
-//! address (each MCP session there is one sallyport session too, and elicitation reaches the
-//! client over the request's event stream). `mcp-demo --http 127.0.0.1:0` in `examples/`
+//! address (each MCP session there is one sallyport session too, and elicitation, where
+//! enabled, reaches the client over the request's event stream). Every HTTP request must
+//! carry `Authorization: Bearer <token>` (`BearerToken`: given by the host with
+//! `McpServer::http_token`, or generated at start and printed once to stderr); any other is
+//! answered `401` and runs nothing. `mcp-demo --http 127.0.0.1:0` in `examples/`
 //! serves it, and `examples/tests/mcp_http.rs` drives it with the rmcp HTTP client.
 
 mod consent;
@@ -62,9 +67,9 @@ mod server;
 pub mod tools;
 mod watch;
 
-pub use self::consent::ConsentRouter;
+pub use self::consent::{ConsentRouter, ConsentRouterBuilder, Elicitation};
 #[cfg(feature = "http")]
-pub use self::http::bind_http;
+pub use self::http::{BearerToken, MIN_TOKEN_LEN, bind_http};
 pub use self::render::render;
 pub use self::server::{Connection, McpServer, PROTOCOL_VERSION, REQUEST_CANCELLED, ServeError};
 pub use self::watch::watch_lockfile;

@@ -44,6 +44,13 @@ pub enum ServeError {
     /// The HTTP address is not a loopback address.
     #[error("refusing to serve MCP over HTTP on {0}: only loopback addresses are allowed")]
     NotLoopback(std::net::SocketAddr),
+    /// No bearer token could be generated for the HTTP transport.
+    #[cfg(feature = "http")]
+    #[error("no bearer token could be generated for the MCP HTTP transport")]
+    Random(#[source] getrandom::Error),
+    /// The host's bearer token for the HTTP transport is not acceptable.
+    #[error("the MCP HTTP bearer token is not acceptable: {0}")]
+    InvalidToken(&'static str),
 }
 
 /// Serves an [`Executor`]'s catalog over MCP. Cheap to clone.
@@ -66,6 +73,8 @@ pub struct McpServer {
     session: Arc<SessionFactory>,
     implementation: Implementation,
     instructions: Option<String>,
+    #[cfg(feature = "http")]
+    http_token: Option<Arc<crate::http::BearerToken>>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -91,7 +100,22 @@ impl McpServer {
             session: Arc::new(|id: SessionId| Session::new(id.as_str())),
             implementation: Implementation::new("sallyport", env!("CARGO_PKG_VERSION")),
             instructions: None,
+            #[cfg(feature = "http")]
+            http_token: None,
         }
+    }
+
+    /// The bearer token every Streamable HTTP request must carry (feature `http`). Without
+    /// one, [`McpServer::serve_http_on`] generates a token and prints it once to stderr.
+    #[cfg(feature = "http")]
+    pub fn http_token(mut self, token: crate::http::BearerToken) -> Self {
+        self.http_token = Some(Arc::new(token));
+        self
+    }
+
+    #[cfg(feature = "http")]
+    pub(crate) fn configured_http_token(&self) -> Option<&Arc<crate::http::BearerToken>> {
+        self.http_token.as_ref()
     }
 
     /// The baseline guard the executor enforces at stage 5: only actions it allows are

@@ -1,7 +1,8 @@
 //! Consent through MCP elicitation for each consent rule, with a real rmcp client talking to
 //! the server over an in-process pipe: a `session` action is asked once per connection, a
-//! `per_call` action on every call, a declined or dismissed request sends nothing, and a
-//! client without elicitation falls back to the host's provider or is refused.
+//! `per_call` action on every call, a declined or dismissed request sends nothing, a client
+//! without elicitation gets the host's provider or is refused, and a client that declares
+//! elicitation is asked only when the host enabled it.
 //!
 //! The channel here is a counter (what it counts is what "sent" means for these tests); the
 //! real channels and the real stdio transport are exercised by `examples/tests/mcp_stdio.rs`.
@@ -20,7 +21,7 @@ use sallyport_core::consent::{ConsentDecision, ConsentProvider, FnConsent};
 use sallyport_core::journal::{AuditRecord, Journal, SqliteJournal};
 use sallyport_core::outcome::Refusal;
 use sallyport_core::{Action, Catalog, Executor, Session};
-use sallyport_mcp::{ConsentRouter, McpServer};
+use sallyport_mcp::{ConsentRouter, Elicitation, McpServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -142,6 +143,7 @@ struct Harness {
     server: McpServer,
     journal: SqliteJournal,
     counter: Counter,
+    router: Arc<ConsentRouter>,
 }
 
 impl Harness {
@@ -160,13 +162,14 @@ impl Harness {
             .consent_arc(router.clone())
             .build()
             .expect("executor");
-        let server = McpServer::new(executor, router)
+        let server = McpServer::new(executor, router.clone())
             .session(|id| Session::new(id.as_str()).allow("project", ["proj_1"]));
         Self {
             journal: SqliteJournal::open(&path).expect("journal reader"),
             _dir: dir,
             server,
             counter,
+            router,
         }
     }
 
@@ -181,6 +184,10 @@ impl Harness {
             .serve(tokio::io::split(client_end))
             .await
             .expect("initialize")
+    }
+
+    fn server_router_connections(&self) -> usize {
+        self.router.connections()
     }
 
     fn sent(&self) -> usize {
@@ -210,13 +217,32 @@ async fn call(
     result.structured_content.expect("structuredContent")
 }
 
+/// A router that lets clients declaring the capability answer consent (the host trusts them).
+fn eliciting() -> Arc<ConsentRouter> {
+    ConsentRouter::builder()
+        .elicitation(Elicitation::Preferred)
+        .build()
+}
+
+/// A host provider that counts its questions and answers `decision`.
+fn host(decision: ConsentDecision) -> (Arc<dyn ConsentProvider>, Arc<AtomicUsize>) {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    let provider: Arc<dyn ConsentProvider> = Arc::new(FnConsent::new(move |_request| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let decision = decision.clone();
+        async move { decision }
+    }));
+    (provider, asked)
+}
+
 fn scale(workers: u8) -> Value {
     json!({"project_id": "proj_1", "workers": workers})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_action_is_asked_once_per_connection() {
-    let h = Harness::new(ConsentRouter::new());
+    let h = Harness::new(eliciting());
     let first = TestClient::new(true, Answer::Accept);
     let a = h.connect(first.clone()).await;
 
@@ -258,7 +284,7 @@ async fn a_session_action_is_asked_once_per_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_call_action_is_asked_every_time() {
-    let h = Harness::new(ConsentRouter::new());
+    let h = Harness::new(eliciting());
     let client = TestClient::new(true, Answer::Accept);
     let a = h.connect(client.clone()).await;
     for worker in ["w1", "w2"] {
@@ -282,7 +308,7 @@ async fn a_per_call_action_is_asked_every_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declined_session_request_sends_nothing_grants_nothing_and_is_asked_again() {
-    let h = Harness::new(ConsentRouter::new());
+    let h = Harness::new(eliciting());
     let client = TestClient::new(true, Answer::Decline);
     let a = h.connect(client.clone()).await;
     for _ in 0..2 {
@@ -300,7 +326,7 @@ async fn a_declined_session_request_sends_nothing_grants_nothing_and_is_asked_ag
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dismissed_request_is_a_denial() {
-    let h = Harness::new(ConsentRouter::new());
+    let h = Harness::new(eliciting());
     let client = TestClient::new(true, Answer::Cancel);
     let a = h.connect(client.clone()).await;
     let result = call(&a, "scale_workers", scale(1)).await;
@@ -312,13 +338,13 @@ async fn a_dismissed_request_is_a_denial() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_without_elicitation_gets_the_host_provider() {
-    let host_asked = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&host_asked);
-    let host: Arc<dyn ConsentProvider> = Arc::new(FnConsent::new(move |_request| {
-        counter.fetch_add(1, Ordering::SeqCst);
-        async { ConsentDecision::Approve }
-    }));
-    let h = Harness::new(ConsentRouter::with_fallback(host));
+    let (provider, host_asked) = host(ConsentDecision::Approve);
+    let h = Harness::new(
+        ConsentRouter::builder()
+            .provider(provider)
+            .elicitation(Elicitation::Preferred)
+            .build(),
+    );
     let client = TestClient::new(false, Answer::Decline);
     let a = h.connect(client.clone()).await;
     let result = call(
@@ -333,6 +359,65 @@ async fn a_client_without_elicitation_gets_the_host_provider() {
         client.asked().is_empty(),
         "no elicitation without the capability"
     );
+    assert_eq!(h.sent(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_declaring_elicitation_does_not_outrank_the_host_provider_by_default() {
+    // The client would accept; the host's own provider denies, and it is the one asked.
+    let (provider, host_asked) = host(ConsentDecision::Deny { reason: None });
+    let h = Harness::new(ConsentRouter::with_provider(provider));
+    let client = TestClient::new(true, Answer::Accept);
+    let a = h.connect(client.clone()).await;
+    let result = call(
+        &a,
+        "restart_worker",
+        json!({"project_id": "proj_1", "worker": "w1"}),
+    )
+    .await;
+    assert_eq!(result["status"], "rejected", "{result}");
+    assert_eq!(result["code"], "consent_denied", "{result}");
+    assert_eq!(host_asked.load(Ordering::SeqCst), 1);
+    assert!(client.asked().is_empty(), "the client was never asked");
+    assert_eq!(h.sent(), 0);
+    assert_eq!(h.server_router_connections(), 0);
+    assert_eq!(h.consents().await, [Some("denied".to_owned())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_declaring_elicitation_cannot_approve_when_the_host_has_no_provider_and_did_not_enable_it()
+ {
+    let h = Harness::new(ConsentRouter::new());
+    let client = TestClient::new(true, Answer::Accept);
+    let a = h.connect(client.clone()).await;
+    let result = call(&a, "scale_workers", scale(1)).await;
+    assert_eq!(result["status"], "rejected", "{result}");
+    assert_eq!(result["code"], "consent_unavailable", "{result}");
+    assert!(client.asked().is_empty());
+    assert_eq!(h.sent(), 0);
+    assert_eq!(h.consents().await, [Some("unavailable".to_owned())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_elicitation_as_fallback_the_client_is_asked_only_when_the_host_provider_cannot_ask() {
+    let (provider, host_asked) = host(ConsentDecision::Unavailable);
+    let h = Harness::new(
+        ConsentRouter::builder()
+            .provider(provider)
+            .elicitation(Elicitation::Fallback)
+            .build(),
+    );
+    let client = TestClient::new(true, Answer::Accept);
+    let a = h.connect(client.clone()).await;
+    let result = call(
+        &a,
+        "restart_worker",
+        json!({"project_id": "proj_1", "worker": "w1"}),
+    )
+    .await;
+    assert_eq!(result["status"], "completed", "{result}");
+    assert_eq!(host_asked.load(Ordering::SeqCst), 1, "the host first");
+    assert_eq!(client.asked().len(), 1, "then the client");
     assert_eq!(h.sent(), 1);
 }
 

@@ -6,16 +6,24 @@
 //! cargo run -q --bin mcp-demo -- --upstream URL       # a demo upstream running elsewhere
 //! cargo run -q --bin mcp-demo -- --state-dir DIR      # vault and journal in DIR
 //! cargo run -q --bin mcp-demo -- --http 127.0.0.1:8931 # Streamable HTTP at http://127.0.0.1:8931/mcp
+//! cargo run -q --bin mcp-demo -- --terminal-consent   # ask on this process's controlling terminal
+//! cargo run -q --bin mcp-demo -- --elicitation        # let the MCP client's user answer consent
 //! ```
 //!
 //! One MCP connection is one sallyport session, scoped to project `proj_42` and customer
-//! `cus_7`. Consent is asked through MCP elicitation when the client supports it; otherwise
-//! calls that need consent are refused (`consent_unavailable`). Only MCP messages are written
-//! to stdout; the paths of the vault and journal go to stderr.
+//! `cus_7`. Consent is the host's decision, so by default no one can answer and calls that
+//! need consent are refused (`consent_unavailable`). `--terminal-consent` asks on the
+//! controlling terminal (never stdin: that is the MCP client's pipe). `--elicitation` lets a
+//! client that declares the `elicitation` capability show the request to its user, after the
+//! terminal when both are given: use it only with a client you trust, since any client can
+//! declare the capability. Only MCP messages are written to stdout; the paths of the vault
+//! and journal go to stderr.
 //!
 //! With `--http ADDR` the server speaks Streamable HTTP instead of stdio, on a loopback
-//! address only (port 0 picks a free port; the address is printed to stderr). Each MCP
-//! session there is one sallyport session.
+//! address only (port 0 picks a free port; the address is printed to stderr). Every request
+//! must carry `Authorization: Bearer TOKEN`; the token is generated at start and printed once
+//! to stderr (`sallyport-mcp: bearer token for http://ADDR/mcp: TOKEN`). Each MCP session
+//! there is one sallyport session.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,6 +31,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sallyport_core::consent::TerminalConsent;
 use sallyport_core::drift::{Baseline, BaselineGuard};
 use sallyport_core::journal::SqliteJournal;
 use sallyport_core::vault::{
@@ -32,10 +41,9 @@ use sallyport_core::{Executor, Session};
 use sallyport_examples::catalog::{CREDENTIAL, demo_catalog};
 use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};
 use sallyport_http::HttpChannel;
-use sallyport_mcp::{ConsentRouter, McpServer, bind_http, watch_lockfile};
+use sallyport_mcp::{ConsentRouter, Elicitation, McpServer, bind_http, watch_lockfile};
 
-const USAGE: &str =
-    "usage: mcp-demo [--state-dir DIR] [--upstream URL] [--baseline FILE] [--http LOOPBACK_ADDR]";
+const USAGE: &str = "usage: mcp-demo [--state-dir DIR] [--upstream URL] [--baseline FILE] [--http LOOPBACK_ADDR] [--terminal-consent] [--elicitation]";
 
 #[derive(Default)]
 struct Options {
@@ -43,6 +51,8 @@ struct Options {
     upstream: Option<String>,
     baseline: Option<PathBuf>,
     http: Option<SocketAddr>,
+    terminal_consent: bool,
+    elicitation: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -57,6 +67,8 @@ fn options() -> Result<Options, String> {
             "--state-dir" => options.state_dir = Some(PathBuf::from(value()?)),
             "--upstream" => options.upstream = Some(value()?),
             "--baseline" => options.baseline = Some(PathBuf::from(value()?)),
+            "--terminal-consent" => options.terminal_consent = true,
+            "--elicitation" => options.elicitation = true,
             "--http" => {
                 let text = value()?;
                 let addr = text.parse().map_err(|_| {
@@ -142,7 +154,14 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         .as_ref()
         .map(|path| watch_lockfile(Arc::clone(&guard), path, Duration::from_millis(100)));
 
-    let consent = ConsentRouter::new();
+    let mut consent = ConsentRouter::builder();
+    if options.terminal_consent {
+        consent = consent.provider(Arc::new(TerminalConsent::new()));
+    }
+    if options.elicitation {
+        consent = consent.elicitation(Elicitation::Fallback);
+    }
+    let consent = consent.build();
     let executor = Executor::builder(catalog)
         .journal(SqliteJournal::open(&journal_path)?)
         .vault(vault)

@@ -8,7 +8,13 @@ use std::time::{Duration, Instant};
 /// definition has another hash, so drift revokes the grant.
 #[derive(Debug, Default)]
 pub struct SessionGrants {
-    grants: Mutex<HashMap<(String, String, String), Instant>>,
+    /// `None`: a grant whose ttl reaches past what `Instant` can represent; it lasts until the
+    /// session's grants are revoked.
+    grants: Mutex<HashMap<(String, String, String), Option<Instant>>>,
+}
+
+fn live(expires: Option<Instant>, now: Instant) -> bool {
+    expires.is_none_or(|exp| exp > now)
 }
 
 impl SessionGrants {
@@ -17,11 +23,13 @@ impl SessionGrants {
         Self::default()
     }
 
-    /// Records a grant for `ttl`.
+    /// Records a grant for `ttl`. A `ttl` too long to represent (`Duration::MAX`) lasts until
+    /// [`SessionGrants::revoke_session`].
     pub fn grant(&self, session: &str, action: &str, definition_hash: &str, ttl: Duration) {
-        let expires = Instant::now() + ttl;
+        let now = Instant::now();
+        let expires = now.checked_add(ttl);
         let mut grants = self.grants.lock().unwrap_or_else(PoisonError::into_inner);
-        grants.retain(|_, exp| *exp > Instant::now());
+        grants.retain(|_, exp| live(*exp, now));
         grants.insert(
             (
                 session.to_owned(),
@@ -41,7 +49,7 @@ impl SessionGrants {
                 action.to_owned(),
                 definition_hash.to_owned(),
             ))
-            .is_some_and(|exp| *exp > Instant::now())
+            .is_some_and(|exp| live(*exp, Instant::now()))
     }
 
     /// Revokes every grant of a session.
@@ -64,6 +72,19 @@ mod tests {
         assert!(!g.has("s2", "act", "hash1"));
         g.grant("s1", "short", "h", Duration::ZERO);
         assert!(!g.has("s1", "short", "h"));
+        g.revoke_session("s1");
+        assert!(!g.has("s1", "act", "hash1"));
+    }
+
+    #[test]
+    fn a_grant_for_duration_max_lasts_until_the_session_is_revoked_without_panicking() {
+        let g = SessionGrants::new();
+        g.grant("s1", "act", "hash1", Duration::MAX);
+        assert!(g.has("s1", "act", "hash1"));
+        // A later grant prunes expired entries; the unbounded one stays.
+        g.grant("s1", "other", "hash2", Duration::ZERO);
+        assert!(g.has("s1", "act", "hash1"));
+        assert!(!g.has("s1", "other", "hash2"));
         g.revoke_session("s1");
         assert!(!g.has("s1", "act", "hash1"));
     }

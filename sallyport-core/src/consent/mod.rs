@@ -3,7 +3,12 @@
 //! The executor asks only after every static check has passed and before anything is sent.
 //! The request shows the action, its effect, the concrete objects, the agent's audit note and
 //! the channel's summary of the exact request (never a secret).
+//!
+//! Every field a human reads is escaped first ([`escape`], [`ConsentDisplay`]): what the agent
+//! wrote cannot move the cursor, add a line, reorder text or hide characters. Nothing is cut:
+//! a request too long to show in full ([`MAX_SHOWN_BYTES`]) is refused before anyone is asked.
 
+mod display;
 mod grants;
 mod providers;
 
@@ -12,13 +17,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
+pub use self::display::{ConsentDisplay, DisplayedObject, MAX_SHOWN_BYTES, escape};
 pub use self::grants::SessionGrants;
 pub use self::providers::{
     DenyAll, FnConsent, PendingConsent, QueueConsent, QueueConsentReceiver, TerminalConsent,
 };
 use crate::action::{ConsentRule, EffectClass, Externality, ScopedValue};
 
-/// What a human is shown.
+/// What a human is asked about.
+///
+/// The fields are the raw values (scrubbed of secrets, not escaped), for programs: match on
+/// them, store them, compare them. A human is shown only [`ConsentRequest::display`] (or
+/// [`ConsentRequest::render`], which is made from it).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct ConsentRequest {
@@ -44,23 +54,34 @@ pub struct ConsentRequest {
     pub request: String,
     /// The action's definition hash (a session grant is bound to it).
     pub definition_hash: String,
+    /// The same fields escaped for a human to read ([`escape`]), none of them cut.
+    pub display: ConsentDisplay,
 }
 
 impl ConsentRequest {
-    /// The request as text for a terminal prompt.
+    /// Computes [`ConsentRequest::display`] from the raw fields as they are now (after the
+    /// executor has scrubbed them).
+    pub(crate) fn with_display(mut self) -> Self {
+        self.display = ConsentDisplay::of(&self);
+        self
+    }
+
+    /// The request as text for a terminal prompt, made from [`ConsentRequest::display`]:
+    /// one line per field, whatever the agent wrote.
     pub fn render(&self) -> String {
+        let d = &self.display;
         let mut out = format!(
             "Action: {} ({}, {})\n{}\nRequest: {}\n",
-            self.action,
+            d.action,
             self.effect,
             self.externality.as_str(),
-            self.summary,
-            self.request
+            d.summary,
+            d.request
         );
-        for object in &self.objects {
+        for object in &d.objects {
             out.push_str(&format!("Object: {} {}\n", object.kind, object.value));
         }
-        if let Some(note) = &self.note {
+        if let Some(note) = &d.note {
             out.push_str(&format!("Agent's reason: {note}\n"));
         }
         out

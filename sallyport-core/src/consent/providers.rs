@@ -1,6 +1,7 @@
 //! Ready-made consent providers.
 
 use std::future::Future;
+#[cfg(unix)]
 use std::io::{BufRead, Write};
 use std::pin::Pin;
 use std::time::Duration;
@@ -130,8 +131,15 @@ impl ConsentProvider for QueueConsent {
     }
 }
 
-/// Asks on the terminal: prints the request to stderr and reads `y` (this call), `s` (this
-/// session, for session actions) or anything else (deny) from stdin.
+/// Asks on the controlling terminal: writes the request ([`ConsentRequest::render`], every
+/// field escaped) to `/dev/tty` and reads `y` (this call), `s` (this session, for session
+/// actions) or anything else (deny) from it.
+///
+/// Standard input and output are never used: under a piped harness or a stdio transport they
+/// belong to the agent's side, which must not be able to answer. With no controlling
+/// terminal (a daemon, a process started with `setsid`, a service), or on a platform without
+/// `/dev/tty`, the answer is [`ConsentDecision::Unavailable`] and the executor refuses the
+/// call with `consent_unavailable`.
 #[derive(Debug, Clone)]
 pub struct TerminalConsent {
     session_ttl: Duration,
@@ -159,27 +167,43 @@ impl TerminalConsent {
     }
 }
 
+/// Shows `text` on the controlling terminal and reads one answer line from it; `None` when
+/// there is no controlling terminal or it closes.
+#[cfg(unix)]
+fn ask_controlling_terminal(text: &str) -> Option<String> {
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
+    let mut out = &tty;
+    write!(
+        out,
+        "\n--- consent requested ---\n{text}Approve? [y]es / [s]ession / [N]o: "
+    )
+    .ok()?;
+    out.flush().ok()?;
+    let mut line = String::new();
+    match std::io::BufReader::new(&tty).read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim().to_ascii_lowercase()),
+    }
+}
+
+#[cfg(not(unix))]
+fn ask_controlling_terminal(_text: &str) -> Option<String> {
+    None
+}
+
 #[async_trait]
 impl ConsentProvider for TerminalConsent {
     async fn ask(&self, request: &ConsentRequest) -> ConsentDecision {
         let text = request.render();
         let ttl = self.session_ttl;
-        let answer = tokio::task::spawn_blocking(move || {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(
-                err,
-                "\n--- consent requested ---\n{text}Approve? [y]es / [s]ession / [N]o: "
-            );
-            let _ = err.flush();
-            let mut line = String::new();
-            match std::io::stdin().lock().read_line(&mut line) {
-                Ok(0) | Err(_) => None,
-                Ok(_) => Some(line.trim().to_ascii_lowercase()),
-            }
-        })
-        .await
-        .ok()
-        .flatten();
+        let answer = tokio::task::spawn_blocking(move || ask_controlling_terminal(&text))
+            .await
+            .ok()
+            .flatten();
         match answer.as_deref() {
             None => ConsentDecision::Unavailable,
             Some("y" | "yes") => ConsentDecision::Approve,

@@ -14,7 +14,7 @@ use crate::catalog::Entry;
 use crate::channel::{
     CallView, Channel, ChannelOutcome, Dispatch, DispatchContext, ResolvedName, still_ready,
 };
-use crate::consent::{ConsentDecision, ConsentRequest};
+use crate::consent::{ConsentDecision, ConsentDisplay, ConsentRequest, MAX_SHOWN_BYTES};
 use crate::drift::{DriftMode, Verdict, canonical_json};
 use crate::journal::{IdempotencyKey, Intent, Phase};
 use crate::outcome::{ActionResult, Next, Origin, Refusal, RefusalCode, Status};
@@ -350,9 +350,21 @@ async fn consent(inner: &Inner, guard: &mut CallGuard, ready: Ready) -> Result<C
         note: guard.note.clone(),
         request: guard.request.clone().unwrap_or_default(),
         definition_hash: hash.to_owned(),
+        display: ConsentDisplay::default(),
     };
-    // The human sees no secret either: an agent may have written one into its note.
-    let request = scrub_consent(&guard.scrubber, request);
+    // The human sees no secret either: an agent may have written one into its note. The
+    // display form is escaped from the scrubbed text, and shown whole or not at all.
+    let request = scrub_consent(&guard.scrubber, request).with_display();
+    let shown = request.display.shown_bytes();
+    if shown > MAX_SHOWN_BYTES {
+        guard.consent = Some("too_large_to_show".to_owned());
+        return Err(Refusal::new(
+            RefusalCode::ArgumentsTooLarge,
+            format!(
+                "this call needs a human's approval, and its request is {shown} bytes as shown; a consent prompt shows at most {MAX_SHOWN_BYTES} bytes and never cuts one; nothing was sent; call again with shorter values"
+            ),
+        ));
+    }
     let decision = tokio::time::timeout(inner.consent_timeout, provider.ask(&request)).await;
     match decision {
         Err(_) => {

@@ -1,0 +1,155 @@
+//! What the human is shown is the truth: against the real test upstream and a real SQLite
+//! journal, a request too large to show in full is refused before anyone is asked, and a
+//! session approval for `Duration::MAX` is kept without a panic.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use sallyport_core::consent::{ConsentDecision, ConsentProvider, FnConsent};
+use sallyport_core::journal::SqliteJournal;
+use sallyport_core::outcome::ActionResult;
+use sallyport_core::{Action, Catalog, Executor, Session, Status};
+use sallyport_http::HttpChannel;
+use sallyport_tests::http_server::{Reply, Upstream, audit_event};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Pay one recipient from an account.
+#[derive(Action, Deserialize, Serialize, JsonSchema)]
+#[action(name = "send_payment", effect = external_commitment)]
+#[http(post = "/v1/accounts/{account_id}/payments", result = Paid)]
+#[serde(deny_unknown_fields)]
+struct SendPayment {
+    #[scope(account)]
+    account_id: String,
+    amount_cents: u64,
+    memo: String,
+    recipient: String,
+    /// Why.
+    #[audit_note]
+    reason: String,
+}
+
+/// Scale the workers of one pool.
+#[derive(Action, Deserialize, Serialize, JsonSchema)]
+#[action(name = "scale_pool", effect = reversible_change, consent = session)]
+#[http(post = "/v1/pools/{pool}/scale", result = Paid)]
+#[serde(deny_unknown_fields)]
+struct ScalePool {
+    pool: String,
+    workers: u8,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct Paid {
+    id: String,
+}
+
+struct Rig {
+    upstream: Upstream,
+    executor: Executor,
+    journal: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(consent: Arc<dyn ConsentProvider>) -> Rig {
+    let upstream = Upstream::start(|_| Reply::Json(200, json!({"id": "pay_1"}))).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = dir.path().join("journal.db");
+    let catalog = Catalog::builder()
+        .action::<SendPayment>()
+        .action::<ScalePool>()
+        .build()
+        .expect("catalog");
+    let executor = Executor::builder(catalog)
+        .journal(SqliteJournal::open(&journal).expect("journal"))
+        .channel(
+            HttpChannel::builder()
+                .base_url(upstream.url())
+                .build()
+                .expect("channel"),
+        )
+        .consent_arc(consent)
+        .build()
+        .expect("executor");
+    Rig {
+        upstream,
+        executor,
+        journal,
+        _dir: dir,
+    }
+}
+
+impl Rig {
+    async fn call(&self, action: &str, args: Value) -> ActionResult {
+        let session = Session::new("s1").allow_any("account");
+        self.executor.call(action, args, &session).await
+    }
+
+    fn audit(&self, r: &ActionResult) -> Value {
+        audit_event(&self.journal, r.attempt_id.as_str())
+    }
+}
+
+/// A host provider that counts its questions and approves.
+fn counting() -> (Arc<dyn ConsentProvider>, Arc<AtomicU32>) {
+    let asked = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&asked);
+    let provider: Arc<dyn ConsentProvider> = Arc::new(FnConsent::new(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { ConsentDecision::Approve }
+    }));
+    (provider, asked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_too_large_to_show_in_full_is_refused_before_anyone_is_asked() {
+    let (provider, asked) = counting();
+    let rig = rig(provider).await;
+    let result = rig
+        .call(
+            "send_payment",
+            json!({"account_id": "acct_1", "amount_cents": 990_000, "memo": "x".repeat(20_000),
+                   "recipient": "acct_mallory", "reason": "monthly rent"}),
+        )
+        .await;
+    assert_eq!(result.status, Status::Rejected);
+    assert_eq!(result.code.as_deref(), Some("arguments_too_large"));
+    let reason = result.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("a consent prompt shows at most 16384 bytes and never cuts one")
+            && reason.contains("nothing was sent"),
+        "{reason}"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "no human was asked");
+    assert_eq!(rig.upstream.requests(), 0);
+    let audit = rig.audit(&result);
+    assert_eq!(audit["code"], "arguments_too_large");
+    assert_eq!(audit["consent"], "too_large_to_show");
+    assert_eq!(audit["dispatches"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_approval_for_duration_max_is_kept_without_a_panic() {
+    let asked = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&asked);
+    let provider: Arc<dyn ConsentProvider> = Arc::new(FnConsent::new(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { ConsentDecision::ApproveForSession { ttl: Duration::MAX } }
+    }));
+    let rig = rig(provider).await;
+    for workers in [2, 3] {
+        let result = rig
+            .call("scale_pool", json!({"pool": "p1", "workers": workers}))
+            .await;
+        assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+    }
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "the grant covers the second call"
+    );
+    assert_eq!(rig.upstream.requests(), 2);
+}
