@@ -2,12 +2,19 @@
 //! Scrubber throughput: 50 secrets loaded, outputs of 1 KiB and 64 KiB, clean and with a
 //! secret inside. Target: at most 2 µs per KiB (criterion's `thrpt` at least 500 MiB/s).
 //!
+//! Each case runs twice in the same run: `…` with the current scrubber, `wave1_…` with the
+//! wave-1 scrubber (a frozen copy in `baseline/scrub_wave1.rs`), which knew fewer encodings and
+//! matched them case-sensitively.
+//!
 //! `cargo bench -p sallyport-tests --bench scrub`
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sallyport_core::scrub::Scrubber;
+
+#[path = "baseline/scrub_wave1.rs"]
+mod wave1;
 
 /// 50 secret values shaped like real tokens (40 characters of a token alphabet).
 fn secrets() -> Vec<String> {
@@ -45,6 +52,7 @@ fn output(bytes: usize) -> String {
 fn bench(c: &mut Criterion) {
     let secrets = secrets();
     let scrubber = Scrubber::new(secrets.iter().map(String::as_str));
+    let baseline = wave1::Scrubber::new(secrets.iter().map(String::as_str));
     let mut group = c.benchmark_group("scrub_50_secrets");
     for size in [1024usize, 64 * 1024] {
         let clean = output(size);
@@ -57,6 +65,12 @@ fn bench(c: &mut Criterion) {
         dirty.replace_range(at..at + secrets[17].len(), &secrets[17]);
         group.bench_function(format!("one_secret_{}KiB", size / 1024), |b| {
             b.iter(|| scrubber.scrub(black_box(&dirty)).len());
+        });
+        group.bench_function(format!("wave1_clean_{}KiB", size / 1024), |b| {
+            b.iter(|| baseline.scrub(black_box(&clean)).len());
+        });
+        group.bench_function(format!("wave1_one_secret_{}KiB", size / 1024), |b| {
+            b.iter(|| baseline.scrub(black_box(&dirty)).len());
         });
     }
     group.finish();

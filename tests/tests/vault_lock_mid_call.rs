@@ -509,7 +509,7 @@ async fn a_token_straddling_the_upstream_message_limit_leaves_no_piece_in_the_re
 }
 
 #[tokio::test]
-async fn a_token_cut_by_the_request_summary_limit_reaches_neither_the_human_nor_the_audit() {
+async fn a_token_in_the_body_at_any_offset_reaches_neither_the_human_nor_the_audit() {
     let upstream = Upstream::start(|_| ok_resource()).await;
     let vault = memory_vault(&upstream.url());
     let rig = rig(
@@ -520,9 +520,9 @@ async fn a_token_cut_by_the_request_summary_limit_reaches_neither_the_human_nor_
         ConsentDecision::Deny { reason: None },
     )
     .await;
-    // The agent was fed the token and wrote it into the body. The request summary is cut at
-    // 1,000 bytes; some of these pads put the cut inside the token, whatever the length of
-    // the upstream's port.
+    // The agent was fed the token and wrote it into the body, at every offset around where
+    // the request summary used to be cut (1,000 bytes): it is shown whole now, and scrubbed
+    // whole, whatever the length of the upstream's port.
     let mut results = Vec::new();
     for pad in 850..1000 {
         let build_id = format!("{}{TOKEN}", "p".repeat(pad));

@@ -25,6 +25,24 @@ use crate::vault::{Credential, VaultError, VaultState};
 /// Longest reason the agent is shown.
 const MAX_REASON: usize = 500;
 
+/// Longest agent's note kept for the human and the audit record.
+const MAX_NOTE: usize = 2_000;
+
+/// The agent's note, scrubbed, and cut only with a visible count of what is not shown: the
+/// human must never read a cut note as the whole of it.
+fn shown_note(scrubber: &Scrubber, note: &str) -> String {
+    let whole = scrubber.scrub(note).len();
+    let shown = scrubber.bounded(note, MAX_NOTE);
+    if whole <= MAX_NOTE {
+        return shown;
+    }
+    let kept = shown.len().saturating_sub(crate::scrub::CUT.len());
+    format!(
+        "{shown} ({} more bytes not shown)",
+        whole.saturating_sub(kept)
+    )
+}
+
 /// Stage 1: the action exists.
 struct Resolved {
     entry: Arc<Entry>,
@@ -174,7 +192,7 @@ fn validate(
         )
     })?;
     guard.objects = decoded.objects;
-    guard.note = decoded.note.map(|n| guard.scrubber.bounded(&n, 2_000));
+    guard.note = decoded.note.map(|n| shown_note(&guard.scrubber, &n));
     Ok(Decoded {
         entry,
         arguments,
