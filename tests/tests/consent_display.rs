@@ -166,7 +166,7 @@ fn recording() -> (
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let keep = Arc::clone(&seen);
     let provider: Arc<dyn ConsentProvider> = Arc::new(FnConsent::new(move |request| {
-        keep.lock().expect("lock").push(request.clone());
+        keep.lock().expect("lock").push(request);
         async { ConsentDecision::Approve }
     }));
     (provider, seen)
