@@ -5,7 +5,7 @@
 # and a real Secret Service, so this runs cargo inside a fresh session keyring and a private
 # D-Bus session with an unlocked gnome-keyring (tests/keychain-session.sh). Missing tools fail
 # loudly: install them with
-#   apt-get install openssh-server keyutils dbus gnome-keyring
+#   apt-get install openssh-server keyutils dbus gnome-keyring fish
 # The SSH tests create a throwaway user and start sshd, so they run as root.
 set -uo pipefail
 cd "$(dirname "$0")/.."
