@@ -133,6 +133,21 @@ async fn rig(
     }
 }
 
+/// An approving rig over a fresh memory vault that is also put in `slot`, so the upstream's
+/// behaviour can reach the vault in the middle of the call.
+async fn rig_sharing_vault(upstream: Upstream, slot: &Mutex<Option<Arc<MemoryVault>>>) -> Rig {
+    let memory = memory_vault(&upstream.url());
+    *slot.lock().unwrap() = Some(Arc::clone(&memory));
+    rig(
+        memory,
+        upstream,
+        tempfile::tempdir().unwrap(),
+        || {},
+        ConsentDecision::Approve,
+    )
+    .await
+}
+
 fn memory_vault(url: &str) -> Arc<MemoryVault> {
     let vault = Arc::new(MemoryVault::new());
     vault.set(meta(url), Secret::new(TOKEN));
@@ -270,16 +285,7 @@ async fn a_credential_rotated_during_a_retry_after_wait_is_not_sent_again() {
         }
     }))
     .await;
-    let memory = memory_vault(&upstream.url());
-    *vault.lock().unwrap() = Some(Arc::clone(&memory));
-    let rig = rig(
-        memory,
-        upstream,
-        tempfile::tempdir().unwrap(),
-        || {},
-        ConsentDecision::Approve,
-    )
-    .await;
+    let rig = rig_sharing_vault(upstream, &vault).await;
     let r = rig.call(create("ship the fix")).await;
     // One request left (and was answered 429); the resend with the replaced value did not.
     assert_eq!(rig.upstream.requests(), 1);
@@ -345,16 +351,7 @@ async fn an_echo_of_the_credential_is_redacted_although_the_vault_locked_during_
         )
     })
     .await;
-    let memory = memory_vault(&upstream.url());
-    *vault.lock().unwrap() = Some(Arc::clone(&memory));
-    let rig = rig(
-        memory,
-        upstream,
-        tempfile::tempdir().unwrap(),
-        || {},
-        ConsentDecision::Approve,
-    )
-    .await;
+    let rig = rig_sharing_vault(upstream, &vault).await;
     let r = rig.call(create("ship the fix")).await;
     assert_eq!(rig.upstream.requests(), 1);
     assert_eq!(token_seen(&rig.upstream.received()[0]), TOKEN);
