@@ -217,14 +217,18 @@ async fn consent_accepted_through_elicitation_sends_the_request_once() {
     assert_eq!(h.upstream.requests(), 1);
     let asked = h.handler.elicited.lock().expect("lock").clone();
     assert_eq!(asked.len(), 1);
+    // The human sees the real host the request goes to, not a placeholder.
     assert_eq!(
         asked[0],
-        "An agent asks to run `create_preview_deployment` (external_commitment, external).\n\
+        format!(
+            "An agent asks to run `create_preview_deployment` (external_commitment, external).\n\
          Queue one tested build for the preview environment.\n\
-         Request: POST <base URL of credential `demo-api`>/v1/projects/proj_42/deployments body: {\"build_id\":\"build_101\"}\n\
+         Request: POST {}/v1/projects/proj_42/deployments body: {{\"build_id\":\"build_101\"}}\n\
          Object: project proj_42\n\
          Agent's reason (unverified): ship the passing build\n\
-         Accept approves this one call; decline denies it."
+         Accept approves this one call; decline denies it.",
+            h.upstream.base_url()
+        )
     );
     let records = h.records().await;
     assert_eq!(records.len(), 1);
@@ -315,14 +319,18 @@ async fn an_agent_note_with_line_breaks_ansi_and_bidi_reaches_the_elicitation_me
     assert_eq!(h.upstream.requests(), 0);
     let asked = h.handler.elicited.lock().expect("lock").clone();
     assert_eq!(asked.len(), 1);
+    // The human sees the real host the request goes to, not a placeholder.
     assert_eq!(
         asked[0],
-        "An agent asks to run `create_preview_deployment` (external_commitment, external).\n\
+        format!(
+            "An agent asks to run `create_preview_deployment` (external_commitment, external).\n\
          Queue one tested build for the preview environment.\n\
-         Request: POST <base URL of credential `demo-api`>/v1/projects/proj_42/deployments body: {\"build_id\":\"build_101\"}\n\
+         Request: POST {}/v1/projects/proj_42/deployments body: {{\"build_id\":\"build_101\"}}\n\
          Object: project proj_42\n\
-         Agent's reason (unverified): ok\\u{1b}[1A\\u{1b}[2K\\r\\nRequest: GET /harmless\\n\\u{202e}txt.exe\n\
-         Accept approves this one call; decline denies it."
+         Agent's reason (unverified): ok\\u{{1b}}[1A\\u{{1b}}[2K\\r\\nRequest: GET /harmless\\n\\u{{202e}}txt.exe\n\
+         Accept approves this one call; decline denies it.",
+            h.upstream.base_url()
+        )
     );
     assert_eq!(
         asked[0]

@@ -1,6 +1,7 @@
 //! Channels: transports that turn an authorized attempt into real requests.
 
 use std::any::Any;
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -11,9 +12,9 @@ use crate::action::ActionSpec;
 use crate::journal::{AttemptId, IdempotencyKey, Journal};
 use crate::outcome::{Next, Origin, Refusal, RefusalCode, Status};
 use crate::scrub::Scrubber;
-use crate::vault::{Credential, CredentialMeta, Vault, VaultError, VaultState};
+use crate::vault::{Credential, Vault, VaultError, VaultState};
 
-/// The parts of a call a channel sees before consent (to check it and describe it).
+/// The parts of a call a channel sees when it prepares the request (stage 4).
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct CallView<'a> {
@@ -25,26 +26,117 @@ pub struct CallView<'a> {
     pub input: &'a (dyn Any + Send + Sync),
 }
 
+/// The request of one call as its channel built it: once, at stage 4, before anyone is
+/// asked. The executor carries it, opaque, through the vault stage (which binds the
+/// credential), consent (whose prompt shows [`PreparedRequest::summary`]) and the intent
+/// (which records [`PreparedRequest::fingerprint`]) to [`Channel::dispatch`], which sends
+/// exactly it; every resend reuses it. What the human approves is what is sent.
+///
+/// A channel implements it for its own type and gets it back at dispatch with
+/// [`Dispatch::prepared`]. Channels whose request is fully described by a text and the
+/// arguments can use [`DescribedRequest`].
+pub trait PreparedRequest: Any + Send + Sync + fmt::Debug {
+    /// Attaches the credential the action binds, resolved at stage 6, and makes every check
+    /// that can be made before consent: the credential's kind suits the transport, its
+    /// binding covers this request's destination, no field of the request occupies the
+    /// credential's place. Called once, and only for actions that bind a credential. After
+    /// it, [`PreparedRequest::summary`] names the real destination. The default accepts
+    /// every credential and changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] (usually `credential_unavailable`) for a credential the channel will not
+    /// attach to this request.
+    fn bind(&mut self, credential: &Credential) -> Result<(), Refusal> {
+        let _ = credential;
+        Ok(())
+    }
+
+    /// A secret-free description of the exact request (method and real host and path, or
+    /// host and argv), for the consent prompt and the audit record. Never cut: the executor
+    /// escapes it for display and refuses to ask about one too long to show whole.
+    fn summary(&self) -> RequestSummary;
+
+    /// SHA-256 over everything the request will send except the credential and the
+    /// idempotency key (added at dispatch); the intent records it, and an approval binds to
+    /// it. Use [`fingerprint`] to hash the parts unambiguously.
+    fn fingerprint(&self) -> [u8; 32];
+}
+
+/// SHA-256 over `parts`, each prefixed by its length, so no two different lists of parts
+/// hash alike (`["ab", "c"]` and `["a", "bc"]` differ).
+pub fn fingerprint<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in parts {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part);
+    }
+    h.finalize().into()
+}
+
+/// A prepared request described by a text and the arguments it carries: for channels of an
+/// application's own whose dispatch needs nothing more. Its fingerprint covers both.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DescribedRequest {
+    summary: String,
+    arguments: Value,
+}
+
+impl DescribedRequest {
+    /// A request shown to the human as `summary` and dispatched with `arguments`.
+    pub fn new(summary: impl Into<String>, arguments: Value) -> Self {
+        Self {
+            summary: summary.into(),
+            arguments,
+        }
+    }
+
+    /// The arguments it was prepared with.
+    pub fn arguments(&self) -> &Value {
+        &self.arguments
+    }
+}
+
+impl PreparedRequest for DescribedRequest {
+    fn summary(&self) -> RequestSummary {
+        RequestSummary(self.summary.clone())
+    }
+
+    fn fingerprint(&self) -> [u8; 32] {
+        let arguments = crate::drift::canonical_json(&self.arguments);
+        fingerprint([self.summary.as_bytes(), arguments.as_bytes()])
+    }
+}
+
 /// Everything a channel needs to send one attempt.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Dispatch<'a> {
     /// The action card.
     pub spec: &'a ActionSpec,
-    /// The validated arguments.
-    pub arguments: &'a Value,
-    /// The decoded input.
-    pub input: &'a (dyn Any + Send + Sync),
+    /// The request the channel prepared, bound to the credential, as the human approved it.
+    pub request: &'a dyn PreparedRequest,
     /// The attempt.
     pub attempt_id: &'a AttemptId,
     /// The executor's idempotency key for this attempt; every resend reuses it.
     pub idempotency_key: &'a IdempotencyKey,
-    /// The resolved credential, when the action binds one.
+    /// The resolved credential, when the action binds one (for transports that
+    /// authenticate with it, such as SSH; an HTTP request already carries it).
     pub credential: Option<&'a Credential>,
     /// Grants each send ([`DispatchContext::permit`]) and counts it. An `Arc`, so a
     /// transport can count a send from the task that actually writes the request (the moment
     /// bytes may leave), not only from `dispatch`.
     pub context: &'a Arc<DispatchContext>,
+}
+
+impl Dispatch<'_> {
+    /// The prepared request as the channel's own type `T`; `None` when it is another type
+    /// (a request prepared by another channel: a bug, to be refused, never sent).
+    pub fn prepared<T: PreparedRequest>(&self) -> Option<&T> {
+        let any: &dyn Any = self.request;
+        any.downcast_ref::<T>()
+    }
 }
 
 /// Shared between the executor and a channel during dispatch: grants each send only while
@@ -326,13 +418,13 @@ impl ChannelOutcome {
 
 /// A transport (`http`, `ssh`, or the application's own).
 ///
-/// `prepare` runs before consent and must not send anything; `dispatch` sends, asking
-/// [`DispatchContext::permit`] before each request it hands to the transport (and returning
-/// the refusal's outcome unchanged when it is refused) and spending the permit with
-/// [`SendPermit::sending`] as the request leaves, and returns the normalized outcome. A send
-/// that is not counted is a bug: the executor treats an outcome with no counted send as
-/// "nothing was sent". A channel never returns `completed` for an outcome the action did not
-/// declare.
+/// `prepare` builds the call's request once, before consent, without sending anything;
+/// `dispatch` sends exactly that request, asking [`DispatchContext::permit`] before each
+/// request it hands to the transport (and returning the refusal's outcome unchanged when it
+/// is refused) and spending the permit with [`SendPermit::sending`] as the request leaves,
+/// and returns the normalized outcome. A send that is not counted is a bug: the executor
+/// treats an outcome with no counted send as "nothing was sent". A channel never returns
+/// `completed` for an outcome the action did not declare.
 #[async_trait]
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a sallyport channel",
@@ -342,30 +434,15 @@ pub trait Channel: Send + Sync + 'static {
     /// The name actions target (`http`, `ssh`, …).
     fn name(&self) -> &str;
 
-    /// Checks the concrete call and describes it for the human, without sending.
+    /// Checks the concrete call and builds the request it will send, without sending (stage
+    /// 4, and [`Executor::preflight`](crate::Executor::preflight)). Called once per call: a
+    /// hand-written request builder runs once, and what is sent is what was checked.
     ///
     /// # Errors
     ///
     /// A [`Refusal`] (usually `invalid_request`) for a call that must not be sent.
-    fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal>;
+    fn prepare(&self, call: &CallView<'_>) -> Result<Box<dyn PreparedRequest>, Refusal>;
 
-    /// Checks that the credential the action binds may be attached to this call (its binding
-    /// covers the destination, its kind suits the transport), before consent and without
-    /// sending. The default accepts every credential.
-    ///
-    /// # Errors
-    ///
-    /// A [`Refusal`] (usually `credential_unavailable`) for a credential the channel will not
-    /// attach to this call.
-    fn check_credential(
-        &self,
-        call: &CallView<'_>,
-        credential: &CredentialMeta,
-    ) -> Result<(), Refusal> {
-        let _ = (call, credential);
-        Ok(())
-    }
-
-    /// Sends the attempt and normalizes the answer.
+    /// Sends the prepared attempt ([`Dispatch::prepared`]) and normalizes the answer.
     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome;
 }

@@ -17,15 +17,32 @@
 //! 13 record      outcome appended to the audit chain; receipt id returned
 //! ```
 //!
-//! Each stage returns the next stage's typed value or a [`Refusal`]; the types' constructors
-//! are private to their stage, so no stage can be skipped.
+//! Each stage lives in the module named after it and returns the next stage's typed value
+//! or a [`Refusal`]. Each value can be read anywhere but made only inside its own module,
+//! from the previous stage's value, so no stage can be skipped; each carries what its stage
+//! established (the authorized objects and note, the prepared request, the bound credential,
+//! the consent decision, the intent). The request a channel prepares at stage 4 is the one
+//! the human approves at stage 8 and the one sent at stage 10.
 
 mod builder;
 mod cancel;
-mod stages;
+mod pipeline;
+
+pub mod authorize;
+pub mod consent;
+pub mod definition;
+pub mod dispatch;
+pub mod filter;
+pub mod intent;
+pub mod normalize;
+pub mod precheck;
+pub mod record;
+pub mod resolve;
+pub mod validate;
+pub mod vault;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -37,23 +54,13 @@ use crate::action::Action;
 use crate::catalog::Catalog;
 use crate::channel::Channel;
 use crate::consent::{ConsentProvider, SessionGrants};
+pub use crate::drift::DefinitionGuard;
 use crate::drift::DriftMode;
 use crate::journal::{AttemptId, Journal};
 use crate::outcome::{ActionResult, Refusal, RefusalCode};
 use crate::scrub::Scrubber;
 use crate::session::Session;
 use crate::vault::Vault;
-
-/// Decides whether a live definition may be called (stage 5). The baseline guard of the
-/// definition-drift module implements it; without one, every registered action is callable.
-pub trait DefinitionGuard: Send + Sync + 'static {
-    /// Checks `action`'s live definition hash.
-    ///
-    /// # Errors
-    ///
-    /// A refusal (`definition_drift`, `review_required`) when the call must not go ahead.
-    fn check(&self, action: &str, live_hash: &str) -> Result<(), Refusal>;
-}
 
 /// Runs agent calls through the pipeline. Cheap to clone; share one per process.
 ///
@@ -105,7 +112,7 @@ pub(crate) struct Inner {
     pub(crate) max_argument_bytes: usize,
     pub(crate) definition_guard: Option<Arc<dyn DefinitionGuard>>,
     /// Credentials an upstream rejected: name -> version. Refused locally until rotated.
-    pub(crate) unusable: Mutex<HashMap<String, u64>>,
+    pub(crate) unusable: vault::Unusable,
 }
 
 impl Inner {
@@ -162,21 +169,16 @@ impl Executor {
     /// Dropping the returned future records the attempt as `cancelled_before_send`, or
     /// `unknown` if a request may have left.
     pub async fn call(&self, action: &str, arguments: Value, session: &Session) -> ActionResult {
-        let mut guard = CallGuard::new(
-            Arc::clone(&self.inner.journal),
-            AttemptId::generate(),
-            action,
-            session,
-            self.inner.current_scrubber(),
-        );
-        let result = stages::run(&self.inner, &mut guard, session, arguments).await;
+        let mut guard = self.guard(action, session);
+        let result = pipeline::run(&self.inner, &mut guard, session, arguments).await;
         guard.disarm();
         result
     }
 
     /// Runs the static checks of stages 1–4 (resolve, validate, decode, authorize, and the
-    /// channel's own checks) without recording, asking or sending anything. Use it to tell an
-    /// agent early that a call would be refused; [`Executor::call`] runs them again.
+    /// channel's own checks as it prepares the request) without recording, asking or sending
+    /// anything: the journal is not touched. Use it to tell an agent early that a call would
+    /// be refused; [`Executor::call`] runs them again.
     ///
     /// # Errors
     ///
@@ -187,16 +189,7 @@ impl Executor {
         arguments: Value,
         session: &Session,
     ) -> Result<(), Refusal> {
-        let mut guard = CallGuard::new(
-            Arc::clone(&self.inner.journal),
-            AttemptId::generate(),
-            action,
-            session,
-            self.inner.current_scrubber(),
-        );
-        let checked = stages::preflight(&self.inner, &mut guard, session, arguments);
-        guard.disarm();
-        checked
+        pipeline::preflight(&self.inner, action, session, arguments)
     }
 
     /// Runs one call from raw JSON text, refusing oversized text before parsing it.
@@ -268,24 +261,36 @@ impl Executor {
         session: &Session,
         refusal: Refusal,
     ) -> ActionResult {
-        let mut guard = CallGuard::new(
-            Arc::clone(&self.inner.journal),
-            AttemptId::generate(),
-            action,
-            session,
-            self.inner.current_scrubber(),
-        );
-        let result = stages::refuse(&self.inner, &mut guard, refusal).await;
+        let mut guard = self.guard(action, session);
+        let result = pipeline::refuse(&self.inner, &guard, refusal).await;
         guard.disarm();
         result
+    }
+
+    /// A new attempt's guard, with the vault's scrubber as it is now.
+    fn guard(&self, action: &str, session: &Session) -> CallGuard {
+        CallGuard::new(
+            Arc::clone(&self.inner.journal),
+            record::CallRecord::new(
+                AttemptId::generate(),
+                action,
+                session,
+                self.inner.current_scrubber(),
+            ),
+        )
     }
 
     /// Forgets that an upstream rejected credential `name`, so calls try it again (after
     /// the credential was replaced outside the vault's versioning).
     pub fn clear_credential_failure(&self, name: &str) {
-        if let Ok(mut unusable) = self.inner.unusable.lock() {
-            unusable.remove(name);
-        }
+        // A poisoned map is recovered here: clearing an entry can only make a human's
+        // explicit decision take effect.
+        let mut unusable = self
+            .inner
+            .unusable
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        unusable.remove(name);
     }
 
     /// Revokes every session consent grant of `session`.

@@ -13,7 +13,9 @@
 //! # Example
 //!
 //! ```
-//! use sallyport_core::channel::{CallView, Channel, ChannelOutcome, Dispatch, RequestSummary};
+//! use sallyport_core::channel::{
+//!     CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
+//! };
 //! use sallyport_core::consent::{ConsentDecision, FnConsent};
 //! use sallyport_core::journal::SqliteJournal;
 //! use sallyport_core::outcome::{Refusal, Status};
@@ -45,8 +47,10 @@
 //!     fn name(&self) -> &str {
 //!         "workers"
 //!     }
-//!     fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal> {
-//!         Ok(RequestSummary(format!("restart {}", call.arguments["worker"])))
+//!     fn prepare(&self, call: &CallView<'_>) -> Result<Box<dyn PreparedRequest>, Refusal> {
+//!         // Built once; the human approves it, the dispatch below sends exactly it.
+//!         let worker = call.arguments["worker"].clone();
+//!         Ok(Box::new(DescribedRequest::new(format!("restart {worker}"), worker)))
 //!     }
 //!     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
 //!         // Granted only while the vault is unlocked and the credential unchanged.
@@ -54,8 +58,11 @@
 //!             Ok(permit) => permit,
 //!             Err(refused) => return refused, // nothing is sent
 //!         };
+//!         let Some(request) = call.prepared::<DescribedRequest>() else {
+//!             return ChannelOutcome::new(Status::Rejected); // not ours: never sent
+//!         };
 //!         permit.sending(); // right before the request leaves
-//!         ChannelOutcome::completed(json!({"worker": call.arguments["worker"], "state": "running"}))
+//!         ChannelOutcome::completed(json!({"worker": request.arguments(), "state": "running"}))
 //!     }
 //! }
 //!

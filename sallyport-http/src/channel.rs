@@ -5,12 +5,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use reqwest::header::{HeaderName, HeaderValue};
 use sallyport_core::Catalog;
 use sallyport_core::RetryRule;
 use sallyport_core::action::ActionSpec;
 use sallyport_core::channel::{
-    CallView, Channel, ChannelOutcome, Dispatch, DispatchContext, RequestSummary,
+    CallView, Channel, ChannelOutcome, Dispatch, DispatchContext, PreparedRequest,
 };
 use sallyport_core::drift::DriftMode;
 use sallyport_core::drift::openapi::{OpenApi, OutgoingRequest};
@@ -20,10 +20,11 @@ use sallyport_core::vault::{Credential, CredentialMeta};
 use serde_json::Value;
 
 use crate::config::{Backoff, BaseUrl, HARD_MAX_ATTEMPTS, KeyQuoting, Limits};
-use crate::credential::{self, Injection};
+use crate::credential;
 use crate::error::BuildError;
-use crate::exchange::{Exchange, HookedBody, LostKind, SendHook, exchange};
+use crate::exchange::{Exchange, LostKind, SendHook, exchange};
 use crate::openapi::{ActionRoute, OpenApiGuards, routes};
+use crate::prepared::{self, HttpPrepared};
 use crate::request::{self, BuildRequest, Builders, HttpRequest, RequestPlan, Typed};
 use crate::response::{self, Call, Step};
 
@@ -469,14 +470,14 @@ impl HttpChannel {
         owned
     }
 
-    /// The plan, base URL and injection for a call: every check that needs no network.
-    pub(crate) fn assemble<'s>(
+    /// Builds the call's request: the plan (a hand-written builder runs here, once), the
+    /// OpenAPI check, and the destination when no credential is to be bound.
+    pub(crate) fn prepare_request(
         &self,
-        spec: &'s ActionSpec,
+        spec: &ActionSpec,
         arguments: &Value,
         input: &(dyn std::any::Any + Send + Sync),
-        credential: Option<&Credential>,
-    ) -> Result<Prepared<'s>, Refusal> {
+    ) -> Result<HttpPrepared, Refusal> {
         let target = http_target(spec)?;
         let plan = request::plan(
             spec,
@@ -484,59 +485,54 @@ impl HttpChannel {
             arguments,
             input,
             &self.inner.builders,
-            &self.owned_headers(credential.map(Credential::meta)),
+            &self.owned_headers(None),
         )?;
+        self.check_openapi(spec, target, &plan)?;
         let configured = self.configured_base(spec);
-        let (base, injection) = match (&spec.credential, credential) {
-            (Some(name), None) => {
+        match (&spec.credential, configured) {
+            (Some(name), Some(base)) if base.is_plain_http_off_loopback() => {
                 return Err(Refusal::new(
                     RefusalCode::CredentialUnavailable,
-                    format!("credential `{name}` was not resolved"),
+                    format!(
+                        "credential `{name}` would travel over plain HTTP; only HTTPS (or loopback) may carry credentials"
+                    ),
                 ));
             }
-            (_, Some(credential)) => {
-                let base = credential::base_for(configured, credential.meta())?;
-                credential::check(credential.meta(), &base, Some(&plan))?;
-                (base, Some(credential::injection(credential)?))
+            (None, _) => {
+                no_base(spec, configured)?;
             }
-            (None, None) => (no_base(spec, configured)?, None),
-        };
-        let mut url = base.join(&plan.path);
-        // The binding covers the URL the request goes to, not only the base it starts from.
-        if let Some(credential) = credential {
-            credential::check_destination(credential.meta(), &url)?;
+            (Some(_), _) => {}
         }
-        {
-            let mut pairs = url.query_pairs_mut();
-            for (k, v) in &plan.query {
-                pairs.append_pair(k, v);
-            }
-            if let Some(Injection::Query(k, v)) = &injection {
-                pairs.append_pair(k, v);
-            }
-        }
-        if url.query() == Some("") {
-            url.set_query(None);
-        }
-        let mut headers = reqwest::header::HeaderMap::with_capacity(plan.headers.len() + 5);
-        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-        headers.insert(reqwest::header::USER_AGENT, self.inner.user_agent.clone());
-        if plan.body.is_some() {
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        }
-        for (name, value) in &plan.headers {
-            headers.append(name.clone(), value.clone());
-        }
-        if let Some(Injection::Header(name, value)) = injection {
-            headers.insert(name, value);
-        }
-        Ok(Prepared {
-            limits: self.limits(target),
-            url,
-            headers,
+        Ok(HttpPrepared::new(
+            self.limits(target),
             plan,
-            target,
-        })
+            configured.cloned(),
+            spec.credential.as_ref().map(|c| c.to_string()),
+            self.inner.user_agent.clone(),
+        ))
+    }
+
+    /// The whole request for a call, credential attached: for the probe, outside the
+    /// executor.
+    pub(crate) fn assemble(
+        &self,
+        spec: &ActionSpec,
+        arguments: &Value,
+        input: &(dyn std::any::Any + Send + Sync),
+        credential: Option<&Credential>,
+    ) -> Result<HttpPrepared, Refusal> {
+        let mut prepared = self.prepare_request(spec, arguments, input)?;
+        match (&spec.credential, credential) {
+            (Some(name), None) => Err(Refusal::new(
+                RefusalCode::CredentialUnavailable,
+                format!("credential `{name}` was not resolved"),
+            )),
+            (_, Some(credential)) => {
+                prepared.bind(credential)?;
+                Ok(prepared)
+            }
+            (None, None) => Ok(prepared),
+        }
     }
 
     pub(crate) fn idempotency_value(&self, key: &str) -> Result<HeaderValue, Refusal> {
@@ -557,17 +553,24 @@ impl HttpChannel {
     }
 
     async fn run(&self, call: &Dispatch<'_>) -> ChannelOutcome {
-        let mut prepared =
-            match self.assemble(call.spec, call.arguments, call.input, call.credential) {
-                Ok(p) => p,
-                Err(refusal) => return refused(&refusal),
-            };
+        let Some(prepared) = call.prepared::<HttpPrepared>() else {
+            return refused(&Refusal::new(
+                RefusalCode::ChannelUnavailable,
+                "the request was not prepared by the HTTP channel; nothing was sent",
+            ));
+        };
+        let Some(url) = prepared.destination() else {
+            return refused(&prepared::incomplete());
+        };
+        let target = match http_target(call.spec) {
+            Ok(target) => target,
+            Err(refusal) => return refused(&refusal),
+        };
+        let mut headers = prepared.headers.clone();
         if call.spec.retry == RetryRule::IdempotencyKey {
             match self.idempotency_value(call.idempotency_key.as_str()) {
                 Ok(value) => {
-                    prepared
-                        .headers
-                        .insert(self.inner.idempotency_header.clone(), value);
+                    headers.insert(self.inner.idempotency_header.clone(), value);
                 }
                 Err(refusal) => return refused(&refusal),
             }
@@ -588,7 +591,7 @@ impl HttpChannel {
         let mut last: Option<ChannelOutcome> = None;
         for attempt in 1..=limits.max_attempts {
             let hook = SendHook::new(Some(Arc::clone(call.context)));
-            let request = prepared.request(&hook);
+            let request = prepared.request(url, &headers, &hook);
             let result = exchange(
                 &client,
                 request,
@@ -599,7 +602,7 @@ impl HttpChannel {
             .await;
             let mapping = Call {
                 spec: call.spec,
-                target: prepared.target,
+                target,
                 max_retry_after: limits.max_retry_after,
                 resend: sent_before,
                 credential_attached: call.credential.is_some(),
@@ -728,96 +731,15 @@ fn no_base(spec: &ActionSpec, configured: Option<&BaseUrl>) -> Result<BaseUrl, R
     })
 }
 
-/// Everything one attempt sends, built once so every resend is byte-identical.
-pub(crate) struct Prepared<'s> {
-    pub(crate) limits: Limits,
-    pub(crate) url: url::Url,
-    pub(crate) headers: reqwest::header::HeaderMap,
-    pub(crate) plan: RequestPlan,
-    pub(crate) target: &'s HttpTarget,
-}
-
-impl std::fmt::Debug for Prepared<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared")
-            .field("plan", &self.plan)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Prepared<'_> {
-    pub(crate) fn request(&self, hook: &Arc<SendHook>) -> reqwest::Request {
-        let mut request = reqwest::Request::new(self.plan.method.clone(), self.url.clone());
-        *request.headers_mut() = self.headers.clone();
-        *request.body_mut() = Some(reqwest::Body::wrap(HookedBody::new(
-            self.plan.body.clone(),
-            Arc::clone(hook),
-        )));
-        request
-    }
-}
-
 #[async_trait]
 impl Channel for HttpChannel {
     fn name(&self) -> &str {
         "http"
     }
 
-    fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal> {
-        let spec = call.spec;
-        let target = http_target(spec)?;
-        let plan = request::plan(
-            spec,
-            target,
-            call.arguments,
-            call.input,
-            &self.inner.builders,
-            &self.owned_headers(None),
-        )?;
-        self.check_openapi(spec, target, &plan)?;
-        let configured = self.configured_base(spec);
-        let origin = match (&spec.credential, configured) {
-            (Some(name), Some(base)) if base.is_plain_http_off_loopback() => {
-                return Err(Refusal::new(
-                    RefusalCode::CredentialUnavailable,
-                    format!(
-                        "credential `{name}` would travel over plain HTTP; only HTTPS (or loopback) may carry credentials"
-                    ),
-                ));
-            }
-            (_, Some(base)) => base.origin_text() + base.prefix(),
-            (Some(name), None) => format!("<base URL of credential `{name}`>"),
-            (None, None) => {
-                return Err(Refusal::new(
-                    RefusalCode::ChannelUnavailable,
-                    format!(
-                        "the HTTP channel has no base URL for action `{}`",
-                        spec.name
-                    ),
-                ));
-            }
-        };
-        Ok(RequestSummary(plan.summary(&origin)))
-    }
-
-    fn check_credential(
-        &self,
-        call: &CallView<'_>,
-        credential: &CredentialMeta,
-    ) -> Result<(), Refusal> {
-        let spec = call.spec;
-        let target = http_target(spec)?;
-        let plan = request::plan(
-            spec,
-            target,
-            call.arguments,
-            call.input,
-            &self.inner.builders,
-            &self.owned_headers(Some(credential)),
-        )?;
-        let base = credential::base_for(self.configured_base(spec), credential)?;
-        credential::check(credential, &base, Some(&plan))?;
-        credential::check_destination(credential, &base.join(&plan.path))
+    fn prepare(&self, call: &CallView<'_>) -> Result<Box<dyn PreparedRequest>, Refusal> {
+        let prepared = self.prepare_request(call.spec, call.arguments, call.input)?;
+        Ok(Box::new(prepared))
     }
 
     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
@@ -828,13 +750,14 @@ impl Channel for HttpChannel {
 /// Used by the probe: one bare exchange with a fresh hook and no journal.
 pub(crate) async fn probe_exchange(
     channel: &HttpChannel,
-    prepared: &Prepared<'_>,
+    prepared: &HttpPrepared,
 ) -> Option<crate::exchange::Answer> {
     let client = channel.client(prepared.limits.connect_timeout).ok()?;
+    let url = prepared.destination()?;
     let hook = SendHook::new(None::<Arc<DispatchContext>>);
     match exchange(
         &client,
-        prepared.request(&hook),
+        prepared.request(url, &prepared.headers, &hook),
         &hook,
         prepared.limits.total_timeout,
         prepared.limits.max_response_bytes,

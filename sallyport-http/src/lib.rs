@@ -8,8 +8,10 @@
 //!   [`HttpTarget`](sallyport_core::target::HttpTarget)) or a hand-written
 //!   [`BuildRequest`]; the agent never supplies a URL, a host, a header name or a raw body.
 //!   The base URL comes from the channel's configuration or the credential's binding.
-//! - **Static checks before consent** ([`Channel::prepare`](sallyport_core::Channel::prepare)
-//!   and [`Channel::check_credential`](sallyport_core::Channel::check_credential)): path
+//! - **One request, built once** ([`Channel::prepare`](sallyport_core::Channel::prepare), with
+//!   the credential bound before consent): the human approves the exact request, with the
+//!   real host, and dispatch sends exactly it; a hand-written builder runs once per call.
+//!   Every check is made there, before consent: path
 //!   values are percent-encoded per segment, and values that would change the path (`/`,
 //!   `..`, encoded variants), CR/LF in anything that becomes a header, headers the executor
 //!   owns (`Authorization`, `Cookie`, `Host`, the idempotency header…), credentials bound
@@ -108,6 +110,7 @@ mod error;
 mod exchange;
 mod openapi;
 mod permission;
+mod prepared;
 mod probe;
 mod request;
 mod response;

@@ -16,7 +16,9 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
-use sallyport_core::channel::{CallView, Channel, ChannelOutcome, Dispatch, RequestSummary};
+use sallyport_core::channel::{
+    CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
+};
 use sallyport_core::consent::{ConsentDecision, ConsentProvider, FnConsent};
 use sallyport_core::journal::{AuditRecord, Journal, SqliteJournal};
 use sallyport_core::outcome::Refusal;
@@ -63,10 +65,10 @@ impl Channel for Counter {
         "counter"
     }
 
-    fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal> {
-        Ok(RequestSummary(format!(
-            "{} {}",
-            call.spec.name, call.arguments
+    fn prepare(&self, call: &CallView<'_>) -> Result<Box<dyn PreparedRequest>, Refusal> {
+        Ok(Box::new(DescribedRequest::new(
+            format!("{} {}", call.spec.name, call.arguments),
+            call.arguments.clone(),
         )))
     }
 

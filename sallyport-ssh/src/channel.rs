@@ -6,7 +6,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use russh::ChannelMsg;
 use sallyport_core::EffectClass;
-use sallyport_core::channel::{CallView, Channel, ChannelOutcome, Dispatch, RequestSummary};
+use sallyport_core::channel::{
+    CallView, Channel, ChannelOutcome, Dispatch, PreparedRequest, RequestSummary, fingerprint,
+};
 use sallyport_core::outcome::{Origin, Refusal, RefusalCode, Status};
 use sallyport_core::target::{SshTarget, Target};
 use sallyport_core::vault::{Credential, CredentialKind, CredentialMeta};
@@ -97,11 +99,46 @@ impl SshChannelBuilder {
     }
 }
 
-/// Everything `prepare` and `dispatch` agree on for one call.
+/// The command of one call, built once at stage 4 and bound to the credential at stage 6:
+/// consent shows it, the intent fingerprints it, dispatch runs exactly it.
+#[derive(Clone, Debug)]
+struct SshPrepared {
+    host: HostEntry,
+    command: Rendered,
+}
+
+impl PreparedRequest for SshPrepared {
+    fn bind(&mut self, credential: &Credential) -> Result<(), Refusal> {
+        check_binding(&self.host, credential.meta())
+            .map_err(|reason| Refusal::new(RefusalCode::CredentialUnavailable, reason))
+    }
+
+    fn summary(&self) -> RequestSummary {
+        let host = &self.host;
+        RequestSummary(format!(
+            "{} ({}@{}:{}): {}",
+            host.name, host.user, host.address, host.port, self.command.display
+        ))
+    }
+
+    fn fingerprint(&self) -> [u8; 32] {
+        let host = &self.host;
+        let port = host.port.to_string();
+        fingerprint([
+            host.name.as_bytes(),
+            host.user.as_bytes(),
+            host.address.as_bytes(),
+            port.as_bytes(),
+            self.command.wire.as_bytes(),
+        ])
+    }
+}
+
+/// What `dispatch` works from: the action's template and the prepared command.
 struct Plan<'a> {
     target: &'a SshTarget,
     host: &'a HostEntry,
-    command: Rendered,
+    command: &'a Rendered,
 }
 
 /// How the remote command ended.
@@ -185,11 +222,11 @@ impl SshChannel {
             })
     }
 
-    fn plan<'a>(
-        &'a self,
-        spec: &'a sallyport_core::ActionSpec,
+    fn prepare_command(
+        &self,
+        spec: &sallyport_core::ActionSpec,
         arguments: &Value,
-    ) -> Result<Plan<'a>, Refusal> {
+    ) -> Result<SshPrepared, Refusal> {
         let Target::Ssh(target) = &spec.target else {
             return Err(invalid("the action does not target the ssh channel"));
         };
@@ -222,9 +259,8 @@ impl SshChannel {
         }
         let command = command::render(&target.argv, arguments, &target.allow_leading_dash)
             .map_err(|e| invalid(e.0))?;
-        Ok(Plan {
-            target,
-            host,
+        Ok(SshPrepared {
+            host: host.clone(),
             command,
         })
     }
@@ -286,30 +322,23 @@ impl Channel for SshChannel {
         "ssh"
     }
 
-    fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal> {
-        let plan = self.plan(call.spec, call.arguments)?;
-        Ok(RequestSummary(format!(
-            "{} ({}@{}:{}): {}",
-            plan.host.name, plan.host.user, plan.host.address, plan.host.port, plan.command.display
-        )))
-    }
-
-    fn check_credential(
-        &self,
-        call: &CallView<'_>,
-        credential: &CredentialMeta,
-    ) -> Result<(), Refusal> {
-        let plan = self.plan(call.spec, call.arguments)?;
-        check_binding(plan.host, credential)
-            .map_err(|reason| Refusal::new(RefusalCode::CredentialUnavailable, reason))
+    fn prepare(&self, call: &CallView<'_>) -> Result<Box<dyn PreparedRequest>, Refusal> {
+        Ok(Box::new(self.prepare_command(call.spec, call.arguments)?))
     }
 
     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
-        let plan = match self.plan(call.spec, call.arguments) {
-            Ok(plan) => plan,
-            Err(refusal) => {
-                return before_send(refusal.code.as_str(), refusal.reason);
-            }
+        let (Some(prepared), Target::Ssh(target)) =
+            (call.prepared::<SshPrepared>(), &call.spec.target)
+        else {
+            return before_send(
+                "channel_unavailable",
+                "the command was not prepared by the SSH channel; nothing was run".to_owned(),
+            );
+        };
+        let plan = Plan {
+            target,
+            host: &prepared.host,
+            command: &prepared.command,
         };
         let Some(credential) = call.credential else {
             return before_send(
@@ -317,9 +346,6 @@ impl Channel for SshChannel {
                 "no credential was resolved for this call".to_owned(),
             );
         };
-        if let Err(reason) = check_binding(plan.host, credential.meta()) {
-            return before_send("credential_unavailable", reason);
-        }
         // The vault must still be unlocked and the credential unchanged since the call
         // resolved it: before the credential is used to authenticate, and again (below)
         // right before the command is sent.

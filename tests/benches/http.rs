@@ -48,11 +48,13 @@ impl sallyport_core::Channel for NullChannel {
 
     fn prepare(
         &self,
-        _call: &sallyport_core::channel::CallView<'_>,
-    ) -> Result<sallyport_core::channel::RequestSummary, sallyport_core::outcome::Refusal> {
-        Ok(sallyport_core::channel::RequestSummary(
-            "GET /v1/builds/build_1".to_owned(),
-        ))
+        call: &sallyport_core::channel::CallView<'_>,
+    ) -> Result<Box<dyn sallyport_core::channel::PreparedRequest>, sallyport_core::outcome::Refusal>
+    {
+        Ok(Box::new(sallyport_core::channel::DescribedRequest::new(
+            "GET /v1/builds/build_1",
+            call.arguments.clone(),
+        )))
     }
 
     async fn dispatch(

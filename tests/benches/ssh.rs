@@ -64,9 +64,13 @@ impl sallyport_core::Channel for LocalChannel {
 
     fn prepare(
         &self,
-        _call: &sallyport_core::channel::CallView<'_>,
-    ) -> Result<sallyport_core::channel::RequestSummary, sallyport_core::outcome::Refusal> {
-        Ok(sallyport_core::channel::RequestSummary("local".to_owned()))
+        call: &sallyport_core::channel::CallView<'_>,
+    ) -> Result<Box<dyn sallyport_core::channel::PreparedRequest>, sallyport_core::outcome::Refusal>
+    {
+        Ok(Box::new(sallyport_core::channel::DescribedRequest::new(
+            "local",
+            call.arguments.clone(),
+        )))
     }
 
     async fn dispatch(

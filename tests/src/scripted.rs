@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use sallyport_core::channel::{CallView, Channel, ChannelOutcome, Dispatch, RequestSummary};
+use rusqlite::OptionalExtension;
+use sallyport_core::channel::{
+    CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
+};
 use sallyport_core::outcome::{Refusal, RefusalCode};
 
 /// What the channel does on its next dispatch.
@@ -24,7 +27,7 @@ pub enum Step {
 /// The intent row as the channel found it in the journal file at dispatch time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeenIntent {
-    /// `attempts.phase`.
+    /// `attempts.phase`, or `absent` when the call has no attempt row yet.
     pub phase: String,
     /// `attempts.idempotency_key`.
     pub idempotency_key: String,
@@ -90,7 +93,7 @@ impl Channel for ScriptedChannel {
         "test"
     }
 
-    fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal> {
+    fn prepare(&self, call: &CallView<'_>) -> Result<Box<dyn PreparedRequest>, Refusal> {
         self.log("prepare");
         if call
             .arguments
@@ -103,20 +106,27 @@ impl Channel for ScriptedChannel {
                 "path would leave its directory",
             ));
         }
-        Ok(RequestSummary(format!("TEST {}", call.spec.name)))
+        Ok(Box::new(DescribedRequest::new(
+            format!("TEST {}", call.spec.name),
+            call.arguments.clone(),
+        )))
     }
 
     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
         self.log("dispatch");
         if let Some(path) = &self.journal_file {
             let conn = rusqlite::Connection::open(path).expect("open journal for reading");
+            // A state-changing call's intent is durable before dispatch; an observe call
+            // commits once, after its response: no row yet (`absent`).
             let (phase, key): (String, String) = conn
                 .query_row(
                     "SELECT phase, idempotency_key FROM attempts WHERE attempt_id = ?1",
                     [call.attempt_id.as_str()],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
-                .expect("intent row exists at dispatch time");
+                .optional()
+                .expect("read the attempts table")
+                .unwrap_or_else(|| ("absent".to_owned(), String::new()));
             self.seen.lock().expect("seen").push(SeenIntent {
                 phase,
                 idempotency_key: key,
@@ -148,7 +158,11 @@ impl Channel for ScriptedChannel {
                     Err(refused) => return refused,
                 }
                 self.dispatches.fetch_add(1, Ordering::SeqCst);
-                ChannelOutcome::completed(call.arguments.clone())
+                ChannelOutcome::completed(
+                    call.prepared::<DescribedRequest>()
+                        .map(|r| r.arguments().clone())
+                        .unwrap_or_default(),
+                )
             }
         }
     }

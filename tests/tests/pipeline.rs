@@ -252,6 +252,39 @@ async fn an_observe_call_completes_and_is_audited_with_its_receipt() {
 }
 
 #[tokio::test]
+async fn an_observe_call_commits_once_after_its_response() {
+    let h = harness();
+    let result = h
+        .call(
+            "get_build",
+            json!({"project_id": "proj_1", "build_id": "build_1"}),
+        )
+        .await;
+    assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+    // Nothing was written before the request left: no attempt row at dispatch time.
+    let seen = h.channel.seen_intents();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].phase, "absent");
+    // After the call, the attempt row and its record are there, closed, in one chain.
+    let conn = rusqlite::Connection::open(&h.path).expect("open journal");
+    let (phase, dispatches): (String, u32) = conn
+        .query_row(
+            "SELECT phase, dispatches FROM attempts WHERE attempt_id = ?1",
+            [result.attempt_id.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the observe call's attempt row");
+    assert_eq!(phase, "finished");
+    assert_eq!(dispatches, 1);
+    assert!(h.journal.unresolved().await.expect("unresolved").is_empty());
+    assert!(h.journal.verify().await.expect("verify").is_intact());
+    // A state-changing call still writes its intent before dispatch.
+    let deploy = h.call("create_deployment", deploy_args()).await;
+    assert_eq!(deploy.status, Status::Completed, "{}", deploy.to_json());
+    assert_eq!(h.channel.seen_intents()[1].phase, "intent_written");
+}
+
+#[tokio::test]
 async fn unknown_action_is_refused_and_names_the_available_ones() {
     let h = harness();
     let result = h.call("delete_everything", json!({})).await;

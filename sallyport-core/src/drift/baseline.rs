@@ -46,11 +46,11 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use super::DefinitionGuard;
 use super::classify::{self, ScoringRule, Verdict};
 use super::decision::{CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, DriftDecision};
 use super::{canonical_json, try_canonical_hash};
 use crate::catalog::{Catalog, Entry};
-use crate::executor::DefinitionGuard;
 use crate::journal::{AttemptId, AuditEvent, Journal, JournalError, Phase, ReceiptId};
 use crate::outcome::{Origin, Refusal, RefusalCode, Status};
 

@@ -327,3 +327,15 @@ pub struct PartnerDecision {
     /// The audit record.
     pub receipt_id: Option<ReceiptId>,
 }
+
+/// Decides whether a live definition may be called (stage 5 of the executor). The baseline
+/// guard ([`BaselineGuard`](crate::drift::BaselineGuard)) implements it; without one, every
+/// registered action is callable.
+pub trait DefinitionGuard: Send + Sync + 'static {
+    /// Checks `action`'s live definition hash.
+    ///
+    /// # Errors
+    ///
+    /// A refusal (`definition_drift`, `review_required`) when the call must not go ahead.
+    fn check(&self, action: &str, live_hash: &str) -> Result<(), crate::outcome::Refusal>;
+}

@@ -24,8 +24,8 @@ pub use self::canonical::{
 };
 pub use self::classify::{SCORING_TABLE, ScoringRule, compare_definitions};
 pub use self::decision::{
-    CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, DriftDecision, DriftStatus,
-    PartnerDecision, ReasonCode, RecommendedAction, Severity,
+    CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, DefinitionGuard, DriftDecision,
+    DriftStatus, PartnerDecision, ReasonCode, RecommendedAction, Severity,
 };
 
 pub use self::payload::{

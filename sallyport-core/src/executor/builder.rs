@@ -1,7 +1,7 @@
 //! Building an [`Executor`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{DefinitionGuard, Executor, Inner};
@@ -221,7 +221,7 @@ impl ExecutorBuilder {
                 drift_mode: self.drift_mode,
                 max_argument_bytes: self.max_argument_bytes,
                 definition_guard: self.definition_guard,
-                unusable: Mutex::new(HashMap::new()),
+                unusable: Default::default(),
             }),
         })
     }

@@ -2,97 +2,54 @@
 
 use std::sync::Arc;
 
-use crate::action::ScopedValue;
+use super::record::CallRecord;
 use crate::channel::DispatchContext;
-use crate::journal::{AttemptId, AuditEvent, Journal, Phase, ReceiptId};
+use crate::journal::{AuditEvent, Journal, Phase};
 use crate::outcome::{Origin, Status};
 use crate::scrub::{CUT, Scrubber};
-use crate::session::Session;
 
-/// Owns what the audit record of a call needs, and records a cancellation if the call's
-/// future is dropped before the pipeline finishes.
+/// Holds the call's [`CallRecord`] and records a cancellation if the call's future is
+/// dropped before the pipeline finishes: `cancelled_before_send`, or `unknown` once a
+/// request may have left.
 pub(crate) struct CallGuard {
     journal: Arc<dyn Journal>,
-    pub(crate) attempt_id: AttemptId,
-    pub(crate) action: String,
-    pub(crate) session_id: String,
-    pub(crate) definition_hash: Option<String>,
-    pub(crate) objects: Vec<ScopedValue>,
-    pub(crate) note: Option<String>,
-    pub(crate) request: Option<String>,
-    pub(crate) consent: Option<String>,
-    pub(crate) divergences: Vec<crate::drift::Divergence>,
-    pub(crate) dispatch: Option<Arc<DispatchContext>>,
-    /// The call's scrubber: the vault's when the call began, replaced at stage 6 by the one
-    /// built from the credential the call resolved. Every record of the call passes it,
-    /// the record of a cancelled call too.
-    pub(crate) scrubber: Arc<Scrubber>,
+    record: CallRecord,
+    dispatch: Option<Arc<DispatchContext>>,
     armed: bool,
 }
 
 impl CallGuard {
-    pub(crate) fn new(
-        journal: Arc<dyn Journal>,
-        attempt_id: AttemptId,
-        action: &str,
-        session: &Session,
-        scrubber: Arc<Scrubber>,
-    ) -> Self {
+    pub(crate) fn new(journal: Arc<dyn Journal>, record: CallRecord) -> Self {
         Self {
             journal,
-            attempt_id,
-            action: scrubber.bounded(action, 128),
-            session_id: session.id().as_str().to_owned(),
-            definition_hash: None,
-            objects: Vec::new(),
-            note: None,
-            request: None,
-            consent: None,
-            divergences: Vec::new(),
+            record,
             dispatch: None,
-            scrubber,
             armed: true,
         }
+    }
+
+    /// What the call's record says so far.
+    pub(crate) fn record(&self) -> &CallRecord {
+        &self.record
+    }
+
+    /// The record, for the pipeline to fill from the stage values.
+    pub(crate) fn record_mut(&mut self) -> &mut CallRecord {
+        &mut self.record
+    }
+
+    /// Stage 10 began: from now on the sends the context counts decide how a cancellation is
+    /// recorded.
+    pub(crate) fn dispatching(&mut self, context: Arc<DispatchContext>) {
+        self.dispatch = Some(context);
     }
 
     pub(crate) fn disarm(&mut self) {
         self.armed = false;
     }
 
-    pub(crate) fn sends(&self) -> u32 {
+    fn sends(&self) -> u32 {
         self.dispatch.as_ref().map_or(0, |d| d.sends())
-    }
-
-    /// An audit event for this call with the given outcome.
-    pub(crate) fn event(
-        &self,
-        phase: Phase,
-        status: Status,
-        origin: Option<Origin>,
-        code: Option<String>,
-        reason: Option<String>,
-    ) -> AuditEvent {
-        AuditEvent {
-            receipt_id: ReceiptId::generate(),
-            attempt_id: self.attempt_id.clone(),
-            at: crate::journal::now(),
-            session_id: self.session_id.clone(),
-            action: self.action.clone(),
-            definition_hash: self.definition_hash.clone(),
-            phase,
-            status,
-            origin,
-            code,
-            reason,
-            objects: self.objects.clone(),
-            note: self.note.clone(),
-            request: self.request.clone(),
-            consent: self.consent.clone(),
-            divergences: self.divergences.clone(),
-            drift_decision: None,
-            dispatches: self.sends(),
-            upstream_status: None,
-        }
     }
 }
 
@@ -101,25 +58,27 @@ impl Drop for CallGuard {
         if !self.armed {
             return;
         }
-        let event = if self.sends() > 0 {
-            self.event(
+        let sends = self.sends();
+        let mut event = if sends > 0 {
+            self.record.event(
                 Phase::CancelledUnknown,
                 Status::Unknown,
                 Some(Origin::Executor),
                 Some("cancelled_after_send".to_owned()),
                 Some("the call was cancelled after a request may have left".to_owned()),
+                sends,
             )
         } else {
-            self.event(
+            self.record.event(
                 Phase::CancelledBeforeSend,
                 Status::Rejected,
                 Some(Origin::Executor),
                 Some("cancelled_before_send".to_owned()),
                 Some("the call was cancelled before anything was sent".to_owned()),
+                sends,
             )
         };
-        let mut event = event;
-        scrub_event(&self.scrubber, &mut event);
+        scrub_event(&self.record.scrubber, &mut event);
         self.journal.append_detached(event);
     }
 }

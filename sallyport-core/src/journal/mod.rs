@@ -370,6 +370,22 @@ pub trait Journal: Send + Sync + 'static {
     /// When the record cannot be written.
     async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError>;
 
+    /// Writes the attempt row of `intent`, already closed by `event`, and appends `event`,
+    /// in one transaction: how an observe call is recorded (it commits once, after its
+    /// response). The default writes the intent, then appends.
+    ///
+    /// # Errors
+    ///
+    /// When either cannot be written.
+    async fn append_with_intent(
+        &self,
+        intent: &Intent,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        self.write_intent(intent).await?;
+        self.append(event).await
+    }
+
     /// Appends without waiting (used when a call's future is dropped).
     fn append_detached(&self, event: AuditEvent);
 

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
-use sallyport_core::channel::{CallView, Channel, ChannelOutcome, Dispatch, RequestSummary};
+use sallyport_core::channel::{
+    CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
+};
 use sallyport_core::consent::{ConsentDecision, ConsentProvider, ConsentRequest};
 use sallyport_core::outcome::Refusal;
 use sallyport_core::target::Target;
@@ -93,8 +95,11 @@ impl Channel for ScriptedChannel {
         "test"
     }
 
-    fn prepare(&self, call: &CallView<'_>) -> Result<RequestSummary, Refusal> {
-        Ok(RequestSummary(format!("TEST {}", call.spec.name)))
+    fn prepare(&self, call: &CallView<'_>) -> Result<Box<dyn PreparedRequest>, Refusal> {
+        Ok(Box::new(DescribedRequest::new(
+            format!("TEST {}", call.spec.name),
+            call.arguments.clone(),
+        )))
     }
 
     async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {

@@ -1,0 +1,99 @@
+//! Stage 4, authorize: every scoped object is inside the session's scope, else
+//! `out_of_scope`; the action's channel is configured, else `channel_unavailable`; and the
+//! channel accepts the concrete call and prepares its request, else `invalid_request`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use super::validate::Validated;
+use crate::channel::{CallView, Channel, PreparedRequest, RequestSummary};
+use crate::outcome::{Refusal, RefusalCode};
+use crate::session::Session;
+use crate::vault::Credential;
+
+/// A call inside the session's scope, with the request its channel prepared for it. Only
+/// [`authorize`] makes one.
+pub struct Authorized {
+    validated: Validated,
+    channel: Arc<dyn Channel>,
+    request: Box<dyn PreparedRequest>,
+}
+
+impl fmt::Debug for Authorized {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Authorized")
+            .field("validated", &self.validated)
+            .field("channel", &self.channel.name())
+            .field("request", &self.request)
+            .finish()
+    }
+}
+
+impl Authorized {
+    /// What stages 2 and 3 established.
+    pub fn validated(&self) -> &Validated {
+        &self.validated
+    }
+
+    /// The channel that will send the request.
+    pub fn channel(&self) -> &Arc<dyn Channel> {
+        &self.channel
+    }
+
+    /// The prepared request, exactly as it will be sent.
+    pub fn request(&self) -> &dyn PreparedRequest {
+        self.request.as_ref()
+    }
+
+    /// The request's summary now (after [`Authorized::bind`], with the real destination).
+    pub fn summary(&self) -> RequestSummary {
+        self.request.summary()
+    }
+
+    /// Binds the credential resolved at stage 6 to the prepared request.
+    pub(super) fn bind(&mut self, credential: &Credential) -> Result<(), Refusal> {
+        self.request.bind(credential)
+    }
+}
+
+/// Checks scope and lets the channel prepare the request.
+pub(super) fn authorize(
+    channels: &HashMap<String, Arc<dyn Channel>>,
+    session: &Session,
+    validated: Validated,
+) -> Result<Authorized, Refusal> {
+    for object in validated.objects() {
+        if !session.permits(&object.kind, &object.value) {
+            return Err(Refusal::new(
+                RefusalCode::OutOfScope,
+                format!(
+                    "{} {} is outside this session's scope",
+                    object.kind, object.value
+                ),
+            ));
+        }
+    }
+    let spec = validated.entry().spec();
+    let channel = spec
+        .target
+        .channel_name()
+        .and_then(|name| channels.get(name))
+        .cloned()
+        .ok_or_else(|| {
+            Refusal::new(
+                RefusalCode::ChannelUnavailable,
+                format!("action `{}` has no channel configured", spec.name),
+            )
+        })?;
+    let request = channel.prepare(&CallView {
+        spec,
+        arguments: validated.arguments(),
+        input: validated.input(),
+    })?;
+    Ok(Authorized {
+        validated,
+        channel,
+        request,
+    })
+}

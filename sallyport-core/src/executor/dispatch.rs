@@ -1,0 +1,88 @@
+//! Stage 10, dispatch: the channel sends the prepared request (and resends it only as the
+//! action's retry rule allows, with the same idempotency key), each send granted by the
+//! vault and counted.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::Inner;
+use super::cancel::CallGuard;
+use super::intent::Intended;
+use crate::channel::{ChannelOutcome, Dispatch, DispatchContext};
+
+/// A call the channel dispatched, with its raw outcome and the sends counted. Only
+/// [`dispatch`] makes one.
+pub struct Dispatched {
+    intended: Intended,
+    outcome: ChannelOutcome,
+    sends: u32,
+}
+
+impl fmt::Debug for Dispatched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dispatched")
+            .field("intended", &self.intended)
+            .field("status", &self.outcome.status)
+            .field("sends", &self.sends)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dispatched {
+    /// What stage 9 established.
+    pub fn intended(&self) -> &Intended {
+        &self.intended
+    }
+
+    /// The channel's outcome, before normalization.
+    pub fn outcome(&self) -> &ChannelOutcome {
+        &self.outcome
+    }
+
+    /// Requests handed to the transport.
+    pub fn sends(&self) -> u32 {
+        self.sends
+    }
+
+    pub(super) fn into_parts(self) -> (Intended, ChannelOutcome, u32) {
+        (self.intended, self.outcome, self.sends)
+    }
+}
+
+/// Sends. The guard learns the dispatch context first, so a call dropped mid-send is
+/// recorded as `unknown`, never as "nothing sent".
+pub(super) async fn dispatch(
+    inner: &Inner,
+    guard: &mut CallGuard,
+    intended: Intended,
+) -> Dispatched {
+    let unlocked = intended.consented().checked().unlocked();
+    let authorized = unlocked.approved().authorized();
+    let spec = authorized.validated().entry().spec();
+    let context = Arc::new(DispatchContext::new(
+        intended.intent().attempt_id.clone(),
+        Arc::clone(&inner.journal),
+        intended.written(),
+        inner.vault.clone(),
+        unlocked.resolved(),
+        Arc::clone(unlocked.scrubber()),
+    ));
+    guard.dispatching(Arc::clone(&context));
+    let outcome = authorized
+        .channel()
+        .dispatch(Dispatch {
+            spec,
+            request: authorized.request(),
+            attempt_id: &intended.intent().attempt_id,
+            idempotency_key: intended.idempotency_key(),
+            credential: unlocked.credential(),
+            context: &context,
+        })
+        .await;
+    let sends = context.sends();
+    Dispatched {
+        intended,
+        outcome,
+        sends,
+    }
+}

@@ -1,0 +1,111 @@
+//! Stage 9, intent: after consent the vault is checked once more (consent can take
+//! minutes), else `vault_locked` or `credential_unavailable`; then the attempt, its
+//! executor-made idempotency key and the fingerprint of the prepared request are recorded,
+//! else `journal_unavailable`.
+//!
+//! A state-changing call's intent is durable before the first byte is sent. An observe call
+//! commits once: it has no side effect to reconcile, so its attempt is written together with
+//! its outcome and audit record at stage 13, in one transaction.
+
+use std::fmt;
+
+use super::Inner;
+use super::consent::Consented;
+use crate::channel::{fingerprint, still_ready};
+use crate::journal::{AttemptId, IdempotencyKey, Intent};
+use crate::outcome::{Refusal, RefusalCode};
+
+/// A call whose attempt is recorded (or, for an observe call, ready to be recorded with its
+/// outcome). Only [`intend`] makes one.
+pub struct Intended {
+    consented: Consented,
+    intent: Intent,
+    written: bool,
+}
+
+impl fmt::Debug for Intended {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Intended")
+            .field("consented", &self.consented)
+            .field("attempt_id", &self.intent.attempt_id)
+            .field("fingerprint", &self.intent.fingerprint)
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Intended {
+    /// What stage 8 established.
+    pub fn consented(&self) -> &Consented {
+        &self.consented
+    }
+
+    /// The intent.
+    pub fn intent(&self) -> &Intent {
+        &self.intent
+    }
+
+    /// The idempotency key every send of this attempt carries.
+    pub fn idempotency_key(&self) -> &IdempotencyKey {
+        &self.intent.idempotency_key
+    }
+
+    /// Whether the intent is already in the journal (state-changing calls); an observe
+    /// call's is written with its audit record.
+    pub fn written(&self) -> bool {
+        self.written
+    }
+}
+
+/// Rechecks the vault, then records the intent of a state-changing call.
+pub(super) async fn intend(
+    inner: &Inner,
+    attempt_id: &AttemptId,
+    session_id: &str,
+    consented: Consented,
+) -> Result<Intended, Refusal> {
+    let unlocked = consented.checked().unlocked();
+    // Consent can take minutes: the vault may have been locked, or the credential replaced
+    // or removed, meanwhile. The channel checks again before each send.
+    still_ready(inner.vault.as_deref(), unlocked.resolved().as_ref()).await?;
+    let authorized = unlocked.approved().authorized();
+    let validated = authorized.validated();
+    let entry = validated.entry();
+    let spec = entry.spec();
+    let request = authorized.request().fingerprint();
+    let intent = Intent {
+        attempt_id: attempt_id.clone(),
+        action: spec.name.to_string(),
+        session_id: session_id.to_owned(),
+        idempotency_key: IdempotencyKey::generate(),
+        fingerprint: hex::encode(fingerprint([
+            spec.name.as_bytes(),
+            entry.definition_hash().as_bytes(),
+            request.as_slice(),
+        ])),
+        definition_hash: entry.definition_hash().to_owned(),
+        effect: spec.effect,
+        arguments: {
+            // The journal stores arguments for reconcile; never a secret value among them.
+            let mut arguments = validated.arguments().clone();
+            unlocked.scrubber().scrub_json(&mut arguments);
+            arguments
+        },
+        durable: spec.effect.is_mutating(),
+    };
+    let written = intent.durable;
+    if written {
+        inner.journal.write_intent(&intent).await.map_err(|e| {
+            tracing::error!(attempt = %attempt_id, error = %e, "intent write failed; nothing sent");
+            Refusal::new(
+                RefusalCode::JournalUnavailable,
+                "the attempt could not be recorded, so nothing was sent; retrying later is safe",
+            )
+        })?;
+    }
+    Ok(Intended {
+        consented,
+        intent,
+        written,
+    })
+}

@@ -1,0 +1,48 @@
+//! Stage 7, precheck: the action's own read-only preconditions hold, else
+//! `precondition_failed`.
+
+use std::fmt;
+
+use super::vault::Unlocked;
+use crate::outcome::{Refusal, RefusalCode};
+
+/// Longest precondition reason the agent is shown.
+const MAX_REASON: usize = 500;
+
+/// A call whose preconditions hold. Only [`precheck`] makes one.
+pub struct Checked {
+    unlocked: Unlocked,
+}
+
+impl fmt::Debug for Checked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Checked")
+            .field("unlocked", &self.unlocked)
+            .finish()
+    }
+}
+
+impl Checked {
+    /// What stage 6 established.
+    pub fn unlocked(&self) -> &Unlocked {
+        &self.unlocked
+    }
+}
+
+/// Runs the action's precondition, when it has one.
+pub(super) async fn precheck(unlocked: Unlocked) -> Result<Checked, Refusal> {
+    let validated = unlocked.approved().authorized().validated();
+    let entry = validated.entry();
+    if entry.has_precondition() {
+        entry
+            .precheck(validated.input_arc())
+            .await
+            .map_err(|reason| {
+                Refusal::new(
+                    RefusalCode::PreconditionFailed,
+                    unlocked.scrubber().bounded(&reason, MAX_REASON),
+                )
+            })?;
+    }
+    Ok(Checked { unlocked })
+}

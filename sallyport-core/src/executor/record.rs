@@ -1,0 +1,203 @@
+//! Stage 13, record: the outcome is appended to the audit chain and the receipt id returned.
+//! A refusal at any earlier stage ends here too, with exactly one record.
+//!
+//! [`CallRecord`] is what the audit record of a call says beyond its outcome. The pipeline
+//! fills it from each stage's typed value as the stage completes, so a refusal, a
+//! cancellation and a finished call all record what was established before they ended.
+
+use std::sync::Arc;
+
+use super::authorize::Authorized;
+use super::cancel::{CallGuard, scrub_event};
+use super::consent::Consented;
+use super::filter::Filtered;
+use super::resolve::Resolved;
+use super::validate::Validated;
+use super::vault::Unlocked;
+use crate::action::ScopedValue;
+use crate::journal::{AttemptId, AuditEvent, Journal, Phase, ReceiptId};
+use crate::outcome::{ActionResult, Origin, Refusal, Status};
+use crate::scrub::Scrubber;
+use crate::session::Session;
+
+/// Longest action name kept (an agent may call any name).
+const MAX_ACTION: usize = 128;
+
+/// What one call's audit record says beyond its outcome.
+#[derive(Debug)]
+pub(crate) struct CallRecord {
+    pub(crate) attempt_id: AttemptId,
+    /// The action as called (bounded, scrubbed).
+    pub(crate) action: String,
+    pub(crate) session_id: String,
+    definition_hash: Option<String>,
+    objects: Vec<ScopedValue>,
+    note: Option<String>,
+    request: Option<String>,
+    consent: Option<&'static str>,
+    divergences: Vec<crate::drift::Divergence>,
+    /// The call's scrubber: the vault's when the call began, replaced at stage 6 by the one
+    /// built from the credential the call resolved. Every record of the call passes it, the
+    /// record of a cancelled call too.
+    pub(crate) scrubber: Arc<Scrubber>,
+}
+
+impl CallRecord {
+    pub(crate) fn new(
+        attempt_id: AttemptId,
+        action: &str,
+        session: &Session,
+        scrubber: Arc<Scrubber>,
+    ) -> Self {
+        Self {
+            attempt_id,
+            action: scrubber.bounded(action, MAX_ACTION),
+            session_id: session.id().as_str().to_owned(),
+            definition_hash: None,
+            objects: Vec::new(),
+            note: None,
+            request: None,
+            consent: None,
+            divergences: Vec::new(),
+            scrubber,
+        }
+    }
+
+    pub(super) fn resolved(&mut self, resolved: &Resolved) {
+        self.definition_hash = Some(resolved.entry().definition_hash().to_owned());
+    }
+
+    pub(super) fn validated(&mut self, validated: &Validated) {
+        self.objects = validated.objects().to_vec();
+        self.note = validated.note().map(str::to_owned);
+        self.divergences = validated.divergences().to_vec();
+    }
+
+    pub(super) fn authorized(&mut self, authorized: &Authorized) {
+        self.request = Some(authorized.summary().0);
+    }
+
+    pub(super) fn unlocked(&mut self, unlocked: &Unlocked) {
+        // Bound to the credential, the summary names the real destination.
+        self.request = Some(unlocked.approved().authorized().summary().0);
+        self.scrubber = Arc::clone(unlocked.scrubber());
+    }
+
+    pub(super) fn consented(&mut self, consented: &Consented) {
+        self.consent = Some(consented.decision());
+    }
+
+    pub(super) fn consent_refused(&mut self, decision: &'static str) {
+        self.consent = Some(decision);
+    }
+
+    /// An audit event for this call with the given outcome.
+    pub(crate) fn event(
+        &self,
+        phase: Phase,
+        status: Status,
+        origin: Option<Origin>,
+        code: Option<String>,
+        reason: Option<String>,
+        dispatches: u32,
+    ) -> AuditEvent {
+        AuditEvent {
+            receipt_id: ReceiptId::generate(),
+            attempt_id: self.attempt_id.clone(),
+            at: crate::journal::now(),
+            session_id: self.session_id.clone(),
+            action: self.action.clone(),
+            definition_hash: self.definition_hash.clone(),
+            phase,
+            status,
+            origin,
+            code,
+            reason,
+            objects: self.objects.clone(),
+            note: self.note.clone(),
+            request: self.request.clone(),
+            consent: self.consent.map(str::to_owned),
+            divergences: self.divergences.clone(),
+            drift_decision: None,
+            dispatches,
+            upstream_status: None,
+        }
+    }
+}
+
+/// Appends the finished call's record and returns the answer with its receipt id. An observe
+/// call's attempt is written here, with the record, in one transaction.
+pub(super) async fn record(
+    journal: &dyn Journal,
+    guard: &CallGuard,
+    filtered: Filtered,
+) -> ActionResult {
+    let (intended, sends, mut result, upstream_status) = filtered.into_parts();
+    let record = guard.record();
+    let mut event = record.event(
+        Phase::Finished,
+        result.status,
+        result.origin,
+        result.code.clone(),
+        result.reason.clone(),
+        sends,
+    );
+    event.upstream_status = upstream_status;
+    scrub_event(&record.scrubber, &mut event);
+    let appended = if intended.written() {
+        journal.append(event).await
+    } else {
+        journal.append_with_intent(intended.intent(), event).await
+    };
+    match appended {
+        Ok(stored) => result.receipt_id = Some(stored.event.receipt_id),
+        Err(e) => {
+            tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed after dispatch");
+        }
+    }
+    result
+}
+
+/// Records a refusal (exactly one audit record) and answers the agent.
+pub(super) async fn refusal(
+    journal: &dyn Journal,
+    record: &CallRecord,
+    refusal: Refusal,
+) -> ActionResult {
+    let scrubber = &record.scrubber;
+    let reason = scrubber.bounded(&refusal.reason, super::normalize::MAX_REASON);
+    let action = scrubber.scrub(&record.action).into_owned();
+    let mut result = ActionResult::new(Status::Rejected, &action, record.attempt_id.clone());
+    result.origin = Some(Origin::Executor);
+    result.code = Some(refusal.code.as_str().to_owned());
+    result.reason = Some(reason.clone());
+    result.divergences = refusal.divergences.clone();
+    let mut event = record.event(
+        Phase::Refused,
+        Status::Rejected,
+        Some(Origin::Executor),
+        Some(refusal.code.as_str().to_owned()),
+        Some(reason),
+        0,
+    );
+    if event.divergences.is_empty() {
+        event.divergences = refusal.divergences;
+    }
+    if let Some(mut decision) = refusal.decision {
+        // The decision is audited by this record: its receipt is the record's.
+        decision.receipt_id = Some(event.receipt_id.clone());
+        result.drift = Some(decision.partner());
+        event.drift_decision = Some(decision);
+    }
+    scrub_event(scrubber, &mut event);
+    match journal.append(event).await {
+        Ok(stored) => result.receipt_id = Some(stored.event.receipt_id),
+        Err(e) => {
+            tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed for a refusal");
+            if let Some(drift) = &mut result.drift {
+                drift.receipt_id = None;
+            }
+        }
+    }
+    result
+}

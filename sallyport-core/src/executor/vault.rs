@@ -1,0 +1,182 @@
+//! Stage 6, vault: the vault is unlocked, else `vault_locked`; the credential the action
+//! binds resolves, was not rejected by the upstream at this version, and the channel binds
+//! it to the prepared request, else `credential_unavailable`. From here on the call has its
+//! own scrubber: the vault's, plus the resolved value.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use super::definition::Approved;
+use crate::channel::ResolvedName;
+use crate::outcome::{Refusal, RefusalCode};
+use crate::scrub::Scrubber;
+use crate::vault::{Credential, Vault, VaultError, VaultState};
+
+/// Credentials an upstream rejected: name → the version it rejected.
+pub(crate) type Unusable = Mutex<HashMap<String, u64>>;
+
+/// A call whose credential is resolved and bound to its request. Only [`unlock`] makes one.
+pub struct Unlocked {
+    approved: Approved,
+    credential: Option<Credential>,
+    scrubber: Arc<Scrubber>,
+}
+
+impl fmt::Debug for Unlocked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Unlocked")
+            .field("approved", &self.approved)
+            .field(
+                "credential",
+                &self.credential.as_ref().map(|c| &c.meta().name),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Unlocked {
+    /// What stage 5 established.
+    pub fn approved(&self) -> &Approved {
+        &self.approved
+    }
+
+    /// The resolved credential, when the action binds one.
+    pub fn credential(&self) -> Option<&Credential> {
+        self.credential.as_ref()
+    }
+
+    /// The call's scrubber from here on: every secret the vault knew at this stage, and the
+    /// resolved credential.
+    pub fn scrubber(&self) -> &Arc<Scrubber> {
+        &self.scrubber
+    }
+
+    /// The name and version of the resolved credential.
+    pub(crate) fn resolved(&self) -> Option<ResolvedName> {
+        self.credential.as_ref().map(|c| ResolvedName {
+            name: c.meta().name.clone(),
+            version: c.meta().version,
+        })
+    }
+}
+
+fn locked() -> Refusal {
+    Refusal::new(
+        RefusalCode::VaultLocked,
+        "the credential vault is locked; a human must unlock it before any call",
+    )
+}
+
+/// Resolves and binds the credential.
+pub(super) async fn unlock(
+    vault: Option<&Arc<dyn Vault>>,
+    unusable: &Unusable,
+    mut approved: Approved,
+) -> Result<Unlocked, Refusal> {
+    if let Some(vault) = vault
+        && vault.state() == VaultState::Locked
+    {
+        return Err(locked());
+    }
+    let spec = approved.authorized().validated().entry().spec();
+    let mut credential = None;
+    if let Some(name) = spec.credential.clone() {
+        let vault = vault.ok_or_else(|| {
+            Refusal::new(RefusalCode::CredentialUnavailable, "no vault is configured")
+        })?;
+        let resolved = vault.resolve(&name).await.map_err(|e| match e {
+            VaultError::Locked => locked(),
+            VaultError::NotFound(_) => Refusal::new(
+                RefusalCode::CredentialUnavailable,
+                format!("credential `{name}` is not in the vault"),
+            ),
+            _ => Refusal::new(
+                RefusalCode::CredentialUnavailable,
+                format!("credential `{name}` could not be read from the vault"),
+            ),
+        })?;
+        if rejected_version(unusable, &name)? == Some(resolved.meta().version) {
+            return Err(Refusal::new(
+                RefusalCode::CredentialUnavailable,
+                format!(
+                    "credential `{name}` was rejected by the upstream earlier; a human must replace it"
+                ),
+            ));
+        }
+        approved.authorized_mut().bind(&resolved)?;
+        credential = Some(resolved);
+    }
+    // The call's scrubber, from here on for every text of the call: the vault's now (it
+    // knows the resolved value, unless the vault changed in between), plus that value.
+    let scrubber = match vault {
+        Some(vault) => {
+            let scrubber = vault.scrubber();
+            match &credential {
+                Some(c) if !covers(&scrubber, c) => {
+                    let secret = c.secret();
+                    Arc::new(scrubber.extended(
+                        std::iter::once(secret.expose()).chain(secret.expose_passphrase()),
+                    ))
+                }
+                _ => scrubber,
+            }
+        }
+        None => Arc::new(Scrubber::empty()),
+    };
+    Ok(Unlocked {
+        approved,
+        credential,
+        scrubber,
+    })
+}
+
+/// The version of `name` an upstream rejected, if any. A poisoned map (a thread panicked
+/// while holding it) fails closed: the credential is refused, never assumed usable.
+fn rejected_version(unusable: &Unusable, name: &str) -> Result<Option<u64>, Refusal> {
+    match unusable.lock() {
+        Ok(map) => Ok(map.get(name).copied()),
+        Err(_) => Err(Refusal::new(
+            RefusalCode::CredentialUnavailable,
+            format!(
+                "whether credential `{name}` was rejected by the upstream cannot be read; refusing to use it"
+            ),
+        )),
+    }
+}
+
+/// Whether `scrubber` knows every value of `credential`.
+fn covers(scrubber: &Scrubber, credential: &Credential) -> bool {
+    let secret = credential.secret();
+    scrubber.covers(secret.expose())
+        && secret
+            .expose_passphrase()
+            .is_none_or(|p| scrubber.covers(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poisoned_rejection_map_refuses_the_credential() {
+        let unusable: Arc<Unusable> = Arc::default();
+        let poison = Arc::clone(&unusable);
+        let _ = std::thread::spawn(move || {
+            let _held = poison.lock().expect("lock");
+            panic!("poison the map");
+        })
+        .join();
+        assert!(unusable.is_poisoned());
+        let refusal = rejected_version(&unusable, "demo-api").expect_err("fails closed");
+        assert_eq!(refusal.code, RefusalCode::CredentialUnavailable);
+    }
+
+    #[test]
+    fn a_healthy_map_reports_the_rejected_version() {
+        let unusable = Unusable::default();
+        assert_eq!(rejected_version(&unusable, "a").expect("readable"), None);
+        unusable.lock().expect("lock").insert("a".to_owned(), 3);
+        assert_eq!(rejected_version(&unusable, "a").expect("readable"), Some(3));
+    }
+}
