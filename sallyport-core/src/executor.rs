@@ -113,6 +113,9 @@ pub(crate) struct Inner {
     pub(crate) definition_guard: Option<Arc<dyn DefinitionGuard>>,
     /// Credentials an upstream rejected: name -> version. Refused locally until rotated.
     pub(crate) unusable: vault::Unusable,
+    /// The last journal write failed: observe calls write their attempt before sending
+    /// until a write succeeds again, so a known-unwritable journal refuses reads unsent.
+    pub(crate) journal_unwritable: std::sync::atomic::AtomicBool,
 }
 
 impl Inner {

@@ -625,6 +625,60 @@ async fn an_unwritable_journal_refuses_the_call_and_sends_nothing() {
     blocker.execute_batch("ROLLBACK").expect("unlock");
 }
 
+/// An observe call commits once, after its response: when that record cannot be written,
+/// the read's data is withheld (no unaudited data reaches the agent), and from then on reads
+/// write their attempt first, so a journal known to be unwritable refuses them unsent.
+#[tokio::test]
+async fn a_read_whose_record_cannot_be_written_is_withheld_and_the_next_is_not_sent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("journal.db");
+    let journal = SqliteJournal::builder(&path)
+        .busy_timeout(Duration::from_millis(20))
+        .open()
+        .expect("journal");
+    let channel = Arc::new(ScriptedChannel::new().reading_journal(&path));
+    let executor = Executor::builder(catalog())
+        .journal(journal)
+        .channel_arc(channel.clone())
+        .vault(MemoryVault::new())
+        .build()
+        .expect("builds");
+    let read = || json!({"project_id": "proj_1", "build_id": "build_1"});
+    let blocker = rusqlite::Connection::open(&path).expect("open");
+    blocker.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+    let first = executor.call("get_build", read(), &session()).await;
+    assert_eq!(
+        channel.dispatches(),
+        1,
+        "a read is sent before it is recorded"
+    );
+    assert_eq!(first.status, Status::Rejected, "{}", first.to_json());
+    assert_eq!(first.code.as_deref(), Some("journal_unavailable"));
+    assert_eq!(first.data, None, "the unaudited answer is withheld");
+    let second = executor.call("get_build", read(), &session()).await;
+    assert_eq!(second.code.as_deref(), Some("journal_unavailable"));
+    assert_eq!(
+        channel.dispatches(),
+        1,
+        "a known-unwritable journal refuses the read unsent"
+    );
+    blocker.execute_batch("ROLLBACK").expect("unlock");
+    let third = executor.call("get_build", read(), &session()).await;
+    assert_eq!(third.status, Status::Completed, "{}", third.to_json());
+    let fourth = executor.call("get_build", read(), &session()).await;
+    assert_eq!(fourth.status, Status::Completed, "{}", fourth.to_json());
+    let phases: Vec<String> = channel
+        .seen_intents()
+        .into_iter()
+        .map(|s| s.phase)
+        .collect();
+    assert_eq!(
+        phases,
+        ["absent", "intent_written", "absent"],
+        "after a successful write, reads commit once again"
+    );
+}
+
 /// RELIABILITY.md: "The journal cannot be written (disk full …): nothing is sent." A real
 /// SQLite journal capped at 48 KiB fills up as calls go on; from the call it refuses on,
 /// nothing reaches the channel, and what it answered before agrees with the file.

@@ -222,6 +222,7 @@ impl ExecutorBuilder {
                 max_argument_bytes: self.max_argument_bytes,
                 definition_guard: self.definition_guard,
                 unusable: Default::default(),
+                journal_unwritable: Default::default(),
             }),
         })
     }

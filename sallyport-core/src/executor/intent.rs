@@ -8,6 +8,7 @@
 //! its outcome and audit record at stage 13, in one transaction.
 
 use std::fmt;
+use std::sync::atomic::Ordering;
 
 use super::Inner;
 use super::consent::Consented;
@@ -50,8 +51,9 @@ impl Intended {
         &self.intent.idempotency_key
     }
 
-    /// Whether the intent is already in the journal (state-changing calls); an observe
-    /// call's is written with its audit record.
+    /// Whether the intent is already in the journal (state-changing calls, and observe
+    /// calls while the journal is known to be unwritable); otherwise it is written with the
+    /// audit record.
     pub fn written(&self) -> bool {
         self.written
     }
@@ -93,15 +95,21 @@ pub(super) async fn intend(
         },
         durable: spec.effect.is_mutating(),
     };
-    let written = intent.durable;
+    // An observe call writes its attempt now only while the journal is known to be
+    // unwritable: a read whose record cannot be written is refused before it is sent.
+    let written = intent.durable || inner.journal_unwritable.load(Ordering::SeqCst);
     if written {
-        inner.journal.write_intent(&intent).await.map_err(|e| {
-            tracing::error!(attempt = %attempt_id, error = %e, "intent write failed; nothing sent");
-            Refusal::new(
-                RefusalCode::JournalUnavailable,
-                "the attempt could not be recorded, so nothing was sent; retrying later is safe",
-            )
-        })?;
+        match inner.journal.write_intent(&intent).await {
+            Ok(()) => inner.journal_unwritable.store(false, Ordering::SeqCst),
+            Err(e) => {
+                inner.journal_unwritable.store(true, Ordering::SeqCst);
+                tracing::error!(attempt = %attempt_id, error = %e, "intent write failed; nothing sent");
+                return Err(Refusal::new(
+                    RefusalCode::JournalUnavailable,
+                    "the attempt could not be recorded, so nothing was sent; retrying later is safe",
+                ));
+            }
+        }
     }
     Ok(Intended {
         consented,

@@ -107,5 +107,5 @@ async fn pipeline(
     let dispatched = dispatch::dispatch(inner, guard, intended).await;
     let normalized = normalize::normalize(inner, &action, dispatched);
     let filtered = filter::filter(normalized);
-    Ok(record::record(inner.journal.as_ref(), guard, filtered).await)
+    Ok(record::record(inner, guard, filtered).await)
 }

@@ -6,6 +6,9 @@
 //! cancellation and a finished call all record what was established before they ended.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::Inner;
 
 use super::authorize::Authorized;
 use super::cancel::{CallGuard, scrub_event};
@@ -16,7 +19,7 @@ use super::validate::Validated;
 use super::vault::Unlocked;
 use crate::action::ScopedValue;
 use crate::journal::{AttemptId, AuditEvent, Journal, Phase, ReceiptId};
-use crate::outcome::{ActionResult, Origin, Refusal, Status};
+use crate::outcome::{ActionResult, Origin, Refusal, RefusalCode, Status};
 use crate::scrub::Scrubber;
 use crate::session::Session;
 
@@ -127,11 +130,8 @@ impl CallRecord {
 
 /// Appends the finished call's record and returns the answer with its receipt id. An observe
 /// call's attempt is written here, with the record, in one transaction.
-pub(super) async fn record(
-    journal: &dyn Journal,
-    guard: &CallGuard,
-    filtered: Filtered,
-) -> ActionResult {
+pub(super) async fn record(inner: &Inner, guard: &CallGuard, filtered: Filtered) -> ActionResult {
+    let journal = inner.journal.as_ref();
     let (intended, sends, mut result, upstream_status) = filtered.into_parts();
     let record = guard.record();
     let mut event = record.event(
@@ -150,11 +150,31 @@ pub(super) async fn record(
         journal.append_with_intent(intended.intent(), event).await
     };
     match appended {
-        Ok(stored) => result.receipt_id = Some(stored.event.receipt_id),
+        Ok(stored) => {
+            inner.journal_unwritable.store(false, Ordering::SeqCst);
+            result.receipt_id = Some(stored.event.receipt_id);
+        }
         Err(e) => {
+            inner.journal_unwritable.store(true, Ordering::SeqCst);
             tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed after dispatch");
+            if !intended.intent().durable {
+                // No unaudited data reaches the agent. A read changed nothing upstream.
+                result = withheld(&result);
+            }
         }
     }
+    result
+}
+
+/// The answer to a read whose record could not be written: its data is withheld.
+fn withheld(read: &ActionResult) -> ActionResult {
+    let mut result = ActionResult::new(Status::Rejected, &read.action, read.attempt_id.clone());
+    result.origin = Some(Origin::Executor);
+    result.code = Some(RefusalCode::JournalUnavailable.as_str().to_owned());
+    result.reason = Some(
+        "the read's answer could not be recorded, so it is withheld; nothing changed upstream; retrying later is safe"
+            .to_owned(),
+    );
     result
 }
 
