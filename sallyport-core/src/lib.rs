@@ -108,10 +108,12 @@
 pub mod action;
 pub mod catalog;
 pub mod channel;
+mod clock;
 pub mod consent;
 pub mod danger;
 pub mod drift;
 pub mod executor;
+mod ids;
 pub mod journal;
 pub mod outcome;
 pub mod scrub;

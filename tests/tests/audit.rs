@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::{
-    BreakKind, ChainHead, HeadSigningKey, Intent, Journal, JournalError, Phase, SqliteJournal,
-    chain_hash, export_json_lines,
+    AuditEvent, BreakKind, ChainHead, HeadSigningKey, Intent, Journal, JournalError, Phase,
+    SqliteJournal, chain_hash, export_json_lines,
 };
 use sallyport_core::outcome::Status;
 use sallyport_core::{Action, Catalog, Executor, Session};
@@ -696,4 +696,220 @@ async fn a_journal_written_without_a_key_is_signed_from_its_first_batch_under_on
         (report.records, report.last_signed),
         (head.count + 1, Some(3))
     );
+}
+
+/// The stored `(phase, status, dispatches)` of one attempt row, read by another connection.
+fn attempt_row(path: &Path, attempt: &str) -> Option<(String, Option<String>, i64)> {
+    rusqlite::Connection::open(path)
+        .expect("open")
+        .query_row(
+            "SELECT phase, status, dispatches FROM attempts WHERE attempt_id = ?1",
+            [attempt],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .ok()
+}
+
+#[tokio::test]
+async fn an_observe_record_written_with_its_intent_closes_its_attempt_and_verifies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("j.db");
+    let journal = SqliteJournal::open(&path).expect("journal");
+    let intent = Intent::for_bench(false);
+    let mut event = AuditEvent::for_bench(&intent);
+    event.dispatches = 2;
+    let record = journal
+        .append_with_intent(&intent, event.clone())
+        .await
+        .expect("written");
+    assert_eq!((record.seq, record.event.clone()), (1, event.clone()));
+    assert_eq!(
+        attempt_row(&path, intent.attempt_id.as_str()),
+        Some(("finished".to_owned(), Some("completed".to_owned()), 2))
+    );
+    let report = journal.verify().await.expect("verify");
+    assert_eq!(report.first_break, None);
+    assert_eq!(report.records, 1);
+    assert_eq!(journal.unresolved().await.expect("unresolved"), Vec::new());
+    let records = journal.records().await.expect("records");
+    assert_eq!(records, vec![record]);
+    drop(journal);
+
+    // The row is covered by the chain like any other: an edit of it is found at its record.
+    tamper(
+        &path,
+        "UPDATE attempts SET status = 'rejected' WHERE phase = 'finished'",
+    );
+    let brk = verify_file(&path).await.first_break.expect("a break");
+    assert_eq!((brk.seq, brk.kind), (1, BreakKind::AttemptEdited));
+    assert_eq!(brk.attempt, Some(intent.attempt_id));
+}
+
+#[tokio::test]
+async fn an_observe_record_that_cannot_be_written_leaves_neither_its_attempt_nor_its_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("j.db");
+    let journal = SqliteJournal::open(&path).expect("journal");
+    let first = Intent::for_bench(false);
+    journal
+        .append_with_intent(&first, AuditEvent::for_bench(&first))
+        .await
+        .expect("first written");
+
+    // A key already recorded: the attempt row is refused, so no record is chained.
+    let mut clash = Intent::for_bench(false);
+    clash.idempotency_key = first.idempotency_key.clone();
+    let err = journal
+        .append_with_intent(&clash, AuditEvent::for_bench(&clash))
+        .await
+        .expect_err("duplicate key");
+    assert!(matches!(err, JournalError::DuplicateKey), "{err:?}");
+    assert_eq!(attempt_row(&path, clash.attempt_id.as_str()), None);
+
+    // The record is refused after the attempt row went in: the row goes too.
+    let doomed = Intent::for_bench(false);
+    tamper(
+        &path,
+        &format!(
+            "CREATE TRIGGER refuse BEFORE INSERT ON audit WHEN NEW.attempt_id = '{}' \
+             BEGIN SELECT RAISE(ABORT, 'refused'); END",
+            doomed.attempt_id
+        ),
+    );
+    let err = journal
+        .append_with_intent(&doomed, AuditEvent::for_bench(&doomed))
+        .await
+        .expect_err("audit insert refused");
+    assert!(matches!(err, JournalError::Write(_)), "{err:?}");
+    assert_eq!(err.to_string(), "journal write failed");
+    assert_eq!(attempt_row(&path, doomed.attempt_id.as_str()), None);
+
+    let report = journal.verify().await.expect("verify");
+    assert_eq!(report.first_break, None);
+    assert_eq!(report.records, 1);
+    assert_eq!(journal.unresolved().await.expect("unresolved"), Vec::new());
+}
+
+/// Many tasks writing observe records (and a few durable ones) at once: every one lands
+/// once, with its attempt closed, in one intact chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_observe_records_written_with_their_intents_all_land_in_one_chain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("j.db");
+    let journal = Arc::new(SqliteJournal::open(&path).expect("journal"));
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let journal = Arc::clone(&journal);
+        tasks.push(tokio::spawn(async move {
+            let intent = Intent::for_bench(i % 10 == 0);
+            let record = journal
+                .append_with_intent(&intent, AuditEvent::for_bench(&intent))
+                .await
+                .expect("written");
+            (intent.attempt_id, record.seq)
+        }));
+    }
+    let mut seqs = Vec::new();
+    let mut attempts = Vec::new();
+    for t in tasks {
+        let (attempt, seq) = t.await.expect("join");
+        attempts.push(attempt);
+        seqs.push(seq);
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=200).collect::<Vec<u64>>(), "one position each");
+    let report = journal.verify().await.expect("verify");
+    assert_eq!(report.first_break, None);
+    assert_eq!(report.records, 200);
+    assert_eq!(journal.unresolved().await.expect("unresolved"), Vec::new());
+    let records = journal.records().await.expect("records");
+    for attempt in &attempts {
+        assert_eq!(
+            records
+                .iter()
+                .filter(|r| &r.event.attempt_id == attempt)
+                .count(),
+            1,
+            "{attempt}"
+        );
+    }
+    let closed: i64 = rusqlite::Connection::open(&path)
+        .expect("open")
+        .query_row(
+            "SELECT count(*) FROM attempts WHERE phase = 'finished' AND status = 'completed' AND dispatches = 1",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(closed, 200);
+}
+
+/// Builds before the spelling was unified wrote `unknown` to the attempt row of a call
+/// dropped after sending (the audit JSON always said `cancelled_unknown`). Such a journal
+/// still opens, verifies and lists; new rows say `cancelled_unknown`.
+#[tokio::test]
+async fn a_cancelled_unknown_attempt_stored_as_unknown_by_an_older_build_still_verifies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("j.db");
+    let journal = SqliteJournal::open(&path).expect("journal");
+    let mut dropped = Vec::new();
+    for _ in 0..2 {
+        let intent = Intent::for_bench(true);
+        journal.write_intent(&intent).await.expect("intent");
+        let mut event = AuditEvent::for_bench(&intent);
+        event.phase = Phase::CancelledUnknown;
+        event.status = Status::Unknown;
+        journal.append(event).await.expect("appended");
+        dropped.push(intent.attempt_id);
+    }
+    let finished = Intent::for_bench(false);
+    journal
+        .append_with_intent(&finished, AuditEvent::for_bench(&finished))
+        .await
+        .expect("written");
+    drop(journal);
+    assert_eq!(
+        attempt_row(&path, dropped[0].as_str()).map(|r| r.0),
+        Some("cancelled_unknown".to_owned())
+    );
+    // One row as an older build left it.
+    tamper(
+        &path,
+        &format!(
+            "UPDATE attempts SET phase = 'unknown' WHERE attempt_id = '{}'",
+            dropped[0]
+        ),
+    );
+
+    let journal = SqliteJournal::open(&path).expect("reopen");
+    let report = journal.verify().await.expect("verify");
+    assert_eq!(report.first_break, None);
+    assert_eq!(report.records, 3);
+    assert_eq!(journal.unresolved().await.expect("unresolved"), Vec::new());
+    let records = journal.records().await.expect("records");
+    let phases: Vec<Phase> = records.iter().map(|r| r.event.phase).collect();
+    assert_eq!(
+        phases,
+        [
+            Phase::CancelledUnknown,
+            Phase::CancelledUnknown,
+            Phase::Finished
+        ]
+    );
+    let mut out = Vec::new();
+    export_json_lines(&journal, &mut out).await.expect("export");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert_eq!(text.matches("\"phase\":\"cancelled_unknown\"").count(), 2);
+    drop(journal);
+
+    // The old spelling is still checked: a finished attempt edited to `unknown` is caught.
+    tamper(
+        &path,
+        &format!(
+            "UPDATE attempts SET phase = 'unknown' WHERE attempt_id = '{}'",
+            finished.attempt_id
+        ),
+    );
+    let brk = verify_file(&path).await.first_break.expect("a break");
+    assert_eq!((brk.seq, brk.kind), (3, BreakKind::AttemptEdited));
 }

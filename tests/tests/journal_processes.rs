@@ -42,11 +42,24 @@ fn start_together(path: &Path, extra: &[&Path]) -> Vec<Output> {
 /// had a process fail with `Corrupt { source: InvalidQuery }` while another was creating it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_opening_one_fresh_journal_together_all_open_it_and_share_one_chain() {
+    share_one_chain(&[], ROUNDS).await;
+}
+
+/// The same with every read journaled in one commit (`append_with_intent`), interleaved
+/// with other processes' durable intents and appends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_committing_observe_records_once_share_one_chain() {
+    share_one_chain(&[Path::new("--observe-once")], 8).await;
+}
+
+/// `rounds` rounds of `PROCESSES` processes started together with `extra` arguments, each
+/// on a fresh journal: all exit 0 and leave one intact chain with every attempt finished.
+async fn share_one_chain(extra: &[&Path], rounds: usize) {
     let mut failures = Vec::new();
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("journal.db");
-        let outputs = start_together(&path, &[]);
+        let outputs = start_together(&path, extra);
         for (i, out) in outputs.iter().enumerate() {
             if out.status.code() != Some(0) {
                 failures.push(format!(

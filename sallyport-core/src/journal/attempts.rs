@@ -9,14 +9,53 @@
 use std::collections::HashMap;
 
 use super::{AttemptId, BreakKind, ChainBreak, Phase};
-use crate::outcome::Status;
+use crate::ids::Status;
 
-/// An attempt row as stored.
-#[derive(Debug)]
-pub(crate) struct AttemptRow {
-    pub(crate) attempt_id: String,
-    pub(crate) phase: String,
-    pub(crate) status: Option<String>,
+/// An attempt row as a backend stored it: the columns the chain vouches for, as text, so a
+/// row edited to hold anything at all can still be checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AttemptRow {
+    /// The attempt id.
+    pub attempt_id: String,
+    /// The stored phase ([`Phase::parse_stored`] reads it).
+    pub phase: String,
+    /// The stored status, if the attempt has one.
+    pub status: Option<String>,
+}
+
+impl AttemptRow {
+    /// A row read back from storage.
+    pub fn new(
+        attempt_id: impl Into<String>,
+        phase: impl Into<String>,
+        status: Option<String>,
+    ) -> Self {
+        Self {
+            attempt_id: attempt_id.into(),
+            phase: phase.into(),
+            status,
+        }
+    }
+
+    /// Whether the row is in a phase an attempt that no audit record closes may be in.
+    pub fn is_open(&self) -> bool {
+        matches!(
+            Phase::parse_stored(&self.phase),
+            Some(Phase::IntentWritten | Phase::Dispatched)
+        )
+    }
+
+    /// The phase to report for the row when no audit record closes it: `intent_written` only
+    /// when the row says so, `dispatched` otherwise (fail closed: a row claiming an outcome no
+    /// record gives may have been sent).
+    pub fn unresolved_phase(&self) -> Phase {
+        if Phase::parse_stored(&self.phase) == Some(Phase::IntentWritten) {
+            Phase::IntentWritten
+        } else {
+            Phase::Dispatched
+        }
+    }
 }
 
 /// What the chain says about an attempt: the last record that closed it.
@@ -29,14 +68,14 @@ pub(crate) struct Closed {
 
 /// The first attempt row (in `rows` order) that disagrees with `closed`.
 pub(crate) fn check_attempts(
-    rows: &[AttemptRow],
+    rows: impl IntoIterator<Item = AttemptRow>,
     closed: &HashMap<String, Closed>,
 ) -> Option<ChainBreak> {
-    rows.iter().find_map(|row| {
+    rows.into_iter().find_map(|row| {
         let attempt = Some(AttemptId::from_stored(row.attempt_id.clone()));
         match closed.get(&row.attempt_id) {
             Some(c)
-                if row.phase != c.phase.as_str()
+                if Phase::parse_stored(&row.phase) != Some(c.phase)
                     || row.status.as_deref() != Some(c.status.as_str()) =>
             {
                 Some(ChainBreak {
@@ -55,7 +94,7 @@ pub(crate) fn check_attempts(
                 })
             }
             Some(_) => None,
-            None if is_open(&row.phase) => None,
+            None if row.is_open() => None,
             None => Some(ChainBreak {
                 seq: 0,
                 kind: BreakKind::AttemptEdited,
@@ -67,9 +106,4 @@ pub(crate) fn check_attempts(
             }),
         }
     })
-}
-
-/// Whether a stored phase is one an attempt without an audit record may be in.
-fn is_open(phase: &str) -> bool {
-    phase == Phase::IntentWritten.as_str() || phase == Phase::Dispatched.as_str()
 }

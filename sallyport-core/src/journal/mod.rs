@@ -11,58 +11,46 @@
 //! checks them with the [`HeadVerifyingKey`] alone ([`signing`]). Attempt rows are checked
 //! against the records that close them, so an edited phase or status is reported by
 //! [`Journal::verify`], and [`Journal::unresolved`] lists every attempt no record closes.
+//!
+//! # Writing a backend
+//!
+//! A [`Journal`] stores attempt rows and one audit chain. The hashing and the verification
+//! are not the backend's: it reads its rows as plain values and hands them to
+//! [`chain::ChainCheck`], and it signs heads with [`HeadSigningKey::sign`]. What a backend
+//! must guarantee:
+//!
+//! * **Durable intents are durable.** [`Journal::write_intent`] with [`Intent::durable`]
+//!   returns only once the intent would survive a crash or power loss (the executor sends
+//!   the request right after). A non-durable intent may be lost in a crash.
+//! * **One chain.** Every appended record gets the next sequence number and links to the
+//!   record before it, also with several writers (threads or processes) on one store: two
+//!   records never share a position. Record JSON is stored byte for byte as hashed.
+//! * **Atomic observe records.** [`Journal::append_with_intent`] stores the closed attempt
+//!   row and its record together or not at all.
+//! * **Closing attempts.** An append sets the attempt's phase ([`Phase::as_str`]), status
+//!   and dispatch count from its event, in the same transaction as the record.
+//! * **Errors carry no backend types.** A backend's own error goes into [`JournalError`] as
+//!   a boxed source ([`BackendError`]).
 
 mod attempts;
-mod ids;
+pub mod chain;
+mod phase;
 pub mod signing;
 mod sqlite;
 
-pub(crate) use self::sqlite::now;
+pub(crate) use crate::clock::now;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use self::ids::{AttemptId, IdempotencyKey, ReceiptId};
+pub use self::chain::{GENESIS_HASH, chain_hash};
+pub use self::phase::Phase;
 pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
 pub use self::sqlite::{MAX_BATCH, SqliteJournal, SqliteJournalBuilder};
 use crate::action::{EffectClass, ScopedValue};
-use crate::outcome::{Origin, Status};
-
-/// The phase an attempt is in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// The call arrived.
-    Received,
-    /// The executor declined before sending.
-    Refused,
-    /// The intent (attempt id, key, fingerprint) is written.
-    IntentWritten,
-    /// At least one request was handed to the transport.
-    Dispatched,
-    /// The call ended with an outcome.
-    Finished,
-    /// The call's future was dropped before anything was sent.
-    CancelledBeforeSend,
-    /// The call's future was dropped after bytes may have left.
-    CancelledUnknown,
-}
-
-impl Phase {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Received => "received",
-            Self::Refused => "refused",
-            Self::IntentWritten => "intent_written",
-            Self::Dispatched => "dispatched",
-            Self::Finished => "finished",
-            Self::CancelledBeforeSend => "cancelled_before_send",
-            Self::CancelledUnknown => "unknown",
-        }
-    }
-}
+pub use crate::ids::{AttemptId, IdempotencyKey, ReceiptId};
+use crate::ids::{Origin, Status};
 
 /// The durable record written before the first byte is sent.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,7 +115,7 @@ pub struct AuditEvent {
     /// The live definition hash, when the action resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub definition_hash: Option<String>,
-    /// The final phase (`refused`, `finished`, `cancelled_before_send`, `unknown`).
+    /// The final phase (`refused`, `finished`, `cancelled_before_send`, `cancelled_unknown`).
     pub phase: Phase,
     /// The status the agent got.
     pub status: Status,
@@ -164,6 +152,35 @@ pub struct AuditEvent {
     /// The upstream's status (HTTP status or exit code), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_status: Option<i64>,
+}
+
+impl AuditEvent {
+    #[doc(hidden)]
+    /// A synthetic record closing `intent` as finished and completed after one request, for
+    /// benchmarks and tests of journal implementations.
+    pub fn for_bench(intent: &Intent) -> Self {
+        Self {
+            receipt_id: ReceiptId::generate(),
+            attempt_id: intent.attempt_id.clone(),
+            at: now(),
+            session_id: intent.session_id.clone(),
+            action: intent.action.clone(),
+            definition_hash: Some(intent.definition_hash.clone()),
+            phase: Phase::Finished,
+            status: Status::Completed,
+            origin: None,
+            code: None,
+            reason: None,
+            objects: Vec::new(),
+            note: None,
+            request: None,
+            consent: None,
+            divergences: Vec::new(),
+            drift_decision: None,
+            dispatches: 1,
+            upstream_status: None,
+        }
+    }
 }
 
 /// A stored audit record with its chain links.
@@ -301,6 +318,10 @@ pub struct UnresolvedAttempt {
     pub created_at: String,
 }
 
+/// The error a journal backend reports beneath a [`JournalError`] (SQLite's, PostgreSQL's,
+/// an I/O error): boxed, so no backend's types appear in the [`Journal`] trait.
+pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// A journal error. Never carries a secret value.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -310,9 +331,9 @@ pub enum JournalError {
     Corrupt {
         /// The file.
         path: String,
-        /// What SQLite said.
+        /// What the backend said.
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
     /// The journal was written by a newer sallyport.
     #[error("journal format {found} is newer than this build understands ({supported})")]
@@ -324,10 +345,10 @@ pub enum JournalError {
     },
     /// A write failed.
     #[error("journal write failed")]
-    Write(#[source] rusqlite::Error),
+    Write(#[source] BackendError),
     /// A read failed.
     #[error("journal read failed")]
-    Read(#[source] rusqlite::Error),
+    Read(#[source] BackendError),
     /// Opening the file failed.
     #[error("cannot open journal {path}")]
     Open {
@@ -335,7 +356,7 @@ pub enum JournalError {
         path: String,
         /// What failed.
         #[source]
-        source: rusqlite::Error,
+        source: BackendError,
     },
     /// The writer thread is gone.
     #[error("journal writer stopped")]
@@ -370,13 +391,18 @@ pub trait Journal: Send + Sync + 'static {
     /// When the record cannot be written.
     async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError>;
 
-    /// Writes the attempt row of `intent`, already closed by `event`, and appends `event`,
-    /// in one transaction: how an observe call is recorded (it commits once, after its
-    /// response). The default writes the intent, then appends.
+    /// Writes the attempt row of `intent`, already closed with `event`'s phase, status and
+    /// dispatch count, and appends `event`, in one transaction: after an error neither is
+    /// stored. Used for observe calls, which have no side effect to reconcile and so are
+    /// journaled once, after the response.
+    ///
+    /// The default writes the intent, then appends (two commits, not atomic); a backend
+    /// should override it.
     ///
     /// # Errors
     ///
-    /// When either cannot be written.
+    /// [`JournalError::DuplicateKey`] when the attempt or its key is already recorded; any
+    /// other failure to write. The executor then withholds the data.
     async fn append_with_intent(
         &self,
         intent: &Intent,
@@ -476,19 +502,3 @@ pub enum ExportError {
     #[error("cannot write the export")]
     Io(#[source] std::io::Error),
 }
-
-/// The hash of a record: SHA-256 over the previous hash, the sequence number and the event
-/// JSON exactly as stored.
-pub fn chain_hash(prev_hash: &str, seq: u64, event_json: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(prev_hash.as_bytes());
-    h.update(b"\n");
-    h.update(seq.to_string().as_bytes());
-    h.update(b"\n");
-    h.update(event_json.as_bytes());
-    hex::encode(h.finalize())
-}
-
-/// The hash before the first record.
-pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";

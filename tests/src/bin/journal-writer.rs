@@ -1,10 +1,12 @@
 //! One executor process writing to a journal file, for the tests that start several of them
 //! at once on one path (`CARGO_BIN_EXE_journal-writer`).
 //!
-//! `journal-writer JOURNAL CALLS START_AT_MS [SIGNING_KEY_FILE]` waits until the Unix time
-//! `START_AT_MS` (so processes spawned one after another open the journal together), opens
-//! the journal, and makes `CALLS` calls, alternating a read and a mutating call, through an
-//! executor with a scripted channel and approving consent.
+//! `journal-writer JOURNAL CALLS START_AT_MS [--observe-once] [SIGNING_KEY_FILE]` waits until
+//! the Unix time `START_AT_MS` (so processes spawned one after another open the journal
+//! together), opens the journal, and makes `CALLS` calls, alternating a read and a mutating
+//! call, through an executor with a scripted channel and approving consent. With
+//! `--observe-once` each read is instead journaled the way an observe call commits: its
+//! closed attempt and its record in one `append_with_intent`.
 //!
 //! Exit codes: 0 every call completed; 2 bad arguments; 3 the journal did not open (the error
 //! is printed); 4 a call did not complete (its result is printed).
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sallyport_core::consent::{ConsentDecision, FnConsent};
-use sallyport_core::journal::{HeadSigningKey, SqliteJournal};
+use sallyport_core::journal::{AuditEvent, HeadSigningKey, Intent, Journal, SqliteJournal};
 use sallyport_core::outcome::Status;
 use sallyport_core::{Action, Catalog, Executor, Session};
 use sallyport_tests::scripted::ScriptedChannel;
@@ -47,7 +49,9 @@ fn main() -> ExitCode {
         args.get(1).map(|n| n.parse::<usize>()),
         args.get(2).map(|t| t.parse::<u64>()),
     ) else {
-        eprintln!("usage: journal-writer JOURNAL CALLS START_AT_MS [SIGNING_KEY_FILE]");
+        eprintln!(
+            "usage: journal-writer JOURNAL CALLS START_AT_MS [--observe-once] [SIGNING_KEY_FILE]"
+        );
         return ExitCode::from(2);
     };
     let now_ms = SystemTime::now()
@@ -55,8 +59,10 @@ fn main() -> ExitCode {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     std::thread::sleep(Duration::from_millis(start_at.saturating_sub(now_ms)));
 
+    let observe_once = args.get(3).is_some_and(|a| a == "--observe-once");
+    let key_file = args.get(if observe_once { 4 } else { 3 });
     let mut builder = SqliteJournal::builder(path);
-    if let Some(key_file) = args.get(3) {
+    if let Some(key_file) = key_file {
         match HeadSigningKey::read_file(key_file) {
             Ok(key) => builder = builder.signing_key(key),
             Err(e) => {
@@ -84,7 +90,7 @@ fn main() -> ExitCode {
         }
     };
     let executor = match Executor::builder(catalog)
-        .journal_arc(journal)
+        .journal_arc(journal.clone())
         .channel(ScriptedChannel::new())
         .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
         .build()
@@ -108,6 +114,17 @@ fn main() -> ExitCode {
     let session = Session::new(format!("writer-{}", std::process::id()));
     runtime.block_on(async {
         for i in 0..calls {
+            if observe_once && i % 2 == 0 {
+                let intent = Intent::for_bench(false);
+                if let Err(e) = journal
+                    .append_with_intent(&intent, AuditEvent::for_bench(&intent))
+                    .await
+                {
+                    eprintln!("observe record {i} not written: {e:?}");
+                    return ExitCode::from(4);
+                }
+                continue;
+            }
             let (action, arguments) = if i % 2 == 0 {
                 ("get_item", json!({"id": format!("item_{i}")}))
             } else {

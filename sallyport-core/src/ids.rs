@@ -1,4 +1,8 @@
-//! Identifier newtypes.
+//! The vocabulary every part of the crate shares: identifiers ([`AttemptId`], [`ReceiptId`],
+//! [`IdempotencyKey`]), the five [`Status`]es and who decided ([`Origin`]).
+//!
+//! A leaf: it imports nothing from the crate, so any module may use it without joining an
+//! import cycle.
 
 use std::fmt;
 
@@ -81,6 +85,73 @@ impl IdempotencyKey {
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// The five statuses an agent can be told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The effect is done; `data` is evidence of the new state.
+    Completed,
+    /// Accepted, not finished; `next` names the read-only action to check.
+    Pending,
+    /// Nothing needed doing.
+    AlreadyInDesiredState,
+    /// Definitely not applied; `reason` is safe to show.
+    Rejected,
+    /// May or may not have been applied; never retried blindly.
+    Unknown,
+}
+
+impl Status {
+    /// The snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Pending => "pending",
+            Self::AlreadyInDesiredState => "already_in_desired_state",
+            Self::Rejected => "rejected",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// Parses a snake-case name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "completed" => Self::Completed,
+            "pending" => Self::Pending,
+            "already_in_desired_state" => Self::AlreadyInDesiredState,
+            "rejected" => Self::Rejected,
+            "unknown" => Self::Unknown,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who decided a `rejected` or `unknown` result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// The executor declined before sending.
+    Executor,
+    /// The upstream (or the transport to it) answered.
+    Upstream,
+}
+
+impl Origin {
+    /// The snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Executor => "executor",
+            Self::Upstream => "upstream",
+        }
     }
 }
 

@@ -1,0 +1,91 @@
+//! The phases an attempt moves through, spelled the same in the audit JSON and in every
+//! backend's attempt rows.
+
+use serde::{Deserialize, Serialize};
+
+/// The phase an attempt is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The call arrived.
+    Received,
+    /// The executor declined before sending.
+    Refused,
+    /// The intent (attempt id, key, fingerprint) is written.
+    IntentWritten,
+    /// At least one request was handed to the transport.
+    Dispatched,
+    /// The call ended with an outcome.
+    Finished,
+    /// The call's future was dropped before anything was sent.
+    CancelledBeforeSend,
+    /// The call's future was dropped after bytes may have left.
+    CancelledUnknown,
+}
+
+impl Phase {
+    /// Every phase, in the order an attempt may pass through them.
+    pub const ALL: [Self; 7] = [
+        Self::Received,
+        Self::Refused,
+        Self::IntentWritten,
+        Self::Dispatched,
+        Self::Finished,
+        Self::CancelledBeforeSend,
+        Self::CancelledUnknown,
+    ];
+
+    /// The snake-case name, exactly as serde writes it in the audit JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Received => "received",
+            Self::Refused => "refused",
+            Self::IntentWritten => "intent_written",
+            Self::Dispatched => "dispatched",
+            Self::Finished => "finished",
+            Self::CancelledBeforeSend => "cancelled_before_send",
+            Self::CancelledUnknown => "cancelled_unknown",
+        }
+    }
+
+    /// Parses a phase as a backend stored it: [`Phase::as_str`], or `unknown`, which builds
+    /// before the spelling was unified wrote to attempt rows for [`Phase::CancelledUnknown`].
+    pub fn parse_stored(name: &str) -> Option<Self> {
+        if name == "unknown" {
+            return Some(Self::CancelledUnknown);
+        }
+        Self::ALL.into_iter().find(|phase| phase.as_str() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_phase_serializes_to_exactly_its_name_and_parses_back() {
+        for phase in Phase::ALL {
+            let json = serde_json::to_value(phase).expect("serialize");
+            assert_eq!(json, serde_json::Value::from(phase.as_str()), "{phase:?}");
+            let back: Phase = serde_json::from_value(json).expect("deserialize");
+            assert_eq!(back, phase);
+            assert_eq!(Phase::parse_stored(phase.as_str()), Some(phase));
+        }
+        let distinct: std::collections::HashSet<&str> =
+            Phase::ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(distinct.len(), Phase::ALL.len());
+    }
+
+    #[test]
+    fn the_old_attempt_row_spelling_of_cancelled_unknown_still_parses() {
+        assert_eq!(
+            Phase::parse_stored("unknown"),
+            Some(Phase::CancelledUnknown)
+        );
+        assert_eq!(Phase::CancelledUnknown.as_str(), "cancelled_unknown");
+        assert_eq!(Phase::parse_stored("Finished"), None);
+        assert_eq!(Phase::parse_stored(""), None);
+        // The audit JSON never used the old spelling: serde does not accept it.
+        assert!(serde_json::from_str::<Phase>("\"unknown\"").is_err());
+    }
+}

@@ -1,0 +1,260 @@
+//! The writing connection: one transaction per batch of writes, with a savepoint pass when
+//! one write fails, the head signed inside the batch, and the sync level the batch needs.
+
+use rusqlite::Connection;
+
+use super::combine::{Done, Failure, Op, fail_all, failed, reply_all};
+use super::statements::{self as sql, Head, exec};
+use crate::clock::now;
+use crate::journal::signing::HeadSigningKey;
+use crate::journal::{ChainHead, GENESIS_HASH, JournalError};
+
+/// Most operations applied in one transaction.
+pub const MAX_BATCH: usize = 512;
+
+/// The one connection that writes, and what it needs to write batches.
+pub(super) struct Writer {
+    pub(super) conn: Connection,
+    full_sync: bool,
+    /// Signs the head at the end of every batch that appends.
+    signing_key: Option<HeadSigningKey>,
+}
+
+impl Writer {
+    pub(super) fn new(conn: Connection, signing_key: Option<HeadSigningKey>) -> Self {
+        Self {
+            conn,
+            full_sync: false,
+            signing_key,
+        }
+    }
+
+    /// Applies writes in transactions of at most [`MAX_BATCH`] operations.
+    pub(super) fn write_all(&mut self, mut ops: Vec<Op>) {
+        while ops.len() > MAX_BATCH {
+            let rest = ops.split_off(MAX_BATCH);
+            self.write_batch(ops);
+            ops = rest;
+        }
+        if !ops.is_empty() {
+            self.write_batch(ops);
+        }
+    }
+
+    fn set_sync(&mut self, full: bool) -> rusqlite::Result<()> {
+        if self.full_sync != full {
+            self.conn
+                .pragma_update(None, "synchronous", if full { "FULL" } else { "NORMAL" })?;
+            self.full_sync = full;
+        }
+        Ok(())
+    }
+
+    /// Opens the batch's transaction and reads the chain head it extends.
+    fn begin(&self, ops: &[Op]) -> rusqlite::Result<Head> {
+        exec(&self.conn, "BEGIN IMMEDIATE", [])?;
+        // Only appends extend the chain; a batch of intents does not need its head.
+        if ops.iter().any(Op::appends) {
+            sql::head(&self.conn).inspect_err(|_| {
+                let _ = exec(&self.conn, "ROLLBACK", []);
+            })
+        } else {
+            Ok((0, GENESIS_HASH.to_owned()))
+        }
+    }
+
+    /// One transaction for the whole batch.
+    ///
+    /// The batch first runs as plain statements: two fewer statements an operation than a
+    /// savepoint around each. If an operation fails (rare: a duplicate key, a full disk), the
+    /// transaction is rolled back and the batch runs again with a savepoint around each
+    /// operation, so one bad operation does not take the others down. A batch of one never
+    /// needs the second pass: its failure rolls back the transaction. If SQLite rolls the
+    /// transaction back by itself (it may on a full disk or an I/O error), every operation of
+    /// the batch is answered as failed, which is what the file then holds.
+    pub(super) fn write_batch(&mut self, ops: Vec<Op>) {
+        let durable = ops.iter().any(Op::is_durable);
+        let begun = self.set_sync(durable).and_then(|()| self.begin(&ops));
+        let mut head = match begun {
+            Ok(head) => head,
+            Err(e) => {
+                fail_all(ops, &e.into());
+                return;
+            }
+        };
+        let mut start = head.0;
+        // First pass: plain statements, stopping at the first failure.
+        let mut done: Vec<Done> = Vec::with_capacity(ops.len());
+        for op in &ops {
+            let outcome = self.apply(op, &mut head);
+            let failed = outcome.failed();
+            done.push(outcome);
+            if failed {
+                break;
+            }
+        }
+        if done.last().is_some_and(Done::failed) {
+            self.rollback();
+            if ops.len() == 1 {
+                reply_all(ops, done);
+                return;
+            }
+            // The rollback undid the first pass, so the head read again is the batch's start.
+            head = match self.begin(&ops) {
+                Ok(head) => head,
+                Err(e) => {
+                    fail_all(ops, &e.into());
+                    return;
+                }
+            };
+            start = head.0;
+            done.clear();
+            for op in &ops {
+                let outcome = self.apply_isolated(op, &mut head);
+                if outcome.failed() && self.conn.is_autocommit() {
+                    // SQLite rolled the whole transaction back itself (it may, on a full disk
+                    // or an I/O error), so nothing of this batch is written, and a further
+                    // statement would commit on its own. Every operation fails.
+                    let cause = outcome.cause();
+                    fail_all(ops, &cause);
+                    return;
+                }
+                done.push(outcome);
+            }
+        }
+        // The batch's records are signed in its own transaction: no commit leaves a record
+        // the key should have signed unsigned.
+        if head.0 > start
+            && let Err(e) = self.sign_head(&head)
+        {
+            self.rollback();
+            fail_all(ops, &e.into());
+            return;
+        }
+        if let Err(e) = exec(&self.conn, "COMMIT", []) {
+            self.rollback();
+            fail_all(ops, &e.into());
+            return;
+        }
+        reply_all(ops, done);
+    }
+
+    /// Stores the head signed with the journal's key, if it has one.
+    fn sign_head(&self, head: &Head) -> rusqlite::Result<()> {
+        let Some(key) = &self.signing_key else {
+            return Ok(());
+        };
+        let signed = key.sign(
+            &ChainHead {
+                count: head.0,
+                hash: head.1.clone(),
+            },
+            now(),
+        );
+        sql::insert_head(&self.conn, &signed)
+    }
+
+    /// Rolls back the open transaction, if SQLite has not already done so.
+    fn rollback(&self) {
+        if !self.conn.is_autocommit() {
+            let _ = exec(&self.conn, "ROLLBACK", []);
+        }
+    }
+
+    /// Applies one write inside a savepoint, so its failure leaves the rest of the batch.
+    fn apply_isolated(&self, op: &Op, head: &mut Head) -> Done {
+        if let Err(e) = exec(&self.conn, "SAVEPOINT op", []) {
+            return failed(op, &e.into());
+        }
+        let before = head.clone();
+        let outcome = self.apply(op, head);
+        if outcome.failed() {
+            let _ = exec(&self.conn, "ROLLBACK TO op", []);
+            *head = before;
+        }
+        let _ = exec(&self.conn, "RELEASE op", []);
+        outcome
+    }
+
+    /// Applies one write to the open transaction.
+    fn apply(&self, op: &Op, head: &mut Head) -> Done {
+        let conn = &self.conn;
+        match op {
+            Op::Intent(intent, _) => {
+                Done::Intent(sql::insert_intent(conn, intent).map_err(key_failure))
+            }
+            Op::Dispatch(attempt, n) => {
+                Done::Nothing(sql::note_dispatch(conn, attempt, *n).map_err(Failure::from))
+            }
+            Op::Append(event, _) => Done::Record(Box::new(
+                sql::insert_record(conn, event, head)
+                    .and_then(|record| sql::close_attempt(conn, event).map(|()| record))
+                    .map_err(Failure::from),
+            )),
+            // The attempt row goes in first: a clashing key fails before the chain moves.
+            Op::Observe(intent, event, _) => Done::Record(Box::new(
+                sql::insert_closed_attempt(conn, intent, event)
+                    .map_err(key_failure)
+                    .and_then(|()| sql::insert_record(conn, event, head).map_err(Failure::from)),
+            )),
+            Op::Verify(_)
+            | Op::VerifySigned(..)
+            | Op::Heads(_)
+            | Op::Records(_)
+            | Op::Unresolved(_) => Done::Nothing(Ok(())),
+        }
+    }
+
+    /// Answers a read (on the journal thread, between batches).
+    pub(super) fn read(&self, op: Op) {
+        let conn = &self.conn;
+        match op {
+            Op::Verify(reply) => {
+                let report = self.snapshot(|| sql::check_chain(conn).map(|c| c.into_report()));
+                let _ = reply.send(report.map_err(read_failed));
+            }
+            Op::VerifySigned(key, reply) => {
+                let report = self.snapshot(|| {
+                    let heads = sql::heads(conn)?;
+                    let mut check = sql::check_chain(conn)?;
+                    check.check_signed_heads(&heads, &key);
+                    Ok(check.into_report())
+                });
+                let _ = reply.send(report.map_err(read_failed));
+            }
+            Op::Heads(reply) => {
+                let _ = reply.send(sql::heads(conn).map_err(read_failed));
+            }
+            Op::Records(reply) => {
+                let _ = reply.send(sql::records(conn).map_err(read_failed));
+            }
+            Op::Unresolved(reply) => {
+                let open = self.snapshot(|| sql::unresolved(conn));
+                let _ = reply.send(open.map_err(read_failed));
+            }
+            Op::Intent(..) | Op::Dispatch(..) | Op::Append(..) | Op::Observe(..) => {}
+        }
+    }
+
+    /// Runs `read` in one read transaction, so a writer in another process cannot change the
+    /// file between its queries.
+    fn snapshot<T>(&self, read: impl FnOnce() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+        exec(&self.conn, "BEGIN", [])?;
+        let out = read();
+        self.rollback();
+        out
+    }
+}
+
+/// An attempt row refused for its id or key is a duplicate; anything else a write failure.
+fn key_failure(e: rusqlite::Error) -> Failure {
+    if sql::is_duplicate(&e) {
+        Failure::DuplicateKey
+    } else {
+        Failure::from(e)
+    }
+}
+
+fn read_failed(e: rusqlite::Error) -> JournalError {
+    JournalError::Read(Box::new(e))
+}

@@ -1,0 +1,254 @@
+//! Flat combining: the queues concurrent writes wait in, the task or thread that applies
+//! them in batches, and the answers each write gets once its batch is committed.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
+
+use tokio::sync::oneshot;
+
+use super::batch::Writer;
+use crate::journal::signing::{HeadVerifyingKey, SignedHead};
+use crate::journal::{
+    AttemptId, AuditEvent, AuditRecord, Intent, JournalError, UnresolvedAttempt, VerifyReport,
+};
+
+/// Locks `mutex`; a writer that panicked leaves nothing half-written behind the lock (each
+/// batch is one transaction), so a poisoned lock is taken over.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the journal handle and its thread share.
+pub(super) struct Shared {
+    /// Writes that need no fsync, in the order they were made.
+    pub(super) queued: Mutex<Vec<Op>>,
+    /// Durable intents and reads, for the journal thread only.
+    pub(super) thread_ops: Mutex<Vec<Op>>,
+    /// The one connection that writes.
+    pub(super) writer: Mutex<Writer>,
+}
+
+/// Most batches one task applies for others before it hands the rest to the journal thread.
+const MAX_COMBINE_ROUNDS: usize = 4;
+
+impl Shared {
+    /// Flat combining: whoever holds the connection applies everything queued, then, after
+    /// letting go, looks at the queue again. A write queued before a failed `try_lock` is
+    /// therefore always applied: either by the holder's look after letting go (the push came
+    /// first) or by a later holder (which took the lock after the push). Returns `false`
+    /// when the queue was still busy after [`MAX_COMBINE_ROUNDS`] batches: the caller then
+    /// wakes the journal thread rather than keep one async task writing for everyone.
+    pub(super) fn combine(&self) -> bool {
+        for _ in 0..MAX_COMBINE_ROUNDS {
+            match self.writer.try_lock() {
+                Ok(mut writer) => self.apply_queued(&mut writer),
+                Err(TryLockError::Poisoned(poisoned)) => {
+                    self.apply_queued(&mut poisoned.into_inner());
+                }
+                Err(TryLockError::WouldBlock) => return true,
+            }
+            if lock(&self.queued).is_empty() {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Applies one batch of queued writes, if any.
+    fn apply_queued(&self, writer: &mut Writer) {
+        let ops = std::mem::take(&mut *lock(&self.queued));
+        if !ops.is_empty() {
+            writer.write_all(ops);
+        }
+    }
+
+    /// The journal thread: woken for durable intents, reads, writes nobody waits for and
+    /// writes the connection was too busy to take. Finishes the queues when the handle is
+    /// dropped.
+    pub(super) fn run(&self, woken: &mpsc::Receiver<()>) {
+        let mut stopping = false;
+        loop {
+            // Look at the queues before sleeping: writes queued while the connection was
+            // held are this thread's to apply when it held it (see `combine`).
+            if !self.has_work() {
+                if stopping {
+                    return;
+                }
+                stopping = woken.recv().is_err();
+                while woken.try_recv().is_ok() {}
+            }
+            let mut writer = lock(&self.writer);
+            loop {
+                // Queued writes first: they were made before anything now in `thread_ops`
+                // that depends on them.
+                let mut writes = std::mem::take(&mut *lock(&self.queued));
+                let (durable, reads): (Vec<Op>, Vec<Op>) =
+                    std::mem::take(&mut *lock(&self.thread_ops))
+                        .into_iter()
+                        .partition(Op::is_write);
+                if writes.is_empty() && durable.is_empty() && reads.is_empty() {
+                    break;
+                }
+                writes.extend(durable);
+                writer.write_all(writes);
+                for op in reads {
+                    writer.read(op);
+                }
+            }
+            drop(writer);
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        !lock(&self.queued).is_empty() || !lock(&self.thread_ops).is_empty()
+    }
+}
+
+/// Where an operation's answer goes.
+pub(super) type Reply<T> = oneshot::Sender<Result<T, JournalError>>;
+
+/// One queued operation.
+pub(super) enum Op {
+    /// An intent to write.
+    Intent(Box<Intent>, Reply<()>),
+    /// A dispatch to note (nobody waits).
+    Dispatch(AttemptId, u32),
+    /// A record to append; no reply for a detached append.
+    Append(Box<AuditEvent>, Option<Reply<AuditRecord>>),
+    /// An observe call's closed attempt row and its record, written together.
+    Observe(Box<Intent>, Box<AuditEvent>, Reply<AuditRecord>),
+    /// Reads, for the journal thread.
+    Verify(Reply<VerifyReport>),
+    VerifySigned(Box<HeadVerifyingKey>, Reply<VerifyReport>),
+    Heads(Reply<Vec<SignedHead>>),
+    Records(Reply<Vec<AuditRecord>>),
+    Unresolved(Reply<Vec<UnresolvedAttempt>>),
+}
+
+impl Op {
+    pub(super) fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Self::Intent(..) | Self::Dispatch(..) | Self::Append(..) | Self::Observe(..)
+        )
+    }
+
+    /// Whether the write must be fsynced before it is answered.
+    pub(super) fn is_durable(&self) -> bool {
+        matches!(self, Self::Intent(intent, _) | Self::Observe(intent, ..) if intent.durable)
+    }
+
+    /// Whether the write extends the chain.
+    pub(super) fn appends(&self) -> bool {
+        matches!(self, Self::Append(..) | Self::Observe(..))
+    }
+}
+
+/// Why a write failed, kept until its caller is answered. SQLite's error is shared, not
+/// copied, when one failure answers a whole batch.
+#[derive(Clone, Debug)]
+pub(super) enum Failure {
+    /// The attempt id or idempotency key is already recorded.
+    DuplicateKey,
+    /// What SQLite said.
+    Sqlite(Arc<rusqlite::Error>),
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sqlite(Arc::new(e))
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::DuplicateKey => f.write_str("duplicate key"),
+            Self::Sqlite(e) => e.fmt(f),
+        }
+    }
+}
+
+impl Failure {
+    /// The error the caller is answered with.
+    fn into_error(self) -> JournalError {
+        match self {
+            Self::DuplicateKey => JournalError::DuplicateKey,
+            Self::Sqlite(e) => JournalError::Write(Box::new(e)),
+        }
+    }
+
+    /// The failure for writes whose transaction SQLite rolled back on its own.
+    pub(super) fn aborted() -> Self {
+        Self::from(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+            Some("the batch's transaction was rolled back after a failed write".to_owned()),
+        ))
+    }
+}
+
+/// What one write produced, answered after the commit.
+pub(super) enum Done {
+    Intent(Result<(), Failure>),
+    Record(Box<Result<AuditRecord, Failure>>),
+    Nothing(Result<(), Failure>),
+}
+
+impl Done {
+    pub(super) fn failed(&self) -> bool {
+        match self {
+            Self::Intent(r) | Self::Nothing(r) => r.is_err(),
+            Self::Record(r) => r.is_err(),
+        }
+    }
+
+    /// The SQLite error behind a failed write, for answering the rest of its batch.
+    pub(super) fn cause(&self) -> Failure {
+        let failure = match self {
+            Self::Intent(r) | Self::Nothing(r) => r.as_ref().err(),
+            Self::Record(r) => r.as_ref().as_ref().err(),
+        };
+        match failure {
+            Some(f @ Failure::Sqlite(_)) => f.clone(),
+            _ => Failure::aborted(),
+        }
+    }
+}
+
+/// Answers every operation of a batch that was not written.
+pub(super) fn fail_all(ops: Vec<Op>, e: &Failure) {
+    let done = ops.iter().map(|op| failed(op, e)).collect();
+    reply_all(ops, done);
+}
+
+/// What `op` reports when its write failed with `e`.
+pub(super) fn failed(op: &Op, e: &Failure) -> Done {
+    match op {
+        Op::Intent(..) => Done::Intent(Err(e.clone())),
+        Op::Append(..) | Op::Observe(..) => Done::Record(Box::new(Err(e.clone()))),
+        _ => Done::Nothing(Err(e.clone())),
+    }
+}
+
+/// Sends each operation its outcome, once the batch is committed (or has failed).
+pub(super) fn reply_all(ops: Vec<Op>, done: Vec<Done>) {
+    for (op, done) in ops.into_iter().zip(done) {
+        match (op, done) {
+            (Op::Intent(_, reply), Done::Intent(r)) => {
+                let _ = reply.send(r.map_err(Failure::into_error));
+            }
+            (Op::Append(_, Some(reply)) | Op::Observe(_, _, reply), Done::Record(r)) => {
+                let _ = reply.send((*r).map_err(Failure::into_error));
+            }
+            (Op::Append(event, None), Done::Record(r)) => {
+                if let Err(e) = *r {
+                    tracing::error!(attempt = %event.attempt_id, error = %e, "detached audit append failed");
+                }
+            }
+            (Op::Dispatch(attempt, _), Done::Nothing(Err(e))) => {
+                tracing::warn!(attempt = %attempt, error = %e, "dispatch note not written");
+            }
+            _ => {}
+        }
+    }
+}

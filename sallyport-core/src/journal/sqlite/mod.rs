@@ -1,0 +1,273 @@
+//! The embedded SQLite journal: one file, WAL mode, one connection, writes combined into
+//! batches.
+//!
+//! Writes queue up and whoever holds the connection applies everything queued (up to
+//! [`MAX_BATCH`] operations a transaction) and commits once, so 64 concurrent calls share one
+//! commit instead of taking turns.
+//!
+//! * A write the caller waits for that needs no fsync (every audit record, an observe call's
+//!   closed attempt and record) is applied on the calling task when the connection is free: a `synchronous=NORMAL`
+//!   WAL commit, tens of microseconds of blocking I/O, and no hand-off to another thread. When
+//!   the connection is busy, its holder applies the write before letting go (flat combining).
+//!   SQLite's automatic checkpoint (every 1,000 WAL pages, a few hundred calls) runs inside
+//!   whichever commit crosses it, so about one such write in a few hundred takes milliseconds.
+//! * A durable intent (a mutating call's, before anything is sent) goes to the journal
+//!   thread, whose batch commits with `synchronous=FULL`: the WAL is fsynced before any caller
+//!   is answered, and the fsync never blocks an async worker.
+//! * Writes nobody waits for (dispatch notes, the record of a dropped call) and reads go to
+//!   the journal thread too. Writes are applied in the order they were queued.
+//!
+//! `synchronous=NORMAL` survives a process crash but not a power loss; FULL survives both.
+//!
+//! Files: `open` (schema, migration, permissions), `combine` (the queues, flat combining,
+//! answers), `batch` (one transaction per batch), `statements` (the SQL and row mapping).
+
+mod batch;
+mod combine;
+mod open;
+mod statements;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::oneshot;
+
+pub use self::batch::MAX_BATCH;
+use self::batch::Writer;
+use self::combine::{Op, Shared, lock};
+use self::open::{OpenOptions, open_connection};
+use super::signing::{HeadSigningKey, HeadVerifyingKey, SignedHead};
+use super::{
+    AttemptId, AuditEvent, AuditRecord, Intent, Journal, JournalError, UnresolvedAttempt,
+    VerifyReport,
+};
+
+/// Configures a [`SqliteJournal`].
+#[derive(Debug)]
+#[must_use]
+pub struct SqliteJournalBuilder {
+    path: PathBuf,
+    busy_timeout: Duration,
+    max_size: Option<u64>,
+    signing_key: Option<HeadSigningKey>,
+}
+
+impl SqliteJournalBuilder {
+    /// Caps the journal's database file at about `bytes` (rounded down to whole pages; no
+    /// cap by default). When the journal is full, writes fail as they would on a full disk:
+    /// calls are refused with `journal_unavailable` and nothing is sent. The WAL file can
+    /// briefly hold more until it is checkpointed. A cap below the file's current size keeps
+    /// the current size.
+    pub fn max_size(mut self, bytes: u64) -> Self {
+        self.max_size = Some(bytes);
+        self
+    }
+
+    /// How long a write waits for another connection's lock before failing (default 5 s).
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Signs the chain head with `key` in every batch of writes that appends a record (the
+    /// signature is stored in the journal's `heads` table, beside the chain). With a key,
+    /// `sallyport audit verify --public-key` (or [`Journal::verify_signed`]) proves that no
+    /// record up to the last signed head was rewritten by someone who could write the file
+    /// but did not hold the key. Costs one Ed25519 signature and one row per batch, and
+    /// nothing when no key is given.
+    pub fn signing_key(mut self, key: HeadSigningKey) -> Self {
+        self.signing_key = Some(key);
+        self
+    }
+
+    /// Opens (or creates) the journal and starts its writer thread.
+    ///
+    /// Safe when several processes open one new file at once: the schema is created in one
+    /// transaction that takes the write lock first, and a process that finds the lock held
+    /// waits (up to the busy timeout) instead of reading a half-made schema.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Corrupt`] for a file that is not a journal (left untouched),
+    /// [`JournalError::NewerFormat`] for a newer format, [`JournalError::Open`] otherwise
+    /// (including a lock still held by another process after the busy timeout).
+    pub fn open(self) -> Result<SqliteJournal, JournalError> {
+        let conn = open_connection(&OpenOptions {
+            path: &self.path,
+            busy_timeout: self.busy_timeout,
+            max_size: self.max_size,
+            signing: self.signing_key.is_some(),
+        })?;
+        let shared = Arc::new(Shared {
+            queued: Mutex::new(Vec::new()),
+            thread_ops: Mutex::new(Vec::new()),
+            writer: Mutex::new(Writer::new(conn, self.signing_key)),
+        });
+        let (wake, woken) = mpsc::channel::<()>();
+        let for_thread = Arc::clone(&shared);
+        let handle = thread::Builder::new()
+            .name("sallyport-journal".into())
+            .spawn(move || for_thread.run(&woken))
+            .map_err(|e| JournalError::Open {
+                path: self.path.display().to_string(),
+                source: Box::new(e),
+            })?;
+        Ok(SqliteJournal {
+            shared,
+            wake,
+            path: self.path,
+            _thread: handle,
+        })
+    }
+}
+
+/// The embedded SQLite journal (the default).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use sallyport_core::journal::{Journal, SqliteJournal};
+/// let journal = SqliteJournal::open("sallyport-journal.db")?;
+/// let report = journal.verify().await?;
+/// assert!(report.is_intact());
+/// # Ok(()) }
+/// ```
+pub struct SqliteJournal {
+    shared: Arc<Shared>,
+    /// Wakes the journal thread; dropping it makes the thread finish the queue and exit.
+    wake: mpsc::Sender<()>,
+    path: PathBuf,
+    _thread: thread::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for SqliteJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteJournal")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteJournal {
+    /// Opens (or creates) the journal at `path` with default settings.
+    ///
+    /// # Errors
+    ///
+    /// See [`SqliteJournalBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, JournalError> {
+        Self::builder(path).open()
+    }
+
+    /// A builder for the journal at `path`.
+    pub fn builder(path: impl AsRef<Path>) -> SqliteJournalBuilder {
+        SqliteJournalBuilder {
+            path: path.as_ref().to_path_buf(),
+            busy_timeout: Duration::from_secs(5),
+            max_size: None,
+            signing_key: None,
+        }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Queues `op` for the journal thread and wakes it.
+    fn to_thread(&self, op: Op) {
+        if op.is_write() && !op.is_durable() {
+            lock(&self.shared.queued).push(op);
+        } else {
+            lock(&self.shared.thread_ops).push(op);
+        }
+        let _ = self.wake.send(());
+    }
+
+    /// Sends `op` to the journal thread and waits for its answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> Op,
+    ) -> Result<T, JournalError> {
+        let (reply, rx) = oneshot::channel();
+        self.to_thread(make(reply));
+        rx.await.map_err(|_| JournalError::Stopped)?
+    }
+
+    /// Queues a write that needs no fsync and applies the queue on this task when the
+    /// connection is free; otherwise the task holding the connection applies it.
+    async fn write_here<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> Op,
+    ) -> Result<T, JournalError> {
+        let (reply, rx) = oneshot::channel();
+        lock(&self.shared.queued).push(make(reply));
+        if !self.shared.combine() {
+            let _ = self.wake.send(());
+        }
+        rx.await.map_err(|_| JournalError::Stopped)?
+    }
+}
+
+#[async_trait]
+impl Journal for SqliteJournal {
+    async fn write_intent(&self, intent: &Intent) -> Result<(), JournalError> {
+        let intent = intent.clone();
+        if intent.durable {
+            self.ask(|reply| Op::Intent(Box::new(intent), reply)).await
+        } else {
+            self.write_here(|reply| Op::Intent(Box::new(intent), reply))
+                .await
+        }
+    }
+
+    fn note_dispatch(&self, attempt: &AttemptId, n: u32) {
+        self.to_thread(Op::Dispatch(attempt.clone(), n));
+    }
+
+    async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError> {
+        self.write_here(|reply| Op::Append(Box::new(event), Some(reply)))
+            .await
+    }
+
+    async fn append_with_intent(
+        &self,
+        intent: &Intent,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let op = |reply| Op::Observe(Box::new(intent.clone()), Box::new(event), reply);
+        if intent.durable {
+            self.ask(op).await
+        } else {
+            self.write_here(op).await
+        }
+    }
+
+    fn append_detached(&self, event: AuditEvent) {
+        self.to_thread(Op::Append(Box::new(event), None));
+    }
+
+    async fn verify(&self) -> Result<VerifyReport, JournalError> {
+        self.ask(Op::Verify).await
+    }
+
+    async fn signed_heads(&self) -> Result<Vec<SignedHead>, JournalError> {
+        self.ask(Op::Heads).await
+    }
+
+    async fn verify_signed(&self, key: &HeadVerifyingKey) -> Result<VerifyReport, JournalError> {
+        let key = Box::new(*key);
+        self.ask(|reply| Op::VerifySigned(key, reply)).await
+    }
+
+    async fn records(&self) -> Result<Vec<AuditRecord>, JournalError> {
+        self.ask(Op::Records).await
+    }
+
+    async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {
+        self.ask(Op::Unresolved).await
+    }
+}

@@ -1,0 +1,174 @@
+//! Batches with failing writes, on a real journal file.
+
+use rusqlite::Connection;
+
+use super::*;
+use crate::Status;
+use crate::clock::now;
+use crate::journal::{Phase, ReceiptId};
+
+fn event(attempt: &AttemptId) -> AuditEvent {
+    AuditEvent {
+        receipt_id: ReceiptId::generate(),
+        attempt_id: attempt.clone(),
+        at: now(),
+        session_id: "s".to_owned(),
+        action: "bench".to_owned(),
+        definition_hash: None,
+        phase: Phase::Finished,
+        status: Status::Completed,
+        origin: None,
+        code: None,
+        reason: None,
+        objects: Vec::new(),
+        note: None,
+        request: None,
+        consent: None,
+        divergences: Vec::new(),
+        drift_decision: None,
+        dispatches: 1,
+        upstream_status: None,
+    }
+}
+
+/// Runs `ops` as one batch on the journal's connection, as a combining task would.
+fn batch(journal: &SqliteJournal, ops: Vec<Op>) {
+    lock(&journal.shared.writer).write_all(ops);
+}
+
+#[tokio::test]
+async fn a_failing_write_is_redone_alone_and_leaves_its_batch_and_the_chain_intact() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+    let first = Intent::for_bench(false);
+    let mut clash = Intent::for_bench(false);
+    clash.idempotency_key = first.idempotency_key.clone();
+    let doomed = Intent::for_bench(false);
+    let last = Intent::for_bench(false);
+    // The doomed append's second statement fails after its first has inserted the
+    // audit row: only a savepoint takes that row back out.
+    lock(&journal.shared.writer)
+        .conn
+        .execute_batch(&format!(
+            "CREATE TEMP TRIGGER refuse BEFORE UPDATE ON attempts WHEN OLD.attempt_id = '{}' \
+             BEGIN SELECT RAISE(ABORT, 'refused'); END",
+            doomed.attempt_id
+        ))
+        .expect("trigger");
+
+    let (r1, a1) = oneshot::channel();
+    let (r2, a2) = oneshot::channel();
+    let (r3, a3) = oneshot::channel();
+    let (r4, a4) = oneshot::channel();
+    let (r5, a5) = oneshot::channel();
+    let (r6, a6) = oneshot::channel();
+    let (r7, a7) = oneshot::channel();
+    batch(
+        &journal,
+        vec![
+            Op::Intent(Box::new(first.clone()), r1),
+            Op::Append(Box::new(event(&first.attempt_id)), Some(r2)),
+            Op::Intent(Box::new(clash), r3),
+            Op::Intent(Box::new(doomed.clone()), r4),
+            Op::Append(Box::new(event(&doomed.attempt_id)), Some(r5)),
+            Op::Intent(Box::new(last.clone()), r6),
+            Op::Append(Box::new(event(&last.attempt_id)), Some(r7)),
+        ],
+    );
+    a1.await.expect("answered").expect("first intent written");
+    let one = a2.await.expect("answered").expect("first append written");
+    assert!(matches!(
+        a3.await.expect("answered"),
+        Err(JournalError::DuplicateKey)
+    ));
+    a4.await.expect("answered").expect("doomed intent written");
+    assert!(matches!(
+        a5.await.expect("answered"),
+        Err(JournalError::Write(_))
+    ));
+    a6.await.expect("answered").expect("last intent written");
+    let two = a7.await.expect("answered").expect("last append written");
+    // The redo rebuilt the chain from the batch's start: no gap, no fork, no orphan row.
+    assert_eq!((one.seq, two.seq), (1, 2));
+    assert_eq!(two.prev_hash, one.hash);
+    let report = journal.verify().await.expect("verify");
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.records, 2);
+    let stored: i64 = Connection::open(journal.path())
+        .expect("second connection")
+        .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(stored, 3, "every intent but the clashing one committed");
+}
+
+#[tokio::test]
+async fn when_the_journal_fills_mid_batch_every_answer_matches_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = SqliteJournal::builder(dir.path().join("j.db"))
+        .max_size(64 * 1024)
+        .open()
+        .expect("journal");
+    // Every intent and append of every batch, with the answers it was given.
+    let mut calls = Vec::new();
+    for round in 0..40 {
+        let mut ops = Vec::new();
+        for i in 0..8 {
+            let mut intent = Intent::for_bench(round % 2 == 0);
+            // Rows of growing size, so some need a new page and some still fit.
+            intent.arguments = serde_json::json!({"pad": "x".repeat(200 * (i + 1))});
+            let attempt = intent.attempt_id.clone();
+            let (intent_reply, intent_answer) = oneshot::channel();
+            let (append_reply, append_answer) = oneshot::channel();
+            ops.push(Op::Intent(Box::new(intent), intent_reply));
+            ops.push(Op::Append(Box::new(event(&attempt)), Some(append_reply)));
+            calls.push((attempt, intent_answer, append_answer));
+        }
+        batch(&journal, ops);
+    }
+    let reader = Connection::open(journal.path()).expect("second connection");
+    let rows = |table: &str, attempt: &AttemptId| -> i64 {
+        reader
+            .query_row(
+                &format!("SELECT count(*) FROM {table} WHERE attempt_id = ?1"),
+                [attempt.as_str()],
+                |r| r.get(0),
+            )
+            .expect("count")
+    };
+    let (mut refused, mut appended) = (0, 0);
+    for (attempt, intent_answer, append_answer) in calls {
+        let written = intent_answer.await.expect("answered").is_ok();
+        assert_eq!(rows("attempts", &attempt) == 1, written, "{attempt}");
+        let recorded = append_answer.await.expect("answered").is_ok();
+        assert_eq!(rows("audit", &attempt) == 1, recorded, "{attempt}");
+        refused += usize::from(!written);
+        appended += usize::from(recorded);
+    }
+    assert!(refused > 0, "the cap was reached");
+    let report = journal.verify().await.expect("a full journal still reads");
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.records, appended as u64);
+}
+
+#[tokio::test]
+async fn a_failing_write_alone_in_its_batch_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+    let first = Intent::for_bench(false);
+    journal.write_intent(&first).await.expect("written");
+    let mut clash = Intent::for_bench(false);
+    clash.idempotency_key = first.idempotency_key.clone();
+    assert!(matches!(
+        journal.write_intent(&clash).await,
+        Err(JournalError::DuplicateKey)
+    ));
+    // The journal goes on: the failed batch was rolled back, not left open.
+    let after = Intent::for_bench(false);
+    journal.write_intent(&after).await.expect("written after");
+    let record = journal
+        .append(event(&after.attempt_id))
+        .await
+        .expect("appended");
+    assert_eq!(record.seq, 1);
+    assert!(journal.verify().await.expect("verify").is_intact());
+}
