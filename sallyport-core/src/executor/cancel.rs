@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::action::ScopedValue;
 use crate::channel::DispatchContext;
+use crate::code::{Code, ConsentOutcome, UpstreamCode};
 use crate::journal::{AttemptId, AuditEvent, Journal, Phase, ReceiptId};
 use crate::outcome::{Origin, Status};
 use crate::scrub::{CUT, Scrubber};
@@ -20,7 +21,7 @@ pub(crate) struct CallGuard {
     pub(crate) objects: Vec<ScopedValue>,
     pub(crate) note: Option<String>,
     pub(crate) request: Option<String>,
-    pub(crate) consent: Option<String>,
+    pub(crate) consent: Option<ConsentOutcome>,
     pub(crate) divergences: Vec<crate::drift::Divergence>,
     pub(crate) dispatch: Option<Arc<DispatchContext>>,
     /// The call's scrubber: the vault's when the call began, replaced at stage 6 by the one
@@ -69,7 +70,7 @@ impl CallGuard {
         phase: Phase,
         status: Status,
         origin: Option<Origin>,
-        code: Option<String>,
+        code: Option<Code>,
         reason: Option<String>,
     ) -> AuditEvent {
         AuditEvent {
@@ -87,7 +88,7 @@ impl CallGuard {
             objects: self.objects.clone(),
             note: self.note.clone(),
             request: self.request.clone(),
-            consent: self.consent.clone(),
+            consent: self.consent,
             divergences: self.divergences.clone(),
             drift_decision: None,
             dispatches: self.sends(),
@@ -106,7 +107,7 @@ impl Drop for CallGuard {
                 Phase::CancelledUnknown,
                 Status::Unknown,
                 Some(Origin::Executor),
-                Some("cancelled_after_send".to_owned()),
+                Some(UpstreamCode::CancelledAfterSend.into()),
                 Some("the call was cancelled after a request may have left".to_owned()),
             )
         } else {
@@ -114,7 +115,7 @@ impl Drop for CallGuard {
                 Phase::CancelledBeforeSend,
                 Status::Rejected,
                 Some(Origin::Executor),
-                Some("cancelled_before_send".to_owned()),
+                Some(UpstreamCode::CancelledBeforeSend.into()),
                 Some("the call was cancelled before anything was sent".to_owned()),
             )
         };
@@ -128,14 +129,15 @@ impl Drop for CallGuard {
 /// a secret fragment left at the cut.
 pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
     event.action = scrubber.scrub(&event.action).into_owned();
-    for text in [
-        &mut event.reason,
-        &mut event.code,
-        &mut event.note,
-        &mut event.request,
-    ]
-    .into_iter()
-    .flatten()
+    // A channel may report a code of its own making: it passes the scrubber too.
+    if let Some(code) = &mut event.code
+        && let std::borrow::Cow::Owned(clean) = scrubber.scrub(code.as_str())
+    {
+        *code = Code::from(clean);
+    }
+    for text in [&mut event.reason, &mut event.note, &mut event.request]
+        .into_iter()
+        .flatten()
     {
         *text = scrub_cut(scrubber, text);
     }

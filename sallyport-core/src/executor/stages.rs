@@ -14,6 +14,7 @@ use crate::catalog::Entry;
 use crate::channel::{
     CallView, Channel, ChannelOutcome, Dispatch, DispatchContext, ResolvedName, still_ready,
 };
+use crate::code::{Code, ConsentOutcome, UpstreamCode};
 use crate::consent::{ConsentDecision, ConsentDisplay, ConsentRequest, MAX_SHOWN_BYTES};
 use crate::drift::{DriftMode, Verdict, canonical_json};
 use crate::journal::{IdempotencyKey, Intent, Phase};
@@ -340,17 +341,17 @@ async fn consent(inner: &Inner, guard: &mut CallGuard, ready: Ready) -> Result<C
     let hash = entry.definition_hash();
     match spec.consent {
         ConsentRule::None => {
-            guard.consent = Some("not_required".to_owned());
+            guard.consent = Some(ConsentOutcome::NotRequired);
             return Ok(Consented { ready });
         }
         ConsentRule::Session if inner.grants.has(&guard.session_id, &spec.name, hash) => {
-            guard.consent = Some("session_grant".to_owned());
+            guard.consent = Some(ConsentOutcome::SessionGrant);
             return Ok(Consented { ready });
         }
         ConsentRule::Session | ConsentRule::PerCall => {}
     }
     let Some(provider) = &inner.consent else {
-        guard.consent = Some("unavailable".to_owned());
+        guard.consent = Some(ConsentOutcome::Unavailable);
         return Err(Refusal::new(
             RefusalCode::ConsentUnavailable,
             "this action needs a human's approval and no one can be asked here",
@@ -375,7 +376,7 @@ async fn consent(inner: &Inner, guard: &mut CallGuard, ready: Ready) -> Result<C
     let request = scrub_consent(&guard.scrubber, request).with_display();
     let shown = request.display.shown_bytes();
     if shown > MAX_SHOWN_BYTES {
-        guard.consent = Some("too_large_to_show".to_owned());
+        guard.consent = Some(ConsentOutcome::TooLargeToShow);
         return Err(Refusal::new(
             RefusalCode::ArgumentsTooLarge,
             format!(
@@ -386,7 +387,7 @@ async fn consent(inner: &Inner, guard: &mut CallGuard, ready: Ready) -> Result<C
     let decision = tokio::time::timeout(inner.consent_timeout, provider.ask(&request)).await;
     match decision {
         Err(_) => {
-            guard.consent = Some("timeout".to_owned());
+            guard.consent = Some(ConsentOutcome::Timeout);
             Err(Refusal::new(
                 RefusalCode::ConsentTimeout,
                 format!(
@@ -400,23 +401,23 @@ async fn consent(inner: &Inner, guard: &mut CallGuard, ready: Ready) -> Result<C
                 inner
                     .grants
                     .grant(&guard.session_id, &spec.name, hash, inner.session_grant_ttl);
-                guard.consent = Some("approved_for_session".to_owned());
+                guard.consent = Some(ConsentOutcome::ApprovedForSession);
             } else {
-                guard.consent = Some("approved".to_owned());
+                guard.consent = Some(ConsentOutcome::Approved);
             }
             Ok(Consented { ready })
         }
         Ok(ConsentDecision::ApproveForSession { ttl }) => {
             if spec.consent == ConsentRule::Session {
                 inner.grants.grant(&guard.session_id, &spec.name, hash, ttl);
-                guard.consent = Some("approved_for_session".to_owned());
+                guard.consent = Some(ConsentOutcome::ApprovedForSession);
             } else {
-                guard.consent = Some("approved".to_owned());
+                guard.consent = Some(ConsentOutcome::Approved);
             }
             Ok(Consented { ready })
         }
         Ok(ConsentDecision::Deny { reason }) => {
-            guard.consent = Some("denied".to_owned());
+            guard.consent = Some(ConsentOutcome::Denied);
             let reason = match reason {
                 Some(r) => format!(
                     "a human denied this call: {}",
@@ -427,7 +428,7 @@ async fn consent(inner: &Inner, guard: &mut CallGuard, ready: Ready) -> Result<C
             Err(Refusal::new(RefusalCode::ConsentDenied, reason))
         }
         Ok(ConsentDecision::Unavailable) => {
-            guard.consent = Some("unavailable".to_owned());
+            guard.consent = Some(ConsentOutcome::Unavailable);
             Err(Refusal::new(
                 RefusalCode::ConsentUnavailable,
                 "this action needs a human's approval and no one could be asked",
@@ -576,7 +577,11 @@ fn normalize(mut outcome: ChannelOutcome, sends: u32) -> ChannelOutcome {
         // A channel that reports success without ever sending is wrong; be conservative.
         outcome.status = Status::Rejected;
         outcome.origin = Origin::Executor;
-        outcome.code = Some(outcome.code.unwrap_or_else(|| "not_sent".to_owned()));
+        outcome.code = Some(
+            outcome
+                .code
+                .unwrap_or(Code::Upstream(UpstreamCode::NotSent)),
+        );
         outcome.data = None;
     }
     outcome
@@ -623,8 +628,14 @@ fn covers(scrubber: &Scrubber, credential: &Credential) -> bool {
 }
 
 fn filter(scrubber: &Scrubber, result: &mut ActionResult) {
-    for text in [&mut result.reason, &mut result.code].into_iter().flatten() {
-        *text = scrubber.scrub(text).into_owned();
+    if let Some(reason) = &mut result.reason {
+        *reason = scrubber.scrub(reason).into_owned();
+    }
+    // A channel may report a code of its own making: it passes the scrubber too.
+    if let Some(code) = &mut result.code
+        && let std::borrow::Cow::Owned(clean) = scrubber.scrub(code.as_str())
+    {
+        *code = Code::from(clean);
     }
     if let Some(data) = &mut result.data {
         scrubber.scrub_json(data);
@@ -654,7 +665,7 @@ pub(super) async fn refuse(inner: &Inner, guard: &mut CallGuard, refusal: Refusa
     let action = scrubber.scrub(&guard.action).into_owned();
     let mut result = ActionResult::new(Status::Rejected, &action, guard.attempt_id.clone());
     result.origin = Some(Origin::Executor);
-    result.code = Some(refusal.code.as_str().to_owned());
+    result.code = Some(refusal.code.into());
     result.reason = Some(reason.clone());
     result.divergences = refusal.divergences.clone();
     if guard.divergences.is_empty() {
@@ -664,7 +675,7 @@ pub(super) async fn refuse(inner: &Inner, guard: &mut CallGuard, refusal: Refusa
         Phase::Refused,
         Status::Rejected,
         Some(Origin::Executor),
-        Some(refusal.code.as_str().to_owned()),
+        Some(refusal.code.into()),
         Some(reason),
     );
     if let Some(mut decision) = refusal.decision {
