@@ -16,6 +16,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
+use sallyport_core::ConsentOutcome;
 use sallyport_core::channel::{CallView, Channel, ChannelOutcome, Dispatch, RequestSummary};
 use sallyport_core::consent::{ConsentDecision, ConsentProvider, FnConsent};
 use sallyport_core::journal::{AuditRecord, Journal, SqliteJournal};
@@ -194,7 +195,7 @@ impl Harness {
         self.counter.sent.load(Ordering::SeqCst)
     }
 
-    async fn consents(&self) -> Vec<Option<String>> {
+    async fn consents(&self) -> Vec<Option<ConsentOutcome>> {
         let records: Vec<AuditRecord> = self.journal.records().await.expect("records");
         records.into_iter().map(|r| r.event.consent).collect()
     }
@@ -273,9 +274,9 @@ async fn a_session_action_is_asked_once_per_connection() {
     assert_eq!(
         h.consents().await,
         [
-            Some("approved_for_session".to_owned()),
-            Some("session_grant".to_owned()),
-            Some("approved_for_session".to_owned()),
+            Some(ConsentOutcome::ApprovedForSession),
+            Some(ConsentOutcome::SessionGrant),
+            Some(ConsentOutcome::ApprovedForSession),
         ]
     );
     a.cancel().await.expect("close a");
@@ -302,7 +303,10 @@ async fn a_per_call_action_is_asked_every_time() {
     assert_eq!(h.sent(), 2);
     assert_eq!(
         h.consents().await,
-        [Some("approved".to_owned()), Some("approved".to_owned())]
+        [
+            Some(ConsentOutcome::Approved),
+            Some(ConsentOutcome::Approved)
+        ]
     );
 }
 
@@ -381,7 +385,7 @@ async fn a_client_declaring_elicitation_does_not_outrank_the_host_provider_by_de
     assert!(client.asked().is_empty(), "the client was never asked");
     assert_eq!(h.sent(), 0);
     assert_eq!(h.server_router_connections(), 0);
-    assert_eq!(h.consents().await, [Some("denied".to_owned())]);
+    assert_eq!(h.consents().await, [Some(ConsentOutcome::Denied)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -395,7 +399,7 @@ async fn a_client_declaring_elicitation_cannot_approve_when_the_host_has_no_prov
     assert_eq!(result["code"], "consent_unavailable", "{result}");
     assert!(client.asked().is_empty());
     assert_eq!(h.sent(), 0);
-    assert_eq!(h.consents().await, [Some("unavailable".to_owned())]);
+    assert_eq!(h.consents().await, [Some(ConsentOutcome::Unavailable)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
