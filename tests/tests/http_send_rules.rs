@@ -263,24 +263,36 @@ async fn a_retry_never_commitment_answered_408_is_sent_once_and_unknown_with_the
 
 #[tokio::test]
 async fn every_try_again_answer_to_a_retry_never_commitment_is_sent_exactly_once() {
-    let cases: Vec<(&str, Reply, &str)> = vec![
-        ("408", Reply::Json(408, json!({})), "request_timeout"),
-        ("500", Reply::Json(500, json!({})), "upstream_error"),
-        ("502", Reply::Json(502, json!({})), "gateway_error"),
+    let cases: Vec<(&str, Reply, UpstreamCode)> = vec![
+        (
+            "408",
+            Reply::Json(408, json!({})),
+            UpstreamCode::RequestTimeout,
+        ),
+        (
+            "500",
+            Reply::Json(500, json!({})),
+            UpstreamCode::UpstreamError,
+        ),
+        (
+            "502",
+            Reply::Json(502, json!({})),
+            UpstreamCode::GatewayError,
+        ),
         (
             "503 with Retry-After",
             Reply::JsonWith(503, json!({}), vec![("retry-after".into(), "1".into())]),
-            "gateway_error",
+            UpstreamCode::GatewayError,
         ),
         (
             "reset after the full request",
             Reply::CommitThenDrop(Drop::Reset),
-            "connection_lost_after_send",
+            UpstreamCode::ConnectionLostAfterSend,
         ),
         (
             "clean close before the commit",
             Reply::DropBeforeCommit(Drop::CleanClose),
-            "connection_lost_after_send",
+            UpstreamCode::ConnectionLostAfterSend,
         ),
     ];
     for (what, reply, code) in cases {
@@ -289,7 +301,7 @@ async fn every_try_again_answer_to_a_retry_never_commitment_is_sent_exactly_once
             .call("send_invoice", json!({"invoice_id": "inv_7"}))
             .await;
         assert_eq!(r.status, Status::Unknown, "{what}: {}", r.to_json());
-        assert_eq!(r.code_str(), Some(code), "{what}");
+        assert_eq!(r.code, Some(code.into()), "{what}");
         let next = r.next.as_ref().expect("next");
         assert_eq!(next.action, "get_invoice", "{what}");
         assert_eq!(next.arguments, json!({"invoice_id": "inv_7"}), "{what}");

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use sallyport_core::code::{RefusalCode, UpstreamCode};
+use sallyport_core::code::{Code, RefusalCode, UpstreamCode};
 use sallyport_core::journal::AuditEvent;
 use sallyport_core::outcome::{ActionResult, Origin};
 use sallyport_core::target::{SshTarget, Target};
@@ -490,20 +490,20 @@ async fn exit_codes_map_to_the_declared_statuses() {
         (
             4,
             Status::Rejected,
-            Some("command_rejected"),
+            Some(UpstreamCode::CommandRejected),
             Some("`sh` exited with status 4: err 4"),
         ),
         (
             5,
             Status::Rejected,
-            Some("command_failed"),
+            Some(UpstreamCode::CommandFailed),
             Some("`sh` exited with status 5: err 5"),
         ),
     ];
     for (code, status, error_code, reason) in expect {
         let result = call(&h, "exit_with", json!({"code": code})).await;
         assert_eq!(result.status, status, "{code}: {}", result.to_json());
-        assert_eq!(result.code_str(), error_code, "{code}");
+        assert_eq!(result.code, error_code.map(Code::from), "{code}");
         assert_eq!(result.reason.as_deref(), reason, "{code}");
         let data = result.data.as_ref().unwrap();
         assert_eq!(data["exit_status"], code);
