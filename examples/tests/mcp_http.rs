@@ -10,6 +10,7 @@ use rmcp::model::CallToolResult;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use sallyport_core::ConsentOutcome;
 use sallyport_core::journal::{Journal, SqliteJournal};
 use sallyport_examples::catalog::demo_catalog;
 use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};
@@ -114,7 +115,7 @@ impl Server {
         client.serve(transport).await.expect("initialize over HTTP")
     }
 
-    async fn sessions_and_consents(&self) -> Vec<(String, Option<String>)> {
+    async fn sessions_and_consents(&self) -> Vec<(String, Option<ConsentOutcome>)> {
         let journal = SqliteJournal::open(self.dir.path().join("journal.db")).expect("journal");
         journal
             .records()
@@ -217,8 +218,8 @@ async fn elicitation_reaches_http_clients_and_each_mcp_session_is_its_own_sessio
 
     let records = server.sessions_and_consents().await;
     assert_eq!(records.len(), 2);
-    assert_eq!(records[0].1.as_deref(), Some("approved"));
-    assert_eq!(records[1].1.as_deref(), Some("denied"));
+    assert_eq!(records[0].1, Some(ConsentOutcome::Approved));
+    assert_eq!(records[1].1, Some(ConsentOutcome::Denied));
     assert!(records.iter().all(|(s, _)| s.starts_with("mcp-")));
     assert_ne!(
         records[0].0, records[1].0,
@@ -318,7 +319,7 @@ async fn an_http_client_declaring_elicitation_cannot_approve_unless_the_host_ena
     assert_eq!(server.upstream.requests(), 0);
     let records = server.sessions_and_consents().await;
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0].1.as_deref(), Some("unavailable"));
+    assert_eq!(records[0].1, Some(ConsentOutcome::Unavailable));
     client.cancel().await.expect("close");
 }
 

@@ -10,6 +10,7 @@ use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequest, CallToolResult, ClientRequest, ErrorCode};
 use rmcp::service::{PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use sallyport_core::code::{Code, ConsentOutcome, RefusalCode};
 use sallyport_core::drift::Baseline;
 use sallyport_core::journal::{AuditRecord, Journal, Phase, SqliteJournal};
 use sallyport_examples::catalog::demo_catalog;
@@ -232,7 +233,7 @@ async fn consent_accepted_through_elicitation_sends_the_request_once() {
     );
     let records = h.records().await;
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0].event.consent.as_deref(), Some("approved"));
+    assert_eq!(records[0].event.consent, Some(ConsentOutcome::Approved));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -261,7 +262,10 @@ async fn consent_declined_through_elicitation_sends_no_request() {
     let records = h.records().await;
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].event.phase, Phase::Refused);
-    assert_eq!(records[0].event.code.as_deref(), Some("consent_denied"));
+    assert_eq!(
+        records[0].event.code,
+        Some(RefusalCode::ConsentDenied.into())
+    );
     assert_eq!(records[0].event.dispatches, 0);
 }
 
@@ -301,7 +305,7 @@ async fn a_client_declaring_elicitation_cannot_approve_unless_the_host_enabled_e
     assert_eq!(h.upstream.requests(), 0);
     let records = h.records().await;
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0].event.consent.as_deref(), Some("unavailable"));
+    assert_eq!(records[0].event.consent, Some(ConsentOutcome::Unavailable));
     assert_eq!(records[0].event.dispatches, 0);
 }
 
@@ -402,8 +406,8 @@ async fn oversized_arguments_are_refused_and_audited_without_a_request() {
     let records = h.records().await;
     assert_eq!(records.len(), 1);
     assert_eq!(
-        records[0].event.code.as_deref(),
-        Some("arguments_too_large")
+        records[0].event.code,
+        Some(RefusalCode::ArgumentsTooLarge.into())
     );
 }
 
@@ -519,11 +523,11 @@ async fn the_journal_hash_chain_of_a_session_verifies() {
     let journal = SqliteJournal::open(h.dir.path().join("journal.db")).expect("journal");
     let report = journal.verify().await.expect("verify");
     assert!(report.is_intact());
-    let codes: Vec<Option<String>> = h
+    let codes: Vec<Option<Code>> = h
         .records()
         .await
         .into_iter()
         .map(|r| r.event.code)
         .collect();
-    assert_eq!(codes, [None, Some("out_of_scope".to_owned())]);
+    assert_eq!(codes, [None, Some(RefusalCode::OutOfScope.into())]);
 }

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::action::ActionSpec;
+use crate::code::Code;
 use crate::journal::{AttemptId, IdempotencyKey, Journal};
 use crate::outcome::{Next, Origin, Refusal, RefusalCode, Status};
 use crate::scrub::Scrubber;
@@ -241,7 +242,7 @@ impl DispatchContext {
                 tracing::info!(attempt = %self.attempt_id, code = refusal.code.as_str(), "send refused: the vault changed during the call");
                 let mut outcome = ChannelOutcome::new(Status::Rejected)
                     .with_origin(Origin::Executor)
-                    .with_code(refusal.code.as_str())
+                    .with_code(refusal.code)
                     .with_reason(refusal.reason);
                 if self.sends() > 0 {
                     outcome.status = Status::Unknown;
@@ -332,7 +333,7 @@ pub struct ChannelOutcome {
     /// Who decided (`Upstream` for anything after send).
     pub origin: Origin,
     /// A machine-readable code.
-    pub code: Option<String>,
+    pub code: Option<Code>,
     /// A short reason, safe to show (the executor scrubs it again).
     pub reason: Option<String>,
     /// The projected result data.
@@ -366,9 +367,10 @@ impl ChannelOutcome {
         Self::new(Status::Completed).with_data(data)
     }
 
-    /// Sets the code.
+    /// Sets the code: an [`UpstreamCode`](crate::code::UpstreamCode), a
+    /// [`RefusalCode`], or a string (one that spells a known code becomes that code).
     #[must_use]
-    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+    pub fn with_code(mut self, code: impl Into<Code>) -> Self {
         self.code = Some(code.into());
         self
     }

@@ -19,7 +19,7 @@
 //! use sallyport_core::consent::{ConsentDecision, FnConsent};
 //! use sallyport_core::journal::SqliteJournal;
 //! use sallyport_core::outcome::{Refusal, Status};
-//! use sallyport_core::{Action, Catalog, Executor, Session};
+//! use sallyport_core::{Action, Catalog, Executor, RefusalCode, Session};
 //! use schemars::JsonSchema;
 //! use serde::Deserialize;
 //! use serde_json::json;
@@ -89,7 +89,7 @@
 //! let refused = executor
 //!     .call("restart_worker", json!({"project_id": "proj_9", "worker": "w3", "reason": "stuck queue"}), &session)
 //!     .await;
-//! assert_eq!(refused.code.as_deref(), Some("out_of_scope"));
+//! assert_eq!(refused.code, Some(RefusalCode::OutOfScope.into()));
 //! assert!(executor.journal().verify().await?.is_intact());
 //! # Ok(()) }
 //! ```
@@ -103,12 +103,16 @@
 //! - [`consent`]: consent requests, providers and session grants; [`danger`] for auto-approve.
 //! - [`journal`]: durable intents and the hash-chained audit log in SQLite.
 //! - [`vault`]: credentials; [`scrub`]: removing secret values from everything outgoing.
+//! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
+//!   every channel shares.
 //! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.
 
 pub mod action;
+pub mod after_send;
 pub mod catalog;
 pub mod channel;
 mod clock;
+pub mod code;
 pub mod consent;
 pub mod danger;
 pub mod drift;
@@ -132,6 +136,7 @@ pub use crate::action::{
 };
 pub use crate::catalog::Catalog;
 pub use crate::channel::Channel;
+pub use crate::code::{Code, ConsentOutcome, DeclaredCode, RefusalCode, UpstreamCode};
 pub use crate::consent::ConsentProvider;
 pub use crate::executor::Executor;
 pub use crate::journal::Journal;

@@ -5,6 +5,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::code::Code;
+pub use crate::code::RefusalCode;
 use crate::ids::{AttemptId, ReceiptId};
 pub use crate::ids::{Origin, Status};
 
@@ -32,7 +34,7 @@ pub struct ActionResult {
     pub origin: Option<Origin>,
     /// A machine-readable code (`out_of_scope`, `timeout_after_send`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<Code>,
     /// A short reason the agent can act on; safe to show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -73,6 +75,11 @@ impl ActionResult {
         }
     }
 
+    /// The code as its wire string (`"out_of_scope"`, …), if there is one.
+    pub fn code_str(&self) -> Option<&str> {
+        self.code.as_ref().map(Code::as_str)
+    }
+
     /// Whether the agent should treat the call as failed (`rejected` or `unknown`).
     pub fn is_error(&self) -> bool {
         matches!(self.status, Status::Rejected | Status::Unknown)
@@ -100,72 +107,6 @@ impl ActionResult {
             ));
         }
         out
-    }
-}
-
-/// The code of an executor refusal (stages 1–9).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum RefusalCode {
-    /// Arguments larger than the executor accepts.
-    ArgumentsTooLarge,
-    /// Consent was denied.
-    ConsentDenied,
-    /// No consent provider can ask a human.
-    ConsentUnavailable,
-    /// Nobody answered the consent request in time.
-    ConsentTimeout,
-    /// The credential cannot be used (missing, or rejected by the upstream earlier).
-    CredentialUnavailable,
-    /// The live definition differs from the approved baseline.
-    DefinitionDrift,
-    /// Arguments failed the payload drift check or could not be decoded.
-    InvalidArguments,
-    /// The channel refused the call before sending (a value that would change the path, …).
-    InvalidRequest,
-    /// The attempt could not be written durably; nothing was sent.
-    JournalUnavailable,
-    /// The channel the action needs is not configured.
-    ChannelUnavailable,
-    /// An object is outside the session's scope.
-    OutOfScope,
-    /// The action's own precondition does not hold.
-    PreconditionFailed,
-    /// The definition changed in a way that needs a reviewer.
-    ReviewRequired,
-    /// No published action has that name.
-    UnknownAction,
-    /// The vault is locked.
-    VaultLocked,
-}
-
-impl RefusalCode {
-    /// The snake-case code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ArgumentsTooLarge => "arguments_too_large",
-            Self::ConsentDenied => "consent_denied",
-            Self::ConsentUnavailable => "consent_unavailable",
-            Self::ConsentTimeout => "consent_timeout",
-            Self::CredentialUnavailable => "credential_unavailable",
-            Self::DefinitionDrift => "definition_drift",
-            Self::InvalidArguments => "invalid_arguments",
-            Self::InvalidRequest => "invalid_request",
-            Self::JournalUnavailable => "journal_unavailable",
-            Self::ChannelUnavailable => "channel_unavailable",
-            Self::OutOfScope => "out_of_scope",
-            Self::PreconditionFailed => "precondition_failed",
-            Self::ReviewRequired => "review_required",
-            Self::UnknownAction => "unknown_action",
-            Self::VaultLocked => "vault_locked",
-        }
-    }
-}
-
-impl fmt::Display for RefusalCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -9,9 +9,11 @@ use reqwest::header::{HeaderName, HeaderValue};
 use sallyport_core::Catalog;
 use sallyport_core::RetryRule;
 use sallyport_core::action::ActionSpec;
+use sallyport_core::after_send::Failure;
 use sallyport_core::channel::{
     CallView, Channel, ChannelOutcome, Dispatch, DispatchContext, PreparedRequest,
 };
+use sallyport_core::code::UpstreamCode;
 use sallyport_core::drift::DriftMode;
 use sallyport_core::drift::openapi::{OpenApi, OutgoingRequest};
 use sallyport_core::outcome::{Origin, Refusal, RefusalCode, Status};
@@ -625,67 +627,68 @@ impl HttpChannel {
                 }
             }
         }
-        last.unwrap_or_else(|| ChannelOutcome::new(Status::Rejected).with_code("not_sent"))
+        last.unwrap_or_else(|| {
+            ChannelOutcome::new(Status::Rejected).with_code(UpstreamCode::NotSent)
+        })
     }
 }
 
-/// How one exchange continues the attempt.
+/// How one exchange continues the attempt. What a failed exchange means is decided by the
+/// rules every channel shares ([`AfterSend`](sallyport_core::after_send::AfterSend)); this only says what happened and whether to
+/// resend.
 fn step_for(call: &Call<'_>, result: Exchange, any_sent: bool) -> Step {
+    let rules = call.after_send();
     match result {
         Exchange::Refused(outcome) => Step::Done(outcome),
         Exchange::Answered(answer) => response::classify(call, &answer),
         // A certificate this executor does not trust stays untrusted on a resend.
-        Exchange::Untrusted if any_sent => Step::Done(call.uncertain(
-            "connection_lost_after_send",
-            "an earlier request of this call was sent, and the upstream's certificate was then refused",
-        )),
-        Exchange::Untrusted => Step::Done(
-            ChannelOutcome::new(Status::Rejected)
-                .with_code("tls_untrusted")
-                .with_reason(
-                    "the upstream's certificate is not trusted by this executor; nothing was sent",
-                ),
-        ),
-        Exchange::NotSent { timed_out } => {
-            // Nothing left: always safe to resend. When exhausted, the truth depends on
-            // whether an earlier request of this attempt left.
-            let exhausted = if any_sent {
-                call.uncertain(
-                    "connection_lost_after_send",
-                    "an earlier request was sent and got no answer, and the upstream then became unreachable",
-                )
+        Exchange::Untrusted => Step::Done(rules.failed(
+            Failure::Untrusted,
+            any_sent,
+            if any_sent {
+                "the upstream's certificate was refused"
             } else {
-                ChannelOutcome::new(Status::Rejected)
-                    .with_code(if timed_out { "connect_timeout" } else { "connect_failed" })
-                    .with_reason(
-                        "the upstream could not be reached; nothing was sent, so calling again later is safe",
-                    )
-            };
-            Step::Resend {
-                wait: None,
-                exhausted,
-            }
-        }
+                "the upstream's certificate is not trusted by this executor"
+            },
+        )),
+        // Nothing left: always safe to resend. When exhausted, the truth depends on whether
+        // an earlier request of this attempt left.
+        Exchange::NotSent { timed_out } => Step::Resend {
+            wait: None,
+            exhausted: rules.failed(
+                if timed_out {
+                    Failure::ConnectTimedOut
+                } else {
+                    Failure::ConnectFailed
+                },
+                any_sent,
+                if any_sent {
+                    "the upstream became unreachable"
+                } else {
+                    "the upstream could not be reached"
+                },
+            ),
+        },
         Exchange::Lost { kind, status } => {
-            let (code, what) = match (kind, status) {
+            let (failure, what) = match (kind, status) {
                 (LostKind::Timeout, _) => (
-                    "timeout_after_send",
+                    Failure::TimedOut,
                     "the request was sent and no complete answer came within the timeout"
                         .to_owned(),
                 ),
                 (LostKind::Connection, Some(s)) => (
-                    "response_truncated",
+                    Failure::CutOff,
                     format!(
                         "the request was sent and the answer (HTTP {}) was cut off",
                         s.as_u16()
                     ),
                 ),
                 (LostKind::Connection, None) => (
-                    "connection_lost_after_send",
+                    Failure::ConnectionLost,
                     "the request was sent and the connection was lost before an answer".to_owned(),
                 ),
             };
-            let mut outcome = call.uncertain(code, &what);
+            let mut outcome = rules.failed(failure, any_sent, &what);
             if let Some(s) = status {
                 outcome = outcome.with_upstream_status(i64::from(s.as_u16()));
             }
@@ -705,7 +708,7 @@ fn step_for(call: &Call<'_>, result: Exchange, any_sent: bool) -> Step {
 fn refused(refusal: &Refusal) -> ChannelOutcome {
     ChannelOutcome::new(Status::Rejected)
         .with_origin(Origin::Executor)
-        .with_code(refusal.code.as_str())
+        .with_code(refusal.code)
         .with_reason(refusal.reason.clone())
 }
 

@@ -5,7 +5,9 @@ use std::time::{Duration, SystemTime};
 
 use reqwest::header::{DATE, HeaderMap, RETRY_AFTER};
 use sallyport_core::action::{ActionSpec, EffectClass, RetryRule};
+use sallyport_core::after_send::AfterSend;
 use sallyport_core::channel::ChannelOutcome;
+use sallyport_core::code::{Code, UpstreamCode};
 use sallyport_core::outcome::{Origin, Status};
 use sallyport_core::scrub::Scrubber;
 use sallyport_core::target::HttpTarget;
@@ -214,31 +216,19 @@ impl Call<'_> {
         self.spec.effect.is_mutating()
     }
 
-    fn check_with(&self) -> String {
-        match &self.spec.reconcile {
-            Some(r) => format!("; do not retry; check with {r}"),
-            None => "; do not retry".to_owned(),
-        }
-    }
-
     fn reference(&self, headers: &HeaderMap) -> String {
         correlation_id(headers).unwrap_or_else(|| self.attempt_id.to_owned())
     }
 
+    /// The failure rules every channel shares, for this call.
+    pub(crate) fn after_send(&self) -> AfterSend<'_> {
+        AfterSend::new(self.spec)
+    }
+
     /// An outcome for something after send that may or may not have taken effect:
     /// `unknown` for a mutating action, `rejected` (nothing changes anyway) for an observe.
-    pub(crate) fn uncertain(&self, code: &str, what: &str) -> ChannelOutcome {
-        if self.mutating() {
-            ChannelOutcome::new(Status::Unknown)
-                .with_code(code)
-                .with_reason(format!("{what}{}", self.check_with()))
-        } else {
-            ChannelOutcome::new(Status::Rejected)
-                .with_code(code)
-                .with_reason(format!(
-                    "{what}; nothing was changed, a later call may succeed"
-                ))
-        }
+    pub(crate) fn uncertain(&self, code: impl Into<Code>, what: &str) -> ChannelOutcome {
+        self.after_send().uncertain(code, what)
     }
 }
 
@@ -248,7 +238,7 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
     let body = answer.body.as_deref();
     let reference = call.reference(&answer.headers);
     let upstream = |o: ChannelOutcome| o.with_upstream_status(i64::from(code));
-    let rejected = |code_name: &str, what: &str| {
+    let rejected = |code_name: UpstreamCode, what: &str| {
         let reason = match message(call, body) {
             Some(m) => format!("{what} (HTTP {code}): {m}; correlation id {reference}"),
             None => format!("{what} (HTTP {code}); correlation id {reference}"),
@@ -264,7 +254,7 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
     // Authentication: stop, and mark the credential unusable.
     if matches!(code, 401 | 403) {
         let mut o = rejected(
-            "auth_failed",
+            UpstreamCode::AuthFailed,
             "the upstream refused the credential; a human must check or replace it",
         );
         if call.credential_attached {
@@ -278,7 +268,7 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
         let limited = |reason: String, delay: Option<Duration>| {
             let mut o = upstream(
                 ChannelOutcome::new(Status::Rejected)
-                    .with_code("rate_limited")
+                    .with_code(UpstreamCode::RateLimited)
                     .with_reason(reason),
             );
             if let Some(d) = delay {
@@ -335,7 +325,7 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
     if code == 409 && key_action && (idem || (call.resend && declared.is_none())) {
         return Step::Done(upstream(
             ChannelOutcome::new(Status::Pending)
-                .with_code("idempotency_conflict")
+                .with_code(UpstreamCode::IdempotencyConflict)
                 .with_reason(format!(
                     "the upstream is still processing the original request with this idempotency key{}",
                     match &call.spec.reconcile {
@@ -347,7 +337,7 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
     }
     if code == 422 && key_action && (idem || call.resend) {
         return Step::Done(rejected(
-            "idempotency_mismatch",
+            UpstreamCode::IdempotencyMismatch,
             "the upstream says this idempotency key was used with another payload; nothing was applied for this call",
         ));
     }
@@ -363,14 +353,14 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
                 call.spec.name
             )
         };
-        return Step::Done(rejected("idempotency_key_required", &what));
+        return Step::Done(rejected(UpstreamCode::IdempotencyKeyRequired, &what));
     }
 
     // Success-range answers: body predicates first, then the declared or default mapping.
     if answer.status.is_success() {
         if answer.too_large() {
             return Step::Done(upstream(call.uncertain(
-                "response_too_large",
+                UpstreamCode::ResponseTooLarge,
                 &format!(
                     "the upstream answered HTTP {code} with a body larger than this action reads"
                 ),
@@ -396,12 +386,12 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
         300..=399 => {
             if code == 303 && call.mutating() {
                 Step::Done(upstream(call.uncertain(
-                    "redirect_not_followed",
+                    UpstreamCode::RedirectNotFollowed,
                     "the upstream answered with a redirect after the request was sent; redirects are never followed",
                 )))
             } else {
                 Step::Done(rejected(
-                    "redirect_refused",
+                    UpstreamCode::RedirectRefused,
                     "the upstream redirected the call elsewhere; redirects are never followed",
                 ))
             }
@@ -410,7 +400,7 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
             // The request left, and a proxy or server in front of the upstream may have
             // passed it on before giving up: not proof that nothing was applied.
             let outcome = upstream(call.uncertain(
-                "request_timeout",
+                UpstreamCode::RequestTimeout,
                 &format!(
                     "the upstream answered HTTP 408 (request timeout) after the request was sent; correlation id {reference}"
                 ),
@@ -424,27 +414,39 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
                 Step::Done(outcome)
             }
         }
-        400 => Step::Done(rejected("bad_request", "the upstream rejected the request")),
-        404 => Step::Done(rejected("not_found", "the upstream found no such object")),
-        409 => Step::Done(rejected("conflict", "the upstream reported a conflict")),
-        410 => Step::Done(rejected("not_found", "the object is gone upstream")),
+        400 => Step::Done(rejected(
+            UpstreamCode::BadRequest,
+            "the upstream rejected the request",
+        )),
+        404 => Step::Done(rejected(
+            UpstreamCode::NotFound,
+            "the upstream found no such object",
+        )),
+        409 => Step::Done(rejected(
+            UpstreamCode::Conflict,
+            "the upstream reported a conflict",
+        )),
+        410 => Step::Done(rejected(
+            UpstreamCode::NotFound,
+            "the object is gone upstream",
+        )),
         422 => Step::Done(rejected(
-            "unprocessable",
+            UpstreamCode::Unprocessable,
             "the upstream rejected the request's content",
         )),
         402..=499 => Step::Done(rejected(
-            "client_error",
+            UpstreamCode::ClientError,
             "the upstream rejected the request",
         )),
         500..=599 => {
             let what = if matches!(code, 502..=504) {
                 (
-                    "gateway_error",
+                    UpstreamCode::GatewayError,
                     format!("the upstream's gateway answered HTTP {code}"),
                 )
             } else {
                 (
-                    "upstream_error",
+                    UpstreamCode::UpstreamError,
                     format!("the upstream failed with HTTP {code}"),
                 )
             };
@@ -462,7 +464,7 @@ pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
             }
         }
         _ => Step::Done(upstream(call.uncertain(
-            "unexpected_response",
+            UpstreamCode::UnexpectedResponse,
             &format!("the upstream answered HTTP {code}, which this action does not declare"),
         ))),
     }
@@ -482,7 +484,7 @@ fn body_rules(
     // no body at all): that is no evidence of success.
     let Some(json) = body.and_then(|b| serde_json::from_slice::<Value>(b).ok()) else {
         return Some(upstream(call.uncertain(
-            "unparseable_body",
+            UpstreamCode::UnparseableBody,
             &format!(
                 "the upstream answered HTTP {code} with a body that is not valid JSON, so this action's body rules could not be checked; correlation id {reference}"
             ),
@@ -501,19 +503,27 @@ fn body_rules(
             };
             upstream(
                 ChannelOutcome::new(Status::Rejected)
-                    .with_code(rule.code.as_deref().unwrap_or("business_rejected"))
+                    .with_code(
+                        rule.code
+                            .clone()
+                            .map_or(Code::Upstream(UpstreamCode::BusinessRejected), Code::from),
+                    )
                     .with_reason(reason),
             )
         }
         Status::Completed => upstream(success(call, body)),
-        Status::Unknown => upstream(call.uncertain(
-            rule.code.as_deref().unwrap_or("unknown_state"),
-            "the upstream reported an undetermined state",
-        )),
+        Status::Unknown => upstream(
+            call.uncertain(
+                rule.code
+                    .clone()
+                    .map_or(Code::Upstream(UpstreamCode::UnknownState), Code::from),
+                "the upstream reported an undetermined state",
+            ),
+        ),
         status => {
             let mut o = project_optional(call, status, body);
             if let Some(c) = &rule.code {
-                o = o.with_code(c.as_ref());
+                o = o.with_code(c.clone());
             }
             upstream(o)
         }
@@ -577,11 +587,11 @@ fn declared_outcome(
     match status {
         // A declaration never turns an error code into success.
         Status::Completed if code >= 400 => upstream(call.uncertain(
-            "unexpected_response",
+            UpstreamCode::UnexpectedResponse,
             &format!("the upstream answered HTTP {code}"),
         )),
         Status::Completed if too_large => upstream(call.uncertain(
-            "response_too_large",
+            UpstreamCode::ResponseTooLarge,
             "the response body is larger than this action reads",
         )),
         Status::Completed => upstream(success(call, body)),
@@ -593,12 +603,12 @@ fn declared_outcome(
             };
             upstream(
                 ChannelOutcome::new(Status::Rejected)
-                    .with_code("upstream_rejected")
+                    .with_code(UpstreamCode::UpstreamRejected)
                     .with_reason(reason),
             )
         }
         Status::Unknown => upstream(call.uncertain(
-            "undetermined",
+            UpstreamCode::Undetermined,
             &format!("the upstream answered HTTP {code}, which this action treats as undetermined"),
         )),
         other => upstream(project_optional(call, other, body)),
@@ -617,7 +627,7 @@ fn success(call: &Call<'_>, body: Option<&[u8]>) -> ChannelOutcome {
     match value.map(|v| shape.project(v)) {
         Some(Ok(data)) => ChannelOutcome::completed(data),
         _ => call.uncertain(
-            "unexpected_response",
+            UpstreamCode::UnexpectedResponse,
             "the upstream answered success with a body that does not match the declared result",
         ),
     }

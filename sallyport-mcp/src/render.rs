@@ -1,7 +1,7 @@
 //! The short text rendering of a result that accompanies `structuredContent`.
 
-use sallyport_core::ActionResult;
 use sallyport_core::outcome::{Origin, Status};
+use sallyport_core::{ActionResult, Code, RefusalCode};
 
 /// A plain-language rendering of `result` that tells the model what happened and what to do
 /// next, e.g. `create_invoice: unknown (timeout_after_send) — sent, no response. It may or may
@@ -35,17 +35,17 @@ pub fn render(result: &ActionResult) -> String {
             None => "It may or may not have been applied: do not retry; ask the user.".to_owned(),
         },
         (Status::Rejected, Some(Origin::Executor)) => {
-            let fix = match result.code.as_deref() {
-                Some("invalid_arguments" | "arguments_too_large") => {
+            let fix = match result.code.as_ref().and_then(Code::refusal) {
+                Some(RefusalCode::InvalidArguments | RefusalCode::ArgumentsTooLarge) => {
                     "Nothing was sent. Fix the arguments as described and call again."
                 }
-                Some("out_of_scope") => {
+                Some(RefusalCode::OutOfScope) => {
                     "Nothing was sent. This session may not touch that object; do not retry with it."
                 }
-                Some("consent_denied") => {
+                Some(RefusalCode::ConsentDenied) => {
                     "Nothing was sent. The user said no; do not retry unless the user asks you to."
                 }
-                Some("consent_unavailable" | "consent_timeout") => {
+                Some(RefusalCode::ConsentUnavailable | RefusalCode::ConsentTimeout) => {
                     "Nothing was sent. No human could approve the call; tell the user it needs approval."
                 }
                 _ => "Nothing was sent; do not retry the same call.",

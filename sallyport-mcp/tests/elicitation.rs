@@ -16,6 +16,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
+use sallyport_core::ConsentOutcome;
 use sallyport_core::channel::{
     CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
 };
@@ -196,7 +197,7 @@ impl Harness {
         self.counter.sent.load(Ordering::SeqCst)
     }
 
-    async fn consents(&self) -> Vec<Option<String>> {
+    async fn consents(&self) -> Vec<Option<ConsentOutcome>> {
         let records: Vec<AuditRecord> = self.journal.records().await.expect("records");
         records.into_iter().map(|r| r.event.consent).collect()
     }
@@ -275,9 +276,9 @@ async fn a_session_action_is_asked_once_per_connection() {
     assert_eq!(
         h.consents().await,
         [
-            Some("approved_for_session".to_owned()),
-            Some("session_grant".to_owned()),
-            Some("approved_for_session".to_owned()),
+            Some(ConsentOutcome::ApprovedForSession),
+            Some(ConsentOutcome::SessionGrant),
+            Some(ConsentOutcome::ApprovedForSession),
         ]
     );
     a.cancel().await.expect("close a");
@@ -304,7 +305,10 @@ async fn a_per_call_action_is_asked_every_time() {
     assert_eq!(h.sent(), 2);
     assert_eq!(
         h.consents().await,
-        [Some("approved".to_owned()), Some("approved".to_owned())]
+        [
+            Some(ConsentOutcome::Approved),
+            Some(ConsentOutcome::Approved)
+        ]
     );
 }
 
@@ -383,7 +387,7 @@ async fn a_client_declaring_elicitation_does_not_outrank_the_host_provider_by_de
     assert!(client.asked().is_empty(), "the client was never asked");
     assert_eq!(h.sent(), 0);
     assert_eq!(h.server_router_connections(), 0);
-    assert_eq!(h.consents().await, [Some("denied".to_owned())]);
+    assert_eq!(h.consents().await, [Some(ConsentOutcome::Denied)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -397,7 +401,7 @@ async fn a_client_declaring_elicitation_cannot_approve_when_the_host_has_no_prov
     assert_eq!(result["code"], "consent_unavailable", "{result}");
     assert!(client.asked().is_empty());
     assert_eq!(h.sent(), 0);
-    assert_eq!(h.consents().await, [Some("unavailable".to_owned())]);
+    assert_eq!(h.consents().await, [Some(ConsentOutcome::Unavailable)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,9 +6,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use russh::ChannelMsg;
 use sallyport_core::EffectClass;
+use sallyport_core::after_send::{AfterSend, Failure, first_not_sent};
 use sallyport_core::channel::{
     CallView, Channel, ChannelOutcome, Dispatch, PreparedRequest, RequestSummary, fingerprint,
 };
+use sallyport_core::code::{Code, UpstreamCode};
 use sallyport_core::outcome::{Origin, Refusal, RefusalCode, Status};
 use sallyport_core::target::{SshTarget, Target};
 use sallyport_core::vault::{Credential, CredentialKind, CredentialMeta};
@@ -294,7 +296,7 @@ impl SshChannel {
                 Ok(Err(_)) => {
                     inner.pool.discard(host, &conn).await;
                     return Err(before_send(
-                        "channel_open_failed",
+                        UpstreamCode::ChannelOpenFailed,
                         format!(
                             "host `{}` refused to open a session channel; nothing was run",
                             host.name
@@ -303,10 +305,10 @@ impl SshChannel {
                 }
                 Err(_) => {
                     inner.pool.discard(host, &conn).await;
-                    return Err(before_send(
-                        "connect_timeout",
-                        format!(
-                            "host `{}` did not open a session channel in time; nothing was run",
+                    return Err(first_not_sent(
+                        Failure::ConnectTimedOut,
+                        &format!(
+                            "host `{}` did not open a session channel in time",
                             host.name
                         ),
                     ));
@@ -331,7 +333,7 @@ impl Channel for SshChannel {
             (call.prepared::<SshPrepared>(), &call.spec.target)
         else {
             return before_send(
-                "channel_unavailable",
+                RefusalCode::ChannelUnavailable,
                 "the command was not prepared by the SSH channel; nothing was run".to_owned(),
             );
         };
@@ -342,7 +344,7 @@ impl Channel for SshChannel {
         };
         let Some(credential) = call.credential else {
             return before_send(
-                "credential_unavailable",
+                RefusalCode::CredentialUnavailable,
                 "no credential was resolved for this call".to_owned(),
             );
         };
@@ -443,12 +445,7 @@ fn outcome(
         "stdout_truncated": stdout.truncated(),
         "stderr_truncated": stderr.truncated(),
     });
-    let do_not_retry = match &call.spec.reconcile {
-        Some(action) => {
-            format!("it may or may not have taken effect; do not retry; check with {action}")
-        }
-        None => "it may or may not have taken effect; do not retry".to_owned(),
-    };
+    let rules = AfterSend::new(call.spec);
     match ending {
         Ending::Exit(code) => {
             data["exit_status"] = json!(code);
@@ -463,9 +460,9 @@ fn outcome(
             if status == Status::Rejected {
                 let tail = stderr.tail_line(STDERR_TAIL);
                 let code_name = if plan.target.exit_status(code).is_some() {
-                    "command_rejected"
+                    UpstreamCode::CommandRejected
                 } else {
-                    "command_failed"
+                    UpstreamCode::CommandFailed
                 };
                 out = out.with_code(code_name).with_reason(if tail.is_empty() {
                     format!("`{program}` exited with status {code}")
@@ -477,55 +474,50 @@ fn outcome(
         }
         Ending::Signal(signal) => {
             data["signal"] = json!(signal);
-            let reason = format!("`{program}` was killed by signal {signal}");
+            let what = format!("`{program}` was killed by signal {signal}");
             if observe {
-                ChannelOutcome::new(Status::Rejected)
-                    .with_code("killed_by_signal")
-                    .with_reason(reason)
-                    .with_data(data)
+                rules.uncertain(UpstreamCode::KilledBySignal, &what)
             } else {
-                ChannelOutcome::new(Status::Unknown)
-                    .with_code("killed_by_signal")
-                    .with_reason(format!("{reason} part-way; {do_not_retry}"))
-                    .with_data(data)
+                rules.uncertain(UpstreamCode::KilledBySignal, &format!("{what} part-way"))
             }
+            .with_data(data)
         }
         Ending::Refused => ChannelOutcome::new(Status::Rejected)
-            .with_code("exec_refused")
+            .with_code(UpstreamCode::ExecRefused)
             .with_reason(format!(
                 "host `{}` refused to run the command; nothing was run",
                 plan.host.name
             )),
-        Ending::NotSent => ChannelOutcome::new(Status::Rejected)
-            .with_code("connection_lost")
-            .with_reason(format!(
-                "the connection to `{}` closed before the command could be sent; nothing was run; retrying is safe",
+        // One command per call: no earlier request of this call was sent.
+        Ending::NotSent => rules.failed(
+            Failure::ConnectFailed,
+            false,
+            &format!(
+                "the connection to `{}` closed before the command could be sent",
                 plan.host.name
-            )),
-        Ending::Lost if observe => ChannelOutcome::new(Status::Rejected)
-            .with_code("connection_lost")
-            .with_reason(format!(
-                "the connection to `{}` was lost before `{program}` reported an exit status; the read can be retried",
+            ),
+        ),
+        Ending::Lost => rules.failed(
+            Failure::ConnectionLost,
+            false,
+            &format!(
+                "the connection to `{}` was lost after `{program}` was sent and before it reported an exit status",
                 plan.host.name
-            )),
-        Ending::Lost => ChannelOutcome::new(Status::Unknown)
-            .with_code("connection_lost")
-            .with_reason(format!(
-                "the connection to `{}` was lost after `{program}` was sent and before it reported an exit status; {do_not_retry}",
-                plan.host.name
-            )),
-        Ending::TimedOut if observe => ChannelOutcome::new(Status::Rejected)
-            .with_code("timeout")
-            .with_reason(format!(
-                "`{program}` did not finish within {} ms; the read can be retried",
-                timeout.as_millis()
-            )),
-        Ending::TimedOut => ChannelOutcome::new(Status::Unknown)
-            .with_code("timeout_after_send")
-            .with_reason(format!(
-                "`{program}` did not finish within {} ms and may still be running (a remote command cannot be reliably cancelled); {do_not_retry}",
-                timeout.as_millis()
-            )),
+            ),
+        ),
+        Ending::TimedOut => rules.failed(
+            Failure::TimedOut,
+            false,
+            &format!(
+                "`{program}` did not finish within {} ms{}",
+                timeout.as_millis(),
+                if observe {
+                    ""
+                } else {
+                    " and may still be running (a remote command cannot be reliably cancelled)"
+                }
+            ),
+        ),
     }
 }
 
@@ -558,35 +550,37 @@ fn check_binding(host: &HostEntry, meta: &CredentialMeta) -> Result<(), String> 
 fn connect_outcome(error: ConnectError, host: &HostEntry) -> ChannelOutcome {
     let name = &host.name;
     match error {
-        ConnectError::Unreachable(kind) => upstream_before_send(
-            "connect_failed",
-            format!("could not reach host `{name}` ({kind}); nothing was sent; retrying is safe"),
+        // One command per call, sent only after the connection is up: nothing of this call
+        // was sent before.
+        ConnectError::Unreachable(kind) => first_not_sent(
+            Failure::ConnectFailed,
+            &format!("could not reach host `{name}` ({kind})"),
         ),
-        ConnectError::Timeout => upstream_before_send(
-            "connect_timeout",
-            format!(
-                "host `{name}` did not complete the SSH handshake and authentication in time; nothing was run"
-            ),
+        ConnectError::Timeout => first_not_sent(
+            Failure::ConnectTimedOut,
+            &format!("host `{name}` did not complete the SSH handshake and authentication in time"),
         ),
         ConnectError::HostKeyMismatch(seen) => before_send(
-            "host_key_mismatch",
+            UpstreamCode::HostKeyMismatch,
             format!(
                 "host `{name}` presented host key {seen}, which is not pinned in the inventory; the connection was refused before authentication"
             ),
         ),
         ConnectError::Handshake(detail) => upstream_before_send(
-            "handshake_failed",
+            UpstreamCode::HandshakeFailed,
             format!("the SSH handshake with host `{name}` failed ({detail}); nothing was run"),
         ),
         ConnectError::AuthRejected => upstream_before_send(
-            "auth_failed",
+            UpstreamCode::AuthFailed,
             format!(
                 "host `{name}` rejected the credential for user `{}`; a human must replace it",
                 host.user
             ),
         )
         .with_credential_rejected(),
-        ConnectError::CredentialUnusable(reason) => before_send("credential_unusable", reason),
+        ConnectError::CredentialUnusable(reason) => {
+            before_send(UpstreamCode::CredentialUnusable, reason)
+        }
     }
 }
 
@@ -594,7 +588,7 @@ fn connect_outcome(error: ConnectError, host: &HostEntry) -> ChannelOutcome {
 /// this connection, since a quoted value could become shell syntax there.
 fn unsupported_shell(host: &HostEntry, seen: &str) -> ChannelOutcome {
     before_send(
-        "remote_shell_unsupported",
+        UpstreamCode::RemoteShellUnsupported,
         format!(
             "the login shell of {}@{} does not parse POSIX quoting (its probe {seen}); a quoted \
              argument could run as shell syntax there (fish, csh, cmd.exe and PowerShell quote \
@@ -606,7 +600,7 @@ fn unsupported_shell(host: &HostEntry, seen: &str) -> ChannelOutcome {
 }
 
 /// A rejection before anything was sent, decided on this side.
-fn before_send(code: &str, reason: String) -> ChannelOutcome {
+fn before_send(code: impl Into<Code>, reason: String) -> ChannelOutcome {
     ChannelOutcome::new(Status::Rejected)
         .with_origin(Origin::Executor)
         .with_code(code)
@@ -614,7 +608,7 @@ fn before_send(code: &str, reason: String) -> ChannelOutcome {
 }
 
 /// A rejection before anything was sent, decided by the server (or the network to it).
-fn upstream_before_send(code: &str, reason: String) -> ChannelOutcome {
+fn upstream_before_send(code: impl Into<Code>, reason: String) -> ChannelOutcome {
     before_send(code, reason).with_origin(Origin::Upstream)
 }
 

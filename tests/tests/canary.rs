@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use sallyport_core::channel::ChannelOutcome;
+use sallyport_core::code::{RefusalCode, UpstreamCode};
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::{Journal, SqliteJournal, export_json_lines};
 use sallyport_core::outcome::{Next, Status};
@@ -321,7 +322,7 @@ async fn a_hostile_upstream_echoing_the_credential_in_every_encoding_leaks_nothi
         // Only the base64 characters made of the neighbours' bits stay (`robot:` and the padding).
         Some("upstream said token=[REDACTED] basic=cm9ib3Q6[REDACTED]o=")
     );
-    assert_eq!(result.code.as_deref(), Some("code-[REDACTED]"));
+    assert_eq!(result.code_str(), Some("code-[REDACTED]"));
     assert_eq!(
         result.next.as_ref().map(|n| n.arguments.clone()),
         Some(serde_json::json!({"project": "[REDACTED]"}))
@@ -357,7 +358,7 @@ async fn a_401_echoing_the_authorization_header_leaks_nothing_and_is_not_retried
         .executor
         .call("deploy_preview", deploy_args(), &session)
         .await;
-    assert_eq!(second.code.as_deref(), Some("credential_unavailable"));
+    assert_eq!(second.code, Some(RefusalCode::CredentialUnavailable.into()));
     assert_eq!(rig.channel_sends.load(Ordering::SeqCst), 1);
     check_everything(&rig, &[first, second]).await;
 }
@@ -402,7 +403,7 @@ async fn arguments_and_notes_carrying_the_value_are_scrubbed_from_results_and_au
             &session,
         )
         .await;
-    assert_eq!(refused.code.as_deref(), Some("invalid_arguments"));
+    assert_eq!(refused.code, Some(RefusalCode::InvalidArguments.into()));
     // An agent that was fed the value writes it into its free-text note.
     let noted = rig
         .executor
@@ -433,7 +434,7 @@ async fn arguments_and_notes_carrying_the_value_are_scrubbed_from_results_and_au
         .executor
         .call(CANARY, serde_json::json!({}), &session)
         .await;
-    assert_eq!(unknown.code.as_deref(), Some("unknown_action"));
+    assert_eq!(unknown.code, Some(RefusalCode::UnknownAction.into()));
     check_everything(&rig, &[refused, noted, read, unknown]).await;
     // The journal file itself (intent rows keep arguments for reconcile) holds no raw value.
     let db = std::fs::read(rig._dir.path().join("journal.db")).unwrap();
@@ -454,13 +455,13 @@ async fn a_locked_vault_and_a_denied_consent_leak_nothing() {
         .executor
         .call("deploy_preview", deploy_args(), &session)
         .await;
-    assert_eq!(denied.code.as_deref(), Some("consent_denied"));
+    assert_eq!(denied.code, Some(RefusalCode::ConsentDenied.into()));
     rig.vault.lock_everywhere().unwrap();
     let locked = rig
         .executor
         .call("deploy_preview", deploy_args(), &session)
         .await;
-    assert_eq!(locked.code.as_deref(), Some("vault_locked"));
+    assert_eq!(locked.code, Some(RefusalCode::VaultLocked.into()));
     let locked_read = rig
         .executor
         .call(
@@ -469,7 +470,7 @@ async fn a_locked_vault_and_a_denied_consent_leak_nothing() {
             &session,
         )
         .await;
-    assert_eq!(locked_read.code.as_deref(), Some("vault_locked"));
+    assert_eq!(locked_read.code, Some(RefusalCode::VaultLocked.into()));
     assert_eq!(rig.channel_sends.load(Ordering::SeqCst), 0);
     check_everything(&rig, &[denied, locked, locked_read]).await;
 }
@@ -580,7 +581,7 @@ async fn a_real_upstream_echoing_a_query_api_key_as_its_encoder_writes_it_leaks_
         assert!(echoed.as_str().unwrap().contains("[REDACTED]"), "{echoed}");
     }
     assert_eq!(data["query"], "filter=[REDACTED]&api_key=[REDACTED]");
-    assert_eq!(second.code.as_deref(), Some("bad_request"));
+    assert_eq!(second.code, Some(UpstreamCode::BadRequest.into()));
     assert!(
         second
             .reason

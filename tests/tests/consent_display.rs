@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use sallyport_core::code::RefusalCode;
 use sallyport_core::consent::{
     ConsentDecision, ConsentProvider, ConsentRequest, FnConsent, QueueConsent,
 };
@@ -120,7 +121,7 @@ async fn a_request_too_large_to_show_in_full_is_refused_before_anyone_is_asked()
         )
         .await;
     assert_eq!(result.status, Status::Rejected);
-    assert_eq!(result.code.as_deref(), Some("arguments_too_large"));
+    assert_eq!(result.code, Some(RefusalCode::ArgumentsTooLarge.into()));
     let reason = result.reason.clone().unwrap_or_default();
     assert!(
         reason.contains("a consent prompt shows at most 16384 bytes and never cuts one")

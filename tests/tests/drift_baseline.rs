@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use sallyport_core::action::ActionSpec;
 use sallyport_core::catalog::Provenance;
+use sallyport_core::code::{Code, RefusalCode};
 use sallyport_core::consent::SessionGrants;
 use sallyport_core::drift::{
     Baseline, BaselineGuard, CoreDisposition, DriftDecision, DriftStatus, ReasonCode,
@@ -750,17 +751,22 @@ const BUILD_ARGS: fn() -> Value = || json!({"project_id": "proj_1", "build_id": 
 
 /// A refusal at stage 5: nothing dispatched, one audit record carrying the full decision,
 /// whose receipt is the record's; the agent gets the partner form with the same receipt.
-async fn assert_drift_refusal(h: &Harness, action: &str, args: Value, code: &str) -> DriftDecision {
+async fn assert_drift_refusal(
+    h: &Harness,
+    action: &str,
+    args: Value,
+    code: RefusalCode,
+) -> DriftDecision {
     let result = h.executor.call(action, args, &session()).await;
     assert_eq!(result.status, Status::Rejected, "{}", result.to_json());
     assert_eq!(result.origin, Some(Origin::Executor));
-    assert_eq!(result.code.as_deref(), Some(code));
+    assert_eq!(result.code, Some(code.into()));
     assert_eq!(h.channel.dispatches(), 0, "stage 5 refusals send nothing");
     let records = h.journal.records().await.expect("records");
     assert_eq!(records.len(), 1, "exactly one audit record");
     let event = &records[0].event;
     assert_eq!(event.phase, Phase::Refused);
-    assert_eq!(event.code.as_deref(), Some(code));
+    assert_eq!(event.code, Some(code.into()));
     assert_eq!(event.dispatches, 0);
     let receipt = result.receipt_id.clone().expect("receipt");
     assert_eq!(event.receipt_id, receipt);
@@ -789,7 +795,8 @@ async fn a_quarantined_action_is_refused_with_definition_drift_and_sends_nothing
         s
     });
     let h = harness(live, Baseline::from_catalog(&base()));
-    let decision = assert_drift_refusal(&h, "get_build", BUILD_ARGS(), "definition_drift").await;
+    let decision =
+        assert_drift_refusal(&h, "get_build", BUILD_ARGS(), RefusalCode::DefinitionDrift).await;
     assert_eq!(decision.drift_status, DriftStatus::Quarantined);
     assert_eq!(decision.core_disposition, CoreDisposition::Denied);
     assert!(decision.terminal);
@@ -803,7 +810,8 @@ async fn a_review_required_action_is_refused_with_the_decision_and_sends_nothing
         .build()
         .expect("catalog");
     let h = harness(live, Baseline::from_catalog(&base()));
-    let decision = assert_drift_refusal(&h, "get_build", BUILD_ARGS(), "review_required").await;
+    let decision =
+        assert_drift_refusal(&h, "get_build", BUILD_ARGS(), RefusalCode::ReviewRequired).await;
     assert_eq!(decision.core_disposition, CoreDisposition::Deferred);
     assert_eq!(decision.reasons, [ReasonCode::SchemaChanged]);
 }
@@ -819,7 +827,7 @@ async fn an_unapproved_new_action_is_refused_until_approved() {
         &h,
         "restart_worker",
         json!({"project_id": "proj_1", "worker": "w1"}),
-        "review_required",
+        RefusalCode::ReviewRequired,
     )
     .await;
     assert_eq!(decision.reasons, [ReasonCode::ToolAdded]);
@@ -838,7 +846,8 @@ async fn a_canonicalization_error_is_refused() {
         ))
     });
     let h = harness(live, Baseline::from_catalog(&base()));
-    let decision = assert_drift_refusal(&h, "get_build", BUILD_ARGS(), "definition_drift").await;
+    let decision =
+        assert_drift_refusal(&h, "get_build", BUILD_ARGS(), RefusalCode::DefinitionDrift).await;
     assert_eq!(decision.core_disposition, CoreDisposition::Error);
 }
 
@@ -867,7 +876,7 @@ async fn approving_a_new_baseline_recomputes_decisions_and_notifies_subscribers(
     assert_eq!(h.guard.generation(), 0);
     assert!(h.guard.drift_detected());
     let refused = h.executor.call("get_build", BUILD_ARGS(), &session()).await;
-    assert_eq!(refused.code.as_deref(), Some("review_required"));
+    assert_eq!(refused.code, Some(RefusalCode::ReviewRequired.into()));
 
     let approved = h
         .guard
@@ -1064,7 +1073,7 @@ async fn the_executor_loads_the_lockfile_at_build_time() {
         .build()
         .expect("executor");
     let refused = executor.call("get_build", BUILD_ARGS(), &session()).await;
-    assert_eq!(refused.code.as_deref(), Some("definition_drift"));
+    assert_eq!(refused.code, Some(RefusalCode::DefinitionDrift.into()));
     assert_eq!(
         refused.drift.as_ref().map(|d| d.reasons.clone()),
         Some(vec![ReasonCode::DataClassesAdded])
@@ -1103,9 +1112,15 @@ async fn start_up_decisions_are_audited_with_their_receipts() {
         assert_eq!(event.action, decision.tool_name);
         assert_eq!(event.dispatches, 0);
     }
-    assert_eq!(records[0].event.code.as_deref(), Some("quarantined"));
+    assert_eq!(
+        records[0].event.code.as_ref().map(Code::as_str),
+        Some("quarantined")
+    );
     assert_eq!(records[0].event.status, Status::Rejected);
-    assert_eq!(records[1].event.code.as_deref(), Some("changed"));
+    assert_eq!(
+        records[1].event.code.as_ref().map(Code::as_str),
+        Some("changed")
+    );
     assert_eq!(records[1].event.status, Status::Completed);
     assert_eq!(
         h.guard

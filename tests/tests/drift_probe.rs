@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
+use sallyport_core::code::{Code, RefusalCode};
 use sallyport_core::drift::probe::{
     PermissionProbe, ProbeClass, ProbeEnvironment, ProbeObservation, ProbeRequest, ProbeRunner,
     Prober,
@@ -166,7 +167,7 @@ async fn an_accepted_probe_quarantines_the_credentials_actions_and_sends_nothing
     assert_eq!(Some(&event.receipt_id), reports[0].receipt_id.as_ref());
     assert_eq!(event.action, "probe:read_other_tenant_report");
     assert_eq!(
-        event.code.as_deref(),
+        event.code.as_ref().map(Code::as_str),
         Some("effective_permission_expansion")
     );
     assert_eq!(
@@ -193,8 +194,8 @@ async fn an_accepted_probe_quarantines_the_credentials_actions_and_sends_nothing
         .call("read_report", json!({"project_id": "proj_1"}), &session())
         .await;
     assert_eq!(
-        refused.code.as_deref(),
-        Some("definition_drift"),
+        refused.code,
+        Some(RefusalCode::DefinitionDrift.into()),
         "{}",
         refused.to_json()
     );
@@ -336,7 +337,10 @@ async fn denials_and_failures_are_never_expansion() {
         );
         let records = h.journal.records().await.expect("records");
         assert_eq!(records.len(), 1, "every run is audited");
-        assert_eq!(records[0].event.code.as_deref(), Some(class.as_str()));
+        assert_eq!(
+            records[0].event.code.as_ref().map(Code::as_str),
+            Some(class.as_str())
+        );
         let ok = h
             .executor
             .call("read_report", json!({"project_id": "proj_1"}), &session())
@@ -375,7 +379,10 @@ async fn probes_do_not_run_against_production_unless_allowed() {
     let records = h.journal.records().await.expect("records");
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].event.phase, Phase::Refused);
-    assert_eq!(records[0].event.code.as_deref(), Some("skipped"));
+    assert_eq!(
+        records[0].event.code.as_ref().map(Code::as_str),
+        Some("skipped")
+    );
     assert_eq!(records[0].event.dispatches, 0);
 
     let allowed = Prober::new(
@@ -433,6 +440,6 @@ async fn a_scheduled_prober_runs_every_period() {
     assert!(
         records
             .iter()
-            .all(|r| r.event.code.as_deref() == Some("denied"))
+            .all(|r| r.event.code.as_ref().map(Code::as_str) == Some("denied"))
     );
 }

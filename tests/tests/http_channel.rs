@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
+use sallyport_core::code::UpstreamCode;
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::SqliteJournal;
 use sallyport_core::outcome::{ActionResult, Refusal, RefusalCode};
@@ -270,7 +271,7 @@ async fn path_values_that_would_change_the_path_are_refused_before_consent_and_s
     ] {
         let r = rig.call("create_deployment", create(bad)).await;
         assert_eq!(r.status, Status::Rejected, "{bad}");
-        assert_eq!(r.code.as_deref(), Some("invalid_request"), "{bad}");
+        assert_eq!(r.code, Some(RefusalCode::InvalidRequest.into()), "{bad}");
         assert!(
             r.reason
                 .as_deref()
@@ -294,7 +295,7 @@ async fn cr_lf_in_a_header_field_is_refused_before_consent_and_sends_nothing() {
         )
         .await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("invalid_request"));
+    assert_eq!(r.code, Some(RefusalCode::InvalidRequest.into()));
     assert!(r.reason.as_deref().unwrap().contains("control character"));
     assert_eq!(rig.asks.load(Ordering::SeqCst), 0);
     assert_eq!(rig.upstream.requests(), 0);
@@ -318,7 +319,7 @@ async fn agent_attempts_to_set_authorization_cookie_or_host_are_refused_and_send
             )
             .await;
         assert_eq!(r.status, Status::Rejected, "{name}");
-        assert_eq!(r.code.as_deref(), Some("invalid_request"), "{name}");
+        assert_eq!(r.code, Some(RefusalCode::InvalidRequest.into()), "{name}");
     }
     let r = rig
         .call(
@@ -413,7 +414,7 @@ async fn a_credential_bound_to_another_origin_is_refused_before_consent_and_send
     .await;
     let r = rig.call("create_deployment", create("proj_1")).await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("credential_unavailable"));
+    assert_eq!(r.code, Some(RefusalCode::CredentialUnavailable.into()));
     assert!(
         r.reason
             .as_deref()
@@ -438,7 +439,7 @@ async fn a_credential_over_plain_http_off_loopback_is_refused_before_consent() {
     .await;
     let r = rig.call("create_deployment", create("proj_1")).await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("credential_unavailable"));
+    assert_eq!(r.code, Some(RefusalCode::CredentialUnavailable.into()));
     assert!(r.reason.as_deref().unwrap().contains("plain HTTP"));
     assert_eq!(rig.asks.load(Ordering::SeqCst), 0);
     assert_eq!(rig.dispatches(&r), 0);
@@ -465,7 +466,7 @@ async fn an_api_key_in_the_query_is_sent_but_never_reaches_the_agent_or_the_audi
     );
     let r = rig.call("create_deployment", create("proj_1")).await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("bad_request"));
+    assert_eq!(r.code, Some(UpstreamCode::BadRequest.into()));
     assert_eq!(
         rig.upstream.received()[0].query.as_deref(),
         Some(format!("api_key={CANARY}").as_str())
@@ -483,6 +484,8 @@ async fn an_api_key_in_the_query_is_sent_but_never_reaches_the_agent_or_the_audi
 
 // ---------------------------------------------------------------- failures before send
 
+/// The same situation as `an_unreachable_host_is_connect_failed_as_over_http_and_nothing_is_sent`
+/// in `ssh_channel.rs`: both channels say `connect_failed` (`sallyport_core::after_send`).
 #[tokio::test]
 async fn a_refused_connection_is_retried_for_a_non_idempotent_action_and_counts_zero_sends() {
     let rig = rig(|_| ok_resource()).await;
@@ -497,7 +500,7 @@ async fn a_refused_connection_is_retried_for_a_non_idempotent_action_and_counts_
         .call("send_invoice", json!({"invoice_id": "inv_1"}))
         .await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("connect_failed"));
+    assert_eq!(r.code, Some(UpstreamCode::ConnectFailed.into()));
     assert!(r.reason.as_deref().unwrap().contains("nothing was sent"));
     assert_eq!(rig.dispatches(&r), 0);
     assert_eq!(rig.audit(&r)["dispatches"], 0);
@@ -515,7 +518,7 @@ async fn a_dns_failure_counts_zero_sends() {
         .call("send_invoice", json!({"invoice_id": "inv_1"}))
         .await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("connect_failed"));
+    assert_eq!(r.code, Some(UpstreamCode::ConnectFailed.into()));
     assert_eq!(rig.dispatches(&r), 0);
 }
 
@@ -531,7 +534,7 @@ async fn a_tls_failure_counts_zero_sends_and_the_plain_server_sees_no_request() 
         .call("send_invoice", json!({"invoice_id": "inv_1"}))
         .await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("connect_failed"));
+    assert_eq!(r.code, Some(UpstreamCode::ConnectFailed.into()));
     assert_eq!(rig.dispatches(&r), 0);
     assert_eq!(rig.upstream.requests(), 0);
     assert_eq!(rig.upstream.connections(), 3);
@@ -574,21 +577,26 @@ async fn drop_rig(mode: Drop) -> Rig {
     .await
 }
 
+/// `Drop::Reset` is the situation of `a_connection_killed_mid_command_is_unknown` in
+/// `ssh_channel.rs`: both channels say `connection_lost_after_send`.
 #[tokio::test(start_paused = true)]
 async fn commit_then_drop_four_ways_without_a_key_is_unknown_sent_once_and_names_the_reconcile_action()
  {
     for (mode, code) in [
-        (Drop::CleanClose, "connection_lost_after_send"),
-        (Drop::Reset, "connection_lost_after_send"),
-        (Drop::Hang(Duration::from_secs(10)), "timeout_after_send"),
-        (Drop::HalfWritten, "response_truncated"),
+        (Drop::CleanClose, UpstreamCode::ConnectionLostAfterSend),
+        (Drop::Reset, UpstreamCode::ConnectionLostAfterSend),
+        (
+            Drop::Hang(Duration::from_secs(10)),
+            UpstreamCode::TimeoutAfterSend,
+        ),
+        (Drop::HalfWritten, UpstreamCode::ResponseTruncated),
     ] {
         let rig = drop_rig(mode).await;
         let r = rig
             .call("send_invoice", json!({"invoice_id": "inv_9"}))
             .await;
         assert_eq!(r.status, Status::Unknown, "{mode:?}");
-        assert_eq!(r.code.as_deref(), Some(code), "{mode:?}");
+        assert_eq!(r.code, Some(code.into()), "{mode:?}");
         assert!(
             r.reason
                 .as_deref()
@@ -648,7 +656,7 @@ async fn a_drop_after_the_full_request_but_before_the_commit_is_still_unknown_to
         .call("send_invoice", json!({"invoice_id": "inv_2"}))
         .await;
     assert_eq!(r.status, Status::Unknown);
-    assert_eq!(r.code.as_deref(), Some("connection_lost_after_send"));
+    assert_eq!(r.code, Some(UpstreamCode::ConnectionLostAfterSend.into()));
     assert_eq!(rig.upstream.effect_count(), 0);
     assert_eq!(rig.upstream.requests(), 1);
     assert_eq!(rig.dispatches(&r), 1);
@@ -720,7 +728,7 @@ async fn a_key_whose_original_is_still_in_flight_is_pending_with_idempotency_con
     .await;
     let r = rig.call("create_deployment", create("proj_1")).await;
     assert_eq!(r.status, Status::Pending);
-    assert_eq!(r.code.as_deref(), Some("idempotency_conflict"));
+    assert_eq!(r.code, Some(UpstreamCode::IdempotencyConflict.into()));
     assert_eq!(
         r.next.as_ref().map(|n| n.action.as_str()),
         Some("get_deployment")
@@ -738,7 +746,7 @@ async fn a_key_reused_with_another_payload_is_rejected_with_idempotency_mismatch
     .await;
     let r = rig.call("create_deployment", create("proj_1")).await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("idempotency_mismatch"));
+    assert_eq!(r.code, Some(UpstreamCode::IdempotencyMismatch.into()));
     assert_eq!(rig.upstream.requests(), 1);
     assert_eq!(rig.dispatches(&r), 1);
 }
@@ -753,7 +761,7 @@ async fn a_missing_key_answer_is_rejected_with_a_reason_naming_the_misconfigured
     .await;
     let r = rig.call("create_deployment", create("proj_1")).await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("idempotency_key_required"));
+    assert_eq!(r.code, Some(UpstreamCode::IdempotencyKeyRequired.into()));
     assert!(
         r.reason.as_deref().unwrap().contains("header `x-idem-key`"),
         "{:?}",
@@ -775,11 +783,11 @@ async fn a_401_or_403_stops_marks_the_credential_unusable_until_it_is_rotated() 
                 .await;
         let r = rig.call("create_deployment", create("proj_1")).await;
         assert_eq!(r.status, Status::Rejected);
-        assert_eq!(r.code.as_deref(), Some("auth_failed"));
+        assert_eq!(r.code, Some(UpstreamCode::AuthFailed.into()));
         assert_eq!(rig.upstream.requests(), 1, "no resend after {code}");
         assert_eq!(rig.dispatches(&r), 1);
         let again = rig.call("create_deployment", create("proj_1")).await;
-        assert_eq!(again.code.as_deref(), Some("credential_unavailable"));
+        assert_eq!(again.code, Some(RefusalCode::CredentialUnavailable.into()));
         assert_eq!(rig.upstream.requests(), 1, "refused locally");
         rig.vault.set(
             CredentialMeta::new(
@@ -859,7 +867,7 @@ async fn a_429_without_a_usable_retry_after_within_the_cap_is_rejected_rate_limi
             .call("get_deployment", json!({"deployment_id": "dep_1"}))
             .await;
         assert_eq!(r.status, Status::Rejected, "{value:?}");
-        assert_eq!(r.code.as_deref(), Some("rate_limited"), "{value:?}");
+        assert_eq!(r.code, Some(UpstreamCode::RateLimited.into()), "{value:?}");
         assert_eq!(
             r.data
                 .as_ref()
@@ -906,7 +914,7 @@ async fn redirects_are_never_followed_cross_origin_to_http_or_to_a_metadata_addr
         );
         let r = rig.call("create_deployment", create("proj_1")).await;
         assert_eq!(r.status, Status::Rejected, "{location}");
-        assert_eq!(r.code.as_deref(), Some("redirect_refused"));
+        assert_eq!(r.code, Some(UpstreamCode::RedirectRefused.into()));
         assert!(!r.to_json().contains("169.254") && !r.to_json().contains("example.com"));
         assert_eq!(rig.upstream.received()[0].header("x-api-key"), Some(CANARY));
         assert_eq!(rig.upstream.requests(), 1);
@@ -927,7 +935,7 @@ async fn a_business_error_inside_a_200_is_rejected_with_the_filtered_declared_me
     .await;
     let r = rig.call("create_deployment", create("proj_1")).await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("business_rejected"));
+    assert_eq!(r.code, Some(UpstreamCode::BusinessRejected.into()));
     let reason = r.reason.as_deref().unwrap();
     assert!(
         reason.starts_with(
@@ -965,12 +973,12 @@ async fn a_200_whose_body_misses_the_declared_result_is_never_completed() {
         .call("send_invoice", json!({"invoice_id": "inv_1"}))
         .await;
     assert_eq!(r.status, Status::Unknown);
-    assert_eq!(r.code.as_deref(), Some("unexpected_response"));
+    assert_eq!(r.code, Some(UpstreamCode::UnexpectedResponse.into()));
     let r = rig
         .call("get_deployment", json!({"deployment_id": "d"}))
         .await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("unexpected_response"));
+    assert_eq!(r.code, Some(UpstreamCode::UnexpectedResponse.into()));
 }
 
 #[tokio::test]
@@ -984,7 +992,7 @@ async fn a_500_on_a_call_without_a_key_is_unknown_after_one_request_and_shows_no
         .call("send_invoice", json!({"invoice_id": "inv_1"}))
         .await;
     assert_eq!(r.status, Status::Unknown);
-    assert_eq!(r.code.as_deref(), Some("upstream_error"));
+    assert_eq!(r.code, Some(UpstreamCode::UpstreamError.into()));
     let json = r.to_json();
     assert!(
         !json.contains("Billing.java")
@@ -1000,7 +1008,7 @@ async fn a_503_on_an_idempotency_key_action_is_resent_with_the_same_key_up_to_th
     let rig = rig(|_| Reply::Json(503, json!({}))).await;
     let r = rig.call("create_deployment", create("proj_1")).await;
     assert_eq!(r.status, Status::Unknown);
-    assert_eq!(r.code.as_deref(), Some("gateway_error"));
+    assert_eq!(r.code, Some(UpstreamCode::GatewayError.into()));
     assert_eq!(rig.upstream.requests(), 3);
     assert_eq!(rig.dispatches(&r), 3);
     let seen = rig.upstream.received();
@@ -1033,12 +1041,12 @@ async fn an_oversized_or_never_ending_body_is_cut_at_the_cap() {
         .call("get_deployment", json!({"deployment_id": "d"}))
         .await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("response_too_large"));
+    assert_eq!(r.code, Some(UpstreamCode::ResponseTooLarge.into()));
     let r = rig
         .call("get_deployment", json!({"deployment_id": "d"}))
         .await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("response_too_large"));
+    assert_eq!(r.code, Some(UpstreamCode::ResponseTooLarge.into()));
     assert_eq!(rig.upstream.requests(), 2);
 }
 
@@ -1059,7 +1067,7 @@ async fn a_trickling_body_hits_the_total_timeout_and_an_observe_call_resends_up_
         .call("get_deployment", json!({"deployment_id": "d"}))
         .await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("timeout_after_send"));
+    assert_eq!(r.code, Some(UpstreamCode::TimeoutAfterSend.into()));
     assert_eq!(rig.upstream.requests(), 3);
     assert_eq!(rig.dispatches(&r), 3);
 }
@@ -1078,7 +1086,7 @@ async fn a_call_cancelled_after_its_request_left_is_recorded_unknown_with_one_di
         let records = rig.executor.journal().records().await.expect("records");
         found = records
             .into_iter()
-            .find(|r| r.event.code.as_deref() == Some("cancelled_after_send"));
+            .find(|r| r.event.code == Some(UpstreamCode::CancelledAfterSend.into()));
         if found.is_some() {
             break;
         }
@@ -1166,10 +1174,7 @@ async fn refusals_use_executor_origin_and_codes() {
         .call("get_deployment", json!({"deployment_id": ".."}))
         .await;
     assert_eq!(r.origin, Some(sallyport_core::Origin::Executor));
-    assert_eq!(
-        r.code.as_deref(),
-        Some(RefusalCode::InvalidRequest.as_str())
-    );
+    assert_eq!(r.code, Some(RefusalCode::InvalidRequest.into()));
 }
 
 #[tokio::test]

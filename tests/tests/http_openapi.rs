@@ -7,6 +7,7 @@ use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use sallyport_core::code::RefusalCode;
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::drift::DriftMode;
 use sallyport_core::drift::openapi::{OpenApi, OpenApiError};
@@ -123,8 +124,8 @@ async fn a_field_the_upstream_does_not_accept_is_refused_before_consent_and_neve
         .await;
     assert_eq!(result.status, Status::Rejected);
     assert_eq!(
-        result.code.as_deref(),
-        Some("invalid_request"),
+        result.code,
+        Some(RefusalCode::InvalidRequest.into()),
         "{}",
         result.to_json()
     );
@@ -150,8 +151,8 @@ async fn a_value_the_upstream_schema_forbids_is_refused_and_never_sent() {
         )
         .await;
     assert_eq!(
-        result.code.as_deref(),
-        Some("invalid_request"),
+        result.code,
+        Some(RefusalCode::InvalidRequest.into()),
         "{}",
         result.to_json()
     );
@@ -186,7 +187,7 @@ async fn an_action_that_omits_a_header_the_upstream_requires_is_refused_and_neve
             &session(),
         )
         .await;
-    assert_eq!(result.code.as_deref(), Some("invalid_request"));
+    assert_eq!(result.code, Some(RefusalCode::InvalidRequest.into()));
     assert_eq!(result.divergences.len(), 1, "{}", result.to_json());
     assert_eq!(result.divergences[0].kind.as_str(), "missing_required");
     assert_eq!(result.divergences[0].path, "/header/Idempotency-Key");
@@ -264,7 +265,7 @@ async fn without_the_catalog_a_self_referencing_schema_is_refused_at_the_first_c
         )
         .await;
     assert_eq!(result.status, Status::Rejected, "{}", result.to_json());
-    assert_eq!(result.code.as_deref(), Some("invalid_request"));
+    assert_eq!(result.code, Some(RefusalCode::InvalidRequest.into()));
     assert_eq!(
         result.reason.as_deref(),
         Some(
@@ -407,8 +408,8 @@ async fn the_channel_compiles_githubs_guards_at_build_and_checks_each_call_again
         .await;
     assert_eq!(result.status, Status::Rejected);
     assert_eq!(
-        result.code.as_deref(),
-        Some("invalid_request"),
+        result.code,
+        Some(RefusalCode::InvalidRequest.into()),
         "{}",
         result.to_json()
     );

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use sallyport_core::code::RefusalCode;
 use sallyport_core::drift::probe::{
     PermissionProbe, ProbeClass, ProbeEnvironment, ProbeObservation, ProbeRequest, Prober,
 };
@@ -146,8 +147,8 @@ async fn an_accepted_probe_quarantines_the_credentials_actions_and_they_send_not
         )
         .await;
     assert_eq!(
-        result.code.as_deref(),
-        Some("definition_drift"),
+        result.code,
+        Some(RefusalCode::DefinitionDrift.into()),
         "{}",
         result.to_json()
     );

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use sallyport_core::code::{RefusalCode, UpstreamCode};
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::SqliteJournal;
 use sallyport_core::outcome::{ActionResult, Refusal};
@@ -239,7 +240,7 @@ async fn a_retry_never_commitment_answered_408_is_sent_once_and_unknown_with_the
         .call("send_invoice", json!({"invoice_id": "inv_1"}))
         .await;
     assert_eq!(r.status, Status::Unknown, "{}", r.to_json());
-    assert_eq!(r.code.as_deref(), Some("request_timeout"));
+    assert_eq!(r.code, Some(UpstreamCode::RequestTimeout.into()));
     assert!(
         r.reason
             .as_deref()
@@ -262,24 +263,36 @@ async fn a_retry_never_commitment_answered_408_is_sent_once_and_unknown_with_the
 
 #[tokio::test]
 async fn every_try_again_answer_to_a_retry_never_commitment_is_sent_exactly_once() {
-    let cases: Vec<(&str, Reply, &str)> = vec![
-        ("408", Reply::Json(408, json!({})), "request_timeout"),
-        ("500", Reply::Json(500, json!({})), "upstream_error"),
-        ("502", Reply::Json(502, json!({})), "gateway_error"),
+    let cases: Vec<(&str, Reply, UpstreamCode)> = vec![
+        (
+            "408",
+            Reply::Json(408, json!({})),
+            UpstreamCode::RequestTimeout,
+        ),
+        (
+            "500",
+            Reply::Json(500, json!({})),
+            UpstreamCode::UpstreamError,
+        ),
+        (
+            "502",
+            Reply::Json(502, json!({})),
+            UpstreamCode::GatewayError,
+        ),
         (
             "503 with Retry-After",
             Reply::JsonWith(503, json!({}), vec![("retry-after".into(), "1".into())]),
-            "gateway_error",
+            UpstreamCode::GatewayError,
         ),
         (
             "reset after the full request",
             Reply::CommitThenDrop(Drop::Reset),
-            "connection_lost_after_send",
+            UpstreamCode::ConnectionLostAfterSend,
         ),
         (
             "clean close before the commit",
             Reply::DropBeforeCommit(Drop::CleanClose),
-            "connection_lost_after_send",
+            UpstreamCode::ConnectionLostAfterSend,
         ),
     ];
     for (what, reply, code) in cases {
@@ -288,7 +301,7 @@ async fn every_try_again_answer_to_a_retry_never_commitment_is_sent_exactly_once
             .call("send_invoice", json!({"invoice_id": "inv_7"}))
             .await;
         assert_eq!(r.status, Status::Unknown, "{what}: {}", r.to_json());
-        assert_eq!(r.code.as_deref(), Some(code), "{what}");
+        assert_eq!(r.code, Some(code.into()), "{what}");
         let next = r.next.as_ref().expect("next");
         assert_eq!(next.action, "get_invoice", "{what}");
         assert_eq!(next.arguments, json!({"invoice_id": "inv_7"}), "{what}");
@@ -316,7 +329,7 @@ async fn a_429_with_a_usable_retry_after_is_not_resent_for_a_retry_never_commitm
         .call("send_invoice", json!({"invoice_id": "inv_1"}))
         .await;
     assert_eq!(r.status, Status::Rejected, "{}", r.to_json());
-    assert_eq!(r.code.as_deref(), Some("rate_limited"));
+    assert_eq!(r.code, Some(UpstreamCode::RateLimited.into()));
     assert_eq!(
         r.reason.as_deref(),
         Some(
@@ -386,7 +399,7 @@ async fn an_idempotency_key_action_answered_408_every_time_stops_at_three_reques
         )
         .await;
     assert_eq!(r.status, Status::Unknown, "{}", r.to_json());
-    assert_eq!(r.code.as_deref(), Some("request_timeout"));
+    assert_eq!(r.code, Some(UpstreamCode::RequestTimeout.into()));
     assert_eq!(
         r.next.as_ref().map(|n| n.action.as_str()),
         Some("get_invoice")
@@ -410,7 +423,7 @@ async fn an_unreadable_2xx_body_with_body_rules_is_unknown_for_a_mutating_action
         let rig = rig(move |_| raw_json(200, body)).await;
         let r = rig.call("cancel_order", json!({"order_id": "ord_1"})).await;
         assert_eq!(r.status, Status::Unknown, "{what}: {}", r.to_json());
-        assert_eq!(r.code.as_deref(), Some("unparseable_body"), "{what}");
+        assert_eq!(r.code, Some(UpstreamCode::UnparseableBody.into()), "{what}");
         assert!(
             r.reason
                 .as_deref()
@@ -431,7 +444,7 @@ async fn an_unreadable_2xx_body_with_body_rules_is_rejected_for_an_observe_actio
         let rig = rig(move |_| raw_json(200, body)).await;
         let r = rig.call("check_order", json!({"order_id": "ord_1"})).await;
         assert_eq!(r.status, Status::Rejected, "{what}: {}", r.to_json());
-        assert_eq!(r.code.as_deref(), Some("unparseable_body"), "{what}");
+        assert_eq!(r.code, Some(UpstreamCode::UnparseableBody.into()), "{what}");
         assert!(r.data.is_none(), "{what}");
         assert_eq!(rig.upstream.requests(), 1, "{what}");
         assert_eq!(rig.audit(&r)["status"], "rejected", "{what}");
@@ -455,7 +468,7 @@ async fn a_body_rule_on_the_number_2_matches_an_upstream_that_writes_2_0() {
                 "{action} {text}: {}",
                 r.to_json()
             );
-            assert_eq!(r.code.as_deref(), Some("order_locked"), "{action} {text}");
+            assert_eq!(r.code_str(), Some("order_locked"), "{action} {text}");
         }
         assert_eq!(rig.upstream.requests(), 2);
     }
@@ -473,7 +486,7 @@ async fn an_unknown_result_names_a_reconcile_action_without_arguments_as_next() 
     let rig = rig(|_| Reply::Json(500, json!({}))).await;
     let r = rig.call("restart_worker", json!({})).await;
     assert_eq!(r.status, Status::Unknown, "{}", r.to_json());
-    assert_eq!(r.code.as_deref(), Some("upstream_error"));
+    assert_eq!(r.code, Some(UpstreamCode::UpstreamError.into()));
     let next = r.next.as_ref().expect("a machine-readable next");
     assert_eq!(next.action, "get_worker_status");
     assert_eq!(next.arguments, json!({}));
@@ -508,7 +521,11 @@ async fn adjacent_placeholders_that_form_a_dot_segment_or_a_slash_are_refused_be
             .call("get_file", json!({"stem": stem, "ext": ext}))
             .await;
         assert_eq!(r.status, Status::Rejected, "{stem}{ext}");
-        assert_eq!(r.code.as_deref(), Some("invalid_request"), "{stem}{ext}");
+        assert_eq!(
+            r.code,
+            Some(RefusalCode::InvalidRequest.into()),
+            "{stem}{ext}"
+        );
         assert!(
             r.reason
                 .as_deref()
@@ -535,7 +552,7 @@ async fn a_hand_written_request_whose_path_climbs_out_is_refused_before_consent_
     let rig = rig(|_| Reply::Json(200, json!({}))).await;
     let r = rig.call("get_report", json!({"report_id": "r1"})).await;
     assert_eq!(r.status, Status::Rejected, "{}", r.to_json());
-    assert_eq!(r.code.as_deref(), Some("invalid_request"));
+    assert_eq!(r.code, Some(RefusalCode::InvalidRequest.into()));
     assert_eq!(
         r.reason.as_deref(),
         Some("the request path holds the dot segment `..`, which would change the request path")

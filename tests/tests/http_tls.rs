@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use sallyport_core::code::UpstreamCode;
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::SqliteJournal;
 use sallyport_core::{Action, Catalog, Executor, Session, Status};
@@ -170,7 +171,7 @@ async fn an_untrusted_certificate_is_reported_as_tls_untrusted_and_no_request_re
             .call(action, json!({"invoice_id": "inv_1"}), &session)
             .await;
         assert_eq!(r.status, Status::Rejected, "{action}: {}", r.to_json());
-        assert_eq!(r.code.as_deref(), Some("tls_untrusted"), "{action}");
+        assert_eq!(r.code, Some(UpstreamCode::TlsUntrusted.into()), "{action}");
         assert_eq!(
             r.reason.as_deref(),
             Some("the upstream's certificate is not trusted by this executor; nothing was sent"),

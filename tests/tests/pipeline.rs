@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sallyport_core::channel::ChannelOutcome;
+use sallyport_core::code::{ConsentOutcome, RefusalCode, UpstreamCode};
 use sallyport_core::consent::{ConsentDecision, ConsentRequest, FnConsent};
 use sallyport_core::drift::DriftMode;
 use sallyport_core::journal::{AuditRecord, Journal, Phase, SqliteJournal};
@@ -197,17 +198,17 @@ impl Harness {
     async fn assert_refused(
         &self,
         result: &sallyport_core::ActionResult,
-        code: &str,
+        code: RefusalCode,
     ) -> AuditRecord {
         assert_eq!(result.status, Status::Rejected, "{}", result.to_json());
         assert_eq!(result.origin, Some(Origin::Executor));
-        assert_eq!(result.code.as_deref(), Some(code), "{}", result.to_json());
+        assert_eq!(result.code, Some(code.into()), "{}", result.to_json());
         assert_eq!(self.channel.dispatches(), 0, "a refusal must send nothing");
         let records = self.records().await;
         assert_eq!(records.len(), 1, "exactly one audit record");
         let event = &records[0].event;
         assert_eq!(event.phase, Phase::Refused);
-        assert_eq!(event.code.as_deref(), Some(code));
+        assert_eq!(event.code, Some(code.into()));
         assert_eq!(event.dispatches, 0);
         assert_eq!(Some(&event.receipt_id), result.receipt_id.as_ref());
         records[0].clone()
@@ -244,7 +245,7 @@ async fn an_observe_call_completes_and_is_audited_with_its_receipt() {
     assert_eq!(event.phase, Phase::Finished);
     assert_eq!(event.status, Status::Completed);
     assert_eq!(event.dispatches, 1);
-    assert_eq!(event.consent.as_deref(), Some("not_required"));
+    assert_eq!(event.consent, Some(ConsentOutcome::NotRequired));
     assert_eq!(event.request.as_deref(), Some("TEST get_build"));
     assert_eq!(event.objects.len(), 1);
     assert_eq!(event.objects[0].value, "proj_1");
@@ -288,7 +289,7 @@ async fn an_observe_call_commits_once_after_its_response() {
 async fn unknown_action_is_refused_and_names_the_available_ones() {
     let h = harness();
     let result = h.call("delete_everything", json!({})).await;
-    h.assert_refused(&result, "unknown_action").await;
+    h.assert_refused(&result, RefusalCode::UnknownAction).await;
     assert!(
         result
             .reason
@@ -330,7 +331,9 @@ async fn each_divergence_kind_is_refused_with_its_path_and_sends_nothing() {
     for (args, kind, path) in cases {
         let h = harness();
         let result = h.call("get_build", args.clone()).await;
-        let record = h.assert_refused(&result, "invalid_arguments").await;
+        let record = h
+            .assert_refused(&result, RefusalCode::InvalidArguments)
+            .await;
         assert_eq!(result.divergences.len(), 1, "{args}: {}", result.to_json());
         assert_eq!(result.divergences[0].kind.as_str(), kind, "{args}");
         assert_eq!(result.divergences[0].path, path, "{args}");
@@ -350,7 +353,8 @@ async fn an_agent_cannot_supply_the_idempotency_key() {
     let mut args = deploy_args();
     args["idempotency_key"] = json!("agent-chosen-key");
     let result = h.call("create_deployment", args).await;
-    h.assert_refused(&result, "invalid_arguments").await;
+    h.assert_refused(&result, RefusalCode::InvalidArguments)
+        .await;
     assert_eq!(result.divergences[0].kind.as_str(), "unknown_field");
     assert_eq!(
         h.asked.load(Ordering::SeqCst),
@@ -368,7 +372,7 @@ async fn an_object_outside_the_session_scope_is_refused_before_consent() {
             json!({"project_id": "proj_999", "build_id": "build_7", "reason": "ship the fix for ticket 42"}),
         )
         .await;
-    h.assert_refused(&result, "out_of_scope").await;
+    h.assert_refused(&result, RefusalCode::OutOfScope).await;
     assert_eq!(
         result.reason.as_deref(),
         Some("project proj_999 is outside this session's scope")
@@ -382,7 +386,8 @@ async fn a_failed_precondition_is_refused_before_consent() {
     let mut args = deploy_args();
     args["build_id"] = json!("build_untested");
     let result = h.call("create_deployment", args).await;
-    h.assert_refused(&result, "precondition_failed").await;
+    h.assert_refused(&result, RefusalCode::PreconditionFailed)
+        .await;
     assert_eq!(
         result.reason.as_deref(),
         Some("build build_untested has not passed its tests")
@@ -395,7 +400,7 @@ async fn a_locked_vault_refuses_every_call_before_consent() {
     let h = harness();
     h.vault.lock();
     let result = h.call("create_deployment", deploy_args()).await;
-    h.assert_refused(&result, "vault_locked").await;
+    h.assert_refused(&result, RefusalCode::VaultLocked).await;
     assert_eq!(h.asked.load(Ordering::SeqCst), 0);
 }
 
@@ -404,15 +409,16 @@ async fn a_missing_credential_is_refused() {
     let h = harness();
     h.vault.remove("report-api");
     let result = h.call("read_report", json!({"project_id": "proj_1"})).await;
-    h.assert_refused(&result, "credential_unavailable").await;
+    h.assert_refused(&result, RefusalCode::CredentialUnavailable)
+        .await;
 }
 
 #[tokio::test]
 async fn consent_denied_sends_nothing_and_the_audit_says_consent_denied() {
     let h = harness_with(|_| Some(ConsentDecision::Deny { reason: None }), |b| b);
     let result = h.call("create_deployment", deploy_args()).await;
-    let record = h.assert_refused(&result, "consent_denied").await;
-    assert_eq!(record.event.consent.as_deref(), Some("denied"));
+    let record = h.assert_refused(&result, RefusalCode::ConsentDenied).await;
+    assert_eq!(record.event.consent, Some(ConsentOutcome::Denied));
     assert_eq!(h.asked.load(Ordering::SeqCst), 1);
 }
 
@@ -420,8 +426,8 @@ async fn consent_denied_sends_nothing_and_the_audit_says_consent_denied() {
 async fn an_unanswered_consent_request_times_out_and_sends_nothing() {
     let h = harness_with(|_| None, |b| b.consent_timeout(Duration::from_millis(50)));
     let result = h.call("create_deployment", deploy_args()).await;
-    let record = h.assert_refused(&result, "consent_timeout").await;
-    assert_eq!(record.event.consent.as_deref(), Some("timeout"));
+    let record = h.assert_refused(&result, RefusalCode::ConsentTimeout).await;
+    assert_eq!(record.event.consent, Some(ConsentOutcome::Timeout));
 }
 
 #[tokio::test]
@@ -437,7 +443,7 @@ async fn without_a_consent_provider_calls_that_need_consent_fail_closed() {
     let result = executor
         .call("create_deployment", deploy_args(), &session())
         .await;
-    assert_eq!(result.code.as_deref(), Some("consent_unavailable"));
+    assert_eq!(result.code, Some(RefusalCode::ConsentUnavailable.into()));
     assert_eq!(channel.dispatches(), 0);
     let ok = executor
         .call(
@@ -510,7 +516,7 @@ async fn a_channel_refusal_before_consent_sends_nothing() {
     let result = executor
         .call("read_file", json!({"path": "../../etc/shadow"}), &session())
         .await;
-    assert_eq!(result.code.as_deref(), Some("invalid_request"));
+    assert_eq!(result.code, Some(RefusalCode::InvalidRequest.into()));
     assert_eq!(channel.dispatches(), 0);
     assert_eq!(journal.records().await.expect("records").len(), 1);
 }
@@ -546,7 +552,7 @@ async fn session_consent_is_asked_once_per_session_and_definition() {
         3,
         "a revoked grant asks again"
     );
-    let consents: Vec<Option<String>> = h
+    let consents: Vec<Option<ConsentOutcome>> = h
         .records()
         .await
         .into_iter()
@@ -555,11 +561,11 @@ async fn session_consent_is_asked_once_per_session_and_definition() {
     assert_eq!(
         consents,
         [
-            Some("approved_for_session".to_owned()),
-            Some("session_grant".to_owned()),
-            Some("session_grant".to_owned()),
-            Some("approved_for_session".to_owned()),
-            Some("approved_for_session".to_owned()),
+            Some(ConsentOutcome::ApprovedForSession),
+            Some(ConsentOutcome::SessionGrant),
+            Some(ConsentOutcome::SessionGrant),
+            Some(ConsentOutcome::ApprovedForSession),
+            Some(ConsentOutcome::ApprovedForSession),
         ]
     );
 }
@@ -620,7 +626,7 @@ async fn an_unwritable_journal_refuses_the_call_and_sends_nothing() {
         .call("create_deployment", deploy_args(), &session())
         .await;
     assert_eq!(result.status, Status::Rejected);
-    assert_eq!(result.code.as_deref(), Some("journal_unavailable"));
+    assert_eq!(result.code, Some(RefusalCode::JournalUnavailable.into()));
     assert_eq!(channel.dispatches(), 0);
     blocker.execute_batch("ROLLBACK").expect("unlock");
 }
@@ -653,10 +659,10 @@ async fn a_read_whose_record_cannot_be_written_is_withheld_and_the_next_is_not_s
         "a read is sent before it is recorded"
     );
     assert_eq!(first.status, Status::Rejected, "{}", first.to_json());
-    assert_eq!(first.code.as_deref(), Some("journal_unavailable"));
+    assert_eq!(first.code, Some(RefusalCode::JournalUnavailable.into()));
     assert_eq!(first.data, None, "the unaudited answer is withheld");
     let second = executor.call("get_build", read(), &session()).await;
-    assert_eq!(second.code.as_deref(), Some("journal_unavailable"));
+    assert_eq!(second.code, Some(RefusalCode::JournalUnavailable.into()));
     assert_eq!(
         channel.dispatches(),
         1,
@@ -708,7 +714,7 @@ async fn a_full_journal_refuses_the_call_and_sends_nothing() {
         let result = executor
             .call("create_deployment", deploy_args(), &session())
             .await;
-        if result.code.as_deref() == Some("journal_unavailable") {
+        if result.code == Some(RefusalCode::JournalUnavailable.into()) {
             assert_eq!(channel.dispatches(), before, "a refused call sent nothing");
             break result;
         }
@@ -792,13 +798,13 @@ async fn a_failed_intent_write_is_audited_as_journal_unavailable() {
     let result = executor
         .call("create_deployment", deploy_args(), &session())
         .await;
-    assert_eq!(result.code.as_deref(), Some("journal_unavailable"));
+    assert_eq!(result.code, Some(RefusalCode::JournalUnavailable.into()));
     assert_eq!(channel.dispatches(), 0);
     let records = real.records().await.expect("records");
     assert_eq!(records.len(), 1);
     assert_eq!(
-        records[0].event.code.as_deref(),
-        Some("journal_unavailable")
+        records[0].event.code,
+        Some(RefusalCode::JournalUnavailable.into())
     );
 }
 
@@ -832,7 +838,8 @@ async fn warn_and_shadow_still_refuse_a_call_that_cannot_decode() {
             move |b| b.drift_mode(mode),
         );
         let result = h.call("get_build", json!({"project_id": "proj_1"})).await;
-        h.assert_refused(&result, "invalid_arguments").await;
+        h.assert_refused(&result, RefusalCode::InvalidArguments)
+            .await;
     }
 }
 
@@ -862,7 +869,7 @@ async fn an_unknown_result_says_do_not_retry_and_how_to_check() {
     let result = h.call("create_deployment", deploy_args()).await;
     assert_eq!(result.status, Status::Unknown);
     assert_eq!(result.origin, Some(Origin::Upstream));
-    assert_eq!(result.code.as_deref(), Some("timeout_after_send"));
+    assert_eq!(result.code, Some(UpstreamCode::TimeoutAfterSend.into()));
     assert_eq!(
         result.reason.as_deref(),
         Some("the outcome is unknown; do not retry; check with get_deployment")
@@ -879,10 +886,10 @@ async fn a_rejected_credential_is_not_used_again_until_it_is_replaced() {
             .with_credential_rejected(),
     ));
     let first = h.call("read_report", json!({"project_id": "proj_1"})).await;
-    assert_eq!(first.code.as_deref(), Some("auth_failed"));
+    assert_eq!(first.code, Some(UpstreamCode::AuthFailed.into()));
     assert_eq!(h.channel.dispatches(), 1);
     let second = h.call("read_report", json!({"project_id": "proj_1"})).await;
-    assert_eq!(second.code.as_deref(), Some("credential_unavailable"));
+    assert_eq!(second.code, Some(RefusalCode::CredentialUnavailable.into()));
     assert_eq!(h.channel.dispatches(), 1, "fails fast locally");
     h.vault.set(
         CredentialMeta {
@@ -928,8 +935,8 @@ async fn dropping_a_call_while_consent_is_pending_records_cancelled_before_send(
     let records = wait_for_records(&*h.journal, 1).await;
     assert_eq!(records[0].event.phase, Phase::CancelledBeforeSend);
     assert_eq!(
-        records[0].event.code.as_deref(),
-        Some("cancelled_before_send")
+        records[0].event.code,
+        Some(UpstreamCode::CancelledBeforeSend.into())
     );
 }
 
@@ -1038,17 +1045,17 @@ async fn raw_json_that_is_malformed_or_oversized_becomes_a_rejected_result() {
         .executor
         .call_json("get_build", "{\"project_id\": ", &session())
         .await;
-    assert_eq!(bad.code.as_deref(), Some("invalid_arguments"));
+    assert_eq!(bad.code, Some(RefusalCode::InvalidArguments.into()));
     let huge = format!("{{\"project_id\": \"{}\"}}", "x".repeat(4096));
     let big = h.executor.call_json("get_build", &huge, &session()).await;
-    assert_eq!(big.code.as_deref(), Some("arguments_too_large"));
+    assert_eq!(big.code, Some(RefusalCode::ArgumentsTooLarge.into()));
     let big_value = h
         .call(
             "get_build",
             json!({"project_id": "x".repeat(4096), "build_id": "build_1"}),
         )
         .await;
-    assert_eq!(big_value.code.as_deref(), Some("arguments_too_large"));
+    assert_eq!(big_value.code, Some(RefusalCode::ArgumentsTooLarge.into()));
     let mut deep = json!("leaf");
     for _ in 0..40 {
         deep = json!({"a": deep});
@@ -1059,7 +1066,7 @@ async fn raw_json_that_is_malformed_or_oversized_becomes_a_rejected_result() {
             json!({"project_id": "proj_1", "build_id": deep}),
         )
         .await;
-    assert_eq!(nested.code.as_deref(), Some("invalid_arguments"));
+    assert_eq!(nested.code, Some(RefusalCode::InvalidArguments.into()));
     assert_eq!(h.channel.dispatches(), 0);
     assert_eq!(h.records().await.len(), 4);
 }
@@ -1118,7 +1125,7 @@ async fn a_typed_call_runs_through_the_same_pipeline() {
         limit: None,
     };
     let result = h.executor.run(&input, &session()).await;
-    h.assert_refused(&result, "out_of_scope").await;
+    h.assert_refused(&result, RefusalCode::OutOfScope).await;
     let ok = h
         .executor
         .run(

@@ -2,6 +2,7 @@
 //! stderr tail shown in a rejection's reason. Against the real OpenSSH sshd on loopback and a
 //! real SQLite journal; the secret is another credential of the vault the command prints.
 
+use sallyport_core::code::UpstreamCode;
 use sallyport_core::target::{SshTarget, Target};
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, Secret};
 use sallyport_core::{Action, ActionSpec, Catalog, ConsentRule, EffectClass, Session, Status};
@@ -133,7 +134,7 @@ async fn a_token_cut_by_the_stderr_tail_leaves_no_piece_in_the_reason() {
         .call("fail_loudly", json!({"value": TOKEN, "pad": pad}), &session)
         .await;
     assert_eq!(r.status, Status::Rejected, "{}", r.to_json());
-    assert_eq!(r.code.as_deref(), Some("command_failed"));
+    assert_eq!(r.code, Some(UpstreamCode::CommandFailed.into()));
     assert_eq!(
         r.reason.as_deref(),
         Some(format!("`sh` exited with status 1: [REDACTED] {pad}").as_str())

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use sallyport_core::code::{Code, RefusalCode, UpstreamCode};
 use sallyport_core::journal::AuditEvent;
 use sallyport_core::outcome::{ActionResult, Origin};
 use sallyport_core::target::{SshTarget, Target};
@@ -264,7 +265,7 @@ async fn an_unknown_host_key_is_refused_before_authentication() {
         .unwrap()
         .fingerprint();
     assert_eq!(result.status, Status::Rejected);
-    assert_eq!(result.code.as_deref(), Some("host_key_mismatch"));
+    assert_eq!(result.code, Some(UpstreamCode::HostKeyMismatch.into()));
     assert_eq!(result.origin, Some(Origin::Executor));
     assert_eq!(
         result.reason.as_deref(),
@@ -290,7 +291,7 @@ async fn a_changed_host_key_is_refused_before_authentication() {
     sshd.rotate_host_key();
     let second = call(&h, "echo_arg", json!({"value": "after"})).await;
     assert_eq!(second.status, Status::Rejected);
-    assert_eq!(second.code.as_deref(), Some("host_key_mismatch"));
+    assert_eq!(second.code, Some(UpstreamCode::HostKeyMismatch.into()));
     assert_eq!(last_event(&h).await.dispatches, 0);
     assert_eq!(sshd.accepted_logins(), 0);
     assert!(!sshd.log().contains("publickey"), "{}", sshd.log());
@@ -342,7 +343,7 @@ async fn a_wrong_password_is_auth_failed_and_the_credential_is_not_tried_again()
     let h = fixture::harness(catalog(), SshChannel::new(fixture::inventory(&sshd)), vault);
     let first = call(&h, "who_am_i", json!({})).await;
     assert_eq!(first.status, Status::Rejected);
-    assert_eq!(first.code.as_deref(), Some("auth_failed"));
+    assert_eq!(first.code, Some(UpstreamCode::AuthFailed.into()));
     assert_eq!(first.origin, Some(Origin::Upstream));
     assert_eq!(
         first.reason.as_deref(),
@@ -351,7 +352,7 @@ async fn a_wrong_password_is_auth_failed_and_the_credential_is_not_tried_again()
         )
     );
     let second = call(&h, "who_am_i", json!({})).await;
-    assert_eq!(second.code.as_deref(), Some("credential_unavailable"));
+    assert_eq!(second.code, Some(RefusalCode::CredentialUnavailable.into()));
     assert_eq!(sshd.log().matches("Failed password for").count(), 1);
     // The password appears nowhere the agent or the auditor can read.
     let records = h.executor.journal().records().await.unwrap();
@@ -371,7 +372,7 @@ async fn an_unauthorized_key_is_auth_failed() {
     );
     let result = call(&h, "echo_arg", json!({"value": "x"})).await;
     assert_eq!(result.status, Status::Rejected);
-    assert_eq!(result.code.as_deref(), Some("auth_failed"));
+    assert_eq!(result.code, Some(UpstreamCode::AuthFailed.into()));
     assert_eq!(last_event(&h).await.dispatches, 0);
     assert_eq!(sshd.accepted_logins(), 0);
 }
@@ -457,7 +458,7 @@ async fn a_nul_character_is_refused_before_consent_and_nothing_connects() {
     let h = harness(&sshd);
     let result = call(&h, "echo_arg", json!({"value": "a\u{0}; touch /tmp/x"})).await;
     assert_eq!(result.status, Status::Rejected);
-    assert_eq!(result.code.as_deref(), Some("invalid_request"));
+    assert_eq!(result.code, Some(RefusalCode::InvalidRequest.into()));
     assert_eq!(
         result.reason.as_deref(),
         Some("field `value` contains a NUL character, which a remote argument cannot carry")
@@ -489,20 +490,20 @@ async fn exit_codes_map_to_the_declared_statuses() {
         (
             4,
             Status::Rejected,
-            Some("command_rejected"),
+            Some(UpstreamCode::CommandRejected),
             Some("`sh` exited with status 4: err 4"),
         ),
         (
             5,
             Status::Rejected,
-            Some("command_failed"),
+            Some(UpstreamCode::CommandFailed),
             Some("`sh` exited with status 5: err 5"),
         ),
     ];
     for (code, status, error_code, reason) in expect {
         let result = call(&h, "exit_with", json!({"code": code})).await;
         assert_eq!(result.status, status, "{code}: {}", result.to_json());
-        assert_eq!(result.code.as_deref(), error_code, "{code}");
+        assert_eq!(result.code, error_code.map(Code::from), "{code}");
         assert_eq!(result.reason.as_deref(), reason, "{code}");
         let data = result.data.as_ref().unwrap();
         assert_eq!(data["exit_status"], code);
@@ -513,6 +514,36 @@ async fn exit_codes_map_to_the_declared_statuses() {
     assert_eq!(h.channel.connections_opened(), 1);
 }
 
+/// The same situation as `a_refused_connection_is_retried_for_a_non_idempotent_action_and_counts_zero_sends`
+/// in `http_channel.rs`: the upstream cannot be reached, nothing left; both channels say
+/// `connect_failed` (the rules are `sallyport_core::after_send`'s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_host_is_connect_failed_as_over_http_and_nothing_is_sent() {
+    let mut sshd = Sshd::start();
+    let h = harness(&sshd);
+    sshd.stop();
+    let result = call(&h, "exit_with", json!({"code": 0})).await;
+    assert_eq!(result.status, Status::Rejected, "{}", result.to_json());
+    assert_eq!(result.origin, Some(Origin::Upstream));
+    assert_eq!(result.code, Some(UpstreamCode::ConnectFailed.into()));
+    let reason = result.reason.as_deref().unwrap();
+    assert!(
+        reason.starts_with("could not reach host `web1` ("),
+        "{reason}"
+    );
+    assert!(
+        reason.ends_with("); nothing was sent, so calling again later is safe"),
+        "{reason}"
+    );
+    let event = last_event(&h).await;
+    assert_eq!(event.code, Some(UpstreamCode::ConnectFailed.into()));
+    assert_eq!(event.dispatches, 0);
+    assert_eq!(h.channel.connections_opened(), 0);
+}
+
+/// The same situation as `commit_then_drop_four_ways_without_a_key_is_unknown_…` in
+/// `http_channel.rs` (`Drop::Reset`): the request left and the connection was lost before
+/// an answer; both channels say `connection_lost_after_send`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_killed_mid_command_is_unknown() {
     let sshd = Sshd::start();
@@ -532,7 +563,10 @@ async fn a_connection_killed_mid_command_is_unknown() {
     .unwrap();
     let result = running.await.unwrap();
     assert_eq!(result.status, Status::Unknown, "{}", result.to_json());
-    assert_eq!(result.code.as_deref(), Some("connection_lost"));
+    assert_eq!(
+        result.code,
+        Some(UpstreamCode::ConnectionLostAfterSend.into())
+    );
     assert_eq!(
         result.reason.as_deref(),
         Some(
@@ -556,7 +590,7 @@ async fn a_command_past_its_timeout_is_unknown_for_a_state_change() {
         started.elapsed()
     );
     assert_eq!(result.status, Status::Unknown);
-    assert_eq!(result.code.as_deref(), Some("timeout_after_send"));
+    assert_eq!(result.code, Some(UpstreamCode::TimeoutAfterSend.into()));
     assert_eq!(
         result.reason.as_deref(),
         Some(
@@ -592,13 +626,13 @@ async fn a_host_outside_the_inventory_is_refused_before_consent() {
     let ok = call(&h, "host_uptime", json!({"host": KEY_HOST})).await;
     assert_eq!(ok.status, Status::Completed, "{}", ok.to_json());
     let missing = call(&h, "host_uptime", json!({"host": "web9"})).await;
-    assert_eq!(missing.code.as_deref(), Some("invalid_request"));
+    assert_eq!(missing.code, Some(RefusalCode::InvalidRequest.into()));
     assert_eq!(
         missing.reason.as_deref(),
         Some("host `web9` is not in the SSH inventory")
     );
     let out_of_scope = call(&h, "host_uptime", json!({"host": PASSWORD_HOST})).await;
-    assert_eq!(out_of_scope.code.as_deref(), Some("out_of_scope"));
+    assert_eq!(out_of_scope.code, Some(RefusalCode::OutOfScope.into()));
     assert_eq!(h.channel.connections_opened(), 1);
 }
 
@@ -616,7 +650,7 @@ async fn a_credential_bound_to_another_host_is_refused_before_consent() {
     );
     let h = fixture::harness(catalog(), SshChannel::new(fixture::inventory(&sshd)), vault);
     let result = call(&h, "echo_arg", json!({"value": "x"})).await;
-    assert_eq!(result.code.as_deref(), Some("credential_unavailable"));
+    assert_eq!(result.code, Some(RefusalCode::CredentialUnavailable.into()));
     assert_eq!(
         result.reason.as_deref(),
         Some(
@@ -658,7 +692,7 @@ async fn a_call_cancelled_after_the_command_started_is_recorded_unknown() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     assert_eq!(event.status, Status::Unknown);
-    assert_eq!(event.code.as_deref(), Some("cancelled_after_send"));
+    assert_eq!(event.code, Some(UpstreamCode::CancelledAfterSend.into()));
     assert_eq!(event.dispatches, 1);
     drop(sshd);
 }

@@ -2,6 +2,7 @@
 //! that is not POSIX (fish) is detected once per connection and refused before any command
 //! runs, and a value beginning with `-` never becomes an option by accident.
 
+use sallyport_core::code::{RefusalCode, UpstreamCode};
 use sallyport_core::journal::AuditEvent;
 use sallyport_core::outcome::{ActionResult, Origin};
 use sallyport_core::target::{SshTarget, Target};
@@ -195,7 +196,10 @@ async fn a_fish_login_shell_is_refused_before_any_command_runs_and_nothing_is_in
             result.to_json()
         );
         assert_eq!(result.origin, Some(Origin::Executor));
-        assert_eq!(result.code.as_deref(), Some("remote_shell_unsupported"));
+        assert_eq!(
+            result.code,
+            Some(UpstreamCode::RemoteShellUnsupported.into())
+        );
         assert_eq!(result.reason.as_deref(), Some(fish_refusal().as_str()));
         let event = last_event(&h).await;
         assert_eq!(event.dispatches, 0, "{value:?}");
@@ -237,7 +241,7 @@ async fn a_posix_host_keeps_working_beside_a_refused_fish_host() {
     let sshd = Sshd::start();
     let h = harness(&sshd);
     let fish = call(&h, "fish_echo", json!({"value": "x"})).await;
-    assert_eq!(fish.code.as_deref(), Some("remote_shell_unsupported"));
+    assert_eq!(fish.code, Some(UpstreamCode::RemoteShellUnsupported.into()));
     let root = call(&h, "root_echo", json!({"value": "x"})).await;
     assert_eq!(root.status, Status::Completed, "{}", root.to_json());
     assert_eq!(root.data.as_ref().unwrap()["stdout"], "<x>");
@@ -255,7 +259,7 @@ async fn a_value_beginning_with_a_dash_is_refused_before_consent_and_nothing_run
     let result = call(&h, "archive_file", json!({"file": exploit})).await;
     assert_eq!(result.status, Status::Rejected, "{}", result.to_json());
     assert_eq!(result.origin, Some(Origin::Executor));
-    assert_eq!(result.code.as_deref(), Some("invalid_request"));
+    assert_eq!(result.code, Some(RefusalCode::InvalidRequest.into()));
     assert_eq!(
         result.reason.as_deref(),
         Some(
@@ -265,7 +269,7 @@ async fn a_value_beginning_with_a_dash_is_refused_before_consent_and_nothing_run
         )
     );
     let dash = call(&h, "archive_file", json!({"file": "-"})).await;
-    assert_eq!(dash.code.as_deref(), Some("invalid_request"));
+    assert_eq!(dash.code, Some(RefusalCode::InvalidRequest.into()));
     assert!(!marker.exists(), "tar ran the compress program");
     assert_eq!(h.consent.asks(), 0);
     assert_eq!(h.channel.connections_opened(), 0);
@@ -282,7 +286,7 @@ async fn a_value_after_a_literal_double_dash_reaches_the_program_as_an_operand()
     let result = call(&h, "archive_file_after_end", json!({"file": exploit})).await;
     // tar looked for a file of that name, did not find it, and exited 2.
     assert_eq!(result.status, Status::Rejected, "{}", result.to_json());
-    assert_eq!(result.code.as_deref(), Some("command_failed"));
+    assert_eq!(result.code, Some(UpstreamCode::CommandFailed.into()));
     let data = result.data.as_ref().unwrap();
     assert_eq!(data["exit_status"], 2);
     assert!(

@@ -13,6 +13,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use sallyport_core::channel::ChannelOutcome;
+use sallyport_core::code::RefusalCode;
 use sallyport_core::journal::{Journal, Phase, SqliteJournal};
 use sallyport_core::vault::{
     ApiKeyPlacement, Binding, CredentialKind, CredentialMeta, FORMAT_VERSION, FileVault, KdfParams,
@@ -781,7 +782,7 @@ async fn a_locked_vault_refuses_every_call_before_consent_and_the_refusal_is_aud
         .await;
     for result in [&with_credential, &without_credential] {
         assert_eq!(result.status, Status::Rejected);
-        assert_eq!(result.code.as_deref(), Some("vault_locked"));
+        assert_eq!(result.code, Some(RefusalCode::VaultLocked.into()));
         assert_eq!(
             result.reason.as_deref(),
             Some("the credential vault is locked; a human must unlock it before any call")
@@ -795,7 +796,7 @@ async fn a_locked_vault_refuses_every_call_before_consent_and_the_refusal_is_aud
     for (record, action) in records.iter().zip(["deploy_preview", "read_status"]) {
         assert_eq!(record.event.action, action);
         assert_eq!(record.event.phase, Phase::Refused);
-        assert_eq!(record.event.code.as_deref(), Some("vault_locked"));
+        assert_eq!(record.event.code, Some(RefusalCode::VaultLocked.into()));
         assert_eq!(record.event.dispatches, 0);
         assert_eq!(record.event.consent, None);
     }

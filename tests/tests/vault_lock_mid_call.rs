@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sallyport_core::code::{RefusalCode, UpstreamCode};
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::{Journal, SqliteJournal};
 use sallyport_core::outcome::ActionResult;
@@ -216,7 +217,7 @@ async fn a_vault_locked_inside_the_consent_callback_sends_nothing() {
     .await;
     let r = rig.call(create("ship the fix")).await;
     assert_eq!(r.status, Status::Rejected, "{}", r.to_json());
-    assert_eq!(r.code.as_deref(), Some("vault_locked"));
+    assert_eq!(r.code, Some(RefusalCode::VaultLocked.into()));
     assert_eq!(
         r.reason.as_deref(),
         Some("the credential vault was locked during the call; nothing was sent")
@@ -247,7 +248,7 @@ async fn a_credential_removed_inside_the_consent_callback_sends_nothing() {
     .await;
     let r = rig.call(create("ship the fix")).await;
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("credential_unavailable"));
+    assert_eq!(r.code, Some(RefusalCode::CredentialUnavailable.into()));
     assert_eq!(
         r.reason.as_deref(),
         Some("credential `deploy-api` was removed during the call; nothing was sent")
@@ -291,7 +292,7 @@ async fn a_credential_rotated_during_a_retry_after_wait_is_not_sent_again() {
     assert_eq!(rig.upstream.requests(), 1);
     assert_eq!(token_seen(&rig.upstream.received()[0]), TOKEN);
     assert_eq!(r.status, Status::Unknown, "{}", r.to_json());
-    assert_eq!(r.code.as_deref(), Some("credential_unavailable"));
+    assert_eq!(r.code, Some(RefusalCode::CredentialUnavailable.into()));
     assert_eq!(
         r.reason.as_deref(),
         Some(
@@ -323,7 +324,7 @@ async fn a_vault_locked_everywhere_during_a_retry_after_wait_is_not_sent_again()
     let r = rig.call(create("ship the fix")).await;
     assert_eq!(rig.upstream.requests(), 1);
     assert_eq!(r.status, Status::Unknown, "{}", r.to_json());
-    assert_eq!(r.code.as_deref(), Some("vault_locked"));
+    assert_eq!(r.code, Some(RefusalCode::VaultLocked.into()));
     assert_eq!(
         r.reason.as_deref(),
         Some(
@@ -356,7 +357,7 @@ async fn an_echo_of_the_credential_is_redacted_although_the_vault_locked_during_
     assert_eq!(rig.upstream.requests(), 1);
     assert_eq!(token_seen(&rig.upstream.received()[0]), TOKEN);
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.code.as_deref(), Some("bad_request"));
+    assert_eq!(r.code, Some(UpstreamCode::BadRequest.into()));
     let reason = r.reason.clone().unwrap_or_default();
     assert!(
         reason.starts_with(
@@ -399,7 +400,7 @@ async fn an_echo_of_the_old_value_after_a_rotation_is_redacted_in_a_later_call()
     let second = rig.call(create("ship it again")).await;
     assert_eq!(rig.upstream.requests(), 2);
     assert_eq!(token_seen(&rig.upstream.received()[1]), ROTATED);
-    assert_eq!(second.code.as_deref(), Some("bad_request"));
+    assert_eq!(second.code, Some(UpstreamCode::BadRequest.into()));
     let reason = second.reason.unwrap_or_default();
     assert!(
         reason.starts_with(
@@ -456,7 +457,7 @@ async fn the_record_of_a_call_dropped_while_waiting_for_consent_is_scrubbed() {
         let records = journal_handle.records().await.unwrap();
         if let Some(r) = records
             .into_iter()
-            .find(|r| r.event.code.as_deref() == Some("cancelled_before_send"))
+            .find(|r| r.event.code == Some(UpstreamCode::CancelledBeforeSend.into()))
         {
             record = Some(r);
             break;
@@ -491,7 +492,7 @@ async fn a_token_straddling_the_upstream_message_limit_leaves_no_piece_in_the_re
     .await;
     let r = rig.call(create("ship the fix")).await;
     assert_eq!(rig.upstream.requests(), 1);
-    assert_eq!(r.code.as_deref(), Some("bad_request"));
+    assert_eq!(r.code, Some(UpstreamCode::BadRequest.into()));
     let reason = r.reason.clone().unwrap_or_default();
     assert!(
         reason.starts_with(&format!(
@@ -530,7 +531,7 @@ async fn a_token_in_the_body_at_any_offset_reaches_neither_the_human_nor_the_aud
     let asked = rig.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 150);
     for (prompt, r) in asked.iter().zip(&results) {
-        assert_eq!(r.code.as_deref(), Some("consent_denied"));
+        assert_eq!(r.code, Some(RefusalCode::ConsentDenied.into()));
         assert_no_piece("a consent prompt", prompt, TOKEN);
         assert_no_piece("an audit record", &rig.audit(r).to_string(), TOKEN);
     }

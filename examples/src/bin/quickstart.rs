@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use sallyport_core::code::RefusalCode;
 use sallyport_core::consent::{ConsentDecision, ConsentProvider, FnConsent, TerminalConsent};
 use sallyport_core::journal::Journal;
 use sallyport_core::outcome::Status;
@@ -232,7 +233,7 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     n.result(&r);
     n.check(
         r.status == Status::Rejected
-            && r.code.as_deref() == Some("invalid_arguments")
+            && r.code == Some(RefusalCode::InvalidArguments.into())
             && r.divergences.first().is_some_and(|d| {
                 d.kind.as_str() == "unknown_field" && d.path == "/include_deleted"
             }),
@@ -247,7 +248,7 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     let r = call("list_builds", args).await;
     n.result(&r);
     n.check(
-        r.code.as_deref() == Some("out_of_scope"),
+        r.code == Some(RefusalCode::OutOfScope.into()),
         "rejected: out_of_scope",
     );
     n.check(upstream.requests() == before, "zero upstream requests");
@@ -261,7 +262,7 @@ async fn run(json: bool, interactive: bool) -> Result<Narrator, Box<dyn std::err
     n.result(&r);
     if !interactive {
         n.check(
-            r.code.as_deref() == Some("consent_denied"),
+            r.code == Some(RefusalCode::ConsentDenied.into()),
             "rejected: consent_denied",
         );
         n.check(upstream.requests() == before, "zero upstream requests");

@@ -473,7 +473,7 @@ impl BaselineGuard {
                 phase: Phase::Finished,
                 status,
                 origin: Some(Origin::Executor),
-                code: Some(decision.drift_status.as_str().to_owned()),
+                code: Some(decision.drift_status.as_str().into()),
                 reason: Some(decision.summary()),
                 objects: Vec::new(),
                 note: None,

@@ -410,7 +410,7 @@ impl Prober {
             } else {
                 Origin::Upstream
             }),
-            code: Some(class.as_str().to_owned()),
+            code: Some(class.as_str().into()),
             reason: Some(reason),
             objects: Vec::new(),
             note: None,

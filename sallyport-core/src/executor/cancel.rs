@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::record::CallRecord;
 use crate::channel::DispatchContext;
+use crate::code::{Code, UpstreamCode};
 use crate::journal::{AuditEvent, Journal, Phase};
 use crate::outcome::{Origin, Status};
 use crate::scrub::{CUT, Scrubber};
@@ -64,7 +65,7 @@ impl Drop for CallGuard {
                 Phase::CancelledUnknown,
                 Status::Unknown,
                 Some(Origin::Executor),
-                Some("cancelled_after_send".to_owned()),
+                Some(UpstreamCode::CancelledAfterSend.into()),
                 Some("the call was cancelled after a request may have left".to_owned()),
                 sends,
             )
@@ -73,7 +74,7 @@ impl Drop for CallGuard {
                 Phase::CancelledBeforeSend,
                 Status::Rejected,
                 Some(Origin::Executor),
-                Some("cancelled_before_send".to_owned()),
+                Some(UpstreamCode::CancelledBeforeSend.into()),
                 Some("the call was cancelled before anything was sent".to_owned()),
                 sends,
             )
@@ -87,14 +88,15 @@ impl Drop for CallGuard {
 /// a secret fragment left at the cut.
 pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
     event.action = scrubber.scrub(&event.action).into_owned();
-    for text in [
-        &mut event.reason,
-        &mut event.code,
-        &mut event.note,
-        &mut event.request,
-    ]
-    .into_iter()
-    .flatten()
+    // A channel may report a code of its own making: it passes the scrubber too.
+    if let Some(code) = &mut event.code
+        && let std::borrow::Cow::Owned(clean) = scrubber.scrub(code.as_str())
+    {
+        *code = Code::from(clean);
+    }
+    for text in [&mut event.reason, &mut event.note, &mut event.request]
+        .into_iter()
+        .flatten()
     {
         *text = scrub_cut(scrubber, text);
     }

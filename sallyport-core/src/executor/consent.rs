@@ -7,6 +7,7 @@ use super::Inner;
 use super::cancel::scrub_cut;
 use super::precheck::Checked;
 use crate::action::ConsentRule;
+use crate::code::ConsentOutcome;
 use crate::consent::{ConsentDecision, ConsentDisplay, ConsentRequest, MAX_SHOWN_BYTES};
 use crate::journal::AttemptId;
 use crate::outcome::{Refusal, RefusalCode};
@@ -15,7 +16,7 @@ use crate::scrub::Scrubber;
 /// A call a human approved, or whose rule needs no one. Only [`consent`] makes one.
 pub struct Consented {
     checked: Checked,
-    decision: &'static str,
+    decision: ConsentOutcome,
 }
 
 impl fmt::Debug for Consented {
@@ -33,8 +34,8 @@ impl Consented {
         &self.checked
     }
 
-    /// How consent was given (`not_required`, `session_grant`, `approved`, …).
-    pub fn decision(&self) -> &'static str {
+    /// How consent was given.
+    pub fn decision(&self) -> ConsentOutcome {
         self.decision
     }
 }
@@ -42,11 +43,11 @@ impl Consented {
 /// A refusal at stage 8, with the consent outcome the audit record names.
 #[derive(Debug)]
 pub(super) struct ConsentRefused {
-    pub(super) decision: &'static str,
+    pub(super) decision: ConsentOutcome,
     pub(super) refusal: Refusal,
 }
 
-fn refused(decision: &'static str, refusal: Refusal) -> ConsentRefused {
+fn refused(decision: ConsentOutcome, refusal: Refusal) -> ConsentRefused {
     ConsentRefused { decision, refusal }
 }
 
@@ -65,15 +66,15 @@ pub(super) async fn consent(
     let hash = entry.definition_hash();
     let done = |checked, decision| Ok(Consented { checked, decision });
     match spec.consent {
-        ConsentRule::None => return done(checked, "not_required"),
+        ConsentRule::None => return done(checked, ConsentOutcome::NotRequired),
         ConsentRule::Session if inner.grants.has(session_id, &spec.name, hash) => {
-            return done(checked, "session_grant");
+            return done(checked, ConsentOutcome::SessionGrant);
         }
         ConsentRule::Session | ConsentRule::PerCall => {}
     }
     let Some(provider) = &inner.consent else {
         return Err(refused(
-            "unavailable",
+            ConsentOutcome::Unavailable,
             Refusal::new(
                 RefusalCode::ConsentUnavailable,
                 "this action needs a human's approval and no one can be asked here",
@@ -101,7 +102,7 @@ pub(super) async fn consent(
     let shown = request.display.shown_bytes();
     if shown > MAX_SHOWN_BYTES {
         return Err(refused(
-            "too_large_to_show",
+            ConsentOutcome::TooLargeToShow,
             Refusal::new(
                 RefusalCode::ArgumentsTooLarge,
                 format!(
@@ -114,14 +115,14 @@ pub(super) async fn consent(
     let approve = |ttl| {
         if spec.consent == ConsentRule::Session {
             inner.grants.grant(session_id, &spec.name, hash, ttl);
-            "approved_for_session"
+            ConsentOutcome::ApprovedForSession
         } else {
-            "approved"
+            ConsentOutcome::Approved
         }
     };
     match decision {
         Err(_) => Err(refused(
-            "timeout",
+            ConsentOutcome::Timeout,
             Refusal::new(
                 RefusalCode::ConsentTimeout,
                 format!(
@@ -144,12 +145,12 @@ pub(super) async fn consent(
                 None => "a human denied this call".to_owned(),
             };
             Err(refused(
-                "denied",
+                ConsentOutcome::Denied,
                 Refusal::new(RefusalCode::ConsentDenied, reason),
             ))
         }
         Ok(ConsentDecision::Unavailable) => Err(refused(
-            "unavailable",
+            ConsentOutcome::Unavailable,
             Refusal::new(
                 RefusalCode::ConsentUnavailable,
                 "this action needs a human's approval and no one could be asked",

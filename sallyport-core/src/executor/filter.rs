@@ -5,6 +5,7 @@ use std::fmt;
 
 use super::intent::Intended;
 use super::normalize::Normalized;
+use crate::code::Code;
 use crate::outcome::ActionResult;
 use crate::scrub::Scrubber;
 
@@ -53,8 +54,14 @@ pub(super) fn filter(normalized: Normalized) -> Filtered {
 
 /// Scrubs every text and value of `result`.
 pub(super) fn scrub_result(scrubber: &Scrubber, result: &mut ActionResult) {
-    for text in [&mut result.reason, &mut result.code].into_iter().flatten() {
-        *text = scrubber.scrub(text).into_owned();
+    if let Some(reason) = &mut result.reason {
+        *reason = scrubber.scrub(reason).into_owned();
+    }
+    // A channel may report a code of its own making: it passes the scrubber too.
+    if let Some(code) = &mut result.code
+        && let std::borrow::Cow::Owned(clean) = scrubber.scrub(code.as_str())
+    {
+        *code = Code::from(clean);
     }
     if let Some(data) = &mut result.data {
         scrubber.scrub_json(data);

@@ -12,6 +12,7 @@ use super::dispatch::Dispatched;
 use super::intent::Intended;
 use crate::catalog::{Catalog, Entry};
 use crate::channel::ChannelOutcome;
+use crate::code::{Code, UpstreamCode};
 use crate::outcome::{ActionResult, Next, Origin, Status};
 
 /// Longest reason the agent is shown.
@@ -119,7 +120,11 @@ fn nothing_sent_is_nothing_done(mut outcome: ChannelOutcome, sends: u32) -> Chan
     if sends == 0 && outcome.status != Status::Rejected {
         outcome.status = Status::Rejected;
         outcome.origin = Origin::Executor;
-        outcome.code = Some(outcome.code.unwrap_or_else(|| "not_sent".to_owned()));
+        outcome.code = Some(
+            outcome
+                .code
+                .unwrap_or(Code::Upstream(UpstreamCode::NotSent)),
+        );
         outcome.data = None;
     }
     outcome

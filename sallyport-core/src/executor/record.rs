@@ -18,6 +18,7 @@ use super::resolve::Resolved;
 use super::validate::Validated;
 use super::vault::Unlocked;
 use crate::action::ScopedValue;
+use crate::code::{Code, ConsentOutcome};
 use crate::journal::{AttemptId, AuditEvent, Journal, Phase, ReceiptId};
 use crate::outcome::{ActionResult, Origin, Refusal, RefusalCode, Status};
 use crate::scrub::Scrubber;
@@ -37,7 +38,7 @@ pub(crate) struct CallRecord {
     objects: Vec<ScopedValue>,
     note: Option<String>,
     request: Option<String>,
-    consent: Option<&'static str>,
+    consent: Option<ConsentOutcome>,
     divergences: Vec<crate::drift::Divergence>,
     /// The call's scrubber: the vault's when the call began, replaced at stage 6 by the one
     /// built from the credential the call resolved. Every record of the call passes it, the
@@ -90,7 +91,7 @@ impl CallRecord {
         self.consent = Some(consented.decision());
     }
 
-    pub(super) fn consent_refused(&mut self, decision: &'static str) {
+    pub(super) fn consent_refused(&mut self, decision: ConsentOutcome) {
         self.consent = Some(decision);
     }
 
@@ -100,7 +101,7 @@ impl CallRecord {
         phase: Phase,
         status: Status,
         origin: Option<Origin>,
-        code: Option<String>,
+        code: Option<Code>,
         reason: Option<String>,
         dispatches: u32,
     ) -> AuditEvent {
@@ -119,7 +120,7 @@ impl CallRecord {
             objects: self.objects.clone(),
             note: self.note.clone(),
             request: self.request.clone(),
-            consent: self.consent.map(str::to_owned),
+            consent: self.consent,
             divergences: self.divergences.clone(),
             drift_decision: None,
             dispatches,
@@ -170,7 +171,7 @@ pub(super) async fn record(inner: &Inner, guard: &CallGuard, filtered: Filtered)
 fn withheld(read: &ActionResult) -> ActionResult {
     let mut result = ActionResult::new(Status::Rejected, &read.action, read.attempt_id.clone());
     result.origin = Some(Origin::Executor);
-    result.code = Some(RefusalCode::JournalUnavailable.as_str().to_owned());
+    result.code = Some(RefusalCode::JournalUnavailable.into());
     result.reason = Some(
         "the read's answer could not be recorded, so it is withheld; nothing changed upstream; retrying later is safe"
             .to_owned(),
@@ -189,14 +190,14 @@ pub(super) async fn refusal(
     let action = scrubber.scrub(&record.action).into_owned();
     let mut result = ActionResult::new(Status::Rejected, &action, record.attempt_id.clone());
     result.origin = Some(Origin::Executor);
-    result.code = Some(refusal.code.as_str().to_owned());
+    result.code = Some(refusal.code.into());
     result.reason = Some(reason.clone());
     result.divergences = refusal.divergences.clone();
     let mut event = record.event(
         Phase::Refused,
         Status::Rejected,
         Some(Origin::Executor),
-        Some(refusal.code.as_str().to_owned()),
+        Some(refusal.code.into()),
         Some(reason),
         0,
     );

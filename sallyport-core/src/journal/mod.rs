@@ -124,7 +124,7 @@ pub struct AuditEvent {
     pub origin: Option<Origin>,
     /// The code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<crate::code::Code>,
     /// The reason (scrubbed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -139,7 +139,7 @@ pub struct AuditEvent {
     pub request: Option<String>,
     /// The consent decision, when one was taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub consent: Option<String>,
+    pub consent: Option<crate::code::ConsentOutcome>,
     /// Payload drift divergences seen (warn and shadow modes record them here).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub divergences: Vec<crate::drift::Divergence>,

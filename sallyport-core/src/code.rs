@@ -1,0 +1,618 @@
+//! The machine-readable codes of results and audit records, as types.
+//!
+//! A result's `code` says why it has its status: [`RefusalCode`] when the executor declined
+//! before sending (stages 1–9), [`UpstreamCode`] for what happened at or after the send
+//! (the transport, the upstream's answer, a cancellation). [`Code`] is either, or a
+//! [`DeclaredCode`] that neither enum names: one an action's author declared (a body rule's
+//! `code`, see [`HttpTarget::with_body_rule_code`](crate::target::HttpTarget::with_body_rule_code)),
+//! one a channel of the application's own reports, a drift status or probe class in a
+//! baseline or probe audit record, or one read from a record a later version wrote.
+//! [`ConsentOutcome`] is what the consent stage decided, as the audit record names it.
+//!
+//! Every type here serializes to exactly its snake-case string, the wire format of results
+//! and audit records, and parses back from it. Each enum's strings live in one table (the
+//! `codes!` invocation below), from which `as_str`, `parse`, `ALL` and serde all come.
+//!
+//! Compare codes by type: `result.code == Some(UpstreamCode::TimeoutAfterSend.into())`,
+//! or `code == RefusalCode::OutOfScope` on a [`Code`]; [`ActionResult::code_str`](crate::ActionResult::code_str)
+//! gives the string.
+//!
+//! This module is a leaf: it imports nothing of the crate.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A string that names none of the variants of the enum it was parsed as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownCode {
+    /// What was asked for (`RefusalCode`, `UpstreamCode`, `ConsentOutcome`).
+    pub kind: &'static str,
+}
+
+impl fmt::Display for UnknownCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not a {} string", self.kind)
+    }
+}
+
+impl std::error::Error for UnknownCode {}
+
+/// Declares a fieldless enum with one `Variant => "string"` table and derives from it
+/// `as_str`, `parse`, `ALL`, `Display`, `FromStr` and serde as the exact string.
+macro_rules! codes {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident => $text:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )+
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [Self] = &[ $( Self::$variant, )+ ];
+
+            /// The snake-case string of the wire format.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( Self::$variant => $text, )+
+                }
+            }
+
+            /// The variant spelled `text`, if any.
+            pub fn parse(text: &str) -> Option<Self> {
+                match text {
+                    $( $text => Some(Self::$variant), )+
+                    _ => None,
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownCode;
+
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                Self::parse(text).ok_or(UnknownCode { kind: stringify!($name) })
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = Cow::<'de, str>::deserialize(deserializer)?;
+                Self::parse(&text).ok_or_else(|| {
+                    serde::de::Error::custom(format_args!(
+                        "unknown {} `{}`",
+                        stringify!($name),
+                        text
+                    ))
+                })
+            }
+        }
+    };
+}
+
+codes! {
+    /// The code of an executor refusal (stages 1–9): nothing was sent.
+    pub enum RefusalCode {
+        /// Arguments larger than the executor accepts.
+        ArgumentsTooLarge => "arguments_too_large",
+        /// Consent was denied.
+        ConsentDenied => "consent_denied",
+        /// No consent provider can ask a human.
+        ConsentUnavailable => "consent_unavailable",
+        /// Nobody answered the consent request in time.
+        ConsentTimeout => "consent_timeout",
+        /// The credential cannot be used (missing, or rejected by the upstream earlier).
+        CredentialUnavailable => "credential_unavailable",
+        /// The live definition differs from the approved baseline.
+        DefinitionDrift => "definition_drift",
+        /// Arguments failed the payload drift check or could not be decoded.
+        InvalidArguments => "invalid_arguments",
+        /// The channel refused the call before sending (a value that would change the path, …).
+        InvalidRequest => "invalid_request",
+        /// The attempt could not be written durably; nothing was sent.
+        JournalUnavailable => "journal_unavailable",
+        /// The channel the action needs is not configured.
+        ChannelUnavailable => "channel_unavailable",
+        /// An object is outside the session's scope.
+        OutOfScope => "out_of_scope",
+        /// The action's own precondition does not hold.
+        PreconditionFailed => "precondition_failed",
+        /// The definition changed in a way that needs a reviewer.
+        ReviewRequired => "review_required",
+        /// No published action has that name.
+        UnknownAction => "unknown_action",
+        /// The vault is locked.
+        VaultLocked => "vault_locked",
+    }
+}
+
+codes! {
+    /// What happened at or after the send: reported by a channel (the transport, the
+    /// upstream's answer, a command's ending) or by the executor (a call cancelled around
+    /// its send, a channel that claimed an outcome without sending). The rules that pick
+    /// the transport codes are shared by every channel in [`after_send`](crate::after_send).
+    pub enum UpstreamCode {
+        /// The upstream refused the credential (HTTP 401/403, SSH authentication).
+        AuthFailed => "auth_failed",
+        /// HTTP 400.
+        BadRequest => "bad_request",
+        /// A body rule said `rejected` without naming its own code.
+        BusinessRejected => "business_rejected",
+        /// The call's future was dropped after a request may have left.
+        CancelledAfterSend => "cancelled_after_send",
+        /// The call's future was dropped before anything was sent.
+        CancelledBeforeSend => "cancelled_before_send",
+        /// The SSH server refused to open a session channel; nothing was run.
+        ChannelOpenFailed => "channel_open_failed",
+        /// Another undeclared HTTP 4xx.
+        ClientError => "client_error",
+        /// An SSH command exited with a status the action declares as `rejected`.
+        CommandRejected => "command_rejected",
+        /// An SSH command exited non-zero with a status the action does not declare.
+        CommandFailed => "command_failed",
+        /// HTTP 409 without a declaration.
+        Conflict => "conflict",
+        /// The upstream could not be reached; nothing was sent.
+        ConnectFailed => "connect_failed",
+        /// Connecting (for SSH: handshake and authentication too) took too long; nothing was
+        /// sent.
+        ConnectTimeout => "connect_timeout",
+        /// The connection was lost after a request of this call left, before an answer.
+        ConnectionLostAfterSend => "connection_lost_after_send",
+        /// The SSH credential cannot be used (a key that does not decode, a wrong kind).
+        CredentialUnusable => "credential_unusable",
+        /// The SSH server refused to run the command; nothing was run.
+        ExecRefused => "exec_refused",
+        /// HTTP 502–504.
+        GatewayError => "gateway_error",
+        /// The SSH handshake failed; nothing was run.
+        HandshakeFailed => "handshake_failed",
+        /// The SSH host key is not pinned; refused before authentication.
+        HostKeyMismatch => "host_key_mismatch",
+        /// The upstream is still processing the original request with this key (HTTP 409).
+        IdempotencyConflict => "idempotency_conflict",
+        /// The upstream requires an idempotency key it did not get (HTTP 400).
+        IdempotencyKeyRequired => "idempotency_key_required",
+        /// The idempotency key was used with another payload (HTTP 422).
+        IdempotencyMismatch => "idempotency_mismatch",
+        /// The SSH command was killed by a signal.
+        KilledBySignal => "killed_by_signal",
+        /// HTTP 404 or 410.
+        NotFound => "not_found",
+        /// The channel claimed an outcome but sent nothing.
+        NotSent => "not_sent",
+        /// HTTP 429 without a usable wait.
+        RateLimited => "rate_limited",
+        /// A redirect answered a state-changing request after it was sent (HTTP 303).
+        RedirectNotFollowed => "redirect_not_followed",
+        /// The upstream redirected the call; redirects are never followed.
+        RedirectRefused => "redirect_refused",
+        /// The SSH account's login shell does not parse POSIX quoting; nothing was run.
+        RemoteShellUnsupported => "remote_shell_unsupported",
+        /// HTTP 408 after the request was sent.
+        RequestTimeout => "request_timeout",
+        /// The response body is larger than the action reads.
+        ResponseTooLarge => "response_too_large",
+        /// The request was sent and the answer was cut off.
+        ResponseTruncated => "response_truncated",
+        /// The request was sent and no complete answer came within the timeout.
+        TimeoutAfterSend => "timeout_after_send",
+        /// The upstream's certificate is not trusted; nothing was sent.
+        TlsUntrusted => "tls_untrusted",
+        /// The upstream answered with a status the action treats as undetermined.
+        Undetermined => "undetermined",
+        /// An answer the action does not declare, or without the declared shape.
+        UnexpectedResponse => "unexpected_response",
+        /// A body rule said `unknown` without naming its own code.
+        UnknownState => "unknown_state",
+        /// The body is not valid JSON, so the action's body rules could not be checked.
+        UnparseableBody => "unparseable_body",
+        /// HTTP 422 without a declaration.
+        Unprocessable => "unprocessable",
+        /// HTTP 5xx other than 502–504.
+        UpstreamError => "upstream_error",
+        /// The upstream declined with a status the action declares as `rejected`.
+        UpstreamRejected => "upstream_rejected",
+    }
+}
+
+codes! {
+    /// What the consent stage decided, as the audit record's `consent` names it.
+    pub enum ConsentOutcome {
+        /// A human approved this call.
+        Approved => "approved",
+        /// A human approved this call and the rest of the session.
+        ApprovedForSession => "approved_for_session",
+        /// A human said no.
+        Denied => "denied",
+        /// The action needs no consent.
+        NotRequired => "not_required",
+        /// An earlier approval for the session covered the call.
+        SessionGrant => "session_grant",
+        /// Nobody answered in time.
+        Timeout => "timeout",
+        /// The request was too large to show in full, so no human was asked.
+        TooLargeToShow => "too_large_to_show",
+        /// No consent provider could ask a human.
+        Unavailable => "unavailable",
+    }
+}
+
+/// A code that neither [`RefusalCode`] nor [`UpstreamCode`] names (see the [module](self)
+/// docs for where they come from). Built only through [`Code`]'s conversions, which turn a
+/// string naming a known code into that variant, so a `DeclaredCode` never spells one and
+/// codes compare by variant. Expected to be snake case; a declared code that carries a
+/// secret is scrubbed like any other text that leaves the executor.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeclaredCode(Cow<'static, str>);
+
+impl DeclaredCode {
+    /// The code as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The code of a result, a channel outcome or an audit record.
+///
+/// Serializes as its string and deserializes from any string: a known one becomes its
+/// variant, any other a [`Code::Declared`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Code {
+    /// The executor declined before sending.
+    Refusal(RefusalCode),
+    /// What happened at or after the send.
+    Upstream(UpstreamCode),
+    /// A code no enum here names.
+    Declared(DeclaredCode),
+}
+
+impl Code {
+    /// The snake-case string of the wire format.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Refusal(code) => code.as_str(),
+            Self::Upstream(code) => code.as_str(),
+            Self::Declared(code) => code.as_str(),
+        }
+    }
+
+    /// The code spelled `text`: a known code's variant, else a [`Code::Declared`].
+    pub fn parse(text: &str) -> Self {
+        Self::known(text).unwrap_or_else(|| Self::Declared(DeclaredCode(Cow::Owned(text.into()))))
+    }
+
+    /// The refusal code, if this is one.
+    pub fn refusal(&self) -> Option<RefusalCode> {
+        match self {
+            Self::Refusal(code) => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// The upstream code, if this is one.
+    pub fn upstream(&self) -> Option<UpstreamCode> {
+        match self {
+            Self::Upstream(code) => Some(*code),
+            _ => None,
+        }
+    }
+
+    fn known(text: &str) -> Option<Self> {
+        RefusalCode::parse(text)
+            .map(Self::Refusal)
+            .or_else(|| UpstreamCode::parse(text).map(Self::Upstream))
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Code {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(Self::parse(text))
+    }
+}
+
+impl From<RefusalCode> for Code {
+    fn from(code: RefusalCode) -> Self {
+        Self::Refusal(code)
+    }
+}
+
+impl From<UpstreamCode> for Code {
+    fn from(code: UpstreamCode) -> Self {
+        Self::Upstream(code)
+    }
+}
+
+impl From<&'static str> for Code {
+    fn from(text: &'static str) -> Self {
+        Self::known(text).unwrap_or(Self::Declared(DeclaredCode(Cow::Borrowed(text))))
+    }
+}
+
+impl From<String> for Code {
+    fn from(text: String) -> Self {
+        Self::known(&text).unwrap_or(Self::Declared(DeclaredCode(Cow::Owned(text))))
+    }
+}
+
+impl From<Cow<'static, str>> for Code {
+    fn from(text: Cow<'static, str>) -> Self {
+        match text {
+            Cow::Borrowed(text) => Self::from(text),
+            Cow::Owned(text) => Self::from(text),
+        }
+    }
+}
+
+impl PartialEq<RefusalCode> for Code {
+    fn eq(&self, other: &RefusalCode) -> bool {
+        *self == Self::Refusal(*other)
+    }
+}
+
+impl PartialEq<UpstreamCode> for Code {
+    fn eq(&self, other: &UpstreamCode) -> bool {
+        *self == Self::Upstream(*other)
+    }
+}
+
+impl PartialEq<str> for Code {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Code {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(match text {
+            Cow::Borrowed(text) => Self::parse(text),
+            Cow::Owned(text) => Self::from(text),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Round-trips every variant through the exact string of the wire format, as JSON and
+    /// through `as_str`/`parse`/`FromStr`, and checks the table covers every variant.
+    fn round_trip<T>(table: &[(T, &str)], all: &[T])
+    where
+        T: Copy + PartialEq + fmt::Debug + fmt::Display + FromStr + Serialize,
+        T: for<'de> Deserialize<'de>,
+        <T as FromStr>::Err: fmt::Debug,
+    {
+        assert_eq!(
+            table.iter().map(|(v, _)| *v).collect::<Vec<_>>(),
+            all,
+            "the table must list every variant, in declaration order"
+        );
+        for (variant, text) in table {
+            assert_eq!(variant.to_string(), *text);
+            assert_eq!(
+                serde_json::to_string(variant).unwrap(),
+                format!("\"{text}\"")
+            );
+            assert_eq!(
+                serde_json::from_str::<T>(&format!("\"{text}\"")).unwrap(),
+                *variant
+            );
+            assert_eq!(text.parse::<T>().unwrap(), *variant);
+        }
+    }
+
+    #[test]
+    fn refusal_codes_round_trip_to_the_wire_strings() {
+        use RefusalCode::*;
+        let table = [
+            (ArgumentsTooLarge, "arguments_too_large"),
+            (ConsentDenied, "consent_denied"),
+            (ConsentUnavailable, "consent_unavailable"),
+            (ConsentTimeout, "consent_timeout"),
+            (CredentialUnavailable, "credential_unavailable"),
+            (DefinitionDrift, "definition_drift"),
+            (InvalidArguments, "invalid_arguments"),
+            (InvalidRequest, "invalid_request"),
+            (JournalUnavailable, "journal_unavailable"),
+            (ChannelUnavailable, "channel_unavailable"),
+            (OutOfScope, "out_of_scope"),
+            (PreconditionFailed, "precondition_failed"),
+            (ReviewRequired, "review_required"),
+            (UnknownAction, "unknown_action"),
+            (VaultLocked, "vault_locked"),
+        ];
+        round_trip(&table, RefusalCode::ALL);
+        for (variant, text) in table {
+            assert_eq!(Code::parse(text), Code::Refusal(variant));
+            assert_eq!(Code::from(variant).as_str(), text);
+        }
+    }
+
+    #[test]
+    fn upstream_codes_round_trip_to_the_wire_strings() {
+        use UpstreamCode::*;
+        let table = [
+            (AuthFailed, "auth_failed"),
+            (BadRequest, "bad_request"),
+            (BusinessRejected, "business_rejected"),
+            (CancelledAfterSend, "cancelled_after_send"),
+            (CancelledBeforeSend, "cancelled_before_send"),
+            (ChannelOpenFailed, "channel_open_failed"),
+            (ClientError, "client_error"),
+            (CommandRejected, "command_rejected"),
+            (CommandFailed, "command_failed"),
+            (Conflict, "conflict"),
+            (ConnectFailed, "connect_failed"),
+            (ConnectTimeout, "connect_timeout"),
+            (ConnectionLostAfterSend, "connection_lost_after_send"),
+            (CredentialUnusable, "credential_unusable"),
+            (ExecRefused, "exec_refused"),
+            (GatewayError, "gateway_error"),
+            (HandshakeFailed, "handshake_failed"),
+            (HostKeyMismatch, "host_key_mismatch"),
+            (IdempotencyConflict, "idempotency_conflict"),
+            (IdempotencyKeyRequired, "idempotency_key_required"),
+            (IdempotencyMismatch, "idempotency_mismatch"),
+            (KilledBySignal, "killed_by_signal"),
+            (NotFound, "not_found"),
+            (NotSent, "not_sent"),
+            (RateLimited, "rate_limited"),
+            (RedirectNotFollowed, "redirect_not_followed"),
+            (RedirectRefused, "redirect_refused"),
+            (RemoteShellUnsupported, "remote_shell_unsupported"),
+            (RequestTimeout, "request_timeout"),
+            (ResponseTooLarge, "response_too_large"),
+            (ResponseTruncated, "response_truncated"),
+            (TimeoutAfterSend, "timeout_after_send"),
+            (TlsUntrusted, "tls_untrusted"),
+            (Undetermined, "undetermined"),
+            (UnexpectedResponse, "unexpected_response"),
+            (UnknownState, "unknown_state"),
+            (UnparseableBody, "unparseable_body"),
+            (Unprocessable, "unprocessable"),
+            (UpstreamError, "upstream_error"),
+            (UpstreamRejected, "upstream_rejected"),
+        ];
+        round_trip(&table, UpstreamCode::ALL);
+        for (variant, text) in table {
+            assert_eq!(Code::parse(text), Code::Upstream(variant));
+            assert_eq!(Code::from(text), variant);
+        }
+    }
+
+    #[test]
+    fn consent_outcomes_round_trip_to_the_wire_strings() {
+        use ConsentOutcome::*;
+        let table = [
+            (Approved, "approved"),
+            (ApprovedForSession, "approved_for_session"),
+            (Denied, "denied"),
+            (NotRequired, "not_required"),
+            (SessionGrant, "session_grant"),
+            (Timeout, "timeout"),
+            (TooLargeToShow, "too_large_to_show"),
+            (Unavailable, "unavailable"),
+        ];
+        round_trip(&table, ConsentOutcome::ALL);
+        assert!(serde_json::from_str::<ConsentOutcome>("\"maybe\"").is_err());
+        assert_eq!(
+            "maybe".parse::<ConsentOutcome>(),
+            Err(UnknownCode {
+                kind: "ConsentOutcome"
+            })
+        );
+    }
+
+    #[test]
+    fn no_string_names_both_a_refusal_and_an_upstream_code() {
+        for code in RefusalCode::ALL {
+            assert_eq!(UpstreamCode::parse(code.as_str()), None, "{code}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_code_round_trips_as_declared_and_a_known_one_never_does() {
+        for text in ["order_locked", "quarantined", "code-with-dashes"] {
+            let code: Code = serde_json::from_str(&format!("\"{text}\"")).unwrap();
+            assert!(matches!(code, Code::Declared(_)), "{code:?}");
+            assert_eq!(code, text);
+            assert_eq!(serde_json::to_string(&code).unwrap(), format!("\"{text}\""));
+            assert_eq!(Code::from(text), code);
+            assert_eq!(Code::from(text.to_owned()), code);
+        }
+        // A declared spelling of a known code is that code: comparisons by variant hold.
+        assert_eq!(Code::from("rate_limited"), UpstreamCode::RateLimited);
+        assert_eq!(
+            Code::from(Cow::Owned("vault_locked".to_owned())),
+            RefusalCode::VaultLocked
+        );
+        assert_eq!(
+            Code::parse("timeout_after_send").upstream(),
+            Some(UpstreamCode::TimeoutAfterSend)
+        );
+        assert_eq!(
+            Code::parse("out_of_scope").refusal(),
+            Some(RefusalCode::OutOfScope)
+        );
+        assert_ne!(Code::from(UpstreamCode::NotSent), RefusalCode::OutOfScope);
+    }
+
+    /// Audit records are hashed as stored: an event read from a journal written before the
+    /// codes were typed must serialize to the very same bytes, or its chain would break.
+    #[test]
+    fn an_audit_event_serializes_to_the_same_json_as_before_the_codes_were_typed() {
+        use crate::journal::AuditEvent;
+        let stored = [
+            (
+                r#"{"receipt_id":"rcpt_01J0000000000000000000000","attempt_id":"att_01J0000000000000000000000","at":"2026-01-01T00:00:00Z","session_id":"chat-7","action":"create_invoice","definition_hash":"ab12","phase":"finished","status":"unknown","origin":"upstream","code":"timeout_after_send","reason":"sent, no response; do not retry","objects":[{"kind":"customer","field":"customer_id","value":"cus_7"}],"note":"monthly run","request":"POST https://billing.example/v1/invoices","consent":"approved","dispatches":1,"upstream_status":504}"#,
+                Some(Code::Upstream(UpstreamCode::TimeoutAfterSend)),
+                Some(ConsentOutcome::Approved),
+            ),
+            (
+                r#"{"receipt_id":"rcpt_2","attempt_id":"att_2","at":"2026-01-01T00:00:01Z","session_id":"chat-7","action":"delete_user","phase":"refused","status":"rejected","origin":"executor","code":"consent_denied","reason":"the human said no; nothing was sent","consent":"approved_for_session","dispatches":0}"#,
+                Some(Code::Refusal(RefusalCode::ConsentDenied)),
+                Some(ConsentOutcome::ApprovedForSession),
+            ),
+            (
+                r#"{"receipt_id":"rcpt_3","attempt_id":"att_3","at":"2026-01-01T00:00:02Z","session_id":"chat-8","action":"cancel_order","phase":"finished","status":"rejected","origin":"upstream","code":"order_locked","consent":"too_large_to_show","dispatches":1,"upstream_status":200}"#,
+                Some(Code::from("order_locked")),
+                Some(ConsentOutcome::TooLargeToShow),
+            ),
+            (
+                r#"{"receipt_id":"rcpt_4","attempt_id":"att_4","at":"2026-01-01T00:00:03Z","session_id":"s","action":"read","phase":"finished","status":"completed","dispatches":1}"#,
+                None,
+                None,
+            ),
+        ];
+        for (json, code, consent) in stored {
+            let event: AuditEvent = serde_json::from_str(json).unwrap();
+            assert_eq!(event.code, code, "{json}");
+            assert_eq!(event.consent, consent, "{json}");
+            assert_eq!(serde_json::to_string(&event).unwrap(), json);
+        }
+    }
+}
