@@ -1,0 +1,197 @@
+//! The attempt loop: send the prepared request, read the answer, and resend only as the
+//! action's retry rule and the shared after-send rules allow.
+
+use std::sync::Arc;
+
+use sallyport_core::RetryRule;
+use sallyport_core::after_send::Failure;
+use sallyport_core::channel::{ChannelOutcome, Dispatch, DispatchContext};
+use sallyport_core::code::UpstreamCode;
+use sallyport_core::outcome::{Origin, Refusal, RefusalCode, Status};
+
+use super::{HttpChannel, http_target};
+use crate::exchange::{Exchange, LostKind, SendHook, exchange};
+use crate::prepared::{self, HttpPrepared};
+
+use crate::response::{self, Call, Step};
+
+impl HttpChannel {
+    pub(super) async fn run(&self, call: &Dispatch<'_>) -> ChannelOutcome {
+        let Some(prepared) = call.prepared::<HttpPrepared>() else {
+            return refused(&Refusal::new(
+                RefusalCode::ChannelUnavailable,
+                "the request was not prepared by the HTTP channel; nothing was sent",
+            ));
+        };
+        let Some(url) = prepared.destination() else {
+            return refused(&prepared::incomplete());
+        };
+        let target = match http_target(call.spec) {
+            Ok(target) => target,
+            Err(refusal) => return refused(&refusal),
+        };
+        let mut headers = prepared.headers.clone();
+        if call.spec.retry == RetryRule::IdempotencyKey {
+            match self.idempotency_value(call.idempotency_key.as_str()) {
+                Ok(value) => {
+                    headers.insert(self.inner.idempotency_header.clone(), value);
+                }
+                Err(refusal) => return refused(&refusal),
+            }
+        }
+        let client = match self.client(prepared.limits.connect_timeout) {
+            Ok(c) => c,
+            Err(_) => {
+                return refused(&Refusal::new(
+                    RefusalCode::ChannelUnavailable,
+                    "the HTTP client could not be set up",
+                ));
+            }
+        };
+        let limits = prepared.limits;
+        let header_name = self.inner.idempotency_header.as_str().to_owned();
+        let attempt_id = call.attempt_id.to_string();
+        let mut sent_before = false;
+        let mut last: Option<ChannelOutcome> = None;
+        for attempt in 1..=limits.max_attempts {
+            let hook = SendHook::new(Some(Arc::clone(call.context)));
+            let request = prepared.request(url, &headers, &hook);
+            let result = exchange(
+                &client,
+                request,
+                &hook,
+                limits.total_timeout,
+                limits.max_response_bytes,
+            )
+            .await;
+            let mapping = Call {
+                spec: call.spec,
+                target,
+                max_retry_after: limits.max_retry_after,
+                resend: sent_before,
+                credential_attached: call.credential.is_some(),
+                idempotency_header: &header_name,
+                attempt_id: &attempt_id,
+                scrubber: call.context.scrubber(),
+            };
+            let step = step_for(&mapping, result, sent_before || hook.fired());
+            sent_before |= hook.fired();
+            match step {
+                Step::Done(outcome) => return outcome,
+                Step::Resend { wait, exhausted } => {
+                    if attempt == limits.max_attempts {
+                        return exhausted;
+                    }
+                    let wait = wait.unwrap_or_else(|| self.inner.backoff.wait(attempt));
+                    tracing::debug!(attempt, wait_ms = wait.as_millis() as u64, "resending");
+                    last = Some(exhausted);
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+        last.unwrap_or_else(|| {
+            ChannelOutcome::new(Status::Rejected).with_code(UpstreamCode::NotSent)
+        })
+    }
+}
+
+/// How one exchange continues the attempt. What a failed exchange means is decided by the
+/// rules every channel shares ([`AfterSend`](sallyport_core::after_send::AfterSend)); this only says what happened and whether to
+/// resend.
+fn step_for(call: &Call<'_>, result: Exchange, any_sent: bool) -> Step {
+    let rules = call.after_send();
+    match result {
+        Exchange::Refused(outcome) => Step::Done(outcome),
+        Exchange::Answered(answer) => response::classify(call, &answer),
+        // A certificate this executor does not trust stays untrusted on a resend.
+        Exchange::Untrusted => Step::Done(rules.failed(
+            Failure::Untrusted,
+            any_sent,
+            if any_sent {
+                "the upstream's certificate was refused"
+            } else {
+                "the upstream's certificate is not trusted by this executor"
+            },
+        )),
+        // Nothing left: always safe to resend. When exhausted, the truth depends on whether
+        // an earlier request of this attempt left.
+        Exchange::NotSent { timed_out } => Step::Resend {
+            wait: None,
+            exhausted: rules.failed(
+                if timed_out {
+                    Failure::ConnectTimedOut
+                } else {
+                    Failure::ConnectFailed
+                },
+                any_sent,
+                if any_sent {
+                    "the upstream became unreachable"
+                } else {
+                    "the upstream could not be reached"
+                },
+            ),
+        },
+        Exchange::Lost { kind, status } => {
+            let (failure, what) = match (kind, status) {
+                (LostKind::Timeout, _) => (
+                    Failure::TimedOut,
+                    "the request was sent and no complete answer came within the timeout"
+                        .to_owned(),
+                ),
+                (LostKind::Connection, Some(s)) => (
+                    Failure::CutOff,
+                    format!(
+                        "the request was sent and the answer (HTTP {}) was cut off",
+                        s.as_u16()
+                    ),
+                ),
+                (LostKind::Connection, None) => (
+                    Failure::ConnectionLost,
+                    "the request was sent and the connection was lost before an answer".to_owned(),
+                ),
+            };
+            let mut outcome = rules.failed(failure, any_sent, &what);
+            if let Some(s) = status {
+                outcome = outcome.with_upstream_status(i64::from(s.as_u16()));
+            }
+            if call.may_resend_after_send() {
+                Step::Resend {
+                    wait: None,
+                    exhausted: outcome,
+                }
+            } else {
+                Step::Done(outcome)
+            }
+        }
+    }
+}
+
+/// A refusal found at dispatch (nothing sent).
+fn refused(refusal: &Refusal) -> ChannelOutcome {
+    ChannelOutcome::new(Status::Rejected)
+        .with_origin(Origin::Executor)
+        .with_code(refusal.code)
+        .with_reason(refusal.reason.clone())
+}
+
+/// Used by the probe: one bare exchange with a fresh hook and no journal.
+pub(crate) async fn probe_exchange(
+    channel: &HttpChannel,
+    prepared: &HttpPrepared,
+) -> Option<crate::exchange::Answer> {
+    let client = channel.client(prepared.limits.connect_timeout).ok()?;
+    let url = prepared.destination()?;
+    let hook = SendHook::new(None::<Arc<DispatchContext>>);
+    match exchange(
+        &client,
+        prepared.request(url, &prepared.headers, &hook),
+        &hook,
+        prepared.limits.total_timeout,
+        prepared.limits.max_response_bytes,
+    )
+    .await
+    {
+        Exchange::Answered(answer) => Some(answer),
+        _ => None,
+    }
+}
