@@ -77,6 +77,23 @@ mod tests {
     }
 
     #[test]
+    fn all_lists_every_phase_once() {
+        // Adding a phase breaks this match until it is placed in `ALL` too.
+        let position = |phase: Phase| match phase {
+            Phase::Received => 0,
+            Phase::Refused => 1,
+            Phase::IntentWritten => 2,
+            Phase::Dispatched => 3,
+            Phase::Finished => 4,
+            Phase::CancelledBeforeSend => 5,
+            Phase::CancelledUnknown => 6,
+        };
+        for (i, phase) in Phase::ALL.into_iter().enumerate() {
+            assert_eq!(position(phase), i, "{phase:?}");
+        }
+    }
+
+    #[test]
     fn the_old_attempt_row_spelling_of_cancelled_unknown_still_parses() {
         assert_eq!(
             Phase::parse_stored("unknown"),
