@@ -6,6 +6,7 @@
 //! echoed credentials and stack traces.
 //!
 //! Each test installs a [`Behaviour`]: a function from the received request to a [`Reply`].
+//! [`Upstream::set_delay`] makes every reply wait, as a real API takes time to answer.
 
 use std::collections::HashMap;
 use std::io;
@@ -130,6 +131,8 @@ struct Shared {
     keep_log: bool,
     store: Mutex<HashMap<String, Stored>>,
     behaviour: Mutex<Behaviour>,
+    /// How long every reply waits after the request arrived, in nanoseconds (0: none).
+    delay_nanos: AtomicU64,
 }
 
 /// A running upstream. Dropping it stops the server.
@@ -179,6 +182,7 @@ impl Upstream {
             keep_log,
             store: Mutex::new(HashMap::new()),
             behaviour: Mutex::new(Arc::new(behaviour)),
+            delay_nanos: AtomicU64::new(0),
         });
         let app = Router::new()
             .fallback(handle)
@@ -209,6 +213,14 @@ impl Upstream {
             .behaviour
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(behaviour);
+    }
+
+    /// Makes every later reply wait `delay` after its request arrived (counted and logged at
+    /// once), then answer as the behaviour says: an upstream that takes time, such as a fast
+    /// real API at a few milliseconds. `Duration::ZERO` (the default) answers at once.
+    pub fn set_delay(&self, delay: Duration) {
+        let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        self.shared.delay_nanos.store(nanos, Ordering::SeqCst);
     }
 
     /// Requests that reached the upstream (request head parsed, handler entered).
@@ -299,6 +311,10 @@ async fn handle(
             .unwrap_or_else(PoisonError::into_inner),
     );
     let reply = behaviour(&received);
+    let delay = shared.delay_nanos.load(Ordering::SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_nanos(delay)).await;
+    }
     respond(&shared, &conn, &received, reply).await
 }
 
@@ -699,4 +715,46 @@ pub fn journal_text(path: &std::path::Path) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One `GET /` over a fresh connection; the status line.
+    async fn get(upstream: &Upstream) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = TcpStream::connect(upstream.addr).await.expect("connect");
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nhost: upstream\r\nconnection: close\r\n\r\n")
+            .await
+            .expect("send");
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.expect("read");
+        let text = String::from_utf8_lossy(&response).into_owned();
+        text.lines().next().unwrap_or_default().to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_delayed_upstream_answers_no_sooner_than_its_delay() {
+        let upstream = Upstream::start(|_| Reply::Json(200, json!({"ok": true}))).await;
+        let started = std::time::Instant::now();
+        assert_eq!(get(&upstream).await, "HTTP/1.1 200 OK");
+        let undelayed = started.elapsed();
+        upstream.set_delay(Duration::from_millis(150));
+        let started = std::time::Instant::now();
+        assert_eq!(get(&upstream).await, "HTTP/1.1 200 OK");
+        let delayed = started.elapsed();
+        assert!(
+            delayed >= Duration::from_millis(150),
+            "answered after {delayed:?}, before the 150 ms delay"
+        );
+        assert!(
+            undelayed < Duration::from_millis(150),
+            "the default answers at once, took {undelayed:?}"
+        );
+        upstream.set_delay(Duration::ZERO);
+        assert_eq!(get(&upstream).await, "HTTP/1.1 200 OK");
+        assert_eq!(upstream.requests(), 3);
+    }
 }

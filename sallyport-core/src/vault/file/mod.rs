@@ -25,146 +25,33 @@
 //! with mode 0600, so concurrent writers in several processes do not lose records. A file that
 //! does not open — wrong passphrase, damaged, truncated, foreign or newer — is never written.
 
+mod crypto;
+mod format;
+mod io;
+
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
-use chacha20poly1305::aead::{Aead, Payload};
-use chacha20poly1305::{KeyInit, XChaCha20Poly1305, XNonce};
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use zeroize::Zeroizing;
+use serde::Serialize;
 
+pub use self::crypto::KdfParams;
+use self::crypto::{Key, derive_key, random_bytes};
+pub use self::format::FORMAT_VERSION;
+use self::format::{
+    Body, CHECK_PLAINTEXT, FormatError, KdfHeader, Manifest, RecordBox, RecordIn, SealedBox,
+    check_aad, manifest_aad,
+};
+pub(super) use self::io::write_lock_marker;
 use super::marker::lock_marker_path;
 use super::{
     Credential, CredentialMeta, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta,
     retire, scrubber_over,
 };
 use crate::scrub::Scrubber;
-
-/// The vault file format this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
-
-const MAGIC: &[u8; 16] = b"SALLYPORT-VAULT\n";
-const PREFIX_LEN: usize = MAGIC.len() + 4;
-const TRAILER_LEN: usize = 32;
-/// Largest vault file read (a vault holds credentials, not data).
-const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
-const CHECK_PLAINTEXT: &[u8] = b"sallyport vault key check v1";
-const KEY_LEN: usize = 32;
-
-/// Argon2id parameters for deriving the vault key from the passphrase. Stored in the file
-/// header, so a vault keeps opening after the defaults change.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct KdfParams {
-    /// Memory in KiB (default 65 536 = 64 MiB).
-    pub memory_kib: u32,
-    /// Passes over the memory (default 3).
-    pub iterations: u32,
-    /// Lanes (default 1).
-    pub parallelism: u32,
-}
-
-impl Default for KdfParams {
-    /// 64 MiB, 3 passes, 1 lane: about a quarter of a second on a current laptop core (RFC 9106
-    /// second recommended option, single lane).
-    fn default() -> Self {
-        Self {
-            memory_kib: 64 * 1024,
-            iterations: 3,
-            parallelism: 1,
-        }
-    }
-}
-
-impl KdfParams {
-    /// Parameters with `memory_kib` KiB, `iterations` passes and `parallelism` lanes.
-    /// Checked when a vault is created ([`KdfParams::check`]).
-    pub fn new(memory_kib: u32, iterations: u32, parallelism: u32) -> Self {
-        Self {
-            memory_kib,
-            iterations,
-            parallelism,
-        }
-    }
-
-    /// The most memory a vault may ask Argon2id for: 2 GiB (RFC 9106's first recommended
-    /// option). A vault file's header is read before anything authenticates it, so every
-    /// parameter is capped before a key is derived: a crafted header cannot make an unlock
-    /// allocate or compute without bound.
-    pub const MAX_MEMORY_KIB: u32 = 2 * 1024 * 1024;
-    /// The most passes over the memory a vault may ask for.
-    pub const MAX_ITERATIONS: u32 = 16;
-    /// The most lanes a vault may ask for.
-    pub const MAX_PARALLELISM: u32 = 16;
-    /// The most work a vault may ask for, as memory (KiB) times passes: 4 GiB-passes, so
-    /// 2 GiB × 2, 1 GiB × 4 or 256 MiB × 16 (the default is 64 MiB × 3).
-    pub const MAX_MEMORY_PASSES_KIB: u64 = 4 * 1024 * 1024;
-
-    /// Checks the parameters against the caps: memory from 8 KiB per lane up to
-    /// [`MAX_MEMORY_KIB`](Self::MAX_MEMORY_KIB), 1 to [`MAX_ITERATIONS`](Self::MAX_ITERATIONS)
-    /// passes, 1 to [`MAX_PARALLELISM`](Self::MAX_PARALLELISM) lanes, and memory times passes
-    /// at most [`MAX_MEMORY_PASSES_KIB`](Self::MAX_MEMORY_PASSES_KIB).
-    ///
-    /// # Errors
-    ///
-    /// [`VaultError::Invalid`] naming the parameter, its value and the cap it breaks.
-    pub fn check(&self) -> Result<(), VaultError> {
-        self.out_of_range().map_or(Ok(()), |reason| {
-            Err(VaultError::Invalid(format!("argon2 {reason}")))
-        })
-    }
-
-    /// Which parameter breaks which cap, in words naming the header field; `None` when all
-    /// are within the caps.
-    fn out_of_range(&self) -> Option<String> {
-        let Self {
-            memory_kib,
-            iterations,
-            parallelism,
-        } = *self;
-        if !(1..=Self::MAX_PARALLELISM).contains(&parallelism) {
-            return Some(format!(
-                "parallelism {parallelism} is outside the accepted 1 to {} lanes",
-                Self::MAX_PARALLELISM
-            ));
-        }
-        if !(1..=Self::MAX_ITERATIONS).contains(&iterations) {
-            return Some(format!(
-                "iterations {iterations} is outside the accepted 1 to {} passes",
-                Self::MAX_ITERATIONS
-            ));
-        }
-        let floor = 8 * parallelism;
-        if memory_kib < floor {
-            return Some(format!(
-                "memory_kib {memory_kib} is below the floor of {floor} KiB (8 KiB per lane)"
-            ));
-        }
-        if memory_kib > Self::MAX_MEMORY_KIB {
-            return Some(format!(
-                "memory_kib {memory_kib} exceeds the cap of {} KiB (2 GiB)",
-                Self::MAX_MEMORY_KIB
-            ));
-        }
-        let work = u64::from(memory_kib) * u64::from(iterations);
-        if work > Self::MAX_MEMORY_PASSES_KIB {
-            return Some(format!(
-                "memory_kib {memory_kib} times iterations {iterations} is {work} KiB-passes, \
-                 over the cap of {} KiB-passes (4 GiB-passes)",
-                Self::MAX_MEMORY_PASSES_KIB
-            ));
-        }
-        None
-    }
-}
 
 /// What can be read from a vault file without its passphrase.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -213,7 +100,7 @@ struct State {
 }
 
 struct Unlocked {
-    key: Zeroizing<[u8; KEY_LEN]>,
+    key: Key,
     vault_id: String,
     kdf: KdfHeader,
     entries: BTreeMap<String, Entry>,
@@ -226,68 +113,6 @@ struct Unlocked {
 struct Entry {
     record_id: String,
     credential: Credential,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KdfHeader {
-    algorithm: String,
-    version: u32,
-    memory_kib: u32,
-    iterations: u32,
-    parallelism: u32,
-    salt: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SealedBox {
-    nonce: String,
-    ciphertext: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RecordBox {
-    id: String,
-    version: u64,
-    nonce: String,
-    ciphertext: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Body {
-    vault_id: String,
-    kdf: KdfHeader,
-    check: SealedBox,
-    manifest: SealedBox,
-    records: Vec<RecordBox>,
-}
-
-#[derive(Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-struct Manifest {
-    records: Vec<(String, u64)>,
-}
-
-/// A record's plaintext, borrowed for sealing.
-#[derive(Serialize)]
-struct RecordOut<'a> {
-    meta: &'a CredentialMeta,
-    secret: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    passphrase: Option<&'a str>,
-}
-
-/// A record's plaintext, owned after opening; the strings move into [`Secret`].
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RecordIn {
-    meta: CredentialMeta,
-    secret: String,
-    #[serde(default)]
-    passphrase: Option<String>,
 }
 
 impl std::fmt::Debug for FileVault {
@@ -334,9 +159,9 @@ impl FileVault {
         }
         let vault = Self::open(path);
         if let Some(dir) = vault.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            create_private_dir(dir).map_err(|e| vault.io("create directory for", e))?;
+            io::create_private_dir(dir).map_err(|e| vault.io("create directory for", e))?;
         }
-        let _lock = vault.lock_file()?;
+        let _lock = io::write_lock(&vault.path)?;
         if vault.path.exists() {
             return Err(vault.io(
                 "create",
@@ -344,17 +169,10 @@ impl FileVault {
             ));
         }
         let salt = random_bytes::<16>()?;
-        let kdf = KdfHeader {
-            algorithm: "argon2id".into(),
-            version: 0x13,
-            memory_kib: params.memory_kib,
-            iterations: params.iterations,
-            parallelism: params.parallelism,
-            salt: STANDARD.encode(salt),
-        };
-        let key = derive_key(passphrase, &kdf, &salt)?;
+        let kdf = KdfHeader::argon2id(params, &salt);
+        let key = derive_key(passphrase, &params, &salt)?;
         let vault_id = hex::encode(random_bytes::<16>()?);
-        let check = seal(&key, CHECK_PLAINTEXT, &check_aad(&vault_id, &kdf))?;
+        let check = SealedBox::seal(&key, CHECK_PLAINTEXT, &check_aad(&vault_id, &kdf))?;
         let unlocked = Unlocked {
             key,
             vault_id,
@@ -415,9 +233,13 @@ impl FileVault {
         let bytes = self.read_file()?;
         let body = self.parse(&bytes)?;
         let salt = self.salt(&body.kdf)?;
-        let key =
-            derive_key(passphrase, &body.kdf, &salt).map_err(|_| self.corrupt("bad KDF header"))?;
-        if open(&key, &body.check, &check_aad(&body.vault_id, &body.kdf)).is_err() {
+        let key = derive_key(passphrase, &body.kdf.params(), &salt)
+            .map_err(|_| self.corrupt("bad KDF header"))?;
+        if body
+            .check
+            .open(&key, &check_aad(&body.vault_id, &body.kdf))
+            .is_err()
+        {
             return Err(VaultError::WrongPassphrase {
                 path: self.path_text(),
             });
@@ -469,11 +291,7 @@ impl FileVault {
         Ok(FileVaultStatus {
             path: self.path.clone(),
             format_version: FORMAT_VERSION,
-            kdf: KdfParams::new(
-                body.kdf.memory_kib,
-                body.kdf.iterations,
-                body.kdf.parallelism,
-            ),
+            kdf: body.kdf.params(),
             records: body.records.len(),
             lock_marker: self.marker.exists(),
         })
@@ -505,11 +323,7 @@ impl FileVault {
     }
 
     fn io(&self, action: &'static str, source: std::io::Error) -> VaultError {
-        VaultError::Io {
-            action,
-            path: self.path_text(),
-            source,
-        }
+        io::io_error(&self.path, action, source)
     }
 
     fn corrupt(&self, detail: impl Into<String>) -> VaultError {
@@ -520,91 +334,32 @@ impl FileVault {
     }
 
     fn read_file(&self) -> Result<Vec<u8>, VaultError> {
-        let mut file = match File::open(&self.path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(VaultError::NotInitialized {
-                    path: self.path_text(),
-                });
-            }
-            Err(e) => return Err(self.io("read", e)),
-        };
-        let len = file.metadata().map_err(|e| self.io("read", e))?.len();
-        if len > MAX_FILE_BYTES {
-            return Err(self.corrupt("file is larger than any vault"));
-        }
-        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-        file.read_to_end(&mut bytes)
-            .map_err(|e| self.io("read", e))?;
-        Ok(bytes)
+        io::read(&self.path)
     }
 
-    /// Structural checks, in the order that gives the most useful error.
+    /// Structural checks (see [`format::decode`]), with errors naming this vault's file.
     fn parse(&self, bytes: &[u8]) -> Result<Body, VaultError> {
-        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
-            if MAGIC.starts_with(bytes) && !bytes.is_empty() {
-                return Err(self.corrupt("truncated inside the header"));
-            }
-            return Err(VaultError::NotAVault {
+        format::decode(bytes).map_err(|e| match e {
+            FormatError::NotAVault => VaultError::NotAVault {
                 path: self.path_text(),
-            });
-        }
-        if bytes.len() < PREFIX_LEN {
-            return Err(self.corrupt("truncated inside the header"));
-        }
-        let mut version = [0u8; 4];
-        version.copy_from_slice(&bytes[MAGIC.len()..PREFIX_LEN]);
-        let version = u32::from_le_bytes(version);
-        if version > FORMAT_VERSION {
-            return Err(VaultError::NewerFormat {
+            },
+            FormatError::NewerFormat(found) => VaultError::NewerFormat {
                 path: self.path_text(),
-                found: version,
+                found,
                 supported: FORMAT_VERSION,
-            });
-        }
-        if version == 0 {
-            return Err(self.corrupt("format version 0"));
-        }
-        if bytes.len() < PREFIX_LEN + TRAILER_LEN {
-            return Err(self.corrupt("truncated"));
-        }
-        let (content, trailer) = bytes.split_at(bytes.len() - TRAILER_LEN);
-        if Sha256::digest(content).as_slice() != trailer {
-            return Err(self.corrupt("checksum mismatch: truncated or modified"));
-        }
-        let body: Body = serde_json::from_slice(&content[PREFIX_LEN..])
-            .map_err(|_| self.corrupt("malformed body"))?;
-        if body.kdf.algorithm != "argon2id" || body.kdf.version != 0x13 {
-            return Err(self.corrupt("unknown key derivation"));
-        }
-        // Checked before any key is derived: the header is not authenticated yet, and a
-        // crafted one must not make this unlock allocate or compute without bound.
-        let params = KdfParams::new(
-            body.kdf.memory_kib,
-            body.kdf.iterations,
-            body.kdf.parallelism,
-        );
-        if let Some(reason) = params.out_of_range() {
-            return Err(self.corrupt(format!(
-                "the key derivation header asks for more than this build accepts: argon2 {reason}"
-            )));
-        }
-        Ok(body)
+            },
+            FormatError::Corrupt(detail) => self.corrupt(detail),
+        })
     }
 
     fn salt(&self, kdf: &KdfHeader) -> Result<Vec<u8>, VaultError> {
-        match STANDARD.decode(&kdf.salt) {
-            Ok(salt) if (8..=64).contains(&salt.len()) => Ok(salt),
-            _ => Err(self.corrupt("bad salt")),
-        }
+        kdf.salt().ok_or_else(|| self.corrupt("bad salt"))
     }
 
-    fn open_records(
-        &self,
-        key: &[u8; KEY_LEN],
-        body: &Body,
-    ) -> Result<BTreeMap<String, Entry>, VaultError> {
-        let manifest = open(key, &body.manifest, &manifest_aad(&body.vault_id))
+    fn open_records(&self, key: &Key, body: &Body) -> Result<BTreeMap<String, Entry>, VaultError> {
+        let manifest = body
+            .manifest
+            .open(key, &manifest_aad(&body.vault_id))
             .map_err(|()| self.corrupt("the record list does not authenticate"))?;
         let manifest: Manifest =
             serde_json::from_slice(&manifest).map_err(|_| self.corrupt("malformed record list"))?;
@@ -620,16 +375,9 @@ impl FileVault {
         }
         let mut entries = BTreeMap::new();
         for (index, record) in body.records.iter().enumerate() {
-            let sealed = SealedBox {
-                nonce: record.nonce.clone(),
-                ciphertext: record.ciphertext.clone(),
-            };
-            let plain = open(
-                key,
-                &sealed,
-                &record_aad(&body.vault_id, &record.id, record.version),
-            )
-            .map_err(|()| self.corrupt(format!("record {} does not authenticate", index + 1)))?;
+            let plain = record.open(key, &body.vault_id).map_err(|()| {
+                self.corrupt(format!("record {} does not authenticate", index + 1))
+            })?;
             let parsed: RecordIn = serde_json::from_slice(&plain)
                 .map_err(|_| self.corrupt(format!("record {} is malformed", index + 1)))?;
             if parsed.meta.version != record.version {
@@ -651,58 +399,9 @@ impl FileVault {
         Ok(entries)
     }
 
-    fn lock_file(&self) -> Result<File, VaultError> {
-        let mut name = self
-            .path
-            .file_name()
-            .map(|n| n.to_os_string())
-            .unwrap_or_default();
-        name.push(".lock");
-        let lock_path = self.path.with_file_name(name);
-        let file = private_options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(|e| self.io("open the write lock of", e))?;
-        file.lock()
-            .map_err(|e| self.io("take the write lock of", e))?;
-        Ok(file)
-    }
-
     fn write_file(&self, body: &Body) -> Result<(), VaultError> {
-        let mut bytes = Vec::with_capacity(4096);
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        serde_json::to_writer(&mut bytes, body).map_err(|e| self.io("encode", e.into()))?;
-        let digest = Sha256::digest(&bytes);
-        bytes.extend_from_slice(&digest);
-        let dir = self
-            .path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or_else(|| Path::new("."));
-        let file_name = self
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let suffix = hex::encode(random_bytes::<8>()?);
-        let tmp = dir.join(format!(".{file_name}.tmp-{suffix}"));
-        let result = (|| {
-            let mut file = private_options().write(true).create_new(true).open(&tmp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-            drop(file);
-            fs::rename(&tmp, &self.path)?;
-            sync_dir(dir)
-        })();
-        if let Err(e) = result {
-            let _ = fs::remove_file(&tmp);
-            return Err(self.io("write", e));
-        }
-        Ok(())
+        let bytes = format::encode(body).map_err(|e| self.io("encode", e.into()))?;
+        io::replace(&self.path, &bytes)
     }
 
     /// Runs one write: under the file lock, re-reads the file (merging other writers' records),
@@ -714,7 +413,7 @@ impl FileVault {
         let mut st = self.lock_state();
         self.expire(&mut st);
         let unlocked = st.unlocked.as_mut().ok_or(VaultError::Locked)?;
-        let _lock = self.lock_file()?;
+        let _lock = io::write_lock(&self.path)?;
         let bytes = self.read_file()?;
         let body = self.parse(&bytes)?;
         if body.vault_id != unlocked.vault_id || body.kdf != unlocked.kdf {
@@ -770,38 +469,19 @@ impl Unlocked {
                 records.push(existing.clone());
                 continue;
             }
-            let secret = entry.credential.secret();
-            let plain = RecordOut {
-                meta: entry.credential.meta(),
-                secret: secret.expose(),
-                passphrase: secret.expose_passphrase(),
-            };
-            // Room for the worst-case JSON escaping, so the buffer never reallocates and
-            // leaves an unzeroized copy behind.
-            let capacity = 1024
-                + 6 * (secret.expose().len() + secret.expose_passphrase().map_or(0, str::len))
-                + 6 * serde_json::to_string(entry.credential.meta()).map_or(0, |m| m.len());
-            let mut buf = Zeroizing::new(Vec::with_capacity(capacity));
-            serde_json::to_writer(&mut *buf, &plain)
-                .map_err(|_| VaultError::Backend("cannot encode a record".into()))?;
-            let sealed = seal(
+            records.push(RecordBox::seal(
                 &self.key,
-                &buf,
-                &record_aad(&self.vault_id, &entry.record_id, version),
-            )?;
-            records.push(RecordBox {
-                id: entry.record_id.clone(),
-                version,
-                nonce: sealed.nonce,
-                ciphertext: sealed.ciphertext,
-            });
+                &self.vault_id,
+                &entry.record_id,
+                &entry.credential,
+            )?);
         }
         let manifest = Manifest {
             records: records.iter().map(|r| (r.id.clone(), r.version)).collect(),
         };
         let manifest_json = serde_json::to_vec(&manifest)
             .map_err(|_| VaultError::Backend("cannot encode the record list".into()))?;
-        let manifest = seal(&self.key, &manifest_json, &manifest_aad(&self.vault_id))?;
+        let manifest = SealedBox::seal(&self.key, &manifest_json, &manifest_aad(&self.vault_id))?;
         Ok(Body {
             vault_id: self.vault_id.clone(),
             kdf: self.kdf.clone(),
@@ -931,137 +611,4 @@ fn insert_new(
         },
     );
     Ok(meta)
-}
-
-fn random_bytes<const N: usize>() -> Result<[u8; N], VaultError> {
-    let mut buf = [0u8; N];
-    getrandom::fill(&mut buf)
-        .map_err(|_| VaultError::Backend("the system random number generator failed".into()))?;
-    Ok(buf)
-}
-
-fn derive_key(
-    passphrase: &str,
-    kdf: &KdfHeader,
-    salt: &[u8],
-) -> Result<Zeroizing<[u8; KEY_LEN]>, VaultError> {
-    let params = argon2::Params::new(
-        kdf.memory_kib,
-        kdf.iterations,
-        kdf.parallelism,
-        Some(KEY_LEN),
-    )
-    .map_err(|_| VaultError::Invalid("argon2 parameters out of range".into()))?;
-    let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
-    let mut key = Zeroizing::new([0u8; KEY_LEN]);
-    argon
-        .hash_password_into(passphrase.as_bytes(), salt, &mut *key)
-        .map_err(|_| VaultError::Backend("key derivation failed".into()))?;
-    Ok(key)
-}
-
-fn cipher(key: &[u8; KEY_LEN]) -> XChaCha20Poly1305 {
-    XChaCha20Poly1305::new(&(*key).into())
-}
-
-fn seal(key: &[u8; KEY_LEN], plaintext: &[u8], aad: &[u8]) -> Result<SealedBox, VaultError> {
-    let nonce_bytes = random_bytes::<24>()?;
-    let nonce = XNonce::from(nonce_bytes);
-    let ciphertext = cipher(key)
-        .encrypt(
-            &nonce,
-            Payload {
-                msg: plaintext,
-                aad,
-            },
-        )
-        .map_err(|_| VaultError::Backend("encryption failed".into()))?;
-    Ok(SealedBox {
-        nonce: STANDARD.encode(nonce_bytes),
-        ciphertext: STANDARD.encode(ciphertext),
-    })
-}
-
-fn open(key: &[u8; KEY_LEN], sealed: &SealedBox, aad: &[u8]) -> Result<Zeroizing<Vec<u8>>, ()> {
-    let nonce = STANDARD.decode(&sealed.nonce).map_err(drop)?;
-    let nonce: [u8; 24] = nonce.try_into().map_err(drop)?;
-    let ciphertext = STANDARD.decode(&sealed.ciphertext).map_err(drop)?;
-    cipher(key)
-        .decrypt(
-            &XNonce::from(nonce),
-            Payload {
-                msg: &ciphertext,
-                aad,
-            },
-        )
-        .map(Zeroizing::new)
-        .map_err(drop)
-}
-
-fn check_aad(vault_id: &str, kdf: &KdfHeader) -> Vec<u8> {
-    format!(
-        "sallyport-vault\0v1\0check\0{vault_id}\0argon2id\0{}\0{}\0{}\0{}\0{}",
-        kdf.version, kdf.memory_kib, kdf.iterations, kdf.parallelism, kdf.salt
-    )
-    .into_bytes()
-}
-
-fn manifest_aad(vault_id: &str) -> Vec<u8> {
-    format!("sallyport-vault\0v1\0manifest\0{vault_id}").into_bytes()
-}
-
-fn record_aad(vault_id: &str, record_id: &str, version: u64) -> Vec<u8> {
-    format!("sallyport-vault\0v1\0record\0{vault_id}\0{record_id}\0{version}").into_bytes()
-}
-
-fn private_options() -> OpenOptions {
-    #[allow(unused_mut, reason = "mode is only set on Unix")]
-    let mut options = OpenOptions::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        File::open(dir)?.sync_all()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        Ok(())
-    }
-}
-
-/// Writes the lock marker for a vault (used by [`FileVault::lock_everywhere`] and the
-/// keychain vault).
-pub(super) fn write_lock_marker(marker: &Path) -> std::io::Result<()> {
-    if let Some(dir) = marker.parent().filter(|d| !d.as_os_str().is_empty()) {
-        create_private_dir(dir)?;
-    }
-    let mut file = private_options()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(marker)?;
-    file.write_all(b"locked by sallyport; unlock with the passphrase to remove\n")?;
-    file.sync_all()
 }
