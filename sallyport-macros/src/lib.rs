@@ -4,7 +4,7 @@
 //! the generated code names only `::sallyport_core::__private`, so a crate that depends on
 //! `sallyport-core` alone can derive actions.
 //!
-//! The macro runs in three phases, as thiserror's does: `attr.rs` parses the struct and its
+//! The macro runs in three phases, as thiserror's does: `attr/` parses the struct and its
 //! attributes into plain data, `valid.rs` checks the rules that span several attributes and
 //! fields, and `expand.rs` writes the `Action` impl. Every mistake found by the first two
 //! phases is collected and reported with a span on the author's token; when there is any,
