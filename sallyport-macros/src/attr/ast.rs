@@ -114,6 +114,17 @@ pub(crate) struct Header {
     pub(crate) field: FieldRef,
 }
 
+/// A duration as the author wrote it (`"400ms"`), in milliseconds.
+pub(crate) struct Millis {
+    pub(crate) ms: u64,
+    pub(crate) lit: LitStr,
+}
+
+/// A whole number the author wrote, in range.
+pub(crate) struct Number<N> {
+    pub(crate) value: N,
+}
+
 /// `#[http(...)]`.
 #[derive(Default)]
 pub(crate) struct HttpAttr {
@@ -122,7 +133,20 @@ pub(crate) struct HttpAttr {
     pub(crate) query: Vec<FieldRef>,
     pub(crate) headers: Vec<Header>,
     pub(crate) statuses: Vec<CodeRule<u16>>,
+    /// `result = T`, or `result = ()` for no data; required.
     pub(crate) result: Setting<Type>,
+    /// `timeout = "5s"`: the total timeout of one request.
+    pub(crate) timeout: Setting<Millis>,
+    /// `connect_timeout = "2s"`.
+    pub(crate) connect_timeout: Setting<Millis>,
+    /// `max_attempts = 3`: requests one attempt may send, `1..=5`.
+    pub(crate) max_attempts: Setting<Number<u32>>,
+    /// `max_retry_after = "30s"`: whole seconds.
+    pub(crate) max_retry_after: Setting<Millis>,
+    /// `max_response_bytes = 65536`.
+    pub(crate) max_response_bytes: Setting<Number<u64>>,
+    /// `message_field = "/error/message"`: a JSON pointer into an error body.
+    pub(crate) message_field: Setting<LitStr>,
 }
 
 /// `#[ssh(...)]`.
@@ -131,6 +155,10 @@ pub(crate) struct SshAttr {
     pub(crate) host: Setting<LitStr>,
     pub(crate) argv: Setting<Vec<LitStr>>,
     pub(crate) exits: Vec<CodeRule<u32>>,
+    /// `timeout = "30s"`: how long the command may run.
+    pub(crate) timeout: Setting<Millis>,
+    /// `output_cap = 65536`: bytes kept per output stream.
+    pub(crate) output_cap: Setting<Number<usize>>,
 }
 
 /// `#[channel(...)]`.

@@ -381,6 +381,52 @@ mod tests {
     }
 
     #[test]
+    fn limits_parse_with_their_units_and_bad_values_are_named() {
+        let input: DeriveInput = parse_quote! {
+            /// Read one thing.
+            #[action(name = "read_thing", effect = observe)]
+            #[http(get = "/x", result = (), timeout = "400ms", connect_timeout = "2s",
+                   max_retry_after = "1m", max_attempts = 5, max_response_bytes = 4096,
+                   message_field = "/error/message")]
+            struct ReadThing {}
+        };
+        let (parsed, errors) = parse(&input);
+        assert_eq!(errors, Vec::<String>::new());
+        let Some(TargetKind::Http(http)) = parsed.expect("a struct").target.map(|t| t.kind) else {
+            panic!("an http target");
+        };
+        assert_eq!(http.timeout.get().map(|d| d.ms), Some(400));
+        assert_eq!(http.connect_timeout.get().map(|d| d.ms), Some(2_000));
+        assert_eq!(http.max_retry_after.get().map(|d| d.ms), Some(60_000));
+        assert_eq!(http.max_attempts.get().map(|n| n.value), Some(5));
+        assert_eq!(http.max_response_bytes.get().map(|n| n.value), Some(4096));
+
+        let input: DeriveInput = parse_quote! {
+            /// Read one thing.
+            #[action(name = "read_thing", effect = observe)]
+            #[http(get = "/x", result = (), timeout = "5 seconds", connect_timeout = 2,
+                   max_retry_after = "1500ms", max_attempts = 6, max_response_bytes = 0,
+                   message_field = "error.message")]
+            struct ReadThing {}
+        };
+        let (_, errors) = parse(&input);
+        assert_eq!(
+            errors,
+            [
+                "`5 seconds` is not a duration; write a whole number followed by `ms`, `s` or \
+                 `m`, as in `timeout = \"5s\"`",
+                "write the duration with its unit, as a string: `connect_timeout = \"2s\"`",
+                "`max_retry_after` counts whole seconds, and `1500ms` is not; write `s` or `m`",
+                "`max_attempts = 6` is out of range; expected 1..=5 (the HTTP channel never sends \
+                 more than 5 requests per attempt)",
+                "`max_response_bytes = 0` is out of range; expected at least 1",
+                "`message_field` is a JSON pointer into the error body and starts with `/`, as in \
+                 `message_field = \"/error/message\"`",
+            ]
+        );
+    }
+
+    #[test]
     fn typos_find_their_key() {
         assert_eq!(
             closest("efect", ACTION_KEYS.iter().copied()),

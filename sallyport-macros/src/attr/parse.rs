@@ -6,7 +6,7 @@ use syn::ext::IdentExt as _;
 use syn::parse::ParseStream;
 use syn::{Attribute, Error, Ident, LitInt, LitStr, Meta, Token, parenthesized, token};
 
-use super::ast::{CodeRule, FieldRef, Kw};
+use super::ast::{CodeRule, FieldRef, Kw, Millis, Number};
 use super::errors::{Errors, one_of};
 use super::keyword::{Keyword, Status};
 
@@ -188,4 +188,101 @@ pub(super) fn parse_code<C: TryFrom<u64>>(
         code_lit,
         status,
     })
+}
+
+/// `key = "400ms"`: a whole number of `ms`, `s` or `m`, at least `min_ms`. With `whole_seconds`
+/// the value must be a whole number of seconds (the field it sets counts seconds).
+pub(super) fn parse_duration(
+    input: ParseStream,
+    key: &Ident,
+    example: &str,
+    min_ms: u64,
+    whole_seconds: bool,
+) -> syn::Result<Millis> {
+    let usage = format!("{key} = \"{example}\"");
+    expect_eq(input, key, &usage)?;
+    if input.peek(LitInt) {
+        let int: LitInt = input.parse()?;
+        return Err(Error::new(
+            int.span(),
+            format!("write the duration with its unit, as a string: `{usage}`"),
+        ));
+    }
+    let lit = parse_str(input, &usage)?;
+    let text = lit.value();
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &text[digits.len()..];
+    let scale = match unit {
+        "ms" => Some(1),
+        "s" => Some(1_000),
+        "m" => Some(60_000),
+        _ => None,
+    };
+    let ms = scale.and_then(|scale| {
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse::<u64>().ok()?.checked_mul(scale)
+    });
+    let Some(ms) = ms else {
+        return Err(Error::new(
+            lit.span(),
+            format!(
+                "`{text}` is not a duration; write a whole number followed by `ms`, `s` or `m`, \
+                 as in `{usage}`"
+            ),
+        ));
+    };
+    if ms < min_ms {
+        return Err(Error::new(
+            lit.span(),
+            format!("`{key}` must be at least {min_ms} ms, and `{text}` is less"),
+        ));
+    }
+    if whole_seconds && ms % 1_000 != 0 {
+        return Err(Error::new(
+            lit.span(),
+            format!("`{key}` counts whole seconds, and `{text}` is not; write `s` or `m`"),
+        ));
+    }
+    Ok(Millis { ms, lit })
+}
+
+/// `key = 65536`: a whole number in `range`.
+pub(super) fn parse_number<N: TryFrom<u64>>(
+    input: ParseStream,
+    key: &Ident,
+    example: &str,
+    range: std::ops::RangeInclusive<u64>,
+    why: &str,
+) -> syn::Result<Number<N>> {
+    let usage = format!("{key} = {example}");
+    expect_eq(input, key, &usage)?;
+    if input.peek(LitStr) {
+        let lit: LitStr = input.parse()?;
+        return Err(Error::new(
+            lit.span(),
+            format!("write `{key}` as a number without quotes: `{usage}`"),
+        ));
+    }
+    let lit: LitInt = input
+        .parse()
+        .map_err(|e| Error::new(e.span(), format!("expected a whole number: `{usage}`")))?;
+    let value = lit
+        .base10_parse::<u64>()
+        .ok()
+        .filter(|value| range.contains(value))
+        .and_then(|value| N::try_from(value).ok())
+        .ok_or_else(|| {
+            let expected = if *range.end() >= u64::from(u32::MAX) {
+                format!("at least {}", range.start())
+            } else {
+                format!("{}..={}", range.start(), range.end())
+            };
+            Error::new(
+                lit.span(),
+                format!("`{key} = {lit}` is out of range; expected {expected}{why}"),
+            )
+        })?;
+    Ok(Number { value })
 }

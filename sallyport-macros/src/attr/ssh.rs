@@ -7,9 +7,9 @@ use syn::{Attribute, Error, LitStr, Token, bracketed, token};
 
 use super::ast::SshAttr;
 use super::errors::{Errors, unknown_key};
-use super::parse::{expect_eq, parse_code, parse_list, parse_str};
+use super::parse::{expect_eq, parse_code, parse_duration, parse_list, parse_number, parse_str};
 
-pub(super) const SSH_KEYS: &[&str] = &["host", "argv", "exit"];
+pub(super) const SSH_KEYS: &[&str] = &["host", "argv", "exit", "timeout", "output_cap"];
 
 pub(super) fn parse_ssh(attr: &Attribute, errs: &mut Errors) -> SshAttr {
     let mut ssh = SshAttr::default();
@@ -24,6 +24,14 @@ pub(super) fn parse_ssh(attr: &Attribute, errs: &mut Errors) -> SshAttr {
                 expect_eq(input, &key, "argv = [\"program\", \"arg\"]")?;
                 let value = parse_argv(input);
                 ssh.argv.set(key, "ssh", value)
+            }
+            "timeout" => {
+                let value = parse_duration(input, &key, "30s", 1, false);
+                ssh.timeout.set(key, "ssh", value)
+            }
+            "output_cap" => {
+                let value = parse_number(input, &key, "65536", 1..=u64::from(u32::MAX), "");
+                ssh.output_cap.set(key, "ssh", value)
             }
             "exit" => {
                 let rule = parse_code(
