@@ -1031,7 +1031,7 @@ async fn a_typed_call_runs_through_the_same_pipeline() {
         limit: None,
     };
     let result = h.executor.run(&input, &session()).await;
-    h.assert_refused(&result, "out_of_scope").await;
+    h.assert_refused(&result.result, "out_of_scope").await;
     let ok = h
         .executor
         .run(
@@ -1043,7 +1043,7 @@ async fn a_typed_call_runs_through_the_same_pipeline() {
             &session(),
         )
         .await;
-    assert_eq!(ok.status, Status::Completed);
+    assert_eq!(ok.status(), Status::Completed);
 }
 
 #[test]
