@@ -1,9 +1,6 @@
 //! The demo catalog: five narrow actions over the demo upstream.
 
-use std::time::Duration;
-
 use sallyport_core::catalog::{Catalog, CatalogError};
-use sallyport_core::target::Target;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -125,7 +122,7 @@ pub struct CreatePreviewDeployment {
     scope = "One customer.",
     returns = "The invoice ID and its status."
 )]
-#[http(post = "/v1/invoices", result = Invoice)]
+#[http(post = "/v1/invoices", result = Invoice, timeout = "400ms")]
 #[serde(deny_unknown_fields)]
 pub struct CreateInvoice {
     /// The customer, e.g. `cus_7`.
@@ -192,8 +189,9 @@ pub struct InvoiceRef {
     pub invoice_id: String,
 }
 
-/// The demo catalog. The audit notes are never sent upstream, and invoice calls give up on a
-/// lost answer after 400 ms.
+/// The demo catalog. The audit notes are never sent upstream (the derive leaves an
+/// `#[audit_note]` field out of every request), and invoice calls give up on a lost answer
+/// after 400 ms (`timeout = "400ms"` on [`CreateInvoice`]).
 ///
 /// # Errors
 ///
@@ -202,24 +200,8 @@ pub fn demo_catalog() -> Result<Catalog, CatalogError> {
     Catalog::builder()
         .action::<ListBuilds>()
         .action::<GetDeploymentStatus>()
-        .action_with_spec::<CreatePreviewDeployment>(|spec| omit_reason(spec, None))
-        .action_with_spec::<CreateInvoice>(|spec| {
-            omit_reason(spec, Some(Duration::from_millis(400)))
-        })
+        .action::<CreatePreviewDeployment>()
+        .action::<CreateInvoice>()
         .action::<GetInvoice>()
         .build()
-}
-
-fn omit_reason(
-    mut spec: sallyport_core::ActionSpec,
-    timeout: Option<Duration>,
-) -> sallyport_core::ActionSpec {
-    if let Target::Http(http) = &mut spec.target {
-        let mut t = http.clone().with_omitted("reason");
-        if let Some(timeout) = timeout {
-            t = t.with_total_timeout(timeout);
-        }
-        *http = t;
-    }
-    spec
 }

@@ -21,6 +21,21 @@ use crate::target::Target;
     note = "add `#[derive(Action, Deserialize, JsonSchema)]` and an `#[action(name = …, effect = …)]` attribute to the struct"
 )]
 pub trait Action: DeserializeOwned + JsonSchema + Send + Sync + 'static {
+    /// The action's name, the same as [`ActionSpec::name`] of [`Action::spec`]: a Rust caller
+    /// names the action by its type (`GetInvoice::NAME`) and never spells the name again.
+    /// `#[derive(Action)]` sets it from `#[action(name = "…")]`. A card renamed through
+    /// [`CatalogBuilder::action_with_spec`](crate::catalog::CatalogBuilder::action_with_spec)
+    /// is no longer found by this name.
+    const NAME: &'static str;
+
+    /// What a `completed` call returns, decoded from
+    /// [`ActionResult::data`](crate::outcome::ActionResult::data) by [`Executor::run`](crate::Executor::run).
+    ///
+    /// `#[derive(Action)]` sets it from the channel target: the `result = T` of an `#[http]`
+    /// action (`()` for `result = ()`), [`CommandOutput`](crate::target::CommandOutput) for an
+    /// `#[ssh]` action, and [`serde_json::Value`] for a custom channel or none.
+    type Output: DeserializeOwned + Send + 'static;
+
     /// The action card: everything about the action except its input schema.
     fn spec() -> ActionSpec;
 

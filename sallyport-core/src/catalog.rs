@@ -195,7 +195,7 @@ impl CatalogBuilder {
     /// action `A` was written against, overriding [`Provenance::upstream_spec_hash`] for it.
     pub fn upstream_spec<A: Action>(mut self, spec_hash: impl Into<String>) -> Self {
         self.upstream_specs
-            .push((A::spec().name.into_owned(), spec_hash.into()));
+            .push((A::NAME.to_owned(), spec_hash.into()));
         self
     }
 
@@ -207,7 +207,7 @@ impl CatalogBuilder {
         F: Fn(Arc<A>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), String>> + Send + 'static,
     {
-        let name = A::spec().name.into_owned();
+        let name = A::NAME.to_owned();
         let erased: Box<PreconditionFn> =
             Box::new(
                 move |input: Arc<dyn Any + Send + Sync>| match input.downcast::<A>() {

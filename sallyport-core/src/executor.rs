@@ -27,6 +27,7 @@
 mod builder;
 mod cancel;
 mod pipeline;
+mod typed;
 
 pub mod authorize;
 pub mod consent;
@@ -50,6 +51,7 @@ use serde_json::Value;
 
 pub use self::builder::{BuildError, DangerousExecutorBuilder, ExecutorBuilder};
 use self::cancel::CallGuard;
+pub use self::typed::{DataMismatch, TypedResult};
 use crate::action::Action;
 use crate::catalog::Catalog;
 use crate::channel::Channel;
@@ -236,14 +238,38 @@ impl Executor {
     }
 
     /// Runs a typed call from Rust. The input goes through the same pipeline as an agent's
-    /// JSON (serialized, validated, scoped, consented, journaled).
-    pub async fn run<A: Action + Serialize>(&self, input: &A, session: &Session) -> ActionResult {
-        let name = A::spec().name;
-        match serde_json::to_value(input) {
-            Ok(value) => self.call(&name, value, session).await,
+    /// JSON (serialized, validated, scoped, consented, journaled), under the name
+    /// [`Action::NAME`]; the result's data is decoded as the action's declared
+    /// [`Action::Output`]. See [`TypedResult`] for how each status comes back.
+    ///
+    /// ```no_run
+    /// # use sallyport_core::{Action, Executor, Session};
+    /// # use serde::{Deserialize, Serialize}; use schemars::JsonSchema;
+    /// # /// Read one build.
+    /// # #[derive(Action, Deserialize, Serialize, JsonSchema)]
+    /// # #[action(name = "get_build", effect = observe)]
+    /// # #[http(get = "/v1/builds/{build_id}", result = Build)]
+    /// # struct GetBuild { build_id: String }
+    /// # #[derive(Deserialize, Serialize, JsonSchema)]
+    /// # struct Build { tests: String }
+    /// # async fn demo(executor: Executor) {
+    /// let call = GetBuild { build_id: "build_7".into() };
+    /// let result = executor.run(&call, &Session::new("chat-1")).await;
+    /// if let Some(build) = &result.data {
+    ///     println!("{}: tests {}", result.status(), build.tests);
+    /// }
+    /// # }
+    /// ```
+    pub async fn run<A: Action + Serialize>(
+        &self,
+        input: &A,
+        session: &Session,
+    ) -> TypedResult<A::Output> {
+        let result = match serde_json::to_value(input) {
+            Ok(value) => self.call(A::NAME, value, session).await,
             Err(e) => {
                 self.refuse_unparsed(
-                    &name,
+                    A::NAME,
                     session,
                     Refusal::new(
                         RefusalCode::InvalidArguments,
@@ -255,7 +281,8 @@ impl Executor {
                 )
                 .await
             }
-        }
+        };
+        TypedResult::new(result)
     }
 
     async fn refuse_unparsed(

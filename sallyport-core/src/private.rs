@@ -16,7 +16,12 @@ pub use crate::action::{
     Action, ActionSpec, ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
 };
 pub use crate::outcome::Status;
-pub use crate::target::{HttpMethod, HttpTarget, ResultShape, SshTarget, Target};
+pub use crate::target::{CommandOutput, HttpMethod, HttpTarget, ResultShape, SshTarget, Target};
+
+/// A duration the derive checked at compile time, in milliseconds.
+pub const fn millis(ms: u64) -> std::time::Duration {
+    std::time::Duration::from_millis(ms)
+}
 
 /// A field type that can name an object in a scope (an identifier).
 #[diagnostic::on_unimplemented(

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use self::http::{BodyRule, HttpBody, HttpMethod, HttpTarget, StatusRule};
-pub use self::ssh::{ExitRule, SshTarget};
+pub use self::ssh::{CommandOutput, ExitRule, SshTarget};
 use crate::outcome::Status;
 
 /// The channel target of an action.

@@ -53,10 +53,14 @@ fn expand(checked: &Checked) -> TokenStream {
     let spec = spec(checked);
     let scope_values = scope_values(input);
     let audit_note = audit_note(input);
+    let name = checked.name;
+    let output = output(input);
     quote! {
         const _: () = {
             #[automatically_derived]
             impl #p::Action for #ident {
+                const NAME: &'static str = #name;
+                type Output = #output;
                 fn spec() -> #p::ActionSpec {
                     #spec
                 }
@@ -132,6 +136,26 @@ fn spec(checked: &Checked) -> TokenStream {
     spec
 }
 
+/// `Action::Output`: the declared `result = T` of an `#[http]` action, `CommandOutput` for
+/// `#[ssh]`, and a JSON value for a custom channel or none.
+fn output(input: &Input) -> TokenStream {
+    let p = private();
+    match input.target.as_ref().map(|target| &target.kind) {
+        // `valid::check` refuses an `#[http]` without `result`.
+        Some(TargetKind::Http(http)) => http
+            .result
+            .get()
+            .map_or_else(|| quote!(()), |ty| quote!(#ty)),
+        Some(TargetKind::Ssh(_)) => quote!(#p::CommandOutput),
+        Some(TargetKind::Channel(_)) | None => quote!(#p::serde_json::Value),
+    }
+}
+
+/// Whether `ty` is `()`: `result = ()` declares no data.
+fn is_unit(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Tuple(tuple) if tuple.elems.is_empty())
+}
+
 /// The `Target`, when the action has one.
 fn target(input: &Input) -> Option<TokenStream> {
     let p = private();
@@ -155,9 +179,40 @@ fn target(input: &Input) -> Option<TokenStream> {
                 let status = variant(rule.status.value);
                 target.extend(quote!(.with_status(#code, #p::Status::#status)));
             }
-            if let Some(ty) = http.result.get() {
+            if let Some(ty) = http.result.get().filter(|ty| !is_unit(ty)) {
                 let shape = quote_spanned!(ty.span()=> #p::result_shape::<#ty>());
                 target.extend(quote!(.with_result(#shape)));
+            }
+            // The audit note stays in the audit record; the card says so, so the drift
+            // checks and every channel see the field as never sent.
+            for field in &input.fields {
+                if field.audit_note.is_some() {
+                    let json = &field.json_name;
+                    target.extend(quote!(.with_omitted(#json)));
+                }
+            }
+            if let Some(pointer) = http.message_field.get() {
+                target.extend(quote!(.with_message_field(#pointer)));
+            }
+            if let Some(timeout) = http.connect_timeout.get() {
+                let ms = timeout.ms;
+                target.extend(quote!(.with_connect_timeout(#p::millis(#ms))));
+            }
+            if let Some(timeout) = http.timeout.get() {
+                let ms = timeout.ms;
+                target.extend(quote!(.with_total_timeout(#p::millis(#ms))));
+            }
+            if let Some(bytes) = http.max_response_bytes.get() {
+                let bytes = bytes.value;
+                target.extend(quote!(.with_max_response_bytes(#bytes)));
+            }
+            if let Some(wait) = http.max_retry_after.get() {
+                let ms = wait.ms;
+                target.extend(quote!(.with_max_retry_after(#p::millis(#ms))));
+            }
+            if let Some(attempts) = http.max_attempts.get() {
+                let attempts = attempts.value;
+                target.extend(quote!(.with_max_attempts(#attempts)));
             }
             quote!(#p::Target::Http(#target))
         }
@@ -176,6 +231,14 @@ fn target(input: &Input) -> Option<TokenStream> {
                     let json = &field.json_name;
                     target.extend(quote!(.with_leading_dash_allowed(#json)));
                 }
+            }
+            if let Some(timeout) = ssh.timeout.get() {
+                let ms = timeout.ms;
+                target.extend(quote!(.with_timeout(#p::millis(#ms))));
+            }
+            if let Some(cap) = ssh.output_cap.get() {
+                let cap = cap.value;
+                target.extend(quote!(.with_output_cap(#cap)));
             }
             quote!(#p::Target::Ssh(#target))
         }
@@ -267,7 +330,7 @@ mod tests {
         let input: DeriveInput = parse_quote! {
             /// Read one invoice.
             #[action(name = "get_invoice", effect = observe, data = [financial])]
-            #[http(get = "/v1/invoices/{invoice_id}", status(404) = rejected)]
+            #[http(get = "/v1/invoices/{invoice_id}", status(404) = rejected, result = ())]
             struct GetInvoice {
                 #[scope(invoice)] invoice_id: String,
             }
@@ -276,6 +339,8 @@ mod tests {
             const _: () = {
                 #[automatically_derived]
                 impl ::sallyport_core::__private::Action for GetInvoice {
+                    const NAME: &'static str = "get_invoice";
+                    type Output = ();
                     fn spec() -> ::sallyport_core::__private::ActionSpec {
                         ::sallyport_core::__private::ActionSpec::new(
                             "get_invoice",

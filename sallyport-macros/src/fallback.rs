@@ -33,6 +33,8 @@ pub(crate) fn expand(input: &DeriveInput, error: &syn::Error) -> TokenStream {
         const _: () = {
             #[automatically_derived]
             impl #impl_generics #p::Action for #ident #ty_generics #where_clause {
+                const NAME: &'static str = "";
+                type Output = #p::serde_json::Value;
                 fn spec() -> #p::ActionSpec {
                     ::core::unreachable!()
                 }

@@ -4,7 +4,7 @@
 //! the generated code names only `::sallyport_core::__private`, so a crate that depends on
 //! `sallyport-core` alone can derive actions.
 //!
-//! The macro runs in three phases, as thiserror's does: `attr.rs` parses the struct and its
+//! The macro runs in three phases, as thiserror's does: `attr/` parses the struct and its
 //! attributes into plain data, `valid.rs` checks the rules that span several attributes and
 //! fields, and `expand.rs` writes the `Action` impl. Every mistake found by the first two
 //! phases is collected and reported with a span on the author's token; when there is any,
@@ -55,6 +55,7 @@ use syn::{DeriveInput, parse_macro_input};
 ///     status(202) = pending,
 ///     status(409) = already_in_desired_state,
 ///     result = DeploymentAccepted,
+///     timeout = "10s",
 /// )]
 /// #[serde(deny_unknown_fields)]
 /// struct CreatePreviewDeployment {
@@ -111,8 +112,18 @@ use syn::{DeriveInput, parse_macro_input};
 ///   executor owns, such as `Authorization` or `Idempotency-Key`);
 /// - `status(code) = completed | pending | already_in_desired_state | rejected | unknown`,
 ///   repeatable, `code` in `100..=599`; an error code (4xx, 5xx) cannot mean `completed`;
-/// - `result = Type`: the declared result, a `Deserialize + Serialize + JsonSchema` type;
-///   only its fields reach the agent.
+/// - `result = Type`: **required**; the declared result, a `Deserialize + Serialize +
+///   JsonSchema` type; only its fields reach the agent, and `Executor::run` returns it typed
+///   (`Action::Output`). Write `result = ()` for an action that returns no data;
+/// - the per-action limits, each part of the definition (a changed limit is a changed
+///   action): `timeout = "5s"` (the total time of one request, body included),
+///   `connect_timeout = "2s"`, `max_attempts = 3` (`1..=5`, the channel's hard limit),
+///   `max_retry_after = "30s"` (whole seconds), `max_response_bytes = 65536` and
+///   `message_field = "/error/message"` (the JSON pointer of the one error-body field that
+///   may be shown, filtered). Durations are a whole number followed by `ms`, `s` or `m`.
+///
+/// The `#[audit_note]` field is never sent: it is left out of the body (the card lists it as
+/// omitted), and a path, query or header that names it is a compile error.
 ///
 /// `#[ssh(...)]`:
 ///
@@ -120,7 +131,12 @@ use syn::{DeriveInput, parse_macro_input};
 ///   `#[scope(...)]`;
 /// - `argv = ["program", "arg", "{field}", …]`: each element is one remote argument; the
 ///   program (`argv[0]`) is fixed;
-/// - `exit(code) = status`, repeatable, `code` in `0..=255` (exit 0 is `completed`).
+/// - `exit(code) = status`, repeatable, `code` in `0..=255` (exit 0 is `completed`);
+/// - `timeout = "30s"`: how long the command may run; `output_cap = 65536`: bytes kept per
+///   output stream.
+///
+/// Its `Action::Output` is `sallyport_core::target::CommandOutput`; an argv that names the
+/// `#[audit_note]` field is a compile error.
 ///
 /// `#[channel(name = "custom")]`: a channel of the application's own, by name.
 ///

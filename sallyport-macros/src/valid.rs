@@ -513,15 +513,15 @@ const RESERVED_HEADERS: &[&str] = &[
 
 fn check_http(http: &HttpAttr, path: &syn::Path, fields: &FieldNames, errs: &mut Errors) {
     // Where each field goes, to catch a field sent twice.
-    let mut used: BTreeMap<String, &'static str> = BTreeMap::new();
+    let mut used: BTreeMap<String, (&'static str, Span)> = BTreeMap::new();
     let mut send = |name: &str, place: &'static str, span: Span, errs: &mut Errors| {
-        if let Some(first) = used.get(name) {
+        if let Some((first, _)) = used.get(name) {
             errs.at(
                 span,
                 format!("field `{name}` is already sent in the {first}; send each field once"),
             );
         } else {
-            used.insert(name.to_owned(), place);
+            used.insert(name.to_owned(), (place, span));
         }
     };
     match http.method.get() {
@@ -590,6 +590,10 @@ fn check_http(http: &HttpAttr, path: &syn::Path, fields: &FieldNames, errs: &mut
             send(&header.field.name, "header", header.field.span, errs);
         }
     }
+    for (name, (place, span)) in &used {
+        check_note_not_sent(name, place, *span, fields, errs);
+    }
+    check_result_and_limits(http, path, errs);
     check_codes(&http.statuses, "status", errs);
     for rule in &http.statuses {
         if rule.code >= 400 && rule.status.value == Status::Completed {
@@ -602,6 +606,55 @@ fn check_http(http: &HttpAttr, path: &syn::Path, fields: &FieldNames, errs: &mut
                 ),
             );
         }
+    }
+}
+
+/// `result` is required (`result = ()` for no data), and the connect timeout fits in the
+/// total timeout.
+fn check_result_and_limits(http: &HttpAttr, path: &syn::Path, errs: &mut Errors) {
+    if http.result.key.is_none() {
+        errs.push(Error::new_spanned(
+            path,
+            "missing `result` in #[http]; name the type the agent gets back, as in \
+             `result = Invoice` (a `Deserialize + Serialize + JsonSchema` type; only its fields \
+             reach the agent), or write `result = ()` for \"no data\"",
+        ));
+    }
+    if let (Some(connect), Some(total)) = (http.connect_timeout.get(), http.timeout.get())
+        && connect.ms > total.ms
+    {
+        errs.at(
+            connect.lit.span(),
+            format!(
+                "`connect_timeout = \"{}\"` is longer than `timeout = \"{}\"`, which bounds the \
+                 whole request, connecting included",
+                connect.lit.value(),
+                total.lit.value()
+            ),
+        );
+    }
+}
+
+/// The audit note is stored and shown to the human, never sent: a template that places it
+/// is refused.
+fn check_note_not_sent(
+    name: &str,
+    place: &str,
+    span: Span,
+    fields: &FieldNames,
+    errs: &mut Errors,
+) {
+    if let Some(field) = fields.by_json.get(name)
+        && field.audit_note.is_some()
+    {
+        errs.at(
+            span,
+            format!(
+                "field `{}` is the audit note, which is stored and shown to the human but never \
+                 sent upstream; remove it from the {place}, or send another field",
+                field.ident
+            ),
+        );
     }
 }
 
@@ -694,7 +747,9 @@ fn check_ssh(ssh: &SshAttr, path: &syn::Path, fields: &FieldNames, errs: &mut Er
                     );
                 }
                 for arg in argv {
-                    check_template(arg, "argv", fields, errs);
+                    for (name, _) in check_template(arg, "argv", fields, errs) {
+                        check_note_not_sent(&name, "argv", arg.span(), fields, errs);
+                    }
                 }
             }
         },
@@ -887,6 +942,9 @@ mod tests {
                  agent's input",
                 "header field `project_id` names no input field; field `project_id` is sent as \
                  `projectId`",
+                "missing `result` in #[http]; name the type the agent gets back, as in \
+                 `result = Invoice` (a `Deserialize + Serialize + JsonSchema` type; only its \
+                 fields reach the agent), or write `result = ()` for \"no data\"",
                 "a 404 response cannot mean `completed`; map it to `already_in_desired_state` if \
                  it means nothing needed doing, or leave it to the conservative default",
             ]
@@ -917,10 +975,62 @@ mod tests {
         let input: DeriveInput = parse_quote! {
             /// Read one thing.
             #[action(name = "read_thing", effect = observe)]
-            #[http(get = "/things/{thing_id}")]
+            #[http(get = "/things/{thing_id}", result = ())]
             struct ReadThing { #[serde(flatten)] ids: Ids }
         };
         assert_eq!(errors(&input), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_audit_note_is_never_placed_in_a_template() {
+        let input: DeriveInput = parse_quote! {
+            /// Queue one build.
+            #[action(name = "deploy", effect = reversible_change)]
+            #[http(post = "/v1/{reason}", query(why), result = ())]
+            struct Deploy {
+                #[audit_note] reason: String,
+                #[audit_note] #[serde(rename = "why")] other: String,
+            }
+        };
+        let found = errors(&input);
+        assert!(
+            found.contains(
+                &"field `reason` is the audit note, which is stored and shown to the human but \
+                  never sent upstream; remove it from the path, or send another field"
+                    .to_owned()
+            ),
+            "{found:?}"
+        );
+        let input: DeriveInput = parse_quote! {
+            /// Restart a unit.
+            #[action(name = "restart_unit", effect = reversible_change)]
+            #[ssh(host = "web1", argv = ["logger", "{why}"])]
+            struct RestartUnit { #[audit_note] why: String }
+        };
+        assert_eq!(
+            errors(&input),
+            [
+                "field `why` is the audit note, which is stored and shown to the human but never \
+              sent upstream; remove it from the argv, or send another field"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_connect_timeout_longer_than_the_total_timeout_is_refused() {
+        let input: DeriveInput = parse_quote! {
+            /// Read one thing.
+            #[action(name = "read_thing", effect = observe)]
+            #[http(get = "/things", result = (), timeout = "1s", connect_timeout = "2s")]
+            struct ReadThing {}
+        };
+        assert_eq!(
+            errors(&input),
+            [
+                "`connect_timeout = \"2s\"` is longer than `timeout = \"1s\"`, which bounds the \
+              whole request, connecting included"
+            ]
+        );
     }
 
     #[test]

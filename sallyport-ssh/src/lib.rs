@@ -86,6 +86,9 @@
 //! // `#[derive(Action)]` with `#[ssh(host = "web1", argv = ["systemctl", "restart", "{unit}"],
 //! // exit(3) = already_in_desired_state)]` writes this impl.
 //! impl Action for RestartUnit {
+//!     const NAME: &'static str = "restart_unit";
+//!     type Output = sallyport_core::target::CommandOutput;
+//!
 //!     fn spec() -> ActionSpec {
 //!         ActionSpec::new("restart_unit", EffectClass::ReversibleChange)
 //!             .with_description("Restart one systemd unit on web1.")

@@ -32,6 +32,9 @@ use serde_json::json;
 struct Noop {}
 
 impl Action for Noop {
+    const NAME: &'static str = "noop";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("noop", EffectClass::Observe)
             .with_description("Run `true`.")
@@ -46,6 +49,9 @@ impl Action for Noop {
 struct NoopLocal {}
 
 impl Action for NoopLocal {
+    const NAME: &'static str = "noop_local";
+    type Output = serde_json::Value;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("noop_local", EffectClass::Observe)
             .with_description("Do nothing, locally.")

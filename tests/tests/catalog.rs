@@ -60,7 +60,7 @@ struct SetBuildLabel {
 /// Read one report.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "get_report", effect = observe, credential = "reports-api")]
-#[http(get = "/v1/reports/{report_id}")]
+#[http(get = "/v1/reports/{report_id}", result = ())]
 struct GetReport {
     report_id: String,
 }
@@ -257,4 +257,40 @@ fn a_path_template_with_a_dot_segment_is_refused_when_the_catalog_is_built() {
         }
     }
     assert!(Catalog::builder().action::<GetReport>().build().is_ok());
+}
+
+/// Cancel one invoice; an uncertain cancel is checked with `rename_branch`, which is not a read.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "cancel_invoice", effect = reversible_change, reconcile = "rename_branch")]
+#[channel(name = "test")]
+struct CancelInvoice {
+    invoice_id: String,
+}
+
+#[test]
+fn a_reconcile_action_that_changes_state_is_refused_when_the_catalog_is_built() {
+    let error = Catalog::builder()
+        .action::<RenameBranch>()
+        .action::<CancelInvoice>()
+        .build()
+        .expect_err("a reconcile action must only read");
+    match &error {
+        sallyport_core::catalog::CatalogError::ReconcileNotObserve { action, reconcile } => {
+            assert_eq!(action, "cancel_invoice");
+            assert_eq!(reconcile, "rename_branch");
+        }
+        other => panic!("expected ReconcileNotObserve, got {other:?}"),
+    }
+    assert_eq!(
+        error.to_string(),
+        "reconcile action `rename_branch` of `cancel_invoice` must be an observe action"
+    );
+    // The same action with a read-only reconcile target builds: the refusal is about the
+    // reconcile action's effect, not about reconcile itself.
+    let catalog = Catalog::builder()
+        .action::<ListBuilds>()
+        .action::<SendInvoice>()
+        .build()
+        .expect("a read-only reconcile action is accepted");
+    assert_eq!(catalog.len(), 2);
 }

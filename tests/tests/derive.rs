@@ -86,7 +86,8 @@ fn the_card_is_exactly_what_the_attributes_say() {
                 .with_header("X-Request-Note", "note")
                 .with_status(202, Status::Pending)
                 .with_status(409, Status::AlreadyInDesiredState)
-                .with_result(sallyport_core::target::ResultShape::of::<DeploymentAccepted>()),
+                .with_result(sallyport_core::target::ResultShape::of::<DeploymentAccepted>())
+                .with_omitted("reason"),
         ));
     assert_eq!(CreatePreviewDeployment::spec(), expected);
 }
@@ -303,7 +304,7 @@ fn an_author_may_tighten_consent_and_override_the_summary() {
 /// the numbers of the issues. Labels that are present stay.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "label_issues", effect = reversible_change, consent = per_call)]
-#[http(patch = "/v1/{workspaceSlug}/{repo-name}/issues", query(dryRun))]
+#[http(patch = "/v1/{workspaceSlug}/{repo-name}/issues", query(dryRun), result = ())]
 #[serde(rename_all = "camelCase")]
 struct LabelIssues {
     #[scope(workspace)]
@@ -343,6 +344,10 @@ fn renamed_fields_are_tagged_and_reported_by_their_json_names() {
     };
     assert_eq!(http.method, HttpMethod::Patch);
     assert_eq!(http.query, ["dryRun"]);
+    // `result = ()`: no data, and no result shape in the definition.
+    assert!(http.result.is_none());
+    // The audit note is omitted by its JSON name.
+    assert_eq!(http.omit, ["why"]);
     assert_eq!(
         spec.summary,
         "Add labels to issues in one repository of a workspace, given by the numbers of the issues."
@@ -506,4 +511,92 @@ fn derived_types_are_actions_for_generic_code() {
             "record_event"
         ]
     );
+}
+
+// ---------------------------------------------------------------- NAME, Output and limits
+
+/// Read one report, with every per-action limit set.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "get_report", effect = observe)]
+#[http(
+    get = "/v1/reports/{report_id}",
+    result = DeploymentAccepted,
+    timeout = "2500ms",
+    connect_timeout = "1s",
+    max_attempts = 5,
+    max_retry_after = "2m",
+    max_response_bytes = 65_536,
+    message_field = "/error/message"
+)]
+struct GetReport {
+    report_id: String,
+}
+
+#[test]
+fn every_http_limit_attribute_reaches_the_card() {
+    let Target::Http(http) = GetReport::spec().target else {
+        panic!("expected an HTTP target");
+    };
+    assert_eq!(http.total_timeout_ms, Some(2_500));
+    assert_eq!(http.connect_timeout_ms, Some(1_000));
+    assert_eq!(http.max_attempts, Some(5));
+    assert_eq!(http.max_retry_after_s, Some(120));
+    assert_eq!(http.max_response_bytes, Some(65_536));
+    assert_eq!(http.message_field.as_deref(), Some("/error/message"));
+    // The same card as the builder calls write, so the definition hash is the same.
+    let expected = HttpTarget::new(HttpMethod::Get, "/v1/reports/{report_id}")
+        .with_result(sallyport_core::target::ResultShape::of::<DeploymentAccepted>())
+        .with_message_field("/error/message")
+        .with_connect_timeout(std::time::Duration::from_secs(1))
+        .with_total_timeout(std::time::Duration::from_millis(2_500))
+        .with_max_response_bytes(65_536)
+        .with_max_retry_after(std::time::Duration::from_secs(120))
+        .with_max_attempts(5);
+    assert_eq!(http, expected);
+}
+
+/// Tail one log file on a fixed host, within limits.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "tail_log", effect = observe)]
+#[ssh(host = "web1", argv = ["tail", "-n", "20", "{file}"], timeout = "1500ms", output_cap = 4096)]
+struct TailLog {
+    file: String,
+}
+
+#[test]
+fn the_ssh_timeout_and_output_cap_reach_the_card() {
+    assert_eq!(
+        TailLog::spec().target,
+        Target::Ssh(
+            SshTarget::new("web1", ["tail", "-n", "20", "{file}"])
+                .with_timeout(std::time::Duration::from_millis(1500))
+                .with_output_cap(4096)
+        )
+    );
+}
+
+#[test]
+fn name_is_a_constant_equal_to_the_cards_name() {
+    assert_eq!(CreatePreviewDeployment::NAME, "create_preview_deployment");
+    assert_eq!(GetReport::NAME, GetReport::spec().name);
+    assert_eq!(RestartUnit::NAME, RestartUnit::spec().name);
+    assert_eq!(RecordEvent::NAME, "record_event");
+    // Usable where a constant is required.
+    const NAME: &str = TailLog::NAME;
+    assert_eq!(NAME, "tail_log");
+}
+
+fn output_of<A: Action>() -> &'static str {
+    std::any::type_name::<A::Output>()
+}
+
+#[test]
+fn output_is_the_declared_result_type_unit_command_output_or_json() {
+    assert!(output_of::<CreatePreviewDeployment>().ends_with("::DeploymentAccepted"));
+    assert_eq!(output_of::<LabelIssues>(), "()");
+    assert_eq!(
+        output_of::<RestartUnit>(),
+        std::any::type_name::<sallyport_core::target::CommandOutput>()
+    );
+    assert_eq!(output_of::<RecordEvent>(), "serde_json::value::Value");
 }

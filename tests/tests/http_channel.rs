@@ -74,7 +74,7 @@ struct SendInvoice {
 /// Search notes by a header filter (a hand-written request).
 #[derive(Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "search_notes", effect = observe)]
-#[http(get = "/v1/notes")]
+#[http(get = "/v1/notes", result = ())]
 struct SearchNotes {
     header_name: String,
     header_value: String,

@@ -22,7 +22,7 @@ use serde_json::json;
 /// Read one order.
 #[derive(Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "get_order", effect = observe)]
-#[http(get = "/v1/orders/{order_ref}")]
+#[http(get = "/v1/orders/{order_ref}", result = ())]
 struct GetOrder {
     order_ref: String,
 }

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 /// Queue one build for an environment.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "create_deployment", effect = reversible_change, retry = idempotency_key)]
-#[http(post = "/v1/projects/{project_id}/deployments", status(202) = pending)]
+#[http(post = "/v1/projects/{project_id}/deployments", status(202) = pending, result = ())]
 struct CreateDeployment {
     #[scope(project)]
     project_id: String,
@@ -34,7 +34,7 @@ struct CreateDeployment {
 /// The same operation, from an action that also sends a field the upstream does not accept.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "create_deployment_with_priority", effect = reversible_change, retry = idempotency_key)]
-#[http(post = "/v1/projects/{project_id}/deployments", status(202) = pending)]
+#[http(post = "/v1/projects/{project_id}/deployments", status(202) = pending, result = ())]
 struct CreateDeploymentWithPriority {
     #[scope(project)]
     project_id: String,
@@ -163,7 +163,7 @@ async fn a_value_the_upstream_schema_forbids_is_refused_and_never_sent() {
 /// The same operation from an action that does not send the idempotency key the API requires.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "create_deployment_without_key", effect = reversible_change)]
-#[http(post = "/v1/projects/{project_id}/deployments", status(202) = pending)]
+#[http(post = "/v1/projects/{project_id}/deployments", status(202) = pending, result = ())]
 struct CreateDeploymentWithoutKey {
     #[scope(project)]
     project_id: String,
@@ -282,7 +282,7 @@ async fn without_the_catalog_a_self_referencing_schema_is_refused_at_the_first_c
 /// An action the deployments document has no operation for.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "archive_project", effect = reversible_change)]
-#[http(post = "/v1/projects/{project_id}/archive", status(202) = pending)]
+#[http(post = "/v1/projects/{project_id}/archive", status(202) = pending, result = ())]
 struct ArchiveProject {
     #[scope(project)]
     project_id: String,
@@ -352,7 +352,7 @@ fn github() -> OpenApi {
 /// Open an issue in a repository.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "open_issue", effect = reversible_change)]
-#[http(post = "/repos/{owner}/{repo}/issues", status(201) = completed)]
+#[http(post = "/repos/{owner}/{repo}/issues", status(201) = completed, result = ())]
 struct OpenIssue {
     owner: String,
     #[scope(repository)]
@@ -364,7 +364,7 @@ struct OpenIssue {
 /// The same operation, from an action that sends `labels` as one string (GitHub takes a list).
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "open_labelled_issue", effect = reversible_change)]
-#[http(post = "/repos/{owner}/{repo}/issues", status(201) = completed)]
+#[http(post = "/repos/{owner}/{repo}/issues", status(201) = completed, result = ())]
 struct OpenLabelledIssue {
     owner: String,
     #[scope(repository)]

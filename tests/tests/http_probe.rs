@@ -24,7 +24,7 @@ const TOKEN: &str = "probe-token-5b1d";
 /// Read one report of this tenant.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "read_report", effect = observe, credential = "report-api")]
-#[http(get = "/v1/reports/{report_id}")]
+#[http(get = "/v1/reports/{report_id}", result = ())]
 struct ReadReport {
     report_id: String,
 }

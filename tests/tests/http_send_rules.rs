@@ -59,7 +59,7 @@ struct CreateInvoice {
 /// Cancel one order (no declared result; the body rules read the answer).
 #[derive(Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "cancel_order", effect = reversible_change)]
-#[http(post = "/v1/orders/{order_id}/cancel")]
+#[http(post = "/v1/orders/{order_id}/cancel", result = ())]
 struct CancelOrder {
     order_id: String,
 }
@@ -67,7 +67,7 @@ struct CancelOrder {
 /// Check one order (no declared result; the body rules read the answer).
 #[derive(Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "check_order", effect = observe)]
-#[http(get = "/v1/orders/{order_id}")]
+#[http(get = "/v1/orders/{order_id}", result = ())]
 struct CheckOrder {
     order_id: String,
 }
@@ -75,13 +75,13 @@ struct CheckOrder {
 /// Restart the worker; whether it restarted is read with `get_worker_status`.
 #[derive(Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "restart_worker", effect = reversible_change, reconcile = "get_worker_status")]
-#[http(post = "/v1/worker/restart")]
+#[http(post = "/v1/worker/restart", result = ())]
 struct RestartWorker {}
 
 /// Read one file, named by its stem and extension.
 #[derive(Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "get_file", effect = observe)]
-#[http(get = "/v1/files/{stem}{ext}")]
+#[http(get = "/v1/files/{stem}{ext}", result = ())]
 struct GetFile {
     stem: String,
     ext: String,
@@ -90,7 +90,7 @@ struct GetFile {
 /// Read one report (a hand-written request builder).
 #[derive(Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "get_report", effect = observe)]
-#[http(get = "/v1/reports")]
+#[http(get = "/v1/reports", result = ())]
 struct GetReport {
     report_id: String,
 }
@@ -120,6 +120,9 @@ impl JsonSchema for GetWorkerStatus {
 }
 
 impl Action for GetWorkerStatus {
+    const NAME: &'static str = "get_worker_status";
+    type Output = serde_json::Value;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("get_worker_status", EffectClass::Observe)
             .with_description("Read the worker's status.")

@@ -27,7 +27,7 @@ const LEAF_KEY: &[u8] = include_bytes!("../fixtures/tls/leaf-key.der");
 /// Read one invoice.
 #[derive(Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "get_invoice", effect = observe)]
-#[http(get = "/v1/invoices/{invoice_id}")]
+#[http(get = "/v1/invoices/{invoice_id}", result = ())]
 struct GetInvoice {
     invoice_id: String,
 }
@@ -35,7 +35,7 @@ struct GetInvoice {
 /// Send one invoice to the customer.
 #[derive(Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "send_invoice", effect = external_commitment, reconcile = "get_invoice")]
-#[http(post = "/v1/invoices/{invoice_id}/send")]
+#[http(post = "/v1/invoices/{invoice_id}/send", result = ())]
 struct SendInvoice {
     invoice_id: String,
 }

@@ -28,6 +28,9 @@ struct EchoCapped {
 }
 
 impl Action for EchoCapped {
+    const NAME: &'static str = "echo_capped";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("echo_capped", EffectClass::Observe)
             .with_description("Print one value back, framed.")
@@ -52,6 +55,9 @@ struct FailLoudly {
 }
 
 impl Action for FailLoudly {
+    const NAME: &'static str = "fail_loudly";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("fail_loudly", EffectClass::ReversibleChange)
             .with_description("Write to stderr and fail.")

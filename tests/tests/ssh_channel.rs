@@ -29,6 +29,9 @@ struct EchoArg {
 }
 
 impl Action for EchoArg {
+    const NAME: &'static str = "echo_arg";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("echo_arg", EffectClass::Observe)
             .with_description("Print one value back, framed.")
@@ -55,6 +58,9 @@ struct ExitWith {
 }
 
 impl Action for ExitWith {
+    const NAME: &'static str = "exit_with";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("exit_with", EffectClass::ReversibleChange)
             .with_description("Exit with the given code.")
@@ -89,6 +95,9 @@ struct SleepFor {
 }
 
 impl Action for SleepFor {
+    const NAME: &'static str = "sleep_for";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("sleep_for", EffectClass::ReversibleChange)
             .with_description("Sleep for a while.")
@@ -107,6 +116,9 @@ impl Action for SleepFor {
 struct WhoAmI {}
 
 impl Action for WhoAmI {
+    const NAME: &'static str = "who_am_i";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("who_am_i", EffectClass::Observe)
             .with_description("Print the remote user's name.")
@@ -121,6 +133,9 @@ impl Action for WhoAmI {
 struct Environment {}
 
 impl Action for Environment {
+    const NAME: &'static str = "environment";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("environment", EffectClass::Observe)
             .with_description("Report the terminal and agent the command sees.")
@@ -145,6 +160,9 @@ struct HostUptime {
 }
 
 impl Action for HostUptime {
+    const NAME: &'static str = "host_uptime";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("host_uptime", EffectClass::Observe)
             .with_description("Uptime of one inventory host.")

@@ -26,6 +26,9 @@ struct Flood {
 }
 
 impl Action for Flood {
+    const NAME: &'static str = "flood";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("flood", EffectClass::Observe)
             .with_description("Write zeros to each output stream.")

@@ -28,6 +28,9 @@ struct FishEcho {
 }
 
 impl Action for FishEcho {
+    const NAME: &'static str = "fish_echo";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("fish_echo", EffectClass::ReversibleChange)
             .with_description("Print one value back, framed, as the fish user.")
@@ -52,6 +55,9 @@ struct RootEcho {
 }
 
 impl Action for RootEcho {
+    const NAME: &'static str = "root_echo";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("root_echo", EffectClass::Observe)
             .with_description("Print one value back, framed, as root.")
@@ -75,6 +81,9 @@ struct ArchiveFile {
 }
 
 impl Action for ArchiveFile {
+    const NAME: &'static str = "archive_file";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("archive_file", EffectClass::ReversibleChange)
             .with_description("Archive one file.")
@@ -99,6 +108,9 @@ struct ArchiveFileAfterEnd {
 }
 
 impl Action for ArchiveFileAfterEnd {
+    const NAME: &'static str = "archive_file_after_end";
+    type Output = sallyport_core::target::CommandOutput;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("archive_file_after_end", EffectClass::ReversibleChange)
             .with_description("Archive one file, named after the end of options.")

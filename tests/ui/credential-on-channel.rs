@@ -5,7 +5,7 @@ use serde::Deserialize;
 /// Read one invoice.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "get_invoice", effect = observe)]
-#[http(get = "/v1/invoices/{invoice_id}", credential = "billing-api")]
+#[http(get = "/v1/invoices/{invoice_id}", credential = "billing-api", result = ())]
 struct GetInvoice {
     invoice_id: String,
 }

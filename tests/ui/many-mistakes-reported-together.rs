@@ -5,7 +5,7 @@ use serde::Deserialize;
 /// Send one invoice to its customer.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "send-invoice", effect = external_commitment, consent = none, data = [pii, pii])]
-#[http(post = "/v1/invoices/{invoce_id}/send", status(202) = queued)]
+#[http(post = "/v1/invoices/{invoce_id}/send", status(202) = queued, result = ())]
 struct SendInvoice {
     invoice_id: String,
 }

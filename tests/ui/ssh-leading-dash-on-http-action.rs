@@ -5,7 +5,7 @@ use serde::Deserialize;
 /// Search the invoices.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "search_invoices", effect = observe)]
-#[http(get = "/v1/invoices", query(q))]
+#[http(get = "/v1/invoices", query(q), result = ())]
 struct SearchInvoices {
     #[ssh(allow_leading_dash)]
     q: String,

@@ -5,7 +5,7 @@ use serde::Deserialize;
 /// Create one deployment of a build.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "create_deployment", effect = reversible_change)]
-#[http(post = "/v1/deployments", status(2020) = pending)]
+#[http(post = "/v1/deployments", status(2020) = pending, result = ())]
 struct CreateDeployment {
     build_id: String,
 }

@@ -5,7 +5,7 @@ use serde::Deserialize;
 /// Restart one unit.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "restart_unit", effect = reversible_change)]
-#[http(post = "/v1/units/{unit}/restart")]
+#[http(post = "/v1/units/{unit}/restart", result = ())]
 #[ssh(host = "web1", argv = ["systemctl", "restart", "{unit}"])]
 struct RestartUnit {
     unit: String,

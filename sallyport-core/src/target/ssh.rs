@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::outcome::Status;
 
@@ -126,9 +126,46 @@ impl SshTarget {
     }
 }
 
+/// What an SSH action's call returns as its data (the [`Action::Output`](crate::Action::Output)
+/// of every `#[ssh]` action): the remote command's output streams, capped at the target's
+/// [`output_cap`](SshTarget::output_cap), and how the command ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CommandOutput {
+    /// Standard output, as text (lossy UTF-8), at most the cap.
+    pub stdout: String,
+    /// Standard error, as text (lossy UTF-8), at most the cap.
+    pub stderr: String,
+    /// How many bytes the command wrote to standard output, kept or not.
+    pub stdout_bytes: u64,
+    /// How many bytes the command wrote to standard error, kept or not.
+    pub stderr_bytes: u64,
+    /// Whether standard output was cut at the cap.
+    pub stdout_truncated: bool,
+    /// Whether standard error was cut at the cap.
+    pub stderr_truncated: bool,
+    /// The exit status, when the command exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<u32>,
+    /// The signal that ended the command, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_output_reads_the_data_the_ssh_channel_returns() {
+        let data = serde_json::json!({"stdout": "up 3 days\n", "stderr": "", "stdout_bytes": 10,
+            "stderr_bytes": 0, "stdout_truncated": false, "stderr_truncated": false,
+            "exit_status": 0});
+        let output: CommandOutput = serde_json::from_value(data).unwrap();
+        assert_eq!(output.stdout, "up 3 days\n");
+        assert_eq!(output.exit_status, Some(0));
+        assert_eq!(output.signal, None);
+    }
 
     #[test]
     fn timeout_and_cap_enter_the_definition_only_when_set() {

@@ -21,7 +21,7 @@ use serde_json::json;
 /// Restart one worker.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "restart_worker", effect = reversible_change, consent = per_call)]
-#[http(post = "/v1/workers/{worker}/restart")]
+#[http(post = "/v1/workers/{worker}/restart", result = ())]
 #[serde(deny_unknown_fields)]
 #[allow(
     dead_code,

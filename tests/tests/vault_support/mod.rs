@@ -43,6 +43,9 @@ pub struct DeployPreview {
 }
 
 impl Action for DeployPreview {
+    const NAME: &'static str = "deploy_preview";
+    type Output = serde_json::Value;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("deploy_preview", EffectClass::ExternalCommitment)
             .with_description("Queue one preview deployment.")
@@ -64,6 +67,9 @@ pub struct ReadStatus {
 }
 
 impl Action for ReadStatus {
+    const NAME: &'static str = "read_status";
+    type Output = serde_json::Value;
+
     fn spec() -> ActionSpec {
         ActionSpec::new("read_status", EffectClass::Observe)
             .with_description("Read one project's status.")

@@ -7,7 +7,7 @@ use serde::Deserialize;
 /// Set one build's label; setting the same label again changes nothing.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "set_build_label", effect = reversible_change, idempotent)]
-#[http(put = "/v1/builds/{build_id}/label")]
+#[http(put = "/v1/builds/{build_id}/label", result = ())]
 struct SetBuildLabel {
     build_id: String,
     label: String,

@@ -77,4 +77,6 @@ fn main() {
     };
     assert!(grep.leading_dash_allowed("pattern"));
     assert_eq!(ListHosts::spec().name, "list_hosts");
+    assert_eq!(ListHosts::NAME, "list_hosts");
+    assert_eq!(RestartUnit::NAME, RestartUnit::spec().name);
 }

@@ -1,0 +1,121 @@
+//! The fixed vocabularies an author writes as bare identifiers: effect classes, consent and
+//! retry rules, externality, statuses and HTTP methods.
+
+/// A fixed set of snake-case identifiers, such as the effect classes.
+pub(crate) trait Keyword: Copy + 'static {
+    /// What the keyword is, for messages: "effect class".
+    const WHAT: &'static str;
+    /// Every name, in the order messages list them.
+    const NAMES: &'static [&'static str];
+    /// The keyword named `name`.
+    fn from_name(name: &str) -> Option<Self>;
+    /// The snake-case name the author writes.
+    fn name(self) -> &'static str;
+    /// The name of the matching variant of the core enum.
+    fn variant(self) -> &'static str;
+}
+
+macro_rules! keywords {
+    ($(#[$doc:meta])* $ty:ident, $what:literal { $($variant:ident = $name:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+        pub(crate) enum $ty {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $variant,
+            )*
+        }
+
+        impl Keyword for $ty {
+            const WHAT: &'static str = $what;
+            const NAMES: &'static [&'static str] = &[$($name),*];
+
+            fn from_name(name: &str) -> Option<Self> {
+                match name {
+                    $($name => Some(Self::$variant),)*
+                    _ => None,
+                }
+            }
+
+            fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+
+            fn variant(self) -> &'static str {
+                match self {
+                    $(Self::$variant => stringify!($variant),)*
+                }
+            }
+        }
+    };
+}
+
+keywords! {
+    /// `EffectClass`.
+    Effect, "effect class" {
+        Observe = "observe",
+        ReversibleChange = "reversible_change",
+        ExternalCommitment = "external_commitment",
+        IrreversibleOrBroad = "irreversible_or_broad",
+    }
+}
+
+keywords! {
+    /// `ConsentRule`, weakest first (the derived order is the strength order).
+    Consent, "consent rule" {
+        None = "none",
+        Session = "session",
+        PerCall = "per_call",
+    }
+}
+
+keywords! {
+    /// `RetryRule`.
+    Retry, "retry rule" {
+        Never = "never",
+        Safe = "safe",
+        IdempotencyKey = "idempotency_key",
+    }
+}
+
+keywords! {
+    /// `Externality`.
+    Externality, "externality" {
+        Internal = "internal",
+        External = "external",
+    }
+}
+
+keywords! {
+    /// `Status`.
+    Status, "status" {
+        Completed = "completed",
+        Pending = "pending",
+        AlreadyInDesiredState = "already_in_desired_state",
+        Rejected = "rejected",
+        Unknown = "unknown",
+    }
+}
+
+keywords! {
+    /// `HttpMethod`; written as the key of the path (`post = "/v1/…"`).
+    Method, "HTTP method" {
+        Get = "get",
+        Post = "post",
+        Put = "put",
+        Patch = "patch",
+        Delete = "delete",
+    }
+}
+
+impl Effect {
+    /// The weakest consent rule an author may choose (mirrors `EffectClass::consent_floor`).
+    pub(crate) fn consent_floor(self) -> Consent {
+        match self {
+            Self::Observe | Self::ReversibleChange => Consent::None,
+            Self::ExternalCommitment | Self::IrreversibleOrBroad => Consent::PerCall,
+        }
+    }
+}

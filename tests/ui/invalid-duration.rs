@@ -1,0 +1,13 @@
+use sallyport_core::Action;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Read one report.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "get_report", effect = observe)]
+#[http(get = "/v1/reports/{report_id}", result = (), timeout = "5 seconds")]
+struct GetReport {
+    report_id: String,
+}
+
+fn main() {}
