@@ -1125,7 +1125,8 @@ async fn a_typed_call_runs_through_the_same_pipeline() {
         limit: None,
     };
     let result = h.executor.run(&input, &session()).await;
-    h.assert_refused(&result.result, RefusalCode::OutOfScope).await;
+    h.assert_refused(&result.result, RefusalCode::OutOfScope)
+        .await;
     let ok = h
         .executor
         .run(
