@@ -13,7 +13,7 @@ use crate::session::Session;
 use crate::vault::Credential;
 
 /// A call inside the session's scope, with the request its channel prepared for it. Only
-/// [`authorize`] makes one.
+/// `authorize` makes one.
 pub struct Authorized {
     validated: Validated,
     channel: Arc<dyn Channel>,
@@ -46,7 +46,7 @@ impl Authorized {
         self.request.as_ref()
     }
 
-    /// The request's summary now (after [`Authorized::bind`], with the real destination).
+    /// The request's summary now (after the vault stage bound the credential, with the real destination).
     pub fn summary(&self) -> RequestSummary {
         self.request.summary()
     }

@@ -13,7 +13,7 @@ use crate::journal::AttemptId;
 use crate::outcome::{Refusal, RefusalCode};
 use crate::scrub::Scrubber;
 
-/// A call a human approved, or whose rule needs no one. Only [`consent`] makes one.
+/// A call a human approved, or whose rule needs no one. Only this stage's `consent` makes one.
 pub struct Consented {
     checked: Checked,
     decision: ConsentOutcome,

@@ -7,7 +7,7 @@ use super::authorize::Authorized;
 use crate::drift::DefinitionGuard;
 use crate::outcome::Refusal;
 
-/// A call whose action definition may be called. Only [`check`] makes one.
+/// A call whose action definition may be called. Only this stage's `check` makes one.
 pub struct Approved {
     authorized: Authorized,
 }

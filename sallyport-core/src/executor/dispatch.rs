@@ -11,7 +11,7 @@ use super::intent::Intended;
 use crate::channel::{ChannelOutcome, Dispatch, DispatchContext};
 
 /// A call the channel dispatched, with its raw outcome and the sends counted. Only
-/// [`dispatch`] makes one.
+/// `dispatch` makes one.
 pub struct Dispatched {
     intended: Intended,
     outcome: ChannelOutcome,

@@ -9,7 +9,7 @@ use crate::code::Code;
 use crate::outcome::ActionResult;
 use crate::scrub::Scrubber;
 
-/// The agent's answer, scrubbed. Only [`filter`] makes one.
+/// The agent's answer, scrubbed. Only this stage's `filter` makes one.
 pub struct Filtered {
     intended: Intended,
     sends: u32,

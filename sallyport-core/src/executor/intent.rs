@@ -17,7 +17,7 @@ use crate::journal::{AttemptId, IdempotencyKey, Intent};
 use crate::outcome::{Refusal, RefusalCode};
 
 /// A call whose attempt is recorded (or, for an observe call, ready to be recorded with its
-/// outcome). Only [`intend`] makes one.
+/// outcome). Only this stage's `intend` makes one.
 pub struct Intended {
     consented: Consented,
     intent: Intent,

@@ -18,7 +18,7 @@ use crate::outcome::{ActionResult, Next, Origin, Status};
 /// Longest reason the agent is shown.
 pub(super) const MAX_REASON: usize = 500;
 
-/// The answer the agent will get, before scrubbing. Only [`normalize`] makes one.
+/// The answer the agent will get, before scrubbing. Only this stage's `normalize` makes one.
 pub struct Normalized {
     intended: Intended,
     sends: u32,

@@ -9,7 +9,7 @@ use crate::outcome::{Refusal, RefusalCode};
 /// Longest precondition reason the agent is shown.
 const MAX_REASON: usize = 500;
 
-/// A call whose preconditions hold. Only [`precheck`] makes one.
+/// A call whose preconditions hold. Only this stage's `precheck` makes one.
 pub struct Checked {
     unlocked: Unlocked,
 }

@@ -1,7 +1,7 @@
 //! Stage 13, record: the outcome is appended to the audit chain and the receipt id returned.
 //! A refusal at any earlier stage ends here too, with exactly one record.
 //!
-//! [`CallRecord`] is what the audit record of a call says beyond its outcome. The pipeline
+//! The call record is what the audit record of a call says beyond its outcome. The pipeline
 //! fills it from each stage's typed value as the stage completes, so a refusal, a
 //! cancellation and a finished call all record what was established before they ended.
 

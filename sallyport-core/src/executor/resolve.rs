@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::catalog::{Catalog, Entry};
 use crate::outcome::{Refusal, RefusalCode};
 
-/// An action the catalog holds. Only [`resolve`] makes one.
+/// An action the catalog holds. Only this stage's `resolve` makes one.
 pub struct Resolved {
     entry: Arc<Entry>,
 }

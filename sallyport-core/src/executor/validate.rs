@@ -19,7 +19,7 @@ use crate::scrub::Scrubber;
 const MAX_NOTE: usize = 2_000;
 
 /// Arguments that match the schema, decoded; with the objects they name and the agent's
-/// note. Only [`validate`] makes one.
+/// note. Only this stage's `validate` makes one.
 pub struct Validated {
     entry: Arc<Entry>,
     arguments: Value,

@@ -16,7 +16,7 @@ use crate::vault::{Credential, Vault, VaultError, VaultState};
 /// Credentials an upstream rejected: name → the version it rejected.
 pub(crate) type Unusable = Mutex<HashMap<String, u64>>;
 
-/// A call whose credential is resolved and bound to its request. Only [`unlock`] makes one.
+/// A call whose credential is resolved and bound to its request. Only this stage's `unlock` makes one.
 pub struct Unlocked {
     approved: Approved,
     credential: Option<Credential>,
