@@ -1,14 +1,12 @@
-//! Only the `dispatch` stage makes a `Dispatched`: code outside its module cannot build one, so no
-//! later stage can be reached without it.
-#![allow(unreachable_code)]
-
+//! Only the `dispatch` stage makes a `Dispatched`: code outside its module cannot build one from the
+//! previous stage's value (an outcome no channel reported), so no stage can be skipped.
 
 use sallyport_core::executor::dispatch::Dispatched;
 
-fn forge() -> Dispatched {
-    Dispatched { intended: unimplemented!() }
+fn skip(intended: sallyport_core::executor::intent::Intended) -> Dispatched {
+    Dispatched { intended }
 }
 
 fn main() {
-    let _ = forge;
+    let _ = skip;
 }
