@@ -62,5 +62,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         println!("{}: tests {}", build.build_id, build.tests);
     }
+    drop(executor); // closes the journal
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
