@@ -88,12 +88,7 @@ impl Drop for CallGuard {
 /// a secret fragment left at the cut.
 pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
     event.action = scrubber.scrub(&event.action).into_owned();
-    // A channel may report a code of its own making: it passes the scrubber too.
-    if let Some(code) = &mut event.code
-        && let std::borrow::Cow::Owned(clean) = scrubber.scrub(code.as_str())
-    {
-        *code = Code::from(clean);
-    }
+    scrub_code(scrubber, &mut event.code);
     for text in [&mut event.reason, &mut event.note, &mut event.request]
         .into_iter()
         .flatten()
@@ -102,6 +97,16 @@ pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
     }
     for object in &mut event.objects {
         object.value = scrubber.scrub(&object.value).into_owned();
+    }
+}
+
+/// Scrubs a code: a channel may report a code of its own making, so it passes the scrubber
+/// too; a known code is left as it is.
+pub(crate) fn scrub_code(scrubber: &Scrubber, code: &mut Option<Code>) {
+    if let Some(text) = code
+        && let std::borrow::Cow::Owned(clean) = scrubber.scrub(text.as_str())
+    {
+        *text = Code::from(clean);
     }
 }
 

@@ -92,7 +92,7 @@ pub(super) async fn consent(
         rule: spec.consent,
         objects: validated.objects().to_vec(),
         note: validated.note().map(str::to_owned),
-        request: authorized.summary().0,
+        request: unlocked.summary().0.clone(),
         definition_hash: hash.to_owned(),
         display: ConsentDisplay::default(),
     };

@@ -3,9 +3,9 @@
 
 use std::fmt;
 
+use super::cancel::scrub_code;
 use super::intent::Intended;
 use super::normalize::Normalized;
-use crate::code::Code;
 use crate::outcome::ActionResult;
 use crate::scrub::Scrubber;
 
@@ -57,12 +57,7 @@ pub(super) fn scrub_result(scrubber: &Scrubber, result: &mut ActionResult) {
     if let Some(reason) = &mut result.reason {
         *reason = scrubber.scrub(reason).into_owned();
     }
-    // A channel may report a code of its own making: it passes the scrubber too.
-    if let Some(code) = &mut result.code
-        && let std::borrow::Cow::Owned(clean) = scrubber.scrub(code.as_str())
-    {
-        *code = Code::from(clean);
-    }
+    scrub_code(scrubber, &mut result.code);
     if let Some(data) = &mut result.data {
         scrubber.scrub_json(data);
     }

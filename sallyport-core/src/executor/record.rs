@@ -83,7 +83,7 @@ impl CallRecord {
 
     pub(super) fn unlocked(&mut self, unlocked: &Unlocked) {
         // Bound to the credential, the summary names the real destination.
-        self.request = Some(unlocked.approved().authorized().summary().0);
+        self.request = Some(unlocked.summary().0.clone());
         self.scrubber = Arc::clone(unlocked.scrubber());
     }
 

@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use super::definition::Approved;
-use crate::channel::ResolvedName;
+use crate::channel::{RequestSummary, ResolvedName};
 use crate::outcome::{Refusal, RefusalCode};
 use crate::scrub::Scrubber;
 use crate::vault::{Credential, Vault, VaultError, VaultState};
@@ -21,6 +21,7 @@ pub struct Unlocked {
     approved: Approved,
     credential: Option<Credential>,
     scrubber: Arc<Scrubber>,
+    summary: RequestSummary,
 }
 
 impl fmt::Debug for Unlocked {
@@ -50,6 +51,12 @@ impl Unlocked {
     /// resolved credential.
     pub fn scrubber(&self) -> &Arc<Scrubber> {
         &self.scrubber
+    }
+
+    /// The request's summary with the credential bound: the real destination, as the human
+    /// and the audit record see it. Rendered once here.
+    pub fn summary(&self) -> &RequestSummary {
+        &self.summary
     }
 
     /// The name and version of the resolved credential.
@@ -124,10 +131,12 @@ pub(super) async fn unlock(
         }
         None => Arc::new(Scrubber::empty()),
     };
+    let summary = approved.authorized().summary();
     Ok(Unlocked {
         approved,
         credential,
         scrubber,
+        summary,
     })
 }
 
