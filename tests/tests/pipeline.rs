@@ -215,6 +215,11 @@ impl Harness {
     }
 }
 
+/// The arguments of a `get_build` call inside the session's scope.
+fn build_args() -> Value {
+    json!({"project_id": "proj_1", "build_id": "build_1"})
+}
+
 fn deploy_args() -> Value {
     json!({"project_id": "proj_1", "build_id": "build_7", "reason": "ship the fix for ticket 42"})
 }
@@ -222,12 +227,7 @@ fn deploy_args() -> Value {
 #[tokio::test]
 async fn an_observe_call_completes_and_is_audited_with_its_receipt() {
     let h = harness();
-    let result = h
-        .call(
-            "get_build",
-            json!({"project_id": "proj_1", "build_id": "build_1"}),
-        )
-        .await;
+    let result = h.call("get_build", build_args()).await;
     assert_eq!(result.status, Status::Completed, "{}", result.to_json());
     assert_eq!(
         result.data,
@@ -255,12 +255,7 @@ async fn an_observe_call_completes_and_is_audited_with_its_receipt() {
 #[tokio::test]
 async fn an_observe_call_commits_once_after_its_response() {
     let h = harness();
-    let result = h
-        .call(
-            "get_build",
-            json!({"project_id": "proj_1", "build_id": "build_1"}),
-        )
-        .await;
+    let result = h.call("get_build", build_args()).await;
     assert_eq!(result.status, Status::Completed, "{}", result.to_json());
     // Nothing was written before the request left: no attempt row at dispatch time.
     let seen = h.channel.seen_intents();
@@ -649,10 +644,9 @@ async fn a_read_whose_record_cannot_be_written_is_withheld_and_the_next_is_not_s
         .vault(MemoryVault::new())
         .build()
         .expect("builds");
-    let read = || json!({"project_id": "proj_1", "build_id": "build_1"});
     let blocker = rusqlite::Connection::open(&path).expect("open");
     blocker.execute_batch("BEGIN EXCLUSIVE").expect("lock");
-    let first = executor.call("get_build", read(), &session()).await;
+    let first = executor.call("get_build", build_args(), &session()).await;
     assert_eq!(
         channel.dispatches(),
         1,
@@ -661,7 +655,7 @@ async fn a_read_whose_record_cannot_be_written_is_withheld_and_the_next_is_not_s
     assert_eq!(first.status, Status::Rejected, "{}", first.to_json());
     assert_eq!(first.code, Some(RefusalCode::JournalUnavailable.into()));
     assert_eq!(first.data, None, "the unaudited answer is withheld");
-    let second = executor.call("get_build", read(), &session()).await;
+    let second = executor.call("get_build", build_args(), &session()).await;
     assert_eq!(second.code, Some(RefusalCode::JournalUnavailable.into()));
     assert_eq!(
         channel.dispatches(),
@@ -669,9 +663,9 @@ async fn a_read_whose_record_cannot_be_written_is_withheld_and_the_next_is_not_s
         "a known-unwritable journal refuses the read unsent"
     );
     blocker.execute_batch("ROLLBACK").expect("unlock");
-    let third = executor.call("get_build", read(), &session()).await;
+    let third = executor.call("get_build", build_args(), &session()).await;
     assert_eq!(third.status, Status::Completed, "{}", third.to_json());
-    let fourth = executor.call("get_build", read(), &session()).await;
+    let fourth = executor.call("get_build", build_args(), &session()).await;
     assert_eq!(fourth.status, Status::Completed, "{}", fourth.to_json());
     let phases: Vec<String> = channel
         .seen_intents()

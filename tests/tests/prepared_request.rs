@@ -142,6 +142,19 @@ async fn rig(
     }
 }
 
+impl Rig {
+    /// Posts note `n1` with `text` through the executor.
+    async fn post(&self, text: &str) -> sallyport_core::ActionResult {
+        self.executor
+            .call(
+                "post_note",
+                json!({"note_id": "n1", "text": text}),
+                &session(),
+            )
+            .await
+    }
+}
+
 fn session() -> Session {
     Session::new("s1")
 }
@@ -166,14 +179,7 @@ async fn a_hand_written_builder_runs_once_and_every_resend_carries_the_approved_
         }
     })
     .await;
-    let result = r
-        .executor
-        .call(
-            "post_note",
-            json!({"note_id": "n1", "text": "hello"}),
-            &session(),
-        )
-        .await;
+    let result = r.post("hello").await;
     assert_eq!(result.status, Status::Completed, "{}", result.to_json());
     assert_eq!(
         r.upstream.requests(),
@@ -201,14 +207,7 @@ async fn a_hand_written_builder_runs_once_and_every_resend_carries_the_approved_
 #[tokio::test]
 async fn the_human_and_the_audit_record_see_the_real_host() {
     let r = rig(|_| Reply::Json(201, json!({"note_id": "n1"}))).await;
-    let result = r
-        .executor
-        .call(
-            "post_note",
-            json!({"note_id": "n1", "text": "hello"}),
-            &session(),
-        )
-        .await;
+    let result = r.post("hello").await;
     assert_eq!(result.status, Status::Completed, "{}", result.to_json());
     let expected = format!(
         "POST {}/v1/notes body: {{\"note_id\":\"n1\",\"text\":\"hello\"}}",
@@ -228,14 +227,7 @@ async fn the_intent_fingerprints_the_prepared_request() {
     let r = rig(|_| Reply::Json(201, json!({"note_id": "n1"}))).await;
     let mut prints = Vec::new();
     for text in ["hello", "hello", "bye"] {
-        let result = r
-            .executor
-            .call(
-                "post_note",
-                json!({"note_id": "n1", "text": text}),
-                &session(),
-            )
-            .await;
+        let result = r.post(text).await;
         assert_eq!(result.status, Status::Completed, "{}", result.to_json());
         prints.push(fingerprint(&r.journal, result.attempt_id.as_str()));
     }
@@ -279,14 +271,7 @@ async fn preflight_prepares_the_request_and_never_touches_the_journal() {
     );
     assert_eq!(r.upstream.requests(), 0);
     // A real call does use it (so the counter counts).
-    let result = r
-        .executor
-        .call(
-            "post_note",
-            json!({"note_id": "n1", "text": "hello"}),
-            &session(),
-        )
-        .await;
+    let result = r.post("hello").await;
     assert_eq!(result.status, Status::Completed, "{}", result.to_json());
     assert!(r.calls.load(Ordering::SeqCst) >= 2);
 }

@@ -226,32 +226,17 @@ impl ChainCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{AttemptId, ReceiptId, Status};
+    use crate::ids::{AttemptId, Status};
     use crate::journal::signing::HeadSigningKey;
     use crate::journal::{BreakKind, Phase};
 
     fn event(attempt: &str, phase: Phase, status: Status) -> AuditEvent {
-        AuditEvent {
-            receipt_id: ReceiptId::generate(),
-            attempt_id: AttemptId::from_stored(attempt),
-            at: "2026-01-01T00:00:00Z".to_owned(),
-            session_id: "s".to_owned(),
-            action: "get_item".to_owned(),
-            definition_hash: None,
-            phase,
-            status,
-            origin: None,
-            code: None,
-            reason: None,
-            objects: Vec::new(),
-            note: None,
-            request: None,
-            consent: None,
-            divergences: Vec::new(),
-            drift_decision: None,
-            dispatches: 1,
-            upstream_status: None,
-        }
+        let mut event = AuditEvent::for_bench(&crate::journal::Intent::for_bench(false));
+        event.attempt_id = AttemptId::from_stored(attempt);
+        event.at = "2026-01-01T00:00:00Z".to_owned();
+        event.phase = phase;
+        event.status = status;
+        event
     }
 
     /// A correctly linked chain of `n` finished, completed records for `att_1`…`att_n`.

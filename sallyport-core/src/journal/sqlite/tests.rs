@@ -3,32 +3,11 @@
 use rusqlite::Connection;
 
 use super::*;
-use crate::Status;
-use crate::clock::now;
-use crate::journal::{Phase, ReceiptId};
 
 fn event(attempt: &AttemptId) -> AuditEvent {
-    AuditEvent {
-        receipt_id: ReceiptId::generate(),
-        attempt_id: attempt.clone(),
-        at: now(),
-        session_id: "s".to_owned(),
-        action: "bench".to_owned(),
-        definition_hash: None,
-        phase: Phase::Finished,
-        status: Status::Completed,
-        origin: None,
-        code: None,
-        reason: None,
-        objects: Vec::new(),
-        note: None,
-        request: None,
-        consent: None,
-        divergences: Vec::new(),
-        drift_decision: None,
-        dispatches: 1,
-        upstream_status: None,
-    }
+    let mut event = AuditEvent::for_bench(&Intent::for_bench(false));
+    event.attempt_id = attempt.clone();
+    event
 }
 
 /// Runs `ops` as one batch on the journal's connection, as a combining task would.
