@@ -24,9 +24,11 @@
 //! the consent decision, the intent). The request a channel prepares at stage 4 is the one
 //! the human approves at stage 8 and the one sent at stage 10.
 
+mod approvals;
 mod builder;
 mod cancel;
 mod pipeline;
+mod resume;
 mod typed;
 
 pub mod authorize;
@@ -118,6 +120,8 @@ pub(crate) struct Inner {
     /// The last journal write failed: observe calls write their attempt before sending
     /// until a write succeeds again, so a known-unwritable journal refuses reads unsent.
     pub(crate) journal_unwritable: std::sync::atomic::AtomicBool,
+    /// Deferred consent: modes, expiry, lease, this instance's name.
+    pub(crate) approvals: approvals::Settings,
 }
 
 impl Inner {

@@ -125,6 +125,7 @@ impl CallRecord {
             drift_decision: None,
             dispatches,
             upstream_status: None,
+            approval: None,
         }
     }
 }
