@@ -396,14 +396,18 @@ pub async fn parked_approvals_read_back_list_newest_first_and_filter(journal: Ar
             .expect("read"),
         None
     );
-    let ids = |list: Vec<Approval>| list.into_iter().map(|a| a.approval_id).collect::<Vec<_>>();
+    let ids = |list: Vec<Approval>| {
+        list.into_iter()
+            .map(|a| a.approval_id.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
     let all = j.approvals(&ApprovalFilter::all()).await.expect("list");
     assert_eq!(
         ids(all),
         [
-            newest.approval_id.clone(),
-            middle.approval_id.clone(),
-            oldest.approval_id.clone()
+            newest.approval_id.as_str(),
+            middle.approval_id.as_str(),
+            oldest.approval_id.as_str()
         ]
     );
     let session = j
@@ -412,7 +416,7 @@ pub async fn parked_approvals_read_back_list_newest_first_and_filter(journal: Ar
         .expect("list");
     assert_eq!(
         ids(session),
-        [newest.approval_id.clone(), oldest.approval_id.clone()]
+        [newest.approval_id.as_str(), oldest.approval_id.as_str()]
     );
     let by_print = j
         .approvals(&ApprovalFilter::all().fingerprint(fb.clone()))
@@ -420,25 +424,25 @@ pub async fn parked_approvals_read_back_list_newest_first_and_filter(journal: Ar
         .expect("list");
     assert_eq!(
         ids(by_print),
-        [newest.approval_id.clone(), middle.approval_id.clone()]
+        [newest.approval_id.as_str(), middle.approval_id.as_str()]
     );
     let both = j
         .approvals(&ApprovalFilter::all().session("ses_two").fingerprint(fb))
         .await
         .expect("list");
-    assert_eq!(ids(both), [middle.approval_id.clone()]);
+    assert_eq!(ids(both), [middle.approval_id.as_str()]);
     let first = j
         .approvals(&ApprovalFilter::all().limit(1))
         .await
         .expect("list");
-    assert_eq!(ids(first), [newest.approval_id.clone()]);
+    assert_eq!(ids(first), [newest.approval_id.as_str()]);
 
     applied(decide_raw(j, &middle, Verdict::Deny).await, "deny middle");
     let denied = j
         .approvals(&ApprovalFilter::states([ApprovalState::Denied]))
         .await
         .expect("list");
-    assert_eq!(ids(denied), [middle.approval_id.clone()]);
+    assert_eq!(ids(denied), [middle.approval_id.as_str()]);
     let open = j
         .approvals(&ApprovalFilter::states([
             ApprovalState::Awaiting,
@@ -448,7 +452,7 @@ pub async fn parked_approvals_read_back_list_newest_first_and_filter(journal: Ar
         .expect("list");
     assert_eq!(
         ids(open),
-        [newest.approval_id.clone(), oldest.approval_id.clone()]
+        [newest.approval_id.as_str(), oldest.approval_id.as_str()]
     );
     let none = j
         .approvals(&ApprovalFilter::states([ApprovalState::Finished]))
