@@ -186,7 +186,7 @@ impl Executor {
         let ended = pipeline::run(&self.inner, &mut guard, session, arguments).await;
         guard.disarm();
         match ended {
-            pipeline::Ended::Answer(result) => result,
+            pipeline::Ended::Answer(result) => *result,
             // Approved at once by the consent provider: carried out here, unless another
             // executor claimed it first (then the answer is where it stands).
             pipeline::Ended::ApprovedNow(id, parked) => match self.resume_approval(&id).await {
