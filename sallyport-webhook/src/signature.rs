@@ -154,7 +154,7 @@ mod tests {
         assert!(!parsed.verifies(b"secret-one", b"body "));
         let moved = SignatureHeader {
             t: parsed.t + 1,
-            ..parsed.clone()
+            ..parsed
         };
         assert!(!moved.verifies(b"secret-one", b"body"));
     }

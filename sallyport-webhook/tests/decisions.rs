@@ -1,0 +1,729 @@
+//! The webhook receiver served on 127.0.0.1:0 with `axum::serve`, driven by a real HTTP
+//! client, deciding approvals in a real SQLite journal file with the shared secret in a real
+//! vault. Every refusal is checked to leave the stored approval and the journal's record
+//! count exactly as they were.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sallyport_core::approval::{Approval, ApprovalFilter, ApprovalId, ApprovalState, Verdict};
+use sallyport_core::journal::{AuditEvent, SqliteJournal};
+use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
+use sallyport_core::{Action, Catalog, Executor, Session};
+use sallyport_http::HttpChannel;
+use sallyport_tests::http_server::{Reply, Upstream};
+use sallyport_webhook::{SIGNATURE_HEADER, WebhookReceiver, sign};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+const CREDENTIAL: &str = "approvals-webhook";
+const SECRET: &str = "whsec-7Qm2-shared-with-the-bot";
+const WRONG_SECRET: &str = "whsec-not-the-one-in-the-vault";
+
+/// Queue one build for the preview environment.
+#[derive(Action, Deserialize, Serialize, JsonSchema)]
+#[action(name = "create_deployment", effect = external_commitment, retry = idempotency_key)]
+#[http(post = "/v1/projects/{project_id}/deployments", status(202) = pending, result = Resource)]
+struct CreateDeployment {
+    #[scope(project)]
+    project_id: String,
+    build_id: String,
+    /// Why.
+    #[audit_note]
+    reason: Option<String>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct Resource {
+    id: String,
+    state: String,
+}
+
+struct Rig {
+    upstream: Upstream,
+    executor: Executor,
+    vault: Arc<MemoryVault>,
+    url: String,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+/// What a delivery got back.
+struct Answer {
+    status: u16,
+    cache_control: Option<String>,
+    text: String,
+    json: Value,
+}
+
+async fn rig() -> Rig {
+    let upstream =
+        Upstream::start(|_| Reply::Json(202, json!({"id": "dep_2388", "state": "queued"}))).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let vault = Arc::new(MemoryVault::new());
+    vault.set(
+        CredentialMeta::new(
+            CREDENTIAL,
+            CredentialKind::Bearer,
+            Binding::url("https://chatops.example.com"),
+        ),
+        Secret::new(SECRET),
+    );
+    let channel = HttpChannel::builder()
+        .base_url(upstream.url())
+        .build()
+        .expect("channel");
+    let client = channel.client(Duration::from_secs(5)).expect("client");
+    let catalog = Catalog::builder()
+        .action::<CreateDeployment>()
+        .build()
+        .expect("catalog");
+    let executor = Executor::builder(catalog)
+        .journal(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"))
+        .vault_arc(vault.clone())
+        .channel(channel)
+        .consent_mode(sallyport_core::approval::ConsentMode::Deferred)
+        .build()
+        .expect("executor");
+    let receiver = WebhookReceiver::builder(executor.clone())
+        .secret_credential(CREDENTIAL)
+        .build()
+        .expect("receiver");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = receiver.router();
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    Rig {
+        upstream,
+        executor,
+        vault,
+        url: format!("http://{addr}{}", sallyport_webhook::DEFAULT_PATH),
+        client,
+        _dir: dir,
+    }
+}
+
+fn now() -> u64 {
+    sallyport_core::approval::now_ms() / 1000
+}
+
+fn body(id: &str, decision: &str, by: &str, reason: Option<&str>) -> Vec<u8> {
+    let mut v = json!({"approval_id": id, "decision": decision, "decided_by": by});
+    if let Some(r) = reason {
+        v["reason"] = json!(r);
+    }
+    serde_json::to_vec(&v).expect("json")
+}
+
+impl Rig {
+    /// Posts `body` with `signature` as the `Sallyport-Signature` header (none if `None`).
+    async fn post(&self, body: Vec<u8>, signature: Option<String>) -> Answer {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(s) = signature {
+            request = request.header(SIGNATURE_HEADER, s);
+        }
+        let response = request.send().await.expect("send");
+        let status = response.status().as_u16();
+        let cache_control = response
+            .headers()
+            .get("cache-control")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let text = response.text().await.expect("text");
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Answer {
+            status,
+            cache_control,
+            text,
+            json,
+        }
+    }
+
+    /// Posts `body` signed now with the vault's secret.
+    async fn deliver(&self, body: Vec<u8>) -> Answer {
+        let signature = sign(SECRET.as_bytes(), now(), &body);
+        self.post(body, Some(signature)).await
+    }
+
+    /// Parks an approval straight in the journal, for an action this executor does not
+    /// hold (so deciding it records the decision and runs nothing).
+    async fn park(&self) -> ApprovalId {
+        let id = ApprovalId::generate();
+        let attempt = sallyport_core::journal::AttemptId::generate();
+        let created = sallyport_core::approval::now_ms();
+        let expires = created + 3_600_000;
+        let session = Session::new("s-webhook").allow("ticket", ["T-17"]);
+        let approval: Approval = serde_json::from_value(json!({
+            "approval_id": id,
+            "attempt_id": attempt,
+            "action": "close_ticket",
+            "summary": "Close one support ticket.",
+            "effect": "external_commitment",
+            "externality": "external",
+            "rule": "per_call",
+            "session": session,
+            "objects": [{"kind": "ticket", "field": "ticket_id", "value": "T-17"}],
+            "note": "the customer confirmed the fix",
+            "request": "POST https://tickets.example.com/v1/tickets/T-17/close",
+            "fingerprint": "ab".repeat(32),
+            "definition_hash": "cd".repeat(32),
+            "definition_status": "no definition guard configured",
+            "arguments": {"ticket_id": "T-17"},
+            "created_at_ms": created,
+            "expires_at_ms": expires,
+            "state": "awaiting",
+        }))
+        .expect("approval");
+        let event: AuditEvent = serde_json::from_value(json!({
+            "receipt_id": sallyport_core::journal::ReceiptId::generate(),
+            "attempt_id": attempt,
+            "at": sallyport_core::approval::rfc3339(created),
+            "session_id": "s-webhook",
+            "action": "close_ticket",
+            "definition_hash": "cd".repeat(32),
+            "phase": "deferred",
+            "status": "pending",
+            "origin": "executor",
+            "objects": [{"kind": "ticket", "field": "ticket_id", "value": "T-17"}],
+            "note": "the customer confirmed the fix",
+            "request": "POST https://tickets.example.com/v1/tickets/T-17/close",
+            "dispatches": 0,
+            "approval": {
+                "approval_id": id,
+                "step": "requested",
+                "expires_at": sallyport_core::approval::rfc3339(expires),
+            },
+        }))
+        .expect("event");
+        self.executor
+            .journal()
+            .park_approval(&approval, event)
+            .await
+            .expect("park");
+        id
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Approval {
+        self.executor
+            .journal()
+            .approval(id)
+            .await
+            .expect("read")
+            .expect("stored")
+    }
+
+    async fn record_count(&self) -> usize {
+        self.executor
+            .journal()
+            .records()
+            .await
+            .expect("records")
+            .len()
+    }
+
+    async fn snapshot(&self, id: &ApprovalId) -> (Approval, usize) {
+        (self.approval(id).await, self.record_count().await)
+    }
+
+    /// `answer` is the refusal `status`/`code`, and nothing stored changed.
+    async fn assert_refused(
+        &self,
+        answer: &Answer,
+        status: u16,
+        code: &str,
+        id: &ApprovalId,
+        before: &(Approval, usize),
+    ) {
+        assert_eq!(answer.status, status, "{}", answer.text);
+        assert_eq!(answer.json["error"], code, "{}", answer.text);
+        assert!(
+            answer.json["reason"]
+                .as_str()
+                .is_some_and(|r| !r.is_empty()),
+            "{}",
+            answer.text
+        );
+        assert_eq!(
+            answer.json.as_object().map(|o| o.len()),
+            Some(2),
+            "{}",
+            answer.text
+        );
+        assert_eq!(answer.cache_control.as_deref(), Some("no-store"));
+        assert_no_secret(&answer.text);
+        assert_eq!(
+            &self.snapshot(id).await,
+            before,
+            "a refusal changed the store"
+        );
+        assert_eq!(self.upstream.requests(), 0);
+    }
+}
+
+fn assert_no_secret(text: &str) {
+    for secret in [SECRET, WRONG_SECRET] {
+        assert!(!text.contains(secret), "secret in {text}");
+        assert!(!text.contains(&hex(secret)), "secret (hex) in {text}");
+    }
+    assert!(!text.contains("v1="), "signature echoed in {text}");
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The `v1` hex of a header value.
+fn v1_of(header: &str) -> &str {
+    header.split_once(",v1=").expect("v1").1
+}
+
+#[tokio::test]
+async fn a_signed_approval_is_recorded_with_the_decider_and_the_webhook_channel() {
+    let rig = rig().await;
+    let id = rig.park().await;
+    let records = rig.record_count().await;
+    let answer = rig
+        .deliver(body(id.as_str(), "approve", "alice@example.com", None))
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(
+        answer.json,
+        json!({"approval_id": id.as_str(), "state": "approved", "recorded": true})
+    );
+    assert_eq!(answer.cache_control.as_deref(), Some("no-store"));
+    assert_no_secret(&answer.text);
+
+    let stored = rig.approval(&id).await;
+    assert_eq!(stored.state, ApprovalState::Approved);
+    let decision = stored.decision.expect("decision");
+    assert_eq!(decision.verdict, Verdict::Approve);
+    assert_eq!(decision.decider.by, "alice@example.com");
+    assert_eq!(decision.decider.channel, "webhook");
+    assert_eq!(decision.reason, None);
+
+    let all = rig.executor.journal().records().await.expect("records");
+    assert_eq!(all.len(), records + 1);
+    let note = all
+        .last()
+        .and_then(|r| r.event.approval.clone())
+        .expect("the decision's record names the approval");
+    let note = serde_json::to_value(note).expect("note");
+    assert_eq!(note["approval_id"], id.as_str());
+    assert_eq!(note["step"], "approved");
+    assert_eq!(note["by"], "alice@example.com");
+    assert_eq!(note["channel"], "webhook");
+    assert!(
+        rig.executor
+            .journal()
+            .verify()
+            .await
+            .expect("verify")
+            .is_intact()
+    );
+}
+
+#[tokio::test]
+async fn a_signed_denial_records_the_reason_and_a_later_approval_is_not_recorded() {
+    let rig = rig().await;
+    let id = rig.park().await;
+    let answer = rig
+        .deliver(body(
+            id.as_str(),
+            "deny",
+            "bob",
+            Some("not during the freeze"),
+        ))
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(
+        answer.json,
+        json!({"approval_id": id.as_str(), "state": "denied", "recorded": true})
+    );
+    let stored = rig.approval(&id).await;
+    assert_eq!(stored.state, ApprovalState::Denied);
+    let decision = stored.decision.clone().expect("decision");
+    assert_eq!(decision.verdict, Verdict::Deny);
+    assert_eq!(decision.decider.by, "bob");
+    assert_eq!(decision.reason.as_deref(), Some("not during the freeze"));
+    let last = rig.executor.journal().records().await.expect("records");
+    let event = &last.last().expect("record").event;
+    assert_eq!(event.reason.as_deref(), Some("not during the freeze"));
+
+    // Someone else approves afterwards: answered, not recorded, nothing changes.
+    let records = rig.record_count().await;
+    let late = rig
+        .deliver(body(id.as_str(), "approve", "carol", None))
+        .await;
+    assert_eq!(late.status, 200, "{}", late.text);
+    assert_eq!(
+        late.json,
+        json!({"approval_id": id.as_str(), "state": "denied", "recorded": false})
+    );
+    assert_eq!(rig.approval(&id).await, stored);
+    assert_eq!(rig.record_count().await, records);
+}
+
+#[tokio::test]
+async fn a_bad_signature_or_the_wrong_secret_is_refused_and_changes_nothing() {
+    let rig = rig().await;
+    let id = rig.park().await;
+    let before = rig.snapshot(&id).await;
+    let payload = body(id.as_str(), "approve", "mallory", None);
+
+    let forged = format!("t={},v1={}", now(), "0f".repeat(32));
+    let answer = rig.post(payload.clone(), Some(forged)).await;
+    rig.assert_refused(&answer, 401, "bad_signature", &id, &before)
+        .await;
+
+    let wrong = sign(WRONG_SECRET.as_bytes(), now(), &payload);
+    let answer = rig.post(payload.clone(), Some(wrong.clone())).await;
+    rig.assert_refused(&answer, 401, "bad_signature", &id, &before)
+        .await;
+    assert!(!answer.text.contains(v1_of(&wrong)));
+
+    // A signature made for another timestamp, moved to this one.
+    let t = now();
+    let other = sign(SECRET.as_bytes(), t - 1, &payload);
+    let moved = format!("t={t},v1={}", v1_of(&other));
+    let answer = rig.post(payload, Some(moved)).await;
+    rig.assert_refused(&answer, 401, "bad_signature", &id, &before)
+        .await;
+}
+
+#[tokio::test]
+async fn stale_and_future_timestamps_are_refused_before_the_signature_is_checked() {
+    let rig = rig().await;
+    let id = rig.park().await;
+    let before = rig.snapshot(&id).await;
+    let payload = body(id.as_str(), "approve", "alice", None);
+    for t in [now() - 301, now() + 301, 0, u64::MAX / 2] {
+        let signed = sign(SECRET.as_bytes(), t, &payload);
+        let answer = rig.post(payload.clone(), Some(signed)).await;
+        rig.assert_refused(&answer, 401, "stale_timestamp", &id, &before)
+            .await;
+    }
+    // Inside the window either way is accepted (a sender's clock a little off).
+    let signed = sign(SECRET.as_bytes(), now() + 200, &payload);
+    let answer = rig.post(payload, Some(signed)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["recorded"], true);
+}
+
+#[tokio::test]
+async fn a_replayed_delivery_is_refused_even_after_it_was_decided() {
+    let rig = rig().await;
+    let id = rig.park().await;
+    let payload = body(id.as_str(), "deny", "bob", Some("no"));
+    let signed = sign(SECRET.as_bytes(), now(), &payload);
+    let first = rig.post(payload.clone(), Some(signed.clone())).await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert_eq!(first.json["recorded"], true);
+
+    let after = rig.snapshot(&id).await;
+    let again = rig.post(payload, Some(signed)).await;
+    rig.assert_refused(&again, 409, "replayed", &id, &after)
+        .await;
+}
+
+#[tokio::test]
+async fn a_body_changed_after_signing_fails_the_signature() {
+    let rig = rig().await;
+    let id = rig.park().await;
+    let before = rig.snapshot(&id).await;
+    let signed_body = body(id.as_str(), "deny", "bob", Some("too risky"));
+    let signature = sign(SECRET.as_bytes(), now(), &signed_body);
+
+    // The decision flipped.
+    let flipped = body(id.as_str(), "approve", "bob", Some("too risky"));
+    let answer = rig.post(flipped, Some(signature.clone())).await;
+    rig.assert_refused(&answer, 401, "bad_signature", &id, &before)
+        .await;
+
+    // The same JSON value, re-serialized with other whitespace: the bytes are what is signed.
+    let value: Value = serde_json::from_slice(&signed_body).expect("json");
+    let pretty = serde_json::to_vec_pretty(&value).expect("pretty");
+    assert_ne!(pretty, signed_body);
+    let answer = rig.post(pretty, Some(signature.clone())).await;
+    rig.assert_refused(&answer, 401, "bad_signature", &id, &before)
+        .await;
+
+    // The untouched body with that signature still goes through: the refusals above were
+    // the alterations, not the signature.
+    let answer = rig.post(signed_body, Some(signature)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["state"], "denied");
+}
+
+#[tokio::test]
+async fn an_unknown_approval_is_404_and_appends_nothing() {
+    let rig = rig().await;
+    let id = rig.park().await;
+    let before = rig.snapshot(&id).await;
+    for unknown in [
+        ApprovalId::generate().as_str().to_owned(),
+        "apr_ with space".to_owned(),
+        "x".repeat(129),
+    ] {
+        let answer = rig.deliver(body(&unknown, "approve", "alice", None)).await;
+        rig.assert_refused(&answer, 404, "unknown_approval", &id, &before)
+            .await;
+        assert!(!answer.text.contains(&unknown), "{}", answer.text);
+    }
+}
+
+#[tokio::test]
+async fn a_locked_vault_or_a_missing_secret_is_503_and_the_same_delivery_works_later() {
+    let rig = rig().await;
+    let id = rig.park().await;
+    let before = rig.snapshot(&id).await;
+    let payload = body(id.as_str(), "approve", "alice", None);
+    let signed = sign(SECRET.as_bytes(), now(), &payload);
+
+    rig.vault.lock();
+    let answer = rig.post(payload.clone(), Some(signed.clone())).await;
+    rig.assert_refused(&answer, 503, "vault_locked", &id, &before)
+        .await;
+    rig.vault.unlock();
+
+    assert!(rig.vault.remove(CREDENTIAL));
+    let answer = rig.post(payload.clone(), Some(signed.clone())).await;
+    rig.assert_refused(&answer, 503, "secret_unavailable", &id, &before)
+        .await;
+    assert!(!answer.text.contains(CREDENTIAL), "{}", answer.text);
+
+    // Too short to authenticate anything.
+    rig.vault.set(
+        CredentialMeta::new(
+            CREDENTIAL,
+            CredentialKind::Bearer,
+            Binding::url("https://chatops.example.com"),
+        ),
+        Secret::new("short"),
+    );
+    let short = sign(b"short", now(), &payload);
+    let answer = rig.post(payload.clone(), Some(short)).await;
+    rig.assert_refused(&answer, 503, "secret_unavailable", &id, &before)
+        .await;
+
+    // Back in the vault: the very delivery refused above is heard now.
+    rig.vault.set(
+        CredentialMeta::new(
+            CREDENTIAL,
+            CredentialKind::Bearer,
+            Binding::url("https://chatops.example.com"),
+        ),
+        Secret::new(SECRET),
+    );
+    let answer = rig.post(payload, Some(signed)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["recorded"], true);
+}
+
+#[tokio::test]
+async fn a_rotated_secret_applies_to_the_next_delivery() {
+    let rig = rig().await;
+    let id = rig.park().await;
+    let before = rig.snapshot(&id).await;
+    let rotated = "whsec-rotated-9d8c7b6a5f4e";
+    rig.vault.set(
+        CredentialMeta::new(
+            CREDENTIAL,
+            CredentialKind::Bearer,
+            Binding::url("https://chatops.example.com"),
+        ),
+        Secret::new(rotated),
+    );
+    let payload = body(id.as_str(), "approve", "alice", None);
+    let old = sign(SECRET.as_bytes(), now(), &payload);
+    let answer = rig.post(payload.clone(), Some(old)).await;
+    rig.assert_refused(&answer, 401, "bad_signature", &id, &before)
+        .await;
+    let new = sign(rotated.as_bytes(), now(), &payload);
+    let answer = rig.post(payload, Some(new)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert!(!answer.text.contains(rotated));
+    assert_eq!(answer.json["recorded"], true);
+}
+
+#[tokio::test]
+async fn missing_and_malformed_headers_and_bodies_are_400_and_oversized_bodies_413() {
+    let rig = rig().await;
+    let id = rig.park().await;
+    let before = rig.snapshot(&id).await;
+    let payload = body(id.as_str(), "approve", "alice", None);
+
+    let answer = rig.post(payload.clone(), None).await;
+    rig.assert_refused(&answer, 400, "missing_signature", &id, &before)
+        .await;
+    let t = now();
+    let good = sign(SECRET.as_bytes(), t, &payload);
+    for malformed in [
+        format!("v1={}", v1_of(&good)),
+        format!("t={t}"),
+        format!("t={t},v1={}", &v1_of(&good)[..63]),
+        format!("t={t};v1={}", v1_of(&good)),
+        "garbage".to_owned(),
+    ] {
+        let answer = rig.post(payload.clone(), Some(malformed)).await;
+        rig.assert_refused(&answer, 400, "malformed_signature", &id, &before)
+            .await;
+    }
+
+    // Signed, but not a decision.
+    for bad_body in [
+        b"not json".to_vec(),
+        b"[]".to_vec(),
+        body(id.as_str(), "maybe", "alice", None),
+        body(id.as_str(), "approve", "", None),
+        body(id.as_str(), "approve", "\u{1b}\u{7}", None),
+        serde_json::to_vec(&json!({"approval_id": id.as_str(), "decision": "approve"}))
+            .expect("json"),
+        serde_json::to_vec(&json!({
+            "approval_id": id.as_str(), "decision": "approve", "decided_by": "a", "extra": 1
+        }))
+        .expect("json"),
+    ] {
+        let answer = rig.deliver(bad_body).await;
+        rig.assert_refused(&answer, 400, "invalid_body", &id, &before)
+            .await;
+    }
+
+    let huge = vec![b' '; sallyport_webhook::DEFAULT_MAX_BODY_BYTES + 1];
+    let answer = rig.deliver(huge).await;
+    rig.assert_refused(&answer, 413, "body_too_large", &id, &before)
+        .await;
+
+    // Only POST is routed; the answer is still not cacheable.
+    let get = rig.client.get(&rig.url).send().await.expect("get");
+    assert_eq!(get.status().as_u16(), 405);
+    assert_eq!(
+        get.headers()
+            .get("cache-control")
+            .and_then(|v| v.to_str().ok()),
+        Some("no-store")
+    );
+    assert_eq!(rig.snapshot(&id).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_deliveries_for_one_approval_record_exactly_one() {
+    let rig = Arc::new(rig().await);
+    let id = rig.park().await;
+    let records = rig.record_count().await;
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let rig = Arc::clone(&rig);
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let decision = if i % 2 == 0 { "approve" } else { "deny" };
+            rig.deliver(body(id.as_str(), decision, &format!("bot-{i}"), None))
+                .await
+        }));
+    }
+    let mut recorded = Vec::new();
+    for task in tasks {
+        let answer = task.await.expect("join");
+        assert_eq!(answer.status, 200, "{}", answer.text);
+        if answer.json["recorded"] == true {
+            recorded.push(answer.json["state"].clone());
+        } else {
+            assert_eq!(answer.json["recorded"], false, "{}", answer.text);
+        }
+    }
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    let stored = rig.approval(&id).await;
+    assert_eq!(Value::from(stored.state.as_str()), recorded[0]);
+    assert_eq!(rig.record_count().await, records + 1);
+    assert_eq!(rig.upstream.requests(), 0);
+}
+
+/// The approval the executor parked for the one deferred call made in `rig`.
+async fn parked(rig: &Rig) -> ApprovalId {
+    let all = rig
+        .executor
+        .journal()
+        .approvals(&ApprovalFilter::all())
+        .await
+        .expect("approvals");
+    assert_eq!(all.len(), 1);
+    all[0].approval_id.clone()
+}
+
+async fn deferred_call(rig: &Rig) -> ApprovalId {
+    let session = Session::new("chat-1").allow("project", ["proj_42"]);
+    let result = rig
+        .executor
+        .call(
+            "create_deployment",
+            json!({"project_id": "proj_42", "build_id": "build_7", "reason": "ship the fix"}),
+            &session,
+        )
+        .await;
+    let json: Value = serde_json::from_str(&result.to_json()).expect("result json");
+    assert_eq!(json["status"], "pending", "{json}");
+    assert_eq!(json["code"], "awaiting_approval", "{json}");
+    assert_eq!(rig.upstream.requests(), 0);
+    parked(rig).await
+}
+
+#[tokio::test]
+async fn an_approved_deferred_call_is_executed_once_and_a_second_approval_sends_nothing() {
+    let rig = rig().await;
+    let id = deferred_call(&rig).await;
+    let answer = rig
+        .deliver(body(id.as_str(), "approve", "alice", None))
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(
+        answer.json,
+        json!({"approval_id": id.as_str(), "state": "finished", "recorded": true})
+    );
+    assert_eq!(rig.upstream.requests(), 1);
+    let stored = rig.approval(&id).await;
+    assert_eq!(stored.state, ApprovalState::Finished);
+    let result = serde_json::to_value(stored.result.expect("result")).expect("json");
+    assert_eq!(result["status"], "pending", "{result}");
+    assert_eq!(result["data"]["id"], "dep_2388", "{result}");
+
+    let again = rig.deliver(body(id.as_str(), "approve", "bob", None)).await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(
+        again.json,
+        json!({"approval_id": id.as_str(), "state": "finished", "recorded": false})
+    );
+    assert_eq!(rig.upstream.requests(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_approvals_of_a_deferred_call_send_one_request() {
+    let rig = Arc::new(rig().await);
+    let id = deferred_call(&rig).await;
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let rig = Arc::clone(&rig);
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            rig.deliver(body(id.as_str(), "approve", &format!("bot-{i}"), None))
+                .await
+        }));
+    }
+    let mut recorded = 0;
+    for task in tasks {
+        let answer = task.await.expect("join");
+        assert_eq!(answer.status, 200, "{}", answer.text);
+        if answer.json["recorded"] == true {
+            recorded += 1;
+            assert_eq!(answer.json["state"], "finished", "{}", answer.text);
+        }
+    }
+    assert_eq!(recorded, 1);
+    assert_eq!(rig.upstream.requests(), 1);
+    assert_eq!(rig.approval(&id).await.state, ApprovalState::Finished);
+}
