@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sallyport_core::approval::{Approval, ApprovalFilter, ApprovalId, ApprovalState, Verdict};
-use sallyport_core::journal::{AuditEvent, SqliteJournal};
+use sallyport_core::approval::{Approval, ApprovalId, ApprovalState, Verdict};
+use sallyport_core::journal::SqliteJournal;
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
 use sallyport_core::{Action, Catalog, Executor, Session};
 use sallyport_http::HttpChannel;
@@ -152,62 +152,46 @@ impl Rig {
         self.post(body, Some(signature)).await
     }
 
-    /// Parks an approval straight in the journal, for an action this executor does not
-    /// hold (so deciding it records the decision and runs nothing).
+    /// Parks a real deferred call: the executor stores its approval in the journal and
+    /// answers `pending` / `awaiting_approval` without sending anything.
     async fn park(&self) -> ApprovalId {
-        let id = ApprovalId::generate();
-        let attempt = sallyport_core::journal::AttemptId::generate();
-        let created = sallyport_core::approval::now_ms();
-        let expires = created + 3_600_000;
-        let session = Session::new("s-webhook").allow("ticket", ["T-17"]);
-        let approval: Approval = serde_json::from_value(json!({
-            "approval_id": id,
-            "attempt_id": attempt,
-            "action": "close_ticket",
-            "summary": "Close one support ticket.",
-            "effect": "external_commitment",
-            "externality": "external",
-            "rule": "per_call",
-            "session": session,
-            "objects": [{"kind": "ticket", "field": "ticket_id", "value": "T-17"}],
-            "note": "the customer confirmed the fix",
-            "request": "POST https://tickets.example.com/v1/tickets/T-17/close",
-            "fingerprint": "ab".repeat(32),
-            "definition_hash": "cd".repeat(32),
-            "definition_status": "no definition guard configured",
-            "arguments": {"ticket_id": "T-17"},
-            "created_at_ms": created,
-            "expires_at_ms": expires,
-            "state": "awaiting",
-        }))
-        .expect("approval");
-        let event: AuditEvent = serde_json::from_value(json!({
-            "receipt_id": sallyport_core::journal::ReceiptId::generate(),
-            "attempt_id": attempt,
-            "at": sallyport_core::approval::rfc3339(created),
-            "session_id": "s-webhook",
-            "action": "close_ticket",
-            "definition_hash": "cd".repeat(32),
-            "phase": "deferred",
-            "status": "pending",
-            "origin": "executor",
-            "objects": [{"kind": "ticket", "field": "ticket_id", "value": "T-17"}],
-            "note": "the customer confirmed the fix",
-            "request": "POST https://tickets.example.com/v1/tickets/T-17/close",
-            "dispatches": 0,
-            "approval": {
-                "approval_id": id,
-                "step": "requested",
-                "expires_at": sallyport_core::approval::rfc3339(expires),
-            },
-        }))
-        .expect("event");
+        let session = Session::new("chat-1").allow("project", ["proj_42"]);
+        let result = self
+            .executor
+            .call(
+                "create_deployment",
+                json!({"project_id": "proj_42", "build_id": "build_7", "reason": "ship the fix"}),
+                &session,
+            )
+            .await;
+        let json: Value = serde_json::from_str(&result.to_json()).expect("result json");
+        assert_eq!(json["status"], "pending", "{json}");
+        assert_eq!(json["code"], "awaiting_approval", "{json}");
+        assert_eq!(self.upstream.requests(), 0);
+        let id = result.approval_id.expect("an approval id");
+        assert_eq!(self.approval(&id).await.state, ApprovalState::Awaiting);
+        id
+    }
+
+    /// The records of decisions (approved or denied) on `id`.
+    async fn decision_records(&self, id: &ApprovalId) -> Vec<Value> {
         self.executor
             .journal()
-            .park_approval(&approval, event)
+            .records()
             .await
-            .expect("park");
-        id
+            .expect("records")
+            .into_iter()
+            .filter_map(|r| r.event.approval.map(|note| (note, r.event.reason)))
+            .map(|(note, reason)| {
+                let mut v = serde_json::to_value(note).expect("note");
+                v["reason"] = json!(reason);
+                v
+            })
+            .filter(|v| {
+                v["approval_id"] == id.as_str()
+                    && (v["step"] == "approved" || v["step"] == "denied")
+            })
+            .collect()
     }
 
     async fn approval(&self, id: &ApprovalId) -> Approval {
@@ -285,40 +269,37 @@ fn v1_of(header: &str) -> &str {
 }
 
 #[tokio::test]
-async fn a_signed_approval_is_recorded_with_the_decider_and_the_webhook_channel() {
+async fn a_signed_approval_is_recorded_with_the_decider_and_the_call_is_sent_once() {
     let rig = rig().await;
     let id = rig.park().await;
-    let records = rig.record_count().await;
     let answer = rig
         .deliver(body(id.as_str(), "approve", "alice@example.com", None))
         .await;
     assert_eq!(answer.status, 200, "{}", answer.text);
     assert_eq!(
         answer.json,
-        json!({"approval_id": id.as_str(), "state": "approved", "recorded": true})
+        json!({"approval_id": id.as_str(), "state": "finished", "recorded": true})
     );
     assert_eq!(answer.cache_control.as_deref(), Some("no-store"));
     assert_no_secret(&answer.text);
+    assert_eq!(rig.upstream.requests(), 1);
 
     let stored = rig.approval(&id).await;
-    assert_eq!(stored.state, ApprovalState::Approved);
-    let decision = stored.decision.expect("decision");
+    assert_eq!(stored.state, ApprovalState::Finished);
+    let decision = stored.decision.clone().expect("decision");
     assert_eq!(decision.verdict, Verdict::Approve);
     assert_eq!(decision.decider.by, "alice@example.com");
     assert_eq!(decision.decider.channel, "webhook");
     assert_eq!(decision.reason, None);
+    let result = serde_json::to_value(stored.result.expect("result")).expect("json");
+    assert_eq!(result["status"], "pending", "{result}");
+    assert_eq!(result["data"]["id"], "dep_2388", "{result}");
 
-    let all = rig.executor.journal().records().await.expect("records");
-    assert_eq!(all.len(), records + 1);
-    let note = all
-        .last()
-        .and_then(|r| r.event.approval.clone())
-        .expect("the decision's record names the approval");
-    let note = serde_json::to_value(note).expect("note");
-    assert_eq!(note["approval_id"], id.as_str());
-    assert_eq!(note["step"], "approved");
-    assert_eq!(note["by"], "alice@example.com");
-    assert_eq!(note["channel"], "webhook");
+    let decisions = rig.decision_records(&id).await;
+    assert_eq!(decisions.len(), 1, "{decisions:?}");
+    assert_eq!(decisions[0]["step"], "approved");
+    assert_eq!(decisions[0]["by"], "alice@example.com");
+    assert_eq!(decisions[0]["channel"], "webhook");
     assert!(
         rig.executor
             .journal()
@@ -330,7 +311,7 @@ async fn a_signed_approval_is_recorded_with_the_decider_and_the_webhook_channel(
 }
 
 #[tokio::test]
-async fn a_signed_denial_records_the_reason_and_a_later_approval_is_not_recorded() {
+async fn a_signed_denial_records_the_reason_sends_nothing_and_a_later_approval_is_not_recorded() {
     let rig = rig().await;
     let id = rig.park().await;
     let answer = rig
@@ -351,13 +332,16 @@ async fn a_signed_denial_records_the_reason_and_a_later_approval_is_not_recorded
     let decision = stored.decision.clone().expect("decision");
     assert_eq!(decision.verdict, Verdict::Deny);
     assert_eq!(decision.decider.by, "bob");
+    assert_eq!(decision.decider.channel, "webhook");
     assert_eq!(decision.reason.as_deref(), Some("not during the freeze"));
-    let last = rig.executor.journal().records().await.expect("records");
-    let event = &last.last().expect("record").event;
-    assert_eq!(event.reason.as_deref(), Some("not during the freeze"));
+    let decisions = rig.decision_records(&id).await;
+    assert_eq!(decisions.len(), 1, "{decisions:?}");
+    assert_eq!(decisions[0]["step"], "denied");
+    assert_eq!(decisions[0]["reason"], "not during the freeze");
+    assert_eq!(rig.upstream.requests(), 0);
 
     // Someone else approves afterwards: answered, not recorded, nothing changes.
-    let records = rig.record_count().await;
+    let before = rig.snapshot(&id).await;
     let late = rig
         .deliver(body(id.as_str(), "approve", "carol", None))
         .await;
@@ -366,8 +350,8 @@ async fn a_signed_denial_records_the_reason_and_a_later_approval_is_not_recorded
         late.json,
         json!({"approval_id": id.as_str(), "state": "denied", "recorded": false})
     );
-    assert_eq!(rig.approval(&id).await, stored);
-    assert_eq!(rig.record_count().await, records);
+    assert_eq!(rig.snapshot(&id).await, before);
+    assert_eq!(rig.upstream.requests(), 0);
 }
 
 #[tokio::test]
@@ -613,10 +597,9 @@ async fn missing_and_malformed_headers_and_bodies_are_400_and_oversized_bodies_4
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn twenty_concurrent_deliveries_for_one_approval_record_exactly_one() {
+async fn twenty_concurrent_approvals_and_denials_for_one_approval_record_exactly_one() {
     let rig = Arc::new(rig().await);
     let id = rig.park().await;
-    let records = rig.record_count().await;
     let mut tasks = Vec::new();
     for i in 0..20 {
         let rig = Arc::clone(&rig);
@@ -640,71 +623,44 @@ async fn twenty_concurrent_deliveries_for_one_approval_record_exactly_one() {
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     let stored = rig.approval(&id).await;
     assert_eq!(Value::from(stored.state.as_str()), recorded[0]);
-    assert_eq!(rig.record_count().await, records + 1);
-    assert_eq!(rig.upstream.requests(), 0);
-}
-
-/// The approval the executor parked for the one deferred call made in `rig`.
-async fn parked(rig: &Rig) -> ApprovalId {
-    let all = rig
-        .executor
-        .journal()
-        .approvals(&ApprovalFilter::all())
-        .await
-        .expect("approvals");
-    assert_eq!(all.len(), 1);
-    all[0].approval_id.clone()
-}
-
-async fn deferred_call(rig: &Rig) -> ApprovalId {
-    let session = Session::new("chat-1").allow("project", ["proj_42"]);
-    let result = rig
-        .executor
-        .call(
-            "create_deployment",
-            json!({"project_id": "proj_42", "build_id": "build_7", "reason": "ship the fix"}),
-            &session,
-        )
-        .await;
-    let json: Value = serde_json::from_str(&result.to_json()).expect("result json");
-    assert_eq!(json["status"], "pending", "{json}");
-    assert_eq!(json["code"], "awaiting_approval", "{json}");
-    assert_eq!(rig.upstream.requests(), 0);
-    parked(rig).await
+    assert_eq!(rig.decision_records(&id).await.len(), 1);
+    let winner = stored.decision.expect("decision");
+    match winner.verdict {
+        Verdict::Approve => {
+            assert_eq!(stored.state, ApprovalState::Finished);
+            assert_eq!(rig.upstream.requests(), 1);
+        }
+        Verdict::Deny => {
+            assert_eq!(stored.state, ApprovalState::Denied);
+            assert_eq!(rig.upstream.requests(), 0);
+        }
+    }
 }
 
 #[tokio::test]
-async fn an_approved_deferred_call_is_executed_once_and_a_second_approval_sends_nothing() {
+async fn a_second_approval_after_the_call_ran_is_answered_and_sends_nothing() {
     let rig = rig().await;
-    let id = deferred_call(&rig).await;
+    let id = rig.park().await;
     let answer = rig
         .deliver(body(id.as_str(), "approve", "alice", None))
         .await;
-    assert_eq!(answer.status, 200, "{}", answer.text);
-    assert_eq!(
-        answer.json,
-        json!({"approval_id": id.as_str(), "state": "finished", "recorded": true})
-    );
+    assert_eq!(answer.json["recorded"], true, "{}", answer.text);
     assert_eq!(rig.upstream.requests(), 1);
-    let stored = rig.approval(&id).await;
-    assert_eq!(stored.state, ApprovalState::Finished);
-    let result = serde_json::to_value(stored.result.expect("result")).expect("json");
-    assert_eq!(result["status"], "pending", "{result}");
-    assert_eq!(result["data"]["id"], "dep_2388", "{result}");
-
+    let before = rig.snapshot(&id).await;
     let again = rig.deliver(body(id.as_str(), "approve", "bob", None)).await;
     assert_eq!(again.status, 200, "{}", again.text);
     assert_eq!(
         again.json,
         json!({"approval_id": id.as_str(), "state": "finished", "recorded": false})
     );
+    assert_eq!(rig.snapshot(&id).await, before);
     assert_eq!(rig.upstream.requests(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_concurrent_approvals_of_a_deferred_call_send_one_request() {
     let rig = Arc::new(rig().await);
-    let id = deferred_call(&rig).await;
+    let id = rig.park().await;
     let mut tasks = Vec::new();
     for i in 0..20 {
         let rig = Arc::clone(&rig);
