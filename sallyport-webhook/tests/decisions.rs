@@ -58,6 +58,17 @@ struct Answer {
 }
 
 async fn rig() -> Rig {
+    rig_with(sallyport_core::approval::DEFAULT_EXPIRY).await
+}
+
+fn catalog() -> Catalog {
+    Catalog::builder()
+        .action::<CreateDeployment>()
+        .build()
+        .expect("catalog")
+}
+
+async fn rig_with(expiry: Duration) -> Rig {
     let upstream =
         Upstream::start(|_| Reply::Json(202, json!({"id": "dep_2388", "state": "queued"}))).await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -75,15 +86,12 @@ async fn rig() -> Rig {
         .build()
         .expect("channel");
     let client = channel.client(Duration::from_secs(5)).expect("client");
-    let catalog = Catalog::builder()
-        .action::<CreateDeployment>()
-        .build()
-        .expect("catalog");
-    let executor = Executor::builder(catalog)
+    let executor = Executor::builder(catalog())
         .journal(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"))
         .vault_arc(vault.clone())
         .channel(channel)
         .consent_mode(sallyport_core::approval::ConsentMode::Deferred)
+        .approval_expiry(expiry)
         .build()
         .expect("executor");
     let receiver = WebhookReceiver::builder(executor.clone())
@@ -688,4 +696,97 @@ async fn twenty_concurrent_approvals_of_a_deferred_call_send_one_request() {
     assert_eq!(recorded, 1);
     assert_eq!(rig.upstream.requests(), 1);
     assert_eq!(rig.approval(&id).await.state, ApprovalState::Finished);
+}
+
+#[tokio::test]
+async fn a_delivery_after_the_expiry_records_the_expiry_not_the_decision_and_sends_nothing() {
+    let rig = rig_with(Duration::from_millis(200)).await;
+    let id = rig.park().await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let answer = rig
+        .deliver(body(id.as_str(), "approve", "alice", None))
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(
+        answer.json,
+        json!({"approval_id": id.as_str(), "state": "expired", "recorded": false})
+    );
+    let stored = rig.approval(&id).await;
+    assert_eq!(stored.state, ApprovalState::Expired);
+    assert_eq!(stored.decision, None);
+    assert!(rig.decision_records(&id).await.is_empty());
+    assert_eq!(rig.upstream.requests(), 0);
+}
+
+#[tokio::test]
+async fn the_builder_refuses_what_cannot_work() {
+    use sallyport_webhook::BuildError;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let upstream = Upstream::start(|_| Reply::Json(202, json!({}))).await;
+    let executor = |vault: bool| {
+        let channel = HttpChannel::builder()
+            .base_url(upstream.url())
+            .build()
+            .expect("channel");
+        let builder = Executor::builder(catalog())
+            .journal(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"))
+            .channel(channel);
+        let builder = if vault {
+            builder.vault(MemoryVault::new())
+        } else {
+            builder
+        };
+        builder.build().expect("executor")
+    };
+    let refused = |b: sallyport_webhook::WebhookReceiverBuilder| b.build().expect_err("refused");
+
+    assert!(matches!(
+        refused(WebhookReceiver::builder(executor(true))),
+        BuildError::MissingSecretCredential
+    ));
+    assert!(matches!(
+        refused(WebhookReceiver::builder(executor(false)).secret_credential(CREDENTIAL)),
+        BuildError::MissingVault
+    ));
+    assert!(matches!(
+        refused(WebhookReceiver::builder(executor(true)).secret_credential("_reserved")),
+        BuildError::InvalidSecretCredential(_)
+    ));
+    for path in ["approvals", "/approvals/{id}", "/"] {
+        assert!(matches!(
+            refused(
+                WebhookReceiver::builder(executor(true))
+                    .secret_credential(CREDENTIAL)
+                    .path(path)
+            ),
+            BuildError::InvalidPath
+        ));
+    }
+    assert!(matches!(
+        refused(
+            WebhookReceiver::builder(executor(true))
+                .secret_credential(CREDENTIAL)
+                .replay_window(Duration::from_millis(500))
+        ),
+        BuildError::InvalidReplayWindow
+    ));
+    assert!(matches!(
+        refused(
+            WebhookReceiver::builder(executor(true))
+                .secret_credential(CREDENTIAL)
+                .max_body_bytes(0)
+        ),
+        BuildError::InvalidMaxBodyBytes
+    ));
+    let receiver = WebhookReceiver::builder(executor(true))
+        .secret_credential(CREDENTIAL)
+        .path("/hooks/sallyport")
+        .build()
+        .expect("receiver");
+    assert_eq!(receiver.path(), "/hooks/sallyport");
+    let shown = format!("{receiver:?}");
+    assert!(
+        shown.contains(CREDENTIAL) && !shown.contains(SECRET),
+        "{shown}"
+    );
 }
