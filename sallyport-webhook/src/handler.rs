@@ -92,6 +92,12 @@ async fn check_and_decide(
                 "this delivery was already accepted; a new decision needs a new timestamp and signature",
             ));
         }
+        Admission::Stale => {
+            return Err(Refused::new(
+                RefusalCode::StaleTimestamp,
+                "the signed timestamp left the replay window while the delivery was checked; sign each delivery when it is sent",
+            ));
+        }
         Admission::Full => {
             return Err(Refused::new(
                 RefusalCode::TooManyDeliveries,
@@ -100,7 +106,7 @@ async fn check_and_decide(
         }
     }
 
-    let decided = match decide(shared, &body).await {
+    let decided = match parse_and_decide(shared, &body).await {
         Ok(decided) => decided,
         Err(refused) => {
             if refused.code.status().is_server_error() {
@@ -193,7 +199,7 @@ struct DecidedBody {
 }
 
 /// Parses the body and decides.
-async fn decide(shared: &Arc<Shared>, body: &[u8]) -> Result<DecidedBody, Refused> {
+async fn parse_and_decide(shared: &Arc<Shared>, body: &[u8]) -> Result<DecidedBody, Refused> {
     let body: DecisionBody = serde_json::from_slice(body).map_err(|e| {
         Refused::new(
             RefusalCode::InvalidBody,

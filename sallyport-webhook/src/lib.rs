@@ -19,6 +19,13 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The secret is an ordinary vault credential (any kind; only its value is used, and the
+//! binding is never consulted), for instance:
+//!
+//! ```text
+//! printf '%s' "$WEBHOOK_SECRET" | sallyport vault set approvals-webhook --kind bearer --bind https://chatops.example.com
+//! ```
+//!
 //! # Wire format (for bot authors)
 //!
 //! `POST /approvals/decision` (the path is the host's choice), `Content-Type:
@@ -84,6 +91,10 @@
 //! means nothing was decided: the same delivery may be sent again while its `t` is within
 //! the window. Every answer carries `Cache-Control: no-store`; none repeats the secret or
 //! the signature.
+//!
+//! The replay guard lives in the receiver's memory, so a delivery replayed to another
+//! process (or after a restart) passes it; it then meets the approval's compare-and-set,
+//! which records no second decision (`recorded: false`) and sends nothing.
 
 mod handler;
 mod receiver;

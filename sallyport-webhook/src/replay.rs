@@ -3,6 +3,9 @@
 //! A delivery is its `(t, v1)` pair. A delivery whose `t` is older than the window is refused
 //! as stale before it gets here, so an entry can be forgotten once its `t` leaves the
 //! window: the set only ever holds what the window can still admit, and is bounded besides.
+//! Pruning moves a floor that only rises, and a delivery stamped below the floor is refused
+//! here too, so two requests whose clocks were read a second apart cannot let a forgotten
+//! delivery back in.
 
 use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
@@ -14,6 +17,10 @@ pub(crate) enum Admission {
     Fresh,
     /// Already accepted within the window.
     Replayed,
+    /// Older than what the guard still remembers (another delivery, checked a moment
+    /// later, moved the window past it): it may have been accepted and forgotten, so it is
+    /// refused as stale.
+    Stale,
     /// The guard holds its maximum of deliveries still inside the window; refusing is the
     /// only answer that cannot let a replay through.
     Full,
@@ -22,16 +29,24 @@ pub(crate) enum Admission {
 /// The deliveries accepted within the window, ordered by timestamp for pruning.
 #[derive(Debug)]
 pub(crate) struct ReplayGuard {
-    seen: Mutex<BTreeSet<(u64, [u8; 32])>>,
+    seen: Mutex<Seen>,
     window_secs: u64,
     capacity: usize,
+}
+
+/// The remembered deliveries, and the timestamp below which they were forgotten.
+#[derive(Debug, Default)]
+struct Seen {
+    deliveries: BTreeSet<(u64, [u8; 32])>,
+    /// Every delivery stamped before this was pruned; such a stamp is never admitted.
+    floor: u64,
 }
 
 impl ReplayGuard {
     /// A guard for a window of `window_secs` holding at most `capacity` deliveries.
     pub(crate) fn new(window_secs: u64, capacity: usize) -> Self {
         Self {
-            seen: Mutex::new(BTreeSet::new()),
+            seen: Mutex::new(Seen::default()),
             window_secs,
             capacity,
         }
@@ -44,16 +59,26 @@ impl ReplayGuard {
         // consistent, so a panic elsewhere while the lock was held leaves nothing half done.
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         let cutoff = now.saturating_sub(self.window_secs);
-        if seen.first().is_some_and(|(oldest, _)| *oldest < cutoff) {
-            *seen = seen.split_off(&(cutoff, [0; 32]));
+        if cutoff > seen.floor {
+            seen.floor = cutoff;
+            if seen
+                .deliveries
+                .first()
+                .is_some_and(|(oldest, _)| *oldest < cutoff)
+            {
+                seen.deliveries = seen.deliveries.split_off(&(cutoff, [0; 32]));
+            }
         }
-        if seen.contains(&(t, v1)) {
+        if t < seen.floor {
+            return Admission::Stale;
+        }
+        if seen.deliveries.contains(&(t, v1)) {
             return Admission::Replayed;
         }
-        if seen.len() >= self.capacity {
+        if seen.deliveries.len() >= self.capacity {
             return Admission::Full;
         }
-        seen.insert((t, v1));
+        seen.deliveries.insert((t, v1));
         Admission::Fresh
     }
 
@@ -62,7 +87,7 @@ impl ReplayGuard {
     /// must not be refused as a replay.
     pub(crate) fn forget(&self, t: u64, v1: [u8; 32]) {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.remove(&(t, v1));
+        seen.deliveries.remove(&(t, v1));
     }
 
     /// How many deliveries are remembered.
@@ -71,6 +96,7 @@ impl ReplayGuard {
         self.seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .deliveries
             .len()
     }
 }
@@ -101,6 +127,17 @@ mod tests {
         assert_eq!(guard.admit(1_200, [2; 32], 1_301), Admission::Replayed);
         guard.forget(1_200, [2; 32]);
         assert_eq!(guard.admit(1_200, [2; 32], 1_301), Admission::Fresh);
+    }
+
+    #[test]
+    fn a_delivery_checked_with_an_older_clock_after_its_entry_was_pruned_is_stale() {
+        let guard = ReplayGuard::new(300, 10);
+        assert_eq!(guard.admit(1_000, [1; 32], 1_000), Admission::Fresh);
+        // A later request (clock 1_301) prunes the entry stamped 1_000 ...
+        assert_eq!(guard.admit(1_301, [2; 32], 1_301), Admission::Fresh);
+        // ... so a replay of it, whose stale check ran a moment earlier (clock 1_300, still
+        // inside the window), must not come out fresh.
+        assert_eq!(guard.admit(1_000, [1; 32], 1_300), Admission::Stale);
     }
 
     #[test]
