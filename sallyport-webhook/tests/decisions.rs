@@ -46,6 +46,7 @@ struct Rig {
     vault: Arc<MemoryVault>,
     url: String,
     client: reqwest::Client,
+    journal: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -110,6 +111,7 @@ async fn rig_with(expiry: Duration) -> Rig {
         vault,
         url: format!("http://{addr}{}", sallyport_webhook::DEFAULT_PATH),
         client,
+        journal: dir.path().join("journal.db"),
         _dir: dir,
     }
 }
@@ -163,22 +165,43 @@ impl Rig {
     /// Parks a real deferred call: the executor stores its approval in the journal and
     /// answers `pending` / `awaiting_approval` without sending anything.
     async fn park(&self) -> ApprovalId {
+        self.park_build(7).await
+    }
+
+    /// [`Rig::park`] for build `n` (distinct builds are distinct calls, each parked anew).
+    async fn park_build(&self, n: usize) -> ApprovalId {
+        let requests = self.upstream.requests();
         let session = Session::new("chat-1").allow("project", ["proj_42"]);
         let result = self
             .executor
             .call(
                 "create_deployment",
-                json!({"project_id": "proj_42", "build_id": "build_7", "reason": "ship the fix"}),
+                json!({"project_id": "proj_42", "build_id": format!("build_{n}"), "reason": "ship the fix"}),
                 &session,
             )
             .await;
         let json: Value = serde_json::from_str(&result.to_json()).expect("result json");
         assert_eq!(json["status"], "pending", "{json}");
         assert_eq!(json["code"], "awaiting_approval", "{json}");
-        assert_eq!(self.upstream.requests(), 0);
+        assert_eq!(self.upstream.requests(), requests);
         let id = result.approval_id.expect("an approval id");
         assert_eq!(self.approval(&id).await.state, ApprovalState::Awaiting);
         id
+    }
+
+    /// Another executor over the same journal file (its own SQLite connection), as a
+    /// second process deciding through the CLI or a provider would be.
+    fn other_executor(&self) -> Executor {
+        let channel = HttpChannel::builder()
+            .base_url(self.upstream.url())
+            .build()
+            .expect("channel");
+        Executor::builder(catalog())
+            .journal(SqliteJournal::open(&self.journal).expect("journal"))
+            .channel(channel)
+            .consent_mode(sallyport_core::approval::ConsentMode::Deferred)
+            .build()
+            .expect("executor")
     }
 
     /// The records of decisions (approved or denied) on `id`.
@@ -789,4 +812,60 @@ async fn the_builder_refuses_what_cannot_work() {
         shown.contains(CREDENTIAL) && !shown.contains(SECRET),
         "{shown}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_webhook_and_two_other_executors_on_one_journal_file_send_one_request_a_round() {
+    const ROUNDS: usize = 100;
+    let rig = Arc::new(rig().await);
+    let others = [rig.other_executor(), rig.other_executor()];
+    for round in 0..ROUNDS {
+        let id = rig.park_build(round).await;
+        let webhook = {
+            let rig = Arc::clone(&rig);
+            let id = id.clone();
+            tokio::spawn(async move {
+                let answer = rig
+                    .deliver(body(id.as_str(), "approve", "chat-bot", None))
+                    .await;
+                assert_eq!(answer.status, 200, "{}", answer.text);
+                answer.json["recorded"] == true
+            })
+        };
+        let deciders: Vec<_> = others
+            .iter()
+            .enumerate()
+            .map(|(n, executor)| {
+                let executor = executor.clone();
+                let id = id.clone();
+                tokio::spawn(async move {
+                    let decider = sallyport_core::approval::Decider::new(format!("cli-{n}"), "cli");
+                    let decided = executor
+                        .decide(&id, Verdict::Approve, &decider, None)
+                        .await
+                        .expect("decide");
+                    matches!(decided, sallyport_core::approval::Decided::Recorded(_))
+                })
+            })
+            .collect();
+        let mut recorded = usize::from(webhook.await.expect("join"));
+        for decider in deciders {
+            recorded += usize::from(decider.await.expect("join"));
+        }
+        assert_eq!(recorded, 1, "round {round}: one decision recorded");
+        assert_eq!(rig.decision_records(&id).await.len(), 1, "round {round}");
+        // Whoever recorded it carried it out, before answering.
+        assert_eq!(
+            rig.approval(&id).await.state,
+            ApprovalState::Finished,
+            "round {round}"
+        );
+        assert_eq!(
+            rig.upstream.requests(),
+            (round + 1) as u64,
+            "round {round}: one request"
+        );
+    }
+    let report = rig.executor.journal().verify().await.expect("verify");
+    assert!(report.is_intact(), "{report:?}");
 }
