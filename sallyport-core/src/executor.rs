@@ -165,6 +165,12 @@ impl Executor {
         &self.inner.journal
     }
 
+    /// The vault, if the executor has one: for front ends that keep their own secrets in it
+    /// (a webhook receiver's shared secret), resolved per use so a rotation applies at once.
+    pub fn vault(&self) -> Option<&Arc<dyn Vault>> {
+        self.inner.vault.as_ref()
+    }
+
     /// Configuration summary.
     pub fn info(&self) -> ExecutorInfo {
         let mut channels: Vec<String> = self.inner.channels.keys().cloned().collect();
