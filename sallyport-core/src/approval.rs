@@ -38,12 +38,16 @@
 //! # Ok(()) }
 //! ```
 
+pub(crate) mod check;
+
 use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use self::check::CheckApproval;
+pub(crate) use self::check::{ApprovalsChannel, status_outcome};
 use crate::action::{ConsentRule, EffectClass, Externality, ScopedValue};
 use crate::code::{ConsentOutcome, RefusalCode};
 pub use crate::ids::ApprovalId;

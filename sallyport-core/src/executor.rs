@@ -146,6 +146,10 @@ pub struct ExecutorInfo {
 }
 
 impl Executor {
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
+        Self { inner }
+    }
+
     /// A builder over `catalog`.
     pub fn builder(catalog: Catalog) -> ExecutorBuilder {
         ExecutorBuilder::new(catalog)
@@ -179,9 +183,17 @@ impl Executor {
     /// `unknown` if a request may have left.
     pub async fn call(&self, action: &str, arguments: Value, session: &Session) -> ActionResult {
         let mut guard = self.guard(action, session);
-        let result = pipeline::run(&self.inner, &mut guard, session, arguments).await;
+        let ended = pipeline::run(&self.inner, &mut guard, session, arguments).await;
         guard.disarm();
-        result
+        match ended {
+            pipeline::Ended::Answer(result) => result,
+            // Approved at once by the consent provider: carried out here, unless another
+            // executor claimed it first (then the answer is where it stands).
+            pipeline::Ended::ApprovedNow(id, parked) => match self.resume_approval(&id).await {
+                Ok(Some(result)) => result,
+                Ok(None) | Err(_) => *parked,
+            },
+        }
     }
 
     /// Runs the static checks of stages 1–4 (resolve, validate, decode, authorize, and the

@@ -120,4 +120,17 @@ impl Executor {
         }
         Ok(results)
     }
+
+    /// Runs [`Executor::resume_approvals`] every `interval`, forever: spawn it beside the
+    /// executor so that calls approved from another process (the CLI, a webhook served
+    /// elsewhere, a console) are carried out without waiting for the agent's
+    /// `check_approval`. A failure to read the store is logged and tried again.
+    pub async fn run_approval_worker(&self, interval: Duration) {
+        loop {
+            if let Err(e) = self.resume_approvals().await {
+                tracing::warn!(error = %e, "approved calls could not be listed; trying again");
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
 }

@@ -34,6 +34,12 @@ pub enum BuildError {
     /// The baseline lockfile named with [`ExecutorBuilder::baseline_lockfile`] cannot be used.
     #[error("the baseline lockfile cannot be used")]
     Baseline(#[source] crate::drift::BaselineError),
+    /// Deferred consent adds the built-in `check_approval` action, and the catalog already
+    /// has an action of that name.
+    #[error(
+        "deferred consent adds the built-in action `check_approval`, and the catalog already has one; rename yours"
+    )]
+    BuiltinNameTaken,
     /// An action binds a credential but no vault was added.
     #[error(
         "action `{action}` binds credential `{credential}`, but no vault was added with `.vault(…)`"
@@ -244,6 +250,20 @@ impl ExecutorBuilder {
                 .map_err(BuildError::Baseline)?;
             self.definition_guard = Some(Arc::new(guard));
         }
+        let approvals_channel = if self.approvals.any_deferred() {
+            self.catalog = self
+                .catalog
+                .with_builtin::<crate::approval::CheckApproval>()
+                .map_err(|_| BuildError::BuiltinNameTaken)?;
+            let channel = crate::approval::ApprovalsChannel::new();
+            self.channels.insert(
+                crate::approval::check::CHANNEL.to_owned(),
+                Arc::clone(&channel) as Arc<dyn Channel>,
+            );
+            Some(channel)
+        } else {
+            None
+        };
         for entry in self.catalog.entries() {
             let spec = entry.spec();
             if let Some(channel) = spec.target.channel_name()
@@ -261,24 +281,26 @@ impl ExecutorBuilder {
                 });
             }
         }
-        Ok(Executor {
-            inner: Arc::new(Inner {
-                catalog: self.catalog,
-                channels: self.channels,
-                vault: self.vault,
-                journal,
-                consent: self.consent,
-                consent_timeout: self.consent_timeout,
-                session_grant_ttl: self.session_grant_ttl,
-                grants: SessionGrants::new(),
-                drift_mode: self.drift_mode,
-                max_argument_bytes: self.max_argument_bytes,
-                definition_guard: self.definition_guard,
-                unusable: Default::default(),
-                journal_unwritable: Default::default(),
-                approvals: self.approvals,
-            }),
-        })
+        let inner = Arc::new(Inner {
+            catalog: self.catalog,
+            channels: self.channels,
+            vault: self.vault,
+            journal,
+            consent: self.consent,
+            consent_timeout: self.consent_timeout,
+            session_grant_ttl: self.session_grant_ttl,
+            grants: SessionGrants::new(),
+            drift_mode: self.drift_mode,
+            max_argument_bytes: self.max_argument_bytes,
+            definition_guard: self.definition_guard,
+            unusable: Default::default(),
+            journal_unwritable: Default::default(),
+            approvals: self.approvals,
+        });
+        if let Some(channel) = approvals_channel {
+            channel.attach(&inner);
+        }
+        Ok(Executor { inner })
     }
 }
 
