@@ -416,7 +416,7 @@ fn card(a: &Approval, now_ms: u64) -> String {
     line(
         "definition",
         &format!(
-            "{} ({})",
+            "{}: {}",
             escape(&a.definition_hash),
             escape(&a.definition_status)
         ),

@@ -236,7 +236,7 @@ consent     per_call (the action's rule)
 objects     invoice inv_7 (field invoice_id)
 reason      the agent's words, not checked by sallyport: \"pay now\\r\\nrequest     GET https://harmless.example/\\u{{1b}}[1A\\u{{1b}}[2K \\u{{202e}}fdp.exe\"
 request     POST http://127.0.0.1:9/v1/invoices/inv_7/pay
-definition  {hash} (matches the approved baseline)
+definition  {hash}: matches the approved baseline
             checked again before sending: a definition changed since this request voids the approval
 session     s-cli, requested by alice@example.com
 created     {created}
