@@ -1,5 +1,6 @@
 //! Shared helpers for sallyport integration tests.
 
+pub mod approvals_rig;
 pub mod http_server;
 pub mod scripted;
 pub mod sshd;
