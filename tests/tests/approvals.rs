@@ -62,7 +62,10 @@ async fn rig() -> Rig {
 async fn rig_with(change: impl FnOnce(HostOptions) -> HostOptions) -> Rig {
     let upstream = Upstream::start(reply).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = change(HostOptions::new(dir.path().join("journal.db"), upstream.url()));
+    let options = change(HostOptions::new(
+        dir.path().join("journal.db"),
+        upstream.url(),
+    ));
     let vault = approvals_rig::vault(&options.upstream);
     let executor = approvals_rig::executor(&options, Arc::clone(&vault));
     Rig {
@@ -253,7 +256,13 @@ async fn approving_sends_exactly_one_request_and_check_approval_returns_the_exec
     assert_eq!(execution.dispatches, 1);
     assert_eq!(Some(&execution.receipt_id), executed.receipt_id.as_ref());
     assert!(rig.journal().verify().await.expect("verify").is_intact());
-    assert!(rig.journal().unresolved().await.expect("unresolved").is_empty());
+    assert!(
+        rig.journal()
+            .unresolved()
+            .await
+            .expect("unresolved")
+            .is_empty()
+    );
     assert!(!journal_text(&rig.options.journal).contains(TOKEN));
 }
 
@@ -380,7 +389,12 @@ async fn an_approval_for_a_request_that_now_goes_elsewhere_is_refused_request_ch
         .await
         .expect("decide");
     let result = decided.approval().result.clone().expect("result");
-    assert_eq!(result.code_str(), Some("request_changed"), "{}", result.to_json());
+    assert_eq!(
+        result.code_str(),
+        Some("request_changed"),
+        "{}",
+        result.to_json()
+    );
     assert_eq!(rig.upstream.requests(), 0);
     assert_eq!(elsewhere.requests(), 0);
 }
@@ -416,7 +430,11 @@ async fn a_reissued_identical_call_returns_the_stored_state_instead_of_asking_ag
         .await;
     assert_eq!(after.status, Status::Completed, "{}", after.to_json());
     assert_eq!(after.approval_id.as_ref(), Some(&first));
-    assert_eq!(posts_for(&rig.upstream, 8), 1, "the same call is not sent twice");
+    assert_eq!(
+        posts_for(&rig.upstream, 8),
+        1,
+        "the same call is not sent twice"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,14 +442,17 @@ async fn a_consent_provider_decides_now_as_one_front_end_among_others() {
     let upstream = Upstream::start(reply).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let build = |consent: FnConsent, path: &Path| {
-        Executor::builder(approvals_rig::catalog(&HostOptions::new(path, upstream.url())))
-            .journal(SqliteJournal::open(path).expect("journal"))
-            .channel(HttpChannel::builder().build().expect("channel"))
-            .vault_arc(approvals_rig::vault(&upstream.url()))
-            .consent_mode(ConsentMode::Deferred)
-            .consent(consent)
-            .build()
-            .expect("executor")
+        Executor::builder(approvals_rig::catalog(&HostOptions::new(
+            path,
+            upstream.url(),
+        )))
+        .journal(SqliteJournal::open(path).expect("journal"))
+        .channel(HttpChannel::builder().build().expect("channel"))
+        .vault_arc(approvals_rig::vault(&upstream.url()))
+        .consent_mode(ConsentMode::Deferred)
+        .consent(consent)
+        .build()
+        .expect("executor")
     };
     let approving = build(
         FnConsent::new(|_| async { ConsentDecision::Approve }),
@@ -446,7 +467,10 @@ async fn a_consent_provider_decides_now_as_one_front_end_among_others() {
         .await;
     assert_eq!(done.status, Status::Completed, "{}", done.to_json());
     assert_eq!(posts_for(&upstream, 10), 1);
-    let id = done.approval_id.clone().expect("carried out as an approval");
+    let id = done
+        .approval_id
+        .clone()
+        .expect("carried out as an approval");
     let stored = approving
         .journal()
         .approval(&id)
@@ -492,7 +516,12 @@ async fn a_consent_provider_decides_now_as_one_front_end_among_others() {
         .await;
     assert_eq!(denied.status, Status::Rejected);
     assert_eq!(denied.code_str(), Some("consent_denied"));
-    assert!(denied.reason.as_deref().is_some_and(|r| r.contains("not today")));
+    assert!(
+        denied
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("not today"))
+    );
     assert_eq!(posts_for(&upstream, 12), 0);
 }
 
@@ -639,7 +668,10 @@ async fn two_processes_deciding_the_same_approvals_at_once_send_one_request_each
     .expect("join");
     let said: Vec<String> = outputs.iter().flat_map(lines).collect();
     for (n, id) in ids.iter().enumerate() {
-        let recorded = said.iter().filter(|l| **l == format!("recorded {id}")).count();
+        let recorded = said
+            .iter()
+            .filter(|l| **l == format!("recorded {id}"))
+            .count();
         assert_eq!(recorded, 1, "round {n}: one decision recorded");
         assert_eq!(posts_for(&rig.upstream, n), 1, "round {n}: one request");
     }
@@ -679,9 +711,13 @@ async fn an_executor_killed_after_the_approval_and_before_the_send_sends_once_af
             reply(r)
         }
     });
-    let mut child = host(&rig.options, &["--lease-ms", "500", "--precheck"], &["resume"])
-        .spawn()
-        .expect("spawn");
+    let mut child = host(
+        &rig.options,
+        &["--lease-ms", "500", "--precheck"],
+        &["resume"],
+    )
+    .spawn()
+    .expect("spawn");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !rig
         .upstream
@@ -744,6 +780,12 @@ async fn an_executor_killed_after_the_approval_and_before_the_send_sends_once_af
     assert_eq!(finished.state, ApprovalState::Finished);
     assert!(rig.journal().verify().await.expect("verify").is_intact());
     // Nothing more to resume.
-    assert!(rig.executor.resume_approvals().await.expect("resume").is_empty());
+    assert!(
+        rig.executor
+            .resume_approvals()
+            .await
+            .expect("resume")
+            .is_empty()
+    );
     assert_eq!(posts(&rig.upstream), 1);
 }

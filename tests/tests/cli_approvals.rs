@@ -3,20 +3,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
 
 use sallyport_core::approval::{
-    self, Approval, ApprovalId, ApprovalNote, ApprovalState, ApprovalStep, ConsentMode, Decided,
-    Decider, Verdict,
+    self, Approval, ApprovalId, ApprovalNote, ApprovalState, ApprovalStep, Decided, Decider,
+    Verdict,
 };
 use sallyport_core::consent::escape;
 use sallyport_core::journal::{AttemptId, AuditEvent, Intent, Journal, Phase, SqliteJournal};
-use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
-use sallyport_core::{Action, Catalog, Executor, RefusalCode, Session, Status};
-use sallyport_http::HttpChannel;
+use sallyport_core::{Executor, RefusalCode, Status};
+use sallyport_tests::approvals_rig::{self, HostOptions};
 use sallyport_tests::http_server::{Reply, Upstream};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 const HOUR_MS: u64 = 3_600_000;
@@ -619,69 +615,23 @@ fn resume_in_the_plain_binary_exits_2_and_says_the_application_resumes_approved_
 
 // --- An application's own command line: `run_with_executor` with the real action. ---
 
-/// Pay one invoice.
-#[derive(Action, Deserialize, Serialize, JsonSchema)]
-#[action(name = "pay_invoice", effect = external_commitment, consent = per_call,
-         reconcile = "get_invoice", credential = "billing-api")]
-#[http(post = "/v1/invoices/{invoice_id}/pay", result = Paid)]
-struct PayInvoice {
-    #[scope(invoice)]
-    invoice_id: String,
-    /// Why the agent wants this.
-    #[audit_note]
-    reason: String,
-}
-
-/// Read one invoice.
-#[derive(Action, Deserialize, Serialize, JsonSchema)]
-#[action(name = "get_invoice", effect = observe, credential = "billing-api")]
-#[http(get = "/v1/invoices/{invoice_id}", result = Paid)]
-struct GetInvoice {
-    invoice_id: String,
-}
-
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
-struct Paid {
-    id: String,
-}
-
-/// A deferred-consent executor over a real upstream and a real journal file.
+/// A deferred-consent executor (the approval tests' rig) over a real upstream and a real
+/// journal file.
 async fn application(dir: &tempfile::TempDir) -> (Upstream, Executor, PathBuf) {
     let upstream = Upstream::start(|_| Reply::Json(200, json!({"id": "inv_1"}))).await;
     let path = dir.path().join("journal.db");
-    let vault = Arc::new(MemoryVault::new());
-    vault.set(
-        CredentialMeta::new(
-            "billing-api",
-            CredentialKind::Bearer,
-            Binding::url(upstream.url()),
-        ),
-        Secret::new("token-cli-approvals"),
-    );
-    let executor = Executor::builder(
-        Catalog::builder()
-            .action::<PayInvoice>()
-            .action::<GetInvoice>()
-            .build()
-            .unwrap(),
-    )
-    .journal(SqliteJournal::open(&path).unwrap())
-    .vault_arc(vault)
-    .channel(HttpChannel::builder().build().unwrap())
-    .consent_mode(ConsentMode::Deferred)
-    .build()
-    .unwrap();
+    let options = HostOptions::new(&path, upstream.url());
+    let executor = approvals_rig::executor(&options, approvals_rig::vault(&upstream.url()));
     (upstream, executor, path)
 }
 
 /// The application's agent makes a call that needs a human: parked, nothing sent.
-async fn park_a_payment(executor: &Executor, upstream: &Upstream, invoice: &str) -> ApprovalId {
-    let session = Session::new("s-app").allow("invoice", [invoice]);
+async fn park_a_payment(executor: &Executor, upstream: &Upstream, n: usize) -> ApprovalId {
     let result = executor
         .call(
-            "pay_invoice",
-            json!({"invoice_id": invoice, "reason": "due today"}),
-            &session,
+            "send_invoice",
+            approvals_rig::invoice(n),
+            &approvals_rig::session(),
         )
         .await;
     assert_eq!(result.status, Status::Pending, "{}", result.to_json());
@@ -708,7 +658,7 @@ async fn app_cli(executor: &Executor, args: &[&str]) -> std::process::ExitCode {
 async fn an_approval_from_the_plain_binary_is_sent_once_by_the_applications_resume() {
     let dir = tempfile::tempdir().unwrap();
     let (upstream, executor, path) = application(&dir).await;
-    let id = park_a_payment(&executor, &upstream, "inv_1").await;
+    let id = park_a_payment(&executor, &upstream, 1).await;
 
     // Another process, the plain binary: records the decision, sends nothing.
     let out = run(
@@ -752,7 +702,7 @@ async fn an_approval_from_the_plain_binary_is_sent_once_by_the_applications_resu
 async fn approve_in_the_applications_command_line_sends_the_call_at_once_and_only_once() {
     let dir = tempfile::tempdir().unwrap();
     let (upstream, executor, path) = application(&dir).await;
-    let id = park_a_payment(&executor, &upstream, "inv_2").await;
+    let id = park_a_payment(&executor, &upstream, 2).await;
 
     assert_eq!(
         app_cli(
@@ -785,7 +735,7 @@ async fn approve_in_the_applications_command_line_sends_the_call_at_once_and_onl
         text(&late.stderr),
         format!(
             "sallyport: approval {id} was already approved by bob via cli at {decided_at} \
-             (carried out: pay_invoice completed, receipt {receipt}); nothing changed\n"
+             (carried out: send_invoice completed, receipt {receipt}); nothing changed\n"
         )
     );
     assert_eq!(upstream.requests(), 1);
@@ -799,8 +749,8 @@ async fn approve_in_the_applications_command_line_sends_the_call_at_once_and_onl
 /// The application binary (`tests/src/bin/approvals-app.rs`) as a real process.
 fn app(upstream: &Upstream, journal: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_approvals-app"))
-        .arg(upstream.url())
         .arg(journal)
+        .arg(upstream.url())
         .args(args)
         .env("USER", "app-user")
         .output()
@@ -813,8 +763,8 @@ async fn the_applications_own_command_line_says_what_it_sent_and_resume_sends_ea
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.db");
     let mut parked = Vec::new();
-    for invoice in ["inv_1", "inv_2"] {
-        let out = app(&upstream, &path, &["call", invoice]);
+    for n in ["1", "2"] {
+        let out = app(&upstream, &path, &["call", n]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(result["status"], "pending", "{result}");
@@ -839,7 +789,7 @@ async fn the_applications_own_command_line_says_what_it_sent_and_resume_sends_ea
     assert_eq!(
         text(&out.stdout),
         format!(
-            "approved {a}: recorded by app-user via cli; carried out: pay_invoice completed, \
+            "approved {a}: recorded by app-user via cli; carried out: send_invoice completed, \
              receipt {receipt_a}\n"
         )
     );
@@ -859,7 +809,7 @@ async fn the_applications_own_command_line_says_what_it_sent_and_resume_sends_ea
         .unwrap();
     assert_eq!(
         text(&out.stdout),
-        format!("pay_invoice completed, receipt {receipt_b}\nresumed 1 approved calls\n")
+        format!("send_invoice completed, receipt {receipt_b}\nresumed 1 approved calls\n")
     );
     let again = app(&upstream, &path, &["approvals", "resume"]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
