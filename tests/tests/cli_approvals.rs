@@ -136,7 +136,7 @@ async fn record_count(path: &Path) -> usize {
 }
 
 fn no_terminal_control(out: &str) {
-    for c in ['\u{1b}', '\r', '\u{202e}', '\u{9b}'] {
+    for c in ['\u{1b}', '\r', '\u{202e}', '\u{9b}', '\u{7}', '\u{2028}'] {
         assert!(!out.contains(c), "raw {c:?} in output: {out:?}");
     }
 }
@@ -213,7 +213,13 @@ async fn list_shows_parked_calls_newest_first_with_a_countdown_and_nothing_raw()
 #[tokio::test]
 async fn show_prints_the_card_with_the_agents_reason_escaped_and_labelled_as_its_words() {
     let now = approval::now_ms();
-    let parked = approval(Some(HOSTILE_NOTE), "inv_7", now, now + 24 * HOUR_MS);
+    // The object (and so the request) carries a line separator and an OSC title sequence.
+    let parked = approval(
+        Some(HOSTILE_NOTE),
+        "inv_7\u{2028}\u{1b}]0;pwned\u{7}",
+        now,
+        now + 24 * HOUR_MS,
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = journal_with(&dir, &[&parked]).await;
     let id = parked.approval_id.as_str();
@@ -229,9 +235,9 @@ action      pay_invoice — Pay one invoice.
 effect      external commitment: sends, pays, publishes or changes what customers see
 reach       external (visible to customers, partners or the public)
 consent     per_call (the action's rule)
-objects     invoice inv_7 (field invoice_id)
+objects     invoice inv_7\\u{{2028}}\\u{{1b}}]0;pwned\\u{{7}} (field invoice_id)
 reason      the agent's words, not checked by sallyport: \"pay now\\r\\nrequest     GET https://harmless.example/\\u{{1b}}[1A\\u{{1b}}[2K \\u{{202e}}fdp.exe\"
-request     POST http://127.0.0.1:9/v1/invoices/inv_7/pay
+request     POST http://127.0.0.1:9/v1/invoices/inv_7\\u{{2028}}\\u{{1b}}]0;pwned\\u{{7}}/pay
 definition  {hash}: matches the approved baseline
             checked again before sending: a definition changed since this request voids the approval
 session     s-cli, requested by alice@example.com
