@@ -308,7 +308,7 @@ pub enum StateArg {
 pub struct DecideArgs {
     /// The approval id (`apr_…`).
     pub id: String,
-    /// Who decides, as the audit record names them [default: $USER, else `cli`].
+    /// Who decides, as the audit record names them [default: $USER (USERNAME on Windows), else `cli`].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
     /// Why (kept in the audit record).
@@ -325,7 +325,7 @@ pub struct DenyArgs {
     /// Why; the agent is told (kept in the audit record).
     #[arg(long, value_name = "TEXT")]
     pub reason: String,
-    /// Who decides, as the audit record names them [default: $USER, else `cli`].
+    /// Who decides, as the audit record names them [default: $USER (USERNAME on Windows), else `cli`].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
 }
