@@ -110,18 +110,8 @@ pub fn catalog(options: &HostOptions) -> Catalog {
     if options.precheck {
         let base = options.upstream.clone();
         builder = builder.precondition::<SendInvoice, _, _>(move |input| {
-            let url = format!("{base}/v1/customers/{}", input.customer_id);
-            async move {
-                let client = reqwest::Client::builder()
-                    .timeout(Duration::from_secs(30))
-                    .build()
-                    .map_err(|e| format!("client: {e}"))?;
-                match client.get(&url).send().await {
-                    Ok(r) if r.status().is_success() => Ok(()),
-                    Ok(r) => Err(format!("customer check answered {}", r.status())),
-                    Err(_) => Err("customer check failed".to_owned()),
-                }
-            }
+            let base = base.clone();
+            async move { customer_exists(&base, &input.customer_id).await }
         });
     }
     builder.build().expect("catalog")
@@ -159,4 +149,28 @@ pub fn invoice(n: usize) -> Value {
         "invoice_id": format!("inv_{n}"),
         "reason": format!("month-end invoice {n} for the customer"),
     })
+}
+
+/// `GET {base}/v1/customers/{id}` over plain HTTP/1.1: `Ok` for a 2xx answer.
+async fn customer_exists(base: &str, id: &str) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|_| "customer check failed".to_owned())?;
+    let request = format!(
+        "GET /v1/customers/{id} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+    );
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|_| "customer check failed".to_owned())?;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    let head = String::from_utf8_lossy(&answer);
+    if head.starts_with("HTTP/1.1 2") {
+        Ok(())
+    } else {
+        Err("customer check did not answer 2xx".to_owned())
+    }
 }
