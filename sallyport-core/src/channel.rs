@@ -148,6 +148,7 @@ impl Dispatch<'_> {
 pub struct DispatchContext {
     sends: AtomicU32,
     attempt_id: AttemptId,
+    session_id: String,
     journal: Arc<dyn Journal>,
     journal_sends: bool,
     vault: Option<Arc<dyn Vault>>,
@@ -206,6 +207,7 @@ impl DispatchContext {
     /// observe call's count reaches the journal with its audit record only.
     pub(crate) fn new(
         attempt_id: AttemptId,
+        session_id: String,
         journal: Arc<dyn Journal>,
         journal_sends: bool,
         vault: Option<Arc<dyn Vault>>,
@@ -215,6 +217,7 @@ impl DispatchContext {
         Self {
             sends: AtomicU32::new(0),
             attempt_id,
+            session_id,
             journal,
             journal_sends,
             vault,
@@ -258,6 +261,11 @@ impl DispatchContext {
                 Err(outcome)
             }
         }
+    }
+
+    /// The session the call was made in.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
     }
 
     /// Requests handed to the transport so far.

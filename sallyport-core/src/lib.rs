@@ -101,6 +101,8 @@
 //! - [`executor`]: the pipeline and its builder.
 //! - [`drift`]: the payload drift guard and canonical JSON.
 //! - [`consent`]: consent requests, providers and session grants; [`danger`] for auto-approve.
+//! - [`approval`]: deferred consent — calls parked for a human who answers later, decided
+//!   from any front end through one compare-and-set, carried out exactly once.
 //! - [`journal`]: durable intents and the hash-chained audit log in SQLite.
 //! - [`vault`]: credentials; [`scrub`]: removing secret values from everything outgoing.
 //! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
@@ -135,6 +137,7 @@ pub use sallyport_macros::Action;
 pub use crate::action::{
     Action, ActionSpec, ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
 };
+pub use crate::approval::ConsentMode;
 pub use crate::catalog::Catalog;
 pub use crate::channel::Channel;
 pub use crate::code::{Code, ConsentOutcome, DeclaredCode, RefusalCode, UpstreamCode};

@@ -576,6 +576,35 @@ async fn check_approval_of_an_unknown_id_is_rejected_and_a_malformed_one_is_inva
     assert_eq!(code(&malformed), Some("invalid_arguments"));
     // The built-in action is listed beside the host's.
     assert!(rig.executor.catalog().get("check_approval").is_some());
+
+    // Another session cannot learn about this session's call: to it, there is no such
+    // approval.
+    let id = rig.park(14).await.approval_id.expect("id");
+    let other = rig
+        .executor
+        .call(
+            "check_approval",
+            json!({ "approval_id": id }),
+            &Session::new("agent-2").allow_any("customer"),
+        )
+        .await;
+    assert_eq!(other.status, Status::Rejected);
+    assert_eq!(code(&other), Some("approval_not_found"));
+    assert!(other.data.is_none());
+    assert_eq!(code(&rig.check(&id).await), Some("awaiting_approval"));
+
+    // Nothing the journal stores for approvals holds the credential.
+    let conn = rusqlite::Connection::open(&rig.options.journal).expect("open");
+    let stored: Vec<String> = conn
+        .prepare("SELECT approval FROM approvals")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .flatten()
+        .collect();
+    assert_eq!(stored.len(), 1);
+    assert!(!stored[0].contains(TOKEN));
+    assert!(stored[0].contains("inv_14"));
 }
 
 // ---- real processes ----
@@ -657,8 +686,7 @@ async fn webhook_approve(client: &reqwest::Client, url: &str, id: &str) -> bool 
     }))
     .expect("json");
     let t = sallyport_core::approval::now_ms() / 1000;
-    let signature =
-        sallyport_webhook::sign(approvals_rig::WEBHOOK_SECRET.as_bytes(), t, &body);
+    let signature = sallyport_webhook::sign(approvals_rig::WEBHOOK_SECRET.as_bytes(), t, &body);
     let response = client
         .post(url)
         .header("content-type", "application/json")
@@ -668,8 +696,7 @@ async fn webhook_approve(client: &reqwest::Client, url: &str, id: &str) -> bool 
         .await
         .expect("webhook answers");
     assert_eq!(response.status().as_u16(), 200);
-    let answer: Value =
-        serde_json::from_str(&response.text().await.expect("body")).expect("JSON");
+    let answer: Value = serde_json::from_str(&response.text().await.expect("body")).expect("JSON");
     answer["recorded"].as_bool().expect("recorded")
 }
 
@@ -708,11 +735,8 @@ async fn two_processes_and_a_webhook_deciding_the_same_approvals_at_once_send_on
         .collect();
     // The webhook's deliveries start at the same instant, one after another like the
     // processes' decisions, each round racing the two processes for the same approval.
-    let wait = start_ms.saturating_sub(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .expect("clock"),
-    );
+    let wait =
+        start_ms.saturating_sub(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock"));
     tokio::time::sleep(wait).await;
     let mut by_webhook = Vec::new();
     for id in &ids {
@@ -728,7 +752,10 @@ async fn two_processes_and_a_webhook_deciding_the_same_approvals_at_once_send_on
     .expect("join");
     let said: Vec<String> = outputs.iter().flat_map(lines).collect();
     for (n, id) in ids.iter().enumerate() {
-        let by_processes = said.iter().filter(|l| **l == format!("recorded {id}")).count();
+        let by_processes = said
+            .iter()
+            .filter(|l| **l == format!("recorded {id}"))
+            .count();
         assert_eq!(
             by_processes + usize::from(by_webhook[n]),
             1,

@@ -720,10 +720,9 @@ async fn a_full_journal_refuses_the_call_and_sends_nothing() {
     assert!(sent > 0, "calls went through before the journal filled");
     assert_eq!(refused.status, Status::Rejected);
     assert_eq!(refused.origin, Some(Origin::Executor));
-    assert!(
-        refused.receipt_id.is_none(),
-        "a full journal records nothing"
-    );
+    // The refusal's own record is smaller than the intent that did not fit: it is kept when
+    // it still fits (where depends on the file's page layout), and then it is in the file.
+    receipts.extend(refused.receipt_id.clone());
     assert_eq!(channel.dispatches(), sent);
     // Every receipt handed out is in the file, and the chain verifies.
     let records = journal.records().await.expect("a full journal still reads");

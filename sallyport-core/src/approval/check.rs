@@ -120,8 +120,9 @@ impl Channel for ApprovalsChannel {
         permit.sending();
         let journal = executor.journal();
         let mut approval = match journal.approval(&id).await {
-            Ok(Some(a)) => a,
-            Ok(None) => {
+            // An agent learns only about its own session's calls.
+            Ok(Some(a)) if a.session.id().as_str() == call.context.session_id() => a,
+            Ok(_) => {
                 return ChannelOutcome::new(Status::Rejected)
                     .with_origin(Origin::Executor)
                     .with_code(RefusalCode::ApprovalNotFound)
@@ -163,6 +164,22 @@ pub(crate) fn status_outcome(approval: &Approval) -> ChannelOutcome {
     let data = status_data(approval);
     let outcome = |status| ChannelOutcome::new(status).with_data(data.clone());
     match approval.state {
+        ApprovalState::Executing
+            if approval
+                .claim
+                .as_ref()
+                .is_some_and(|c| c.until_ms <= super::now_ms()) =>
+        {
+            let attempt = approval
+                .execution
+                .as_ref()
+                .map_or_else(String::new, |a| format!(" (attempt {a})"));
+            outcome(Status::Unknown)
+                .with_origin(Origin::Executor)
+                .with_reason(format!(
+                    "the executor carrying out this approved call stopped after recording its intent{attempt}; the request may have been sent; do not retry; the attempt is listed as unresolved for reconcile"
+                ))
+        }
         ApprovalState::Awaiting | ApprovalState::Approved | ApprovalState::Executing => {
             let reason = match approval.state {
                 ApprovalState::Awaiting => format!(

@@ -61,6 +61,7 @@ pub(super) async fn dispatch(
     let spec = authorized.validated().entry().spec();
     let context = Arc::new(DispatchContext::new(
         intended.intent().attempt_id.clone(),
+        intended.intent().session_id.clone(),
         Arc::clone(&inner.journal),
         intended.written(),
         inner.vault.clone(),
