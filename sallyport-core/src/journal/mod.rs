@@ -364,6 +364,12 @@ pub enum JournalError {
     /// An idempotency key was reused.
     #[error("idempotency key already recorded for another attempt")]
     DuplicateKey,
+    /// The attempt was taken over by another owner (its lease expired and it was claimed,
+    /// which raised its fencing epoch), so this journal may no longer finish it. Nothing was
+    /// written: the new owner's record is the one the chain keeps. Raised only by backends
+    /// shared between processes (leases); an embedded journal never fences.
+    #[error("attempt was claimed by another owner; this journal may no longer finish it")]
+    Fenced,
 }
 
 /// Durable attempt records and the audit chain.
