@@ -127,12 +127,13 @@ impl PostgresJournalBuilder {
             path: target.clone(),
             source: Box::new(source),
         };
-        let mut config: tokio_postgres::Config = self.url.parse().map_err(|e: tokio_postgres::Error| {
-            open_failed(PostgresError::own(format!(
-                "not a PostgreSQL connection string: {}",
-                Redactor::default().redact(&e.to_string())
-            )))
-        })?;
+        let mut config: tokio_postgres::Config =
+            self.url.parse().map_err(|e: tokio_postgres::Error| {
+                open_failed(PostgresError::own(format!(
+                    "not a PostgreSQL connection string: {}",
+                    Redactor::default().redact(&e.to_string())
+                )))
+            })?;
         let redactor = Redactor::new(config.get_password());
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(self.connect_timeout);
@@ -160,7 +161,10 @@ impl PostgresJournalBuilder {
             .build()
             .map_err(|e| open_failed(redactor.other(&e)))?;
         {
-            let mut client = pool.get().await.map_err(|e| open_failed(redactor.other(&e)))?;
+            let mut client = pool
+                .get()
+                .await
+                .map_err(|e| open_failed(redactor.other(&e)))?;
             migrate(&mut client).await.map_err(|e| match e {
                 MigrateError::Foreign => JournalError::Corrupt {
                     path: target.clone(),

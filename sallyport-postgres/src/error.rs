@@ -184,7 +184,9 @@ mod tests {
     #[test]
     fn url_passwords_are_replaced_and_the_rest_kept() {
         assert_eq!(
-            redact_connection_string("postgres://app:s3cr%40t@db.example:5432/journal?sslmode=require"),
+            redact_connection_string(
+                "postgres://app:s3cr%40t@db.example:5432/journal?sslmode=require"
+            ),
             "postgres://app:***@db.example:5432/journal?sslmode=require"
         );
         assert_eq!(
@@ -211,10 +213,7 @@ mod tests {
             redact_connection_string("postgres://h/d?user=u&password=pw&x=1"),
             "postgres://h/d?user=u&password=***&x=1"
         );
-        assert_eq!(
-            redact_connection_string("PASSWORD=Upper"),
-            "PASSWORD=***"
-        );
+        assert_eq!(redact_connection_string("PASSWORD=Upper"), "PASSWORD=***");
     }
 
     #[test]

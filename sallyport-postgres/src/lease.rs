@@ -58,7 +58,10 @@ pub(crate) async fn renew(shared: &Shared) -> Result<u64, JournalError> {
         .await
         .map_err(|e| JournalError::Write(Box::new(shared.redactor.other(&e))))?;
     client
-        .execute(sql::RENEW_LEASES, &[&shared.owner, &shared.lease_ms(), &ids])
+        .execute(
+            sql::RENEW_LEASES,
+            &[&shared.owner, &shared.lease_ms(), &ids],
+        )
         .await
         .map_err(|e| JournalError::Write(Box::new(shared.redactor.postgres(&e))))
 }

@@ -55,7 +55,7 @@
 //!
 //! # TLS
 //!
-//! With the `tls` feature, [`PostgresJournalBuilder::tls`] takes a rustls `ClientConfig`
+//! With the `tls` feature, `PostgresJournalBuilder::tls` takes a rustls `ClientConfig`
 //! (ring provider) and every connection is encrypted. Without it, connections are in the
 //! clear: use a Unix socket or a trusted network.
 
@@ -83,8 +83,8 @@ pub use crate::builder::PostgresJournalBuilder;
 pub use crate::error::PostgresError;
 pub use crate::lease::ClaimedAttempt;
 pub use crate::schema::SCHEMA_VERSION;
-pub use crate::writer::MAX_BATCH;
 use crate::shared::Shared;
+pub use crate::writer::MAX_BATCH;
 use crate::writer::Op;
 
 /// The journal on PostgreSQL. Cheap to share behind an `Arc`; dropping it lets the writer
@@ -160,10 +160,7 @@ impl PostgresJournal {
         self.queue.send(op).map_err(|_| JournalError::Stopped)
     }
 
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(writer::Reply<T>) -> Op,
-    ) -> Result<T, JournalError> {
+    async fn ask<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Op) -> Result<T, JournalError> {
         let (reply, answer) = oneshot::channel();
         self.send(make(reply))?;
         answer.await.map_err(|_| JournalError::Stopped)?

@@ -96,7 +96,9 @@ async fn heads(shared: &Shared, tx: &Transaction<'_>) -> Result<Vec<SignedHead>,
 
 /// The chain and the attempt rows, checked.
 pub(crate) async fn verify(shared: &Shared) -> Result<VerifyReport, JournalError> {
-    snapshot!(shared, |tx| check_chain(shared, &tx).await.map(ChainCheck::into_report))
+    snapshot!(shared, |tx| check_chain(shared, &tx)
+        .await
+        .map(ChainCheck::into_report))
 }
 
 /// The chain, the attempt rows and the signed heads, checked with `key`.
@@ -150,8 +152,8 @@ pub(crate) async fn unresolved(shared: &Shared) -> Result<Vec<UnresolvedAttempt>
 
 /// An unresolved attempt from the first eight columns of `row` (see [`sql::UNRESOLVED`]).
 pub(crate) fn unresolved_attempt(row: &Row) -> UnresolvedAttempt {
-    let phase = AttemptRow::new(row.get::<_, String>(0), row.get::<_, String>(4), None)
-        .unresolved_phase();
+    let phase =
+        AttemptRow::new(row.get::<_, String>(0), row.get::<_, String>(4), None).unresolved_phase();
     debug_assert!(matches!(phase, Phase::IntentWritten | Phase::Dispatched));
     UnresolvedAttempt {
         attempt_id: AttemptId::from_stored(row.get::<_, String>(0)),

@@ -4,7 +4,8 @@
 
 use deadpool_postgres::Client;
 
-/// The schema version this build writes: the number of [`MIGRATIONS`].
+/// The schema version this build writes: how many embedded migrations it has (each
+/// recorded in `sallyport_schema_version` once applied).
 pub const SCHEMA_VERSION: i64 = 1;
 
 /// The advisory lock key the migration holds (`'sallyport'` in ASCII).
@@ -122,7 +123,10 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<(), MigrateError> {
     if found > SCHEMA_VERSION {
         return Err(MigrateError::Newer(found));
     }
-    for (version, migration) in (1_i64..).zip(MIGRATIONS).skip(usize::try_from(found).unwrap_or(0)) {
+    for (version, migration) in (1_i64..)
+        .zip(MIGRATIONS)
+        .skip(usize::try_from(found).unwrap_or(0))
+    {
         tx.batch_execute(migration).await?;
         tx.execute(
             "INSERT INTO sallyport_schema_version (version) VALUES ($1)",

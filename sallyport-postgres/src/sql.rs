@@ -40,7 +40,8 @@ pub(crate) const LOCK_HEAD: &str =
     "SELECT seq, hash FROM sallyport_chain_head WHERE id = 1 FOR UPDATE";
 
 /// Moves the chain's head.
-pub(crate) const SET_HEAD: &str = "UPDATE sallyport_chain_head SET seq = $1, hash = $2 WHERE id = 1";
+pub(crate) const SET_HEAD: &str =
+    "UPDATE sallyport_chain_head SET seq = $1, hash = $2 WHERE id = 1";
 
 /// One audit record.
 pub(crate) const INSERT_RECORD: &str = "

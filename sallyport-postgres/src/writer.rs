@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use sallyport_core::journal::{AuditEvent, AuditRecord, ChainHead, Intent, JournalError};
 use sallyport_core::journal::{AttemptId, chain_hash};
+use sallyport_core::journal::{AuditEvent, AuditRecord, ChainHead, Intent, JournalError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 
@@ -79,11 +79,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
 async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresError> {
     let redact = &shared.redactor;
     let pg = |e: tokio_postgres::Error| redact.postgres(&e);
-    let mut client = shared
-        .pool
-        .get()
-        .await
-        .map_err(|e| redact.other(&e))?;
+    let mut client = shared.pool.get().await.map_err(|e| redact.other(&e))?;
     let tx = client.transaction().await.map_err(pg)?;
     if !ops.iter().any(Op::is_durable) {
         // Nothing in the batch is sent on the strength of this commit: a server crash may
@@ -258,7 +254,9 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
         for result in inserted {
             result.map_err(pg)?;
         }
-        tx.execute(sql::SET_HEAD, &[&seq, &hash]).await.map_err(pg)?;
+        tx.execute(sql::SET_HEAD, &[&seq, &hash])
+            .await
+            .map_err(pg)?;
         if let Some(key) = &shared.signing_key {
             let signed = key.sign(
                 &ChainHead {

@@ -145,9 +145,14 @@ async fn a_reused_idempotency_key_or_attempt_id_is_a_duplicate_in_every_process(
         1,
         "{rx:?} {ry:?}"
     );
-    assert!(matches!(rx.err().or(ry.err()), Some(JournalError::DuplicateKey)));
+    assert!(matches!(
+        rx.err().or(ry.err()),
+        Some(JournalError::DuplicateKey)
+    ));
     // The journal goes on writing after a refused reservation.
-    a.append(event(&first)).await.expect("append after duplicates");
+    a.append(event(&first))
+        .await
+        .expect("append after duplicates");
     assert!(a.verify().await.expect("verify").is_intact());
 }
 
@@ -317,7 +322,12 @@ async fn unresolved_lists_exactly_the_attempts_no_record_closes_in_any_process()
         .find(|u| u.attempt_id == open.attempt_id)
         .expect("still listed");
     assert_eq!(edited.phase, Phase::Dispatched);
-    let brk = b.verify().await.expect("verify").first_break.expect("found");
+    let brk = b
+        .verify()
+        .await
+        .expect("verify")
+        .first_break
+        .expect("found");
     assert_eq!(brk.kind, BreakKind::AttemptEdited);
     assert_eq!(brk.attempt.as_ref(), Some(&open.attempt_id));
 }
@@ -368,7 +378,10 @@ async fn a_database_migrated_by_a_newer_build_is_refused_untouched() {
     drop(db.journal("a").await);
     let sql = db.sql().await;
     let versions: Vec<i64> = sql
-        .query("SELECT version FROM sallyport_schema_version ORDER BY version", &[])
+        .query(
+            "SELECT version FROM sallyport_schema_version ORDER BY version",
+            &[],
+        )
         .await
         .expect("versions")
         .iter()
@@ -392,7 +405,10 @@ async fn a_database_migrated_by_a_newer_build_is_refused_untouched() {
         }
         other => panic!("expected NewerFormat, got {other:?}"),
     }
-    assert_eq!(count(&db, "sallyport_schema_version").await, SCHEMA_VERSION + 1);
+    assert_eq!(
+        count(&db, "sallyport_schema_version").await,
+        SCHEMA_VERSION + 1
+    );
 }
 
 #[tokio::test]
@@ -440,10 +456,7 @@ async fn with_a_signing_key_every_batch_signs_its_head_and_verify_signed_covers_
     }
     let heads = journal.signed_heads().await.expect("heads");
     assert_eq!(heads.last().map(|h| h.count), Some(5));
-    let report = journal
-        .verify_signed(&verifying)
-        .await
-        .expect("verify");
+    let report = journal.verify_signed(&verifying).await.expect("verify");
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.last_signed, Some(5));
 

@@ -110,7 +110,9 @@ async fn the_heartbeat_keeps_a_live_owners_leases_from_being_claimed() {
             "a renewed lease was claimed"
         );
     }
-    live.append(event(&intent)).await.expect("the live owner finishes");
+    live.append(event(&intent))
+        .await
+        .expect("the live owner finishes");
     assert_eq!(
         lease_columns(&db, intent.attempt_id.as_str()).await,
         ("live".to_owned(), 1, "finished".to_owned(), 1)
@@ -226,12 +228,22 @@ async fn four_journals_appending_800_records_at_once_make_one_chain_without_gaps
     }
     seqs.sort_unstable();
     let total = (JOURNALS * APPENDS) as u64;
-    assert_eq!(seqs, (1..=total).collect::<Vec<_>>(), "one position each, no gaps");
+    assert_eq!(
+        seqs,
+        (1..=total).collect::<Vec<_>>(),
+        "one position each, no gaps"
+    );
     let report = journals[0].verify().await.expect("verify");
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.records, total);
     let records = journals[3].records().await.expect("records");
     let recorded: HashSet<_> = records.iter().map(|r| r.event.attempt_id.clone()).collect();
     assert_eq!(recorded, attempts);
-    assert!(journals[1].unresolved().await.expect("unresolved").is_empty());
+    assert!(
+        journals[1]
+            .unresolved()
+            .await
+            .expect("unresolved")
+            .is_empty()
+    );
 }
