@@ -453,6 +453,22 @@ impl Catalog {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// The catalog with sallyport's built-in action `A` added (its definition carries
+    /// sallyport's own version as provenance).
+    pub(crate) fn with_builtin<A: Action>(mut self) -> Result<Self, CatalogError> {
+        let mut entry = entry_for::<A>(A::spec())?;
+        entry.set_definition(&Provenance::new(concat!(
+            "sallyport-core ",
+            env!("CARGO_PKG_VERSION")
+        )));
+        let name = entry.spec.name.to_string();
+        if self.entries.contains_key(&name) {
+            return Err(CatalogError::DuplicateName(name));
+        }
+        self.entries.insert(name, Arc::new(entry));
+        Ok(self)
+    }
 }
 
 #[cfg(test)]

@@ -112,10 +112,20 @@ macro_rules! codes {
 }
 
 codes! {
-    /// The code of an executor refusal (stages 1–9): nothing was sent.
+    /// The code of an executor refusal (stages 1–9): nothing was sent. Also the codes of
+    /// a call parked for a human's later approval (`awaiting_approval`) and of how such an
+    /// approval ended before anything was sent.
     pub enum RefusalCode {
+        /// The approval the call waits for has passed its expiry undecided, or was approved
+        /// and could not be carried out before it expired.
+        ApprovalExpired => "approval_expired",
+        /// `check_approval` named an approval this journal does not hold.
+        ApprovalNotFound => "approval_not_found",
         /// Arguments larger than the executor accepts.
         ArgumentsTooLarge => "arguments_too_large",
+        /// The call is parked until a human decides (status `pending`); `next` names the
+        /// status check.
+        AwaitingApproval => "awaiting_approval",
         /// Consent was denied.
         ConsentDenied => "consent_denied",
         /// No consent provider can ask a human.
@@ -138,6 +148,9 @@ codes! {
         OutOfScope => "out_of_scope",
         /// The action's own precondition does not hold.
         PreconditionFailed => "precondition_failed",
+        /// An approved call, prepared again before sending, is no longer the request the
+        /// human approved (another destination, another body); the approval is void.
+        RequestChanged => "request_changed",
         /// The definition changed in a way that needs a reviewer.
         ReviewRequired => "review_required",
         /// No published action has that name.
@@ -242,6 +255,8 @@ codes! {
     pub enum ConsentOutcome {
         /// A human approved this call.
         Approved => "approved",
+        /// The call was parked until a human decides (deferred consent).
+        Deferred => "deferred",
         /// A human approved this call and the rest of the session.
         ApprovedForSession => "approved_for_session",
         /// A human said no.
@@ -449,7 +464,10 @@ mod tests {
     fn refusal_codes_round_trip_to_the_wire_strings() {
         use RefusalCode::*;
         let table = [
+            (ApprovalExpired, "approval_expired"),
+            (ApprovalNotFound, "approval_not_found"),
             (ArgumentsTooLarge, "arguments_too_large"),
+            (AwaitingApproval, "awaiting_approval"),
             (ConsentDenied, "consent_denied"),
             (ConsentUnavailable, "consent_unavailable"),
             (ConsentTimeout, "consent_timeout"),
@@ -461,6 +479,7 @@ mod tests {
             (ChannelUnavailable, "channel_unavailable"),
             (OutOfScope, "out_of_scope"),
             (PreconditionFailed, "precondition_failed"),
+            (RequestChanged, "request_changed"),
             (ReviewRequired, "review_required"),
             (UnknownAction, "unknown_action"),
             (VaultLocked, "vault_locked"),
@@ -529,6 +548,7 @@ mod tests {
         use ConsentOutcome::*;
         let table = [
             (Approved, "approved"),
+            (Deferred, "deferred"),
             (ApprovedForSession, "approved_for_session"),
             (Denied, "denied"),
             (NotRequired, "not_required"),

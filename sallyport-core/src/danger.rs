@@ -22,6 +22,10 @@ impl AutoApprove {
 
 #[async_trait]
 impl ConsentProvider for AutoApprove {
+    fn channel(&self) -> &str {
+        "auto_approve"
+    }
+
     async fn ask(&self, request: &ConsentRequest) -> ConsentDecision {
         tracing::warn!(action = %request.action, "consent auto-approved (danger door)");
         ConsentDecision::Approve

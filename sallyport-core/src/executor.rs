@@ -24,9 +24,11 @@
 //! the consent decision, the intent). The request a channel prepares at stage 4 is the one
 //! the human approves at stage 8 and the one sent at stage 10.
 
+mod approvals;
 mod builder;
 mod cancel;
 mod pipeline;
+mod resume;
 mod typed;
 
 pub mod authorize;
@@ -118,6 +120,8 @@ pub(crate) struct Inner {
     /// The last journal write failed: observe calls write their attempt before sending
     /// until a write succeeds again, so a known-unwritable journal refuses reads unsent.
     pub(crate) journal_unwritable: std::sync::atomic::AtomicBool,
+    /// Deferred consent: modes, expiry, lease, this instance's name.
+    pub(crate) approvals: approvals::Settings,
 }
 
 impl Inner {
@@ -142,6 +146,10 @@ pub struct ExecutorInfo {
 }
 
 impl Executor {
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
+        Self { inner }
+    }
+
     /// A builder over `catalog`.
     pub fn builder(catalog: Catalog) -> ExecutorBuilder {
         ExecutorBuilder::new(catalog)
@@ -175,9 +183,17 @@ impl Executor {
     /// `unknown` if a request may have left.
     pub async fn call(&self, action: &str, arguments: Value, session: &Session) -> ActionResult {
         let mut guard = self.guard(action, session);
-        let result = pipeline::run(&self.inner, &mut guard, session, arguments).await;
+        let ended = pipeline::run(&self.inner, &mut guard, session, arguments).await;
         guard.disarm();
-        result
+        match ended {
+            pipeline::Ended::Answer(result) => result,
+            // Approved at once by the consent provider: carried out here, unless another
+            // executor claimed it first (then the answer is where it stands).
+            pipeline::Ended::ApprovedNow(id, parked) => match self.resume_approval(&id).await {
+                Ok(Some(result)) => result,
+                Ok(None) | Err(_) => *parked,
+            },
+        }
     }
 
     /// Runs the static checks of stages 1–4 (resolve, validate, decode, authorize, and the

@@ -46,6 +46,11 @@ id_type!(
     "att_"
 );
 id_type!(
+    /// One parked call's approval (`apr_…`).
+    ApprovalId,
+    "apr_"
+);
+id_type!(
     /// The audit record of one call (`rcpt_…`).
     ReceiptId,
     "rcpt_"

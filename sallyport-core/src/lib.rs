@@ -109,6 +109,7 @@
 
 pub mod action;
 pub mod after_send;
+pub mod approval;
 pub mod catalog;
 pub mod channel;
 mod clock;

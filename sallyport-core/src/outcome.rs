@@ -56,6 +56,9 @@ pub struct ActionResult {
     /// The audit record of this call; a human can look it up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt_id: Option<ReceiptId>,
+    /// The approval a parked call waits for (`awaiting_approval`); `next` checks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<crate::ids::ApprovalId>,
 }
 
 impl ActionResult {
@@ -72,7 +75,23 @@ impl ActionResult {
             drift: None,
             attempt_id,
             receipt_id: None,
+            approval_id: None,
         }
+    }
+
+    /// Takes status, origin, code, reason, data and `next` from `outcome` (the answer of the
+    /// approval status check), keeping this call's ids.
+    pub(crate) fn apply(&mut self, outcome: &crate::channel::ChannelOutcome) {
+        self.status = outcome.status;
+        self.origin = matches!(
+            outcome.status,
+            Status::Rejected | Status::Unknown | Status::Pending
+        )
+        .then_some(outcome.origin);
+        self.code = outcome.code.clone();
+        self.reason = outcome.reason.clone();
+        self.data = outcome.data.clone();
+        self.next = outcome.next.clone();
     }
 
     /// The code as its wire string (`"out_of_scope"`, …), if there is one.

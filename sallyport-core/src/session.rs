@@ -47,13 +47,20 @@ impl fmt::Display for SessionId {
 /// assert!(!session.permits("project", "proj_999"));
 /// assert!(!session.permits("workspace", "ws_1"));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// A session serializes (id, requester and scope) so that a call parked for a later approval
+/// can be checked against the scope it was made under when it resumes in another process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     id: SessionId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    requester: Option<String>,
+    #[serde(default)]
     scopes: BTreeMap<String, ScopeSet>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 enum ScopeSet {
     Any,
     Only(BTreeSet<String>),
@@ -64,8 +71,22 @@ impl Session {
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             id: SessionId::new(id),
+            requester: None,
             scopes: BTreeMap::new(),
         }
+    }
+
+    /// Names who the session acts for (a user, a service account), as an approver is shown
+    /// it. Free text chosen by the host, never by the agent.
+    #[must_use]
+    pub fn requested_by(mut self, requester: impl Into<String>) -> Self {
+        self.requester = Some(requester.into());
+        self
+    }
+
+    /// Who the session acts for, when the host said.
+    pub fn requester(&self) -> Option<&str> {
+        self.requester.as_deref()
     }
 
     /// Allows these objects of scope `kind`.

@@ -204,6 +204,10 @@ fn message_of(request: &ConsentRequest) -> String {
 
 #[async_trait]
 impl ConsentProvider for ConsentRouter {
+    fn channel(&self) -> &str {
+        "mcp_elicitation"
+    }
+
     async fn ask(&self, request: &ConsentRequest) -> ConsentDecision {
         let peer = match self.elicitation {
             Elicitation::Disabled => None,

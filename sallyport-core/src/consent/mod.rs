@@ -118,4 +118,10 @@ pub enum ConsentDecision {
 pub trait ConsentProvider: Send + Sync + 'static {
     /// Asks, and waits for the answer. The executor applies its own timeout around this.
     async fn ask(&self, request: &ConsentRequest) -> ConsentDecision;
+
+    /// The front end's name, as the audit record of a deferred call's decision names it
+    /// (`terminal`, `queue`, `mcp_elicitation`, …).
+    fn channel(&self) -> &str {
+        "consent_provider"
+    }
 }

@@ -17,6 +17,10 @@ pub struct DenyAll;
 
 #[async_trait]
 impl ConsentProvider for DenyAll {
+    fn channel(&self) -> &str {
+        "deny_all"
+    }
+
     async fn ask(&self, _request: &ConsentRequest) -> ConsentDecision {
         ConsentDecision::Deny {
             reason: Some("no human approves calls in this deployment".to_owned()),
@@ -65,6 +69,10 @@ impl std::fmt::Debug for FnConsent {
 
 #[async_trait]
 impl ConsentProvider for FnConsent {
+    fn channel(&self) -> &str {
+        "closure"
+    }
+
     async fn ask(&self, request: &ConsentRequest) -> ConsentDecision {
         (self.ask)(request.clone()).await
     }
@@ -116,6 +124,10 @@ impl QueueConsent {
 
 #[async_trait]
 impl ConsentProvider for QueueConsent {
+    fn channel(&self) -> &str {
+        "queue"
+    }
+
     async fn ask(&self, request: &ConsentRequest) -> ConsentDecision {
         let (reply, answer) = oneshot::channel();
         let pending = PendingConsent {
@@ -197,6 +209,10 @@ fn ask_controlling_terminal(_text: &str) -> Option<String> {
 
 #[async_trait]
 impl ConsentProvider for TerminalConsent {
+    fn channel(&self) -> &str {
+        "terminal"
+    }
+
     async fn ask(&self, request: &ConsentRequest) -> ConsentDecision {
         let text = request.render();
         let ttl = self.session_ttl;

@@ -483,6 +483,7 @@ impl BaselineGuard {
                 drift_decision: Some(Box::new(decision.clone())),
                 dispatches: 0,
                 upstream_status: None,
+                approval: None,
             };
             journal.append(event).await?;
             self.set_receipt(&decision);

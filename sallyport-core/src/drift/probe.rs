@@ -420,6 +420,7 @@ impl Prober {
             drift_decision: None,
             dispatches: u32::from(observation.is_some()),
             upstream_status,
+            approval: None,
         };
         match self.journal.append(event).await {
             Ok(record) => Some(record.event.receipt_id),

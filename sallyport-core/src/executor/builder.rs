@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{DefinitionGuard, Executor, Inner};
+use crate::approval::ConsentMode;
 use crate::catalog::Catalog;
 use crate::channel::Channel;
 use crate::consent::{ConsentProvider, SessionGrants};
@@ -33,6 +34,12 @@ pub enum BuildError {
     /// The baseline lockfile named with [`ExecutorBuilder::baseline_lockfile`] cannot be used.
     #[error("the baseline lockfile cannot be used")]
     Baseline(#[source] crate::drift::BaselineError),
+    /// Deferred consent adds the built-in `check_approval` action, and the catalog already
+    /// has an action of that name.
+    #[error(
+        "deferred consent adds the built-in action `check_approval`, and the catalog already has one; rename yours"
+    )]
+    BuiltinNameTaken,
     /// An action binds a credential but no vault was added.
     #[error(
         "action `{action}` binds credential `{credential}`, but no vault was added with `.vault(…)`"
@@ -60,6 +67,7 @@ pub struct ExecutorBuilder {
     max_argument_bytes: usize,
     definition_guard: Option<Arc<dyn DefinitionGuard>>,
     baseline_lockfile: Option<std::path::PathBuf>,
+    approvals: super::approvals::Settings,
 }
 
 impl std::fmt::Debug for ExecutorBuilder {
@@ -84,6 +92,7 @@ impl ExecutorBuilder {
             max_argument_bytes: 64 * 1024,
             definition_guard: None,
             baseline_lockfile: None,
+            approvals: super::approvals::Settings::default(),
         }
     }
 
@@ -172,6 +181,56 @@ impl ExecutorBuilder {
         self
     }
 
+    /// How every action's consent is asked (default [`ConsentMode::Blocking`]): with
+    /// [`ConsentMode::Deferred`] a call that needs a human is parked in the journal and
+    /// answered `pending` / `awaiting_approval` at once (see [`crate::approval`]), and the
+    /// built-in `check_approval` action is offered.
+    pub fn consent_mode(mut self, mode: ConsentMode) -> Self {
+        self.approvals.mode = mode;
+        self
+    }
+
+    /// How `action`'s consent is asked, overriding [`ExecutorBuilder::consent_mode`].
+    pub fn consent_mode_for(mut self, action: impl Into<String>, mode: ConsentMode) -> Self {
+        self.approvals.per_action.insert(action.into(), mode);
+        self
+    }
+
+    /// How long a parked call waits for a decision (default 24 h).
+    pub fn approval_expiry(mut self, expiry: Duration) -> Self {
+        self.approvals.expiry = expiry;
+        self
+    }
+
+    /// How long this executor's claim on an approved call lasts before another executor may
+    /// take it over (default 60 s). Re-checking an approved call and writing its intent must
+    /// fit in it; a claim taken over is void for its old holder (fencing).
+    pub fn approval_lease(mut self, lease: Duration) -> Self {
+        self.approvals.lease = lease;
+        self
+    }
+
+    /// The name this executor claims approved calls under (default a fresh `exe_…` id):
+    /// one per process, so a restarted process does not mistake a dead one's claim for its own.
+    pub fn instance_name(mut self, name: impl Into<String>) -> Self {
+        self.approvals.instance = name.into();
+        self
+    }
+
+    /// Looks a session up by id when a parked call resumes, so the scope checked before
+    /// sending is the session's scope now; `None` (the session is gone) refuses the call
+    /// `out_of_scope`. Without it the scope the call was made under is checked again.
+    pub fn session_lookup<F>(mut self, lookup: F) -> Self
+    where
+        F: Fn(&crate::session::SessionId) -> Option<crate::session::Session>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.approvals.sessions = Some(Arc::new(lookup));
+        self
+    }
+
     /// Settings that weaken safety, for tests and demos.
     pub fn dangerous(self) -> DangerousExecutorBuilder {
         DangerousExecutorBuilder { inner: self }
@@ -191,6 +250,20 @@ impl ExecutorBuilder {
                 .map_err(BuildError::Baseline)?;
             self.definition_guard = Some(Arc::new(guard));
         }
+        let approvals_channel = if self.approvals.any_deferred() {
+            self.catalog = self
+                .catalog
+                .with_builtin::<crate::approval::CheckApproval>()
+                .map_err(|_| BuildError::BuiltinNameTaken)?;
+            let channel = crate::approval::ApprovalsChannel::new();
+            self.channels.insert(
+                crate::approval::check::CHANNEL.to_owned(),
+                Arc::clone(&channel) as Arc<dyn Channel>,
+            );
+            Some(channel)
+        } else {
+            None
+        };
         for entry in self.catalog.entries() {
             let spec = entry.spec();
             if let Some(channel) = spec.target.channel_name()
@@ -208,23 +281,26 @@ impl ExecutorBuilder {
                 });
             }
         }
-        Ok(Executor {
-            inner: Arc::new(Inner {
-                catalog: self.catalog,
-                channels: self.channels,
-                vault: self.vault,
-                journal,
-                consent: self.consent,
-                consent_timeout: self.consent_timeout,
-                session_grant_ttl: self.session_grant_ttl,
-                grants: SessionGrants::new(),
-                drift_mode: self.drift_mode,
-                max_argument_bytes: self.max_argument_bytes,
-                definition_guard: self.definition_guard,
-                unusable: Default::default(),
-                journal_unwritable: Default::default(),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            catalog: self.catalog,
+            channels: self.channels,
+            vault: self.vault,
+            journal,
+            consent: self.consent,
+            consent_timeout: self.consent_timeout,
+            session_grant_ttl: self.session_grant_ttl,
+            grants: SessionGrants::new(),
+            drift_mode: self.drift_mode,
+            max_argument_bytes: self.max_argument_bytes,
+            definition_guard: self.definition_guard,
+            unusable: Default::default(),
+            journal_unwritable: Default::default(),
+            approvals: self.approvals,
+        });
+        if let Some(channel) = approvals_channel {
+            channel.attach(&inner);
+        }
+        Ok(Executor { inner })
     }
 }
 

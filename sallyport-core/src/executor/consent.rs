@@ -1,17 +1,28 @@
 //! Stage 8, consent: per the action's rule, a human approves the exact prepared request,
 //! else `consent_denied`, `consent_timeout` or `consent_unavailable`.
+//!
+//! With deferred consent the call is parked instead ([`crate::approval`]): the approval is
+//! stored with the call's own record and the call ends `pending` / `awaiting_approval`; a
+//! configured provider is still asked, as one front end. An approved call comes back here
+//! through [`approved`], which checks that the request prepared again is the one approved.
 
 use std::fmt;
 
 use super::Inner;
 use super::cancel::scrub_cut;
 use super::precheck::Checked;
+use super::record::{self, CallRecord};
 use crate::action::ConsentRule;
+use crate::approval::{
+    self, Approval, ApprovalFilter, ApprovalId, ApprovalState, ConsentMode, Decided, Decider,
+    Verdict,
+};
 use crate::code::ConsentOutcome;
 use crate::consent::{ConsentDecision, ConsentDisplay, ConsentRequest, MAX_SHOWN_BYTES};
-use crate::journal::AttemptId;
+use crate::outcome::ActionResult;
 use crate::outcome::{Refusal, RefusalCode};
 use crate::scrub::Scrubber;
+use crate::session::Session;
 
 /// A call a human approved, or whose rule needs no one. Only this stage's `consent` makes one.
 pub struct Consented {
@@ -40,24 +51,34 @@ impl Consented {
     }
 }
 
-/// A refusal at stage 8, with the consent outcome the audit record names.
+/// How stage 8 ended when the call may not go on now.
 #[derive(Debug)]
-pub(super) struct ConsentRefused {
-    pub(super) decision: ConsentOutcome,
-    pub(super) refusal: Refusal,
+pub(super) enum ConsentRefused {
+    /// Refused, with the consent outcome the audit record names.
+    Refused {
+        decision: ConsentOutcome,
+        refusal: Refusal,
+    },
+    /// Parked for a later decision: the call's record is written, this is its answer.
+    Parked(Box<ActionResult>),
+    /// Parked, and a provider approved it at once: the executor carries it out as an
+    /// approved call.
+    ApprovedNow(ApprovalId, Box<ActionResult>),
 }
 
 fn refused(decision: ConsentOutcome, refusal: Refusal) -> ConsentRefused {
-    ConsentRefused { decision, refusal }
+    ConsentRefused::Refused { decision, refusal }
 }
 
 /// Asks for consent as the action's rule requires.
 pub(super) async fn consent(
     inner: &Inner,
-    attempt_id: &AttemptId,
-    session_id: &str,
+    record: &CallRecord,
+    session: &Session,
     checked: Checked,
 ) -> Result<Consented, ConsentRefused> {
+    let attempt_id = &record.attempt_id;
+    let session_id = session.id().as_str();
     let unlocked = checked.unlocked();
     let authorized = unlocked.approved().authorized();
     let validated = authorized.validated();
@@ -72,14 +93,20 @@ pub(super) async fn consent(
         }
         ConsentRule::Session | ConsentRule::PerCall => {}
     }
-    let Some(provider) = &inner.consent else {
-        return Err(refused(
-            ConsentOutcome::Unavailable,
-            Refusal::new(
-                RefusalCode::ConsentUnavailable,
-                "this action needs a human's approval and no one can be asked here",
-            ),
-        ));
+    // Deferred consent parks the call (and asks the provider, if any, from there).
+    let deferred = inner.approvals.mode_for(&spec.name) == ConsentMode::Deferred;
+    let provider = match &inner.consent {
+        _ if deferred => None,
+        Some(provider) => Some(provider),
+        None => {
+            return Err(refused(
+                ConsentOutcome::Unavailable,
+                Refusal::new(
+                    RefusalCode::ConsentUnavailable,
+                    "this action needs a human's approval and no one can be asked here",
+                ),
+            ));
+        }
     };
     let scrubber = unlocked.scrubber();
     let request = ConsentRequest {
@@ -111,6 +138,9 @@ pub(super) async fn consent(
             ),
         ));
     }
+    let Some(provider) = provider else {
+        return Err(park(inner, record, session, &checked, request).await);
+    };
     let decision = tokio::time::timeout(inner.consent_timeout, provider.ask(&request)).await;
     let approve = |ttl| {
         if spec.consent == ConsentRule::Session {
@@ -170,4 +200,147 @@ fn scrub_consent(scrubber: &Scrubber, mut request: ConsentRequest) -> ConsentReq
         object.value = scrubber.scrub(&object.value).into_owned();
     }
     request
+}
+
+/// Parks the call: stores its approval with the call's record, answers `pending`, and asks
+/// the provider (if any) as one front end among others.
+async fn park(
+    inner: &Inner,
+    record: &CallRecord,
+    session: &Session,
+    checked: &Checked,
+    request: ConsentRequest,
+) -> ConsentRefused {
+    let unlocked = checked.unlocked();
+    let authorized = unlocked.approved().authorized();
+    let validated = authorized.validated();
+    let entry = validated.entry();
+    let spec = entry.spec();
+    let fingerprint = super::intent::fingerprint_of(authorized);
+    let now = approval::now_ms();
+    // The same call again, in the same session, while an approval of it lives: the answer
+    // is where that approval stands, and no one is asked twice.
+    let same = ApprovalFilter::all()
+        .session(session.id().as_str())
+        .fingerprint(&fingerprint)
+        .limit(8);
+    match inner.journal.approvals(&same).await {
+        Ok(existing) => {
+            if let Some(approval) = existing.into_iter().find(|a| !a.is_expired_at(now)) {
+                return ConsentRefused::Parked(Box::new(
+                    record::parked_again(inner.journal.as_ref(), record, &approval).await,
+                ));
+            }
+        }
+        Err(e) => return store_failed(&e),
+    }
+    let mut arguments = validated.arguments().clone();
+    unlocked.scrubber().scrub_json(&mut arguments);
+    let expiry = u64::try_from(inner.approvals.expiry.as_millis()).unwrap_or(u64::MAX);
+    let approval = Approval {
+        approval_id: ApprovalId::generate(),
+        attempt_id: record.attempt_id.clone(),
+        action: request.action.clone(),
+        summary: request.summary.clone(),
+        effect: spec.effect,
+        externality: spec.externality,
+        rule: spec.consent,
+        session: session.clone(),
+        objects: request.objects.clone(),
+        note: request.note.clone(),
+        request: request.request.clone(),
+        fingerprint,
+        definition_hash: entry.definition_hash().to_owned(),
+        definition_status: super::definition::status(inner.definition_guard.as_deref()).to_owned(),
+        arguments,
+        created_at_ms: now,
+        expires_at_ms: now.saturating_add(expiry),
+        state: ApprovalState::Awaiting,
+        decision: None,
+        claim: None,
+        execution: None,
+        result: None,
+    };
+    let parked = match record::parked(inner.journal.as_ref(), record, &approval).await {
+        Ok(result) => result,
+        Err(e) => return store_failed(&e),
+    };
+    let Some(provider) = &inner.consent else {
+        return ConsentRefused::Parked(Box::new(parked));
+    };
+    // A provider that answers in time decides through the same path as every other front
+    // end; one that cannot ask, or does not answer, leaves the call parked.
+    let verdict = match tokio::time::timeout(inner.consent_timeout, provider.ask(&request)).await {
+        Ok(ConsentDecision::Approve | ConsentDecision::ApproveForSession { .. }) => {
+            (Verdict::Approve, None)
+        }
+        Ok(ConsentDecision::Deny { reason }) => (Verdict::Deny, reason),
+        Ok(ConsentDecision::Unavailable) | Err(_) => {
+            return ConsentRefused::Parked(Box::new(parked));
+        }
+    };
+    let decider = Decider::new("operator", provider.channel());
+    let id = approval.approval_id.clone();
+    match approval::decide(
+        inner.journal.as_ref(),
+        &id,
+        verdict.0,
+        &decider,
+        verdict.1.as_deref(),
+    )
+    .await
+    {
+        Ok(Decided::Recorded(a)) if a.state == ApprovalState::Approved => {
+            ConsentRefused::ApprovedNow(id, Box::new(parked))
+        }
+        Ok(decided) => {
+            let mut answer = parked;
+            answer.apply(&approval::status_outcome(decided.approval()));
+            ConsentRefused::Parked(Box::new(answer))
+        }
+        Err(e) => {
+            tracing::error!(approval = %id, error = %e, "a provider's decision could not be recorded");
+            ConsentRefused::Parked(Box::new(parked))
+        }
+    }
+}
+
+fn store_failed(e: &crate::journal::JournalError) -> ConsentRefused {
+    tracing::error!(error = %e, "the approval store cannot be used");
+    refused(
+        ConsentOutcome::Deferred,
+        Refusal::new(
+            RefusalCode::JournalUnavailable,
+            "this call needs a human's approval, and the approval request could not be stored; nothing was sent and no one was asked; retrying later is safe",
+        ),
+    )
+}
+
+/// Stage 8 for a call a human approved earlier: the approval holds only for the request it
+/// was given for, and only until it expires.
+pub(super) fn approved(checked: Checked, approval: &Approval) -> Result<Consented, Refusal> {
+    let unlocked = checked.unlocked();
+    let authorized = unlocked.approved().authorized();
+    if approval.is_expired_at(approval::now_ms()) {
+        return Err(Refusal::new(
+            RefusalCode::ApprovalExpired,
+            format!(
+                "the approval expired at {} before the call could be carried out; nothing was sent; make the call again to ask again",
+                approval.expires_at()
+            ),
+        ));
+    }
+    let request = scrub_cut(unlocked.scrubber(), &unlocked.summary().0);
+    if super::intent::fingerprint_of(authorized) != approval.fingerprint
+        || request != approval.request
+    {
+        return Err(Refusal::new(
+            RefusalCode::RequestChanged,
+            "the request prepared now is not the one a human approved (another destination or content); the approval is void; nothing was sent; make the call again to ask again",
+        ));
+    }
+    Ok(Consented {
+        checked,
+        decision: ConsentOutcome::Approved,
+    })
 }

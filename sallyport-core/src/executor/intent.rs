@@ -11,9 +11,11 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 
 use super::Inner;
+use super::authorize::Authorized;
 use super::consent::Consented;
+use crate::approval::{ApprovalId, Claim};
 use crate::channel::{fingerprint, still_ready};
-use crate::journal::{AttemptId, IdempotencyKey, Intent};
+use crate::journal::{AttemptId, IdempotencyKey, Intent, JournalError};
 use crate::outcome::{Refusal, RefusalCode};
 
 /// A call whose attempt is recorded (or, for an observe call, ready to be recorded with its
@@ -70,31 +72,7 @@ pub(super) async fn intend(
     // Consent can take minutes: the vault may have been locked, or the credential replaced
     // or removed, meanwhile. The channel checks again before each send.
     still_ready(inner.vault.as_deref(), unlocked.resolved().as_ref()).await?;
-    let authorized = unlocked.approved().authorized();
-    let validated = authorized.validated();
-    let entry = validated.entry();
-    let spec = entry.spec();
-    let request = authorized.request().fingerprint();
-    let intent = Intent {
-        attempt_id: attempt_id.clone(),
-        action: spec.name.to_string(),
-        session_id: session_id.to_owned(),
-        idempotency_key: IdempotencyKey::generate(),
-        fingerprint: hex::encode(fingerprint([
-            spec.name.as_bytes(),
-            entry.definition_hash().as_bytes(),
-            request.as_slice(),
-        ])),
-        definition_hash: entry.definition_hash().to_owned(),
-        effect: spec.effect,
-        arguments: {
-            // The journal stores arguments for reconcile; never a secret value among them.
-            let mut arguments = validated.arguments().clone();
-            unlocked.scrubber().scrub_json(&mut arguments);
-            arguments
-        },
-        durable: spec.effect.is_mutating(),
-    };
+    let intent = intent_of(attempt_id, session_id, &consented);
     // An observe call writes its attempt now only while the journal is known to be
     // unwritable: a read whose record cannot be written is refused before it is sent.
     let written = intent.durable || inner.journal_unwritable.load(Ordering::SeqCst);
@@ -104,10 +82,7 @@ pub(super) async fn intend(
             Err(e) => {
                 inner.journal_unwritable.store(true, Ordering::SeqCst);
                 tracing::error!(attempt = %attempt_id, error = %e, "intent write failed; nothing sent");
-                return Err(Refusal::new(
-                    RefusalCode::JournalUnavailable,
-                    "the attempt could not be recorded, so nothing was sent; retrying later is safe",
-                ));
+                return Err(unrecorded());
             }
         }
     }
@@ -116,4 +91,87 @@ pub(super) async fn intend(
         intent,
         written,
     })
+}
+
+fn unrecorded() -> Refusal {
+    Refusal::new(
+        RefusalCode::JournalUnavailable,
+        "the attempt could not be recorded, so nothing was sent; retrying later is safe",
+    )
+}
+
+/// Why an approved call's intent was not written.
+#[derive(Debug)]
+pub(super) enum NotIntended {
+    /// Refused before anything was written.
+    Refused(Refusal),
+    /// Another executor holds the approval now; this one must do nothing more.
+    Fenced,
+    /// The journal failed; the approval stays approved for a later try.
+    Unrecorded(Refusal),
+}
+
+/// Stage 9 for an approved call: the vault recheck, then the intent written together with
+/// the approval's move to `executing`, only while this executor's claim is the current one.
+pub(super) async fn intend_approved(
+    inner: &Inner,
+    attempt_id: &AttemptId,
+    session_id: &str,
+    consented: Consented,
+    approval: &ApprovalId,
+    claim: &Claim,
+) -> Result<Intended, NotIntended> {
+    let unlocked = consented.checked().unlocked();
+    still_ready(inner.vault.as_deref(), unlocked.resolved().as_ref())
+        .await
+        .map_err(NotIntended::Refused)?;
+    let intent = intent_of(attempt_id, session_id, &consented);
+    match inner.journal.begin_approved(approval, claim, &intent).await {
+        Ok(()) => Ok(Intended {
+            consented,
+            intent,
+            written: true,
+        }),
+        Err(JournalError::Fenced) => Err(NotIntended::Fenced),
+        Err(e) => {
+            tracing::error!(attempt = %attempt_id, approval = %approval, error = %e, "approved intent write failed; nothing sent");
+            Err(NotIntended::Unrecorded(unrecorded()))
+        }
+    }
+}
+
+/// SHA-256 over the action, its definition hash and the prepared request's fingerprint
+/// (hex): what an intent and an approval bind to.
+pub(super) fn fingerprint_of(authorized: &Authorized) -> String {
+    let entry = authorized.validated().entry();
+    let request = authorized.request().fingerprint();
+    hex::encode(fingerprint([
+        entry.spec().name.as_bytes(),
+        entry.definition_hash().as_bytes(),
+        request.as_slice(),
+    ]))
+}
+
+fn intent_of(attempt_id: &AttemptId, session_id: &str, consented: &Consented) -> Intent {
+    let unlocked = consented.checked().unlocked();
+    let authorized = unlocked.approved().authorized();
+    let validated = authorized.validated();
+    let entry = validated.entry();
+    let spec = entry.spec();
+    Intent {
+        attempt_id: attempt_id.clone(),
+        action: spec.name.to_string(),
+        session_id: session_id.to_owned(),
+        idempotency_key: IdempotencyKey::generate(),
+        fingerprint: fingerprint_of(authorized),
+        definition_hash: entry.definition_hash().to_owned(),
+        effect: spec.effect,
+        arguments: {
+            // The journal stores arguments for reconcile; never a secret value among them.
+            let mut arguments = validated.arguments().clone();
+            unlocked.scrubber().scrub_json(&mut arguments);
+            arguments
+        },
+        durable: spec.effect.is_mutating(),
+    }
 }

@@ -6,24 +6,36 @@ use serde_json::Value;
 use super::Inner;
 use super::authorize::{self, Authorized};
 use super::cancel::CallGuard;
+use super::consent::ConsentRefused;
+use super::intent::NotIntended;
 use super::validate::{self, Limits};
 use super::{
     consent, definition, dispatch, filter, intent, normalize, precheck, record, resolve, vault,
 };
-use crate::outcome::{ActionResult, Refusal};
+use crate::approval::{Approval, ApprovalId, Claim};
+use crate::outcome::{ActionResult, Refusal, RefusalCode};
 use crate::scrub::Scrubber;
 use crate::session::Session;
 
-/// Runs one call to its end: the answer, with exactly one audit record behind it.
+/// How a call ended.
+pub(super) enum Ended {
+    /// Its answer, with exactly one audit record behind it.
+    Answer(ActionResult),
+    /// Parked, and approved at once by the consent provider: the executor carries the
+    /// approval out (the parked call's answer is used if it cannot).
+    ApprovedNow(ApprovalId, Box<ActionResult>),
+}
+
+/// Runs one call to its end.
 pub(super) async fn run(
     inner: &Inner,
     guard: &mut CallGuard,
     session: &Session,
     arguments: Value,
-) -> ActionResult {
+) -> Ended {
     match pipeline(inner, guard, session, arguments).await {
-        Ok(result) => result,
-        Err(refusal) => refuse(inner, guard, refusal).await,
+        Ok(ended) => ended,
+        Err(refusal) => Ended::Answer(refuse(inner, guard, refusal).await),
     }
 }
 
@@ -78,7 +90,7 @@ async fn pipeline(
     guard: &mut CallGuard,
     session: &Session,
     arguments: Value,
-) -> Result<ActionResult, Refusal> {
+) -> Result<Ended, Refusal> {
     let scrubber = std::sync::Arc::clone(&guard.record().scrubber);
     let action = guard.record().action.clone();
     let authorized = authorized(inner, &scrubber, &action, session, arguments, |step| {
@@ -95,17 +107,111 @@ async fn pipeline(
     let checked = precheck::precheck(unlocked).await?;
     let attempt_id = guard.record().attempt_id.clone();
     let session_id = guard.record().session_id.clone();
-    let consented = match consent::consent(inner, &attempt_id, &session_id, checked).await {
+    let consented = match consent::consent(inner, guard.record(), session, checked).await {
         Ok(consented) => consented,
-        Err(refused) => {
-            guard.record_mut().consent_refused(refused.decision);
-            return Err(refused.refusal);
+        Err(ConsentRefused::Refused { decision, refusal }) => {
+            guard.record_mut().consent_refused(decision);
+            return Err(refusal);
+        }
+        // The parked call's record is written: nothing is left for the guard to record.
+        Err(ConsentRefused::Parked(answer)) => {
+            guard.disarm();
+            return Ok(Ended::Answer(*answer));
+        }
+        Err(ConsentRefused::ApprovedNow(id, answer)) => {
+            guard.disarm();
+            return Ok(Ended::ApprovedNow(id, answer));
         }
     };
     guard.record_mut().consented(&consented);
     let intended = intent::intend(inner, &attempt_id, &session_id, consented).await?;
     let dispatched = dispatch::dispatch(inner, guard, intended).await;
     let normalized = normalize::normalize(inner, &action, dispatched);
+    let filtered = filter::filter(normalized);
+    Ok(Ended::Answer(record::record(inner, guard, filtered).await))
+}
+
+/// Carries out an approved call under `claim`: stages 1–7 again on the stored arguments,
+/// the approval in place of stage 8, the intent written with the approval's move to
+/// `executing`, then dispatch to record as for any call. Every end is stored with the
+/// approval ([`crate::Journal::settle_approval`]). `None` when the claim was lost: another
+/// executor carries the call out, and this one wrote nothing.
+pub(super) async fn resume(
+    inner: &Inner,
+    guard: &mut CallGuard,
+    session: &Session,
+    approval: &Approval,
+    claim: &Claim,
+) -> Option<ActionResult> {
+    guard.record_mut().settle = Some((approval.approval_id.clone(), claim.clone()));
+    match resumed(inner, guard, session, approval, claim).await {
+        Ok(result) => Some(result),
+        Err(NotIntended::Fenced) => None,
+        Err(NotIntended::Refused(refusal)) => Some(refuse(inner, guard, refusal).await),
+        // The journal failed before anything was sent: the approval stays approved, and
+        // this attempt's refusal is recorded on its own.
+        Err(NotIntended::Unrecorded(refusal)) => {
+            guard.record_mut().settle = None;
+            Some(refuse(inner, guard, refusal).await)
+        }
+    }
+}
+
+async fn resumed(
+    inner: &Inner,
+    guard: &mut CallGuard,
+    session: &Session,
+    approval: &Approval,
+    claim: &Claim,
+) -> Result<ActionResult, NotIntended> {
+    let scrubber = std::sync::Arc::clone(&guard.record().scrubber);
+    let arguments = approval.arguments.clone();
+    let authorized = authorized(
+        inner,
+        &scrubber,
+        &approval.action,
+        session,
+        arguments,
+        |step| {
+            let record = guard.record_mut();
+            match step {
+                Step::Resolved(v) => record.resolved(v),
+                Step::Validated(v) => record.validated(v),
+                Step::Authorized(v) => record.authorized(v),
+            }
+        },
+    )
+    .map_err(NotIntended::Refused)?;
+    let approved = definition::check(inner.definition_guard.as_deref(), authorized)
+        .map_err(NotIntended::Refused)?;
+    if approved.authorized().validated().entry().definition_hash() != approval.definition_hash {
+        return Err(NotIntended::Refused(Refusal::new(
+            RefusalCode::DefinitionDrift,
+            "the action's definition changed after this approval was requested; the approval is void; nothing was sent; make the call again to ask again",
+        )));
+    }
+    let unlocked = vault::unlock(inner.vault.as_ref(), &inner.unusable, approved)
+        .await
+        .map_err(NotIntended::Refused)?;
+    guard.record_mut().unlocked(&unlocked);
+    let checked = precheck::precheck(unlocked)
+        .await
+        .map_err(NotIntended::Refused)?;
+    let consented = consent::approved(checked, approval).map_err(NotIntended::Refused)?;
+    guard.record_mut().consented(&consented);
+    let attempt_id = guard.record().attempt_id.clone();
+    let session_id = guard.record().session_id.clone();
+    let intended = intent::intend_approved(
+        inner,
+        &attempt_id,
+        &session_id,
+        consented,
+        &approval.approval_id,
+        claim,
+    )
+    .await?;
+    let dispatched = dispatch::dispatch(inner, guard, intended).await;
+    let normalized = normalize::normalize(inner, &approval.action, dispatched);
     let filtered = filter::filter(normalized);
     Ok(record::record(inner, guard, filtered).await)
 }

@@ -18,8 +18,9 @@ use super::resolve::Resolved;
 use super::validate::Validated;
 use super::vault::Unlocked;
 use crate::action::ScopedValue;
+use crate::approval::{Approval, ApprovalId, ApprovalNote, ApprovalStep, Claim};
 use crate::code::{Code, ConsentOutcome};
-use crate::journal::{AttemptId, AuditEvent, Journal, Phase, ReceiptId};
+use crate::journal::{AttemptId, AuditEvent, Journal, JournalError, Phase, ReceiptId};
 use crate::outcome::{ActionResult, Origin, Refusal, RefusalCode, Status};
 use crate::scrub::Scrubber;
 use crate::session::Session;
@@ -40,6 +41,9 @@ pub(crate) struct CallRecord {
     request: Option<String>,
     consent: Option<ConsentOutcome>,
     divergences: Vec<crate::drift::Divergence>,
+    /// The approval this call carries out, and the claim it holds: its end is stored with
+    /// [`Journal::settle_approval`], which finishes the approval in the same transaction.
+    pub(crate) settle: Option<(ApprovalId, Claim)>,
     /// The call's scrubber: the vault's when the call began, replaced at stage 6 by the one
     /// built from the credential the call resolved. Every record of the call passes it, the
     /// record of a cancelled call too.
@@ -63,6 +67,7 @@ impl CallRecord {
             request: None,
             consent: None,
             divergences: Vec::new(),
+            settle: None,
             scrubber,
         }
     }
@@ -125,8 +130,99 @@ impl CallRecord {
             drift_decision: None,
             dispatches,
             upstream_status: None,
+            approval: self.settle.as_ref().map(|(id, _)| {
+                crate::approval::ApprovalNote::new(id.clone(), ApprovalStep::Resumed)
+            }),
         }
     }
+}
+
+/// Stores a call's last record: with its approval when the call carries one out, else as
+/// a plain append (or, for an observe call not yet journaled, with its attempt).
+async fn store(
+    journal: &dyn Journal,
+    record: &CallRecord,
+    intent: Option<&crate::journal::Intent>,
+    event: AuditEvent,
+    result: &mut ActionResult,
+) -> Result<(), JournalError> {
+    result.receipt_id = Some(event.receipt_id.clone());
+    if let Some((id, _)) = &record.settle {
+        result.approval_id = Some(id.clone());
+    }
+    let stored = match (&record.settle, intent) {
+        (Some((id, claim)), _) => journal.settle_approval(id, claim, result, event).await,
+        (None, Some(intent)) => journal.append_with_intent(intent, event).await,
+        (None, None) => journal.append(event).await,
+    };
+    if let Err(e) = stored {
+        result.receipt_id = None;
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// The answer of a parked call, `pending` / `awaiting_approval`, stored with its approval
+/// and this call's record.
+pub(super) async fn parked(
+    journal: &dyn Journal,
+    record: &CallRecord,
+    approval: &Approval,
+) -> Result<ActionResult, JournalError> {
+    let mut result = ActionResult::new(Status::Pending, &record.action, record.attempt_id.clone());
+    result.apply(&crate::approval::status_outcome(approval));
+    result.reason = Some(format!(
+        "a human must approve this call; it is parked until {} and nothing was sent; check with {} (do not make the call again)",
+        approval.expires_at(),
+        crate::approval::CHECK_APPROVAL
+    ));
+    result.approval_id = Some(approval.approval_id.clone());
+    let mut event = parked_event(record, &result, approval);
+    let mut note = ApprovalNote::new(approval.approval_id.clone(), ApprovalStep::Requested);
+    note.expires_at = Some(approval.expires_at());
+    event.approval = Some(note);
+    let stored = journal.park_approval(approval, event).await?;
+    result.receipt_id = Some(stored.event.receipt_id);
+    Ok(result)
+}
+
+/// The answer of a call identical to a parked one: where that approval stands. This call
+/// gets a record of its own, naming the approval.
+pub(super) async fn parked_again(
+    journal: &dyn Journal,
+    record: &CallRecord,
+    approval: &Approval,
+) -> ActionResult {
+    let mut result = ActionResult::new(Status::Pending, &record.action, record.attempt_id.clone());
+    result.apply(&crate::approval::status_outcome(approval));
+    result.approval_id = Some(approval.approval_id.clone());
+    let mut event = parked_event(record, &result, approval);
+    event.approval = Some(ApprovalNote::new(
+        approval.approval_id.clone(),
+        ApprovalStep::Requested,
+    ));
+    match journal.append(event).await {
+        Ok(stored) => result.receipt_id = Some(stored.event.receipt_id),
+        Err(e) => {
+            tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed for a repeated parked call");
+        }
+    }
+    result
+}
+
+fn parked_event(record: &CallRecord, result: &ActionResult, approval: &Approval) -> AuditEvent {
+    let mut event = record.event(
+        Phase::Deferred,
+        result.status,
+        result.origin,
+        result.code.clone(),
+        result.reason.clone(),
+        0,
+    );
+    event.consent = Some(ConsentOutcome::Deferred);
+    event.request = Some(approval.request.clone());
+    scrub_event(&record.scrubber, &mut event);
+    event
 }
 
 /// Appends the finished call's record and returns the answer with its receipt id. An observe
@@ -145,15 +241,10 @@ pub(super) async fn record(inner: &Inner, guard: &CallGuard, filtered: Filtered)
     );
     event.upstream_status = upstream_status;
     scrub_event(&record.scrubber, &mut event);
-    let appended = if intended.written() {
-        journal.append(event).await
-    } else {
-        journal.append_with_intent(intended.intent(), event).await
-    };
-    match appended {
-        Ok(stored) => {
+    let intent = (!intended.written()).then(|| intended.intent());
+    match store(journal, record, intent, event, &mut result).await {
+        Ok(()) => {
             inner.journal_unwritable.store(false, Ordering::SeqCst);
-            result.receipt_id = Some(stored.event.receipt_id);
         }
         Err(e) => {
             inner.journal_unwritable.store(true, Ordering::SeqCst);
@@ -211,8 +302,8 @@ pub(super) async fn refusal(
         event.drift_decision = Some(decision);
     }
     scrub_event(scrubber, &mut event);
-    match journal.append(event).await {
-        Ok(stored) => result.receipt_id = Some(stored.event.receipt_id),
+    match store(journal, record, None, event, &mut result).await {
+        Ok(()) => {}
         Err(e) => {
             tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed for a refusal");
             if let Some(drift) = &mut result.drift {

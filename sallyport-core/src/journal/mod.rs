@@ -49,6 +49,7 @@ pub use self::phase::Phase;
 pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
 pub use self::sqlite::{MAX_BATCH, SqliteJournal, SqliteJournalBuilder};
 use crate::action::{EffectClass, ScopedValue};
+use crate::approval::{Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition};
 pub use crate::ids::{AttemptId, IdempotencyKey, ReceiptId};
 use crate::ids::{Origin, Status};
 
@@ -152,6 +153,9 @@ pub struct AuditEvent {
     /// The upstream's status (HTTP status or exit code), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_status: Option<i64>,
+    /// The approval this record is a step of (requested, decided, expired, resumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval::ApprovalNote>,
 }
 
 impl AuditEvent {
@@ -179,6 +183,7 @@ impl AuditEvent {
             drift_decision: None,
             dispatches: 1,
             upstream_status: None,
+            approval: None,
         }
     }
 }
@@ -364,12 +369,13 @@ pub enum JournalError {
     /// An idempotency key was reused.
     #[error("idempotency key already recorded for another attempt")]
     DuplicateKey,
-    /// The attempt was taken over by another owner (its lease expired and it was claimed,
-    /// which raised its fencing epoch), so this journal may no longer finish it. Nothing was
-    /// written: the new owner's record is the one the chain keeps. Raised only by backends
-    /// shared between processes (leases); an embedded journal never fences.
-    #[error("attempt was claimed by another owner; this journal may no longer finish it")]
+    /// The writer no longer holds the claim or lease it wrote under: another executor took
+    /// the attempt or approval over (its epoch moved on), so this write was refused.
+    #[error("the claim on this attempt was taken over by another executor; nothing was written")]
     Fenced,
+    /// The backend does not implement this part of the journal.
+    #[error("this journal backend does not support {0}")]
+    Unsupported(&'static str),
 }
 
 /// Durable attempt records and the audit chain.
@@ -478,6 +484,134 @@ pub trait Journal: Send + Sync + 'static {
     ///
     /// When the journal cannot be read.
     async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError>;
+
+    // The approval store (see [`crate::approval`]). Every change below is a compare-and-set
+    // that holds across threads and processes sharing the store, and appends its audit
+    // record in the same transaction: after an error neither is stored. The defaults report
+    // [`JournalError::Unsupported`], so a backend without them still works for blocking
+    // consent.
+
+    /// Stores a new approval (state `awaiting`) and appends `event`, the parked call's record.
+    ///
+    /// # Errors
+    ///
+    /// Any failure to write; the executor then refuses the call (`journal_unavailable`).
+    async fn park_approval(
+        &self,
+        approval: &Approval,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let _ = (approval, event);
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// The approval with this id, if any.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError> {
+        let _ = id;
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// The approvals `filter` selects, newest first.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>, JournalError> {
+        let _ = filter;
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// Records `decision` if the approval is `awaiting` and `decision.at_ms` is before its
+    /// expiry: state `approved` or `denied`, and `event` appended. Otherwise
+    /// [`Transition::Unchanged`] and nothing is written.
+    ///
+    /// # Errors
+    ///
+    /// Any failure to read or write.
+    async fn decide_approval(
+        &self,
+        id: &ApprovalId,
+        decision: &ApprovalDecision,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let _ = (id, decision, event);
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// Marks the approval `expired` if it is `awaiting` and `now_ms` is at or past its
+    /// expiry, appending `event`. Otherwise [`Transition::Unchanged`].
+    ///
+    /// # Errors
+    ///
+    /// Any failure to read or write.
+    async fn expire_approval(
+        &self,
+        id: &ApprovalId,
+        now_ms: u64,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let _ = (id, now_ms, event);
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// Claims an `approved` approval for `owner` until `now_ms + lease_ms`, if no claim is
+    /// held or the held one's lease ended: the claim's epoch is the previous one plus one.
+    /// Otherwise [`Transition::Unchanged`]. Not audited (the execution's record is).
+    ///
+    /// # Errors
+    ///
+    /// Any failure to read or write.
+    async fn claim_approval(
+        &self,
+        id: &ApprovalId,
+        owner: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<Transition, JournalError> {
+        let _ = (id, owner, now_ms, lease_ms);
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// Writes `intent` (durably when it says so) and moves the approval to `executing` with
+    /// `intent.attempt_id` as its execution, in one transaction — only while the approval is
+    /// `approved` and `claim` (owner and epoch) is the one it holds.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Fenced`] when the claim is not the current one (nothing written), or
+    /// any failure to write: the executor then sends nothing.
+    async fn begin_approved(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        intent: &Intent,
+    ) -> Result<(), JournalError> {
+        let _ = (id, claim, intent);
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// Moves the approval to `finished` holding `result`, and appends `event` (the
+    /// execution's record, which closes its attempt if an intent was written), in one
+    /// transaction — only while the approval is `approved` or `executing` under `claim`.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Fenced`] when the claim is not the current one (nothing written), or
+    /// any failure to write.
+    async fn settle_approval(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        result: &crate::outcome::ActionResult,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let _ = (id, claim, result, event);
+        Err(JournalError::Unsupported("approvals"))
+    }
 }
 
 /// Writes records as JSON lines (one [`AuditRecord`] per line) for SIEM pipelines.

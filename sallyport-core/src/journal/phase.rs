@@ -21,11 +21,16 @@ pub enum Phase {
     CancelledBeforeSend,
     /// The call's future was dropped after bytes may have left.
     CancelledUnknown,
+    /// The call is parked until a human decides; nothing was sent (the `requested` record of
+    /// an approval).
+    Deferred,
+    /// A human's decision on a parked call, or its expiry; nothing was sent.
+    Decided,
 }
 
 impl Phase {
     /// Every phase, in the order an attempt may pass through them.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 9] = [
         Self::Received,
         Self::Refused,
         Self::IntentWritten,
@@ -33,6 +38,8 @@ impl Phase {
         Self::Finished,
         Self::CancelledBeforeSend,
         Self::CancelledUnknown,
+        Self::Deferred,
+        Self::Decided,
     ];
 
     /// The snake-case name, exactly as serde writes it in the audit JSON.
@@ -45,6 +52,8 @@ impl Phase {
             Self::Finished => "finished",
             Self::CancelledBeforeSend => "cancelled_before_send",
             Self::CancelledUnknown => "cancelled_unknown",
+            Self::Deferred => "deferred",
+            Self::Decided => "decided",
         }
     }
 
@@ -87,6 +96,8 @@ mod tests {
             Phase::Finished => 4,
             Phase::CancelledBeforeSend => 5,
             Phase::CancelledUnknown => 6,
+            Phase::Deferred => 7,
+            Phase::Decided => 8,
         };
         for (i, phase) in Phase::ALL.into_iter().enumerate() {
             assert_eq!(position(phase), i, "{phase:?}");

@@ -1,0 +1,136 @@
+//! Deferred consent: parking a call, deciding it, and driving an approved call to its end
+//! exactly once (see [`crate::approval`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Executor;
+use crate::approval::{
+    self, ApprovalError, ApprovalFilter, ApprovalId, ApprovalState, ConsentMode, Decided, Decider,
+    Verdict,
+};
+use crate::outcome::ActionResult;
+use crate::session::{Session, SessionId};
+
+/// Looks a session up when its parked call resumes.
+pub(crate) type SessionLookup = Arc<dyn Fn(&SessionId) -> Option<Session> + Send + Sync>;
+
+/// The executor's deferred-consent settings.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) mode: ConsentMode,
+    pub(crate) per_action: HashMap<String, ConsentMode>,
+    pub(crate) expiry: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) instance: String,
+    pub(crate) sessions: Option<SessionLookup>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            mode: ConsentMode::Blocking,
+            per_action: HashMap::new(),
+            expiry: approval::DEFAULT_EXPIRY,
+            lease: Duration::from_secs(60),
+            instance: format!("exe_{}", uuid::Uuid::now_v7().simple()),
+            sessions: None,
+        }
+    }
+}
+
+impl Settings {
+    /// The mode for `action`.
+    pub(crate) fn mode_for(&self, action: &str) -> ConsentMode {
+        self.per_action.get(action).copied().unwrap_or(self.mode)
+    }
+
+    /// Whether any action may be deferred (then `check_approval` is offered).
+    pub(crate) fn any_deferred(&self) -> bool {
+        self.mode == ConsentMode::Deferred
+            || self
+                .per_action
+                .values()
+                .any(|m| *m == ConsentMode::Deferred)
+    }
+}
+
+impl Executor {
+    /// Decides approval `id` through [`approval::decide`] and, when this decision approved
+    /// it, drives the call to its end here (if this executor holds the action and no other
+    /// executor claimed it first). Double, late and racing deliveries send one request: the
+    /// losers get [`Decided::AlreadyDecided`].
+    ///
+    /// # Errors
+    ///
+    /// [`ApprovalError::NotFound`], or the journal's failure (nothing was decided).
+    pub async fn decide(
+        &self,
+        id: &ApprovalId,
+        verdict: Verdict,
+        decider: &Decider,
+        reason: Option<&str>,
+    ) -> Result<Decided, ApprovalError> {
+        let decided =
+            approval::decide(self.journal().as_ref(), id, verdict, decider, reason).await?;
+        if matches!(&decided, Decided::Recorded(a) if a.state == ApprovalState::Approved) {
+            let _ = self.resume_approval(id).await?;
+            if let Some(now) = self.journal().approval(id).await? {
+                return Ok(Decided::Recorded(now));
+            }
+        }
+        Ok(decided)
+    }
+
+    /// Drives approved call `id` to its end if it is approved and unclaimed (or its claim's
+    /// lease ended): claims it, checks scope, definition, vault, credential, preconditions
+    /// and expiry again, prepares the request again and compares it with the approved one,
+    /// writes the intent and sends. Returns the call's result, or `None` when there was
+    /// nothing for this executor to do (not approved, claimed by another executor, already
+    /// finished).
+    ///
+    /// # Errors
+    ///
+    /// [`ApprovalError::NotFound`], or the journal's failure before anything was sent.
+    pub async fn resume_approval(
+        &self,
+        id: &ApprovalId,
+    ) -> Result<Option<ActionResult>, ApprovalError> {
+        super::resume::resume(self, id).await
+    }
+
+    /// [`Executor::resume_approval`] for every approved call not yet carried out: run it when
+    /// the executor starts (a crash between an approval and its send leaves the call
+    /// `approved`), and periodically to pick up decisions made by other processes.
+    ///
+    /// # Errors
+    ///
+    /// The journal's failure to list approvals.
+    pub async fn resume_approvals(&self) -> Result<Vec<ActionResult>, ApprovalError> {
+        let approved = self
+            .journal()
+            .approvals(&ApprovalFilter::states([ApprovalState::Approved]))
+            .await?;
+        let mut results = Vec::new();
+        for a in approved {
+            if let Some(result) = self.resume_approval(&a.approval_id).await? {
+                results.push(result);
+            }
+        }
+        Ok(results)
+    }
+
+    /// Runs [`Executor::resume_approvals`] every `interval`, forever: spawn it beside the
+    /// executor so that calls approved from another process (the CLI, a webhook served
+    /// elsewhere, a console) are carried out without waiting for the agent's
+    /// `check_approval`. A failure to read the store is logged and tried again.
+    pub async fn run_approval_worker(&self, interval: Duration) {
+        loop {
+            if let Err(e) = self.resume_approvals().await {
+                tracing::warn!(error = %e, "approved calls could not be listed; trying again");
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+}

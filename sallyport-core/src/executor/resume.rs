@@ -1,0 +1,56 @@
+//! Resuming an approved call: claim it, then run the pipeline's resume path under the claim.
+
+use super::{Executor, pipeline};
+use crate::approval::{self, ApprovalError, ApprovalId, ApprovalState, Transition};
+use crate::outcome::ActionResult;
+use crate::outcome::{Refusal, RefusalCode};
+
+/// See [`Executor::resume_approval`].
+pub(super) async fn resume(
+    executor: &Executor,
+    id: &ApprovalId,
+) -> Result<Option<ActionResult>, ApprovalError> {
+    let inner = &executor.inner;
+    let journal = inner.journal.as_ref();
+    let Some(current) = journal.approval(id).await? else {
+        return Err(ApprovalError::NotFound(id.clone()));
+    };
+    if current.state != ApprovalState::Approved {
+        return Ok(None);
+    }
+    let settings = &inner.approvals;
+    let lease = u64::try_from(settings.lease.as_millis()).unwrap_or(u64::MAX);
+    let approval = match journal
+        .claim_approval(id, &settings.instance, approval::now_ms(), lease)
+        .await?
+    {
+        Transition::Applied(a) => a,
+        Transition::Unchanged(_) => return Ok(None),
+        Transition::NotFound => return Err(ApprovalError::NotFound(id.clone())),
+    };
+    let Some(claim) = approval.claim.clone() else {
+        return Ok(None);
+    };
+    // The scope checked again is the session's scope now, when the host can say; a
+    // session the host no longer knows refuses the call.
+    let (session, gone) = match &settings.sessions {
+        Some(lookup) => match lookup(approval.session.id()) {
+            Some(session) => (session, false),
+            None => (approval.session.clone(), true),
+        },
+        None => (approval.session.clone(), false),
+    };
+    let mut guard = executor.guard(&approval.action, &session);
+    let result = if gone {
+        guard.record_mut().settle = Some((id.clone(), claim));
+        let refusal = Refusal::new(
+            RefusalCode::OutOfScope,
+            "the session this call was made in has ended; the approval is void; nothing was sent",
+        );
+        Some(pipeline::refuse(inner, &guard, refusal).await)
+    } else {
+        pipeline::resume(inner, &mut guard, &session, &approval, &claim).await
+    };
+    guard.disarm();
+    Ok(result)
+}
