@@ -59,6 +59,7 @@
 //! (ring provider) and every connection is encrypted. Without it, connections are in the
 //! clear: use a Unix socket or a trusted network.
 
+mod approvals;
 mod builder;
 mod error;
 mod lease;
@@ -72,6 +73,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use sallyport_core::approval::{Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition};
+use sallyport_core::outcome::ActionResult;
 use sallyport_core::journal::{
     AttemptId, AuditEvent, AuditRecord, HeadVerifyingKey, Intent, Journal, JournalError,
     SignedHead, UnresolvedAttempt, VerifyReport,
@@ -83,6 +86,7 @@ pub use crate::builder::PostgresJournalBuilder;
 pub use crate::error::PostgresError;
 pub use crate::lease::ClaimedAttempt;
 pub use crate::schema::SCHEMA_VERSION;
+use crate::approvals::ApprovalOp;
 use crate::shared::Shared;
 pub use crate::writer::MAX_BATCH;
 use crate::writer::Op;
@@ -218,6 +222,113 @@ impl Journal for PostgresJournal {
 
     async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {
         reads::unresolved(&self.shared).await
+    }
+
+    async fn park_approval(
+        &self,
+        approval: &Approval,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let approval = Box::new(approval.clone());
+        self.ask(|reply| {
+            Op::Approval(Box::new(ApprovalOp::Park(approval, Box::new(event), reply)))
+        })
+        .await
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError> {
+        approvals::approval(&self.shared, id).await
+    }
+
+    async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>, JournalError> {
+        approvals::approvals(&self.shared, filter).await
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &ApprovalId,
+        decision: &ApprovalDecision,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let (id, decision) = (id.clone(), Box::new(decision.clone()));
+        self.ask(|reply| {
+            Op::Approval(Box::new(ApprovalOp::Decide(
+                id,
+                decision,
+                Box::new(event),
+                reply,
+            )))
+        })
+        .await
+    }
+
+    async fn expire_approval(
+        &self,
+        id: &ApprovalId,
+        now_ms: u64,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let id = id.clone();
+        self.ask(|reply| {
+            Op::Approval(Box::new(ApprovalOp::Expire(
+                id,
+                now_ms,
+                Box::new(event),
+                reply,
+            )))
+        })
+        .await
+    }
+
+    async fn claim_approval(
+        &self,
+        id: &ApprovalId,
+        owner: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<Transition, JournalError> {
+        let (id, owner) = (id.clone(), owner.to_owned());
+        self.ask(|reply| {
+            Op::Approval(Box::new(ApprovalOp::Claim {
+                id,
+                owner,
+                now_ms,
+                lease_ms,
+                reply,
+            }))
+        })
+        .await
+    }
+
+    async fn begin_approved(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        intent: &Intent,
+    ) -> Result<(), JournalError> {
+        let (id, claim, intent) = (id.clone(), claim.clone(), Box::new(intent.clone()));
+        self.ask(|reply| Op::Approval(Box::new(ApprovalOp::Begin(id, claim, intent, reply))))
+            .await
+    }
+
+    async fn settle_approval(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        result: &ActionResult,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let (id, claim, result) = (id.clone(), claim.clone(), Box::new(result.clone()));
+        self.ask(|reply| {
+            Op::Approval(Box::new(ApprovalOp::Settle(
+                id,
+                claim,
+                result,
+                Box::new(event),
+                reply,
+            )))
+        })
+        .await
     }
 }
 

@@ -6,7 +6,7 @@ use deadpool_postgres::Client;
 
 /// The schema version this build writes: how many embedded migrations it has (each
 /// recorded in `sallyport_schema_version` once applied).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The advisory lock key the migration holds (`'sallyport'` in ASCII).
 const MIGRATION_LOCK: i64 = 0x73_61_6c_6c_79_70_6f_72;
@@ -60,6 +60,19 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         signature TEXT NOT NULL,
         signed_at TEXT NOT NULL
     );
+    ",
+    // 2: the approval store. The approval itself is its JSON body; the columns beside it
+    // are what lists filter on.
+    "
+    CREATE TABLE sallyport_approvals (
+        approval_id   TEXT PRIMARY KEY,
+        state         TEXT NOT NULL,
+        session_id    TEXT NOT NULL,
+        fingerprint   TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        body          TEXT NOT NULL
+    );
+    CREATE INDEX sallyport_approvals_state ON sallyport_approvals (state, created_at_ms);
     ",
 ];
 

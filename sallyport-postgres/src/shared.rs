@@ -65,6 +65,7 @@ impl Shared {
             .filter_map(|op| match op {
                 Op::Dispatch(attempt, _) => Some(attempt.as_str()),
                 Op::Append(event, _) => Some(event.attempt_id.as_str()),
+                Op::Approval(op) => op.fenced_attempt(),
                 Op::Intent(..) | Op::Observe(..) => None,
             })
             .filter_map(|id| held.get(id).map(|e| (id.to_owned(), *e)))

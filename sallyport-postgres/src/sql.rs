@@ -99,3 +99,30 @@ FROM expired c
 WHERE a.attempt_id = c.attempt_id AND a.status IS NULL AND a.lease_until < now()
 RETURNING a.attempt_id, a.action, a.session_id, a.idempotency_key, a.phase, a.dispatches,
     a.arguments, a.created_at, a.epoch, c.previous_owner";
+
+/// A new approval; a taken id inserts nothing.
+pub(crate) const INSERT_APPROVAL: &str = "
+INSERT INTO sallyport_approvals (approval_id, state, session_id, fingerprint, created_at_ms, body)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT DO NOTHING
+RETURNING approval_id";
+
+/// An approval, locked until the batch's transaction ends.
+pub(crate) const LOCK_APPROVAL: &str =
+    "SELECT body FROM sallyport_approvals WHERE approval_id = $1 FOR UPDATE";
+
+/// An approval's new state.
+pub(crate) const UPDATE_APPROVAL: &str =
+    "UPDATE sallyport_approvals SET state = $2, body = $3 WHERE approval_id = $1";
+
+/// One approval.
+pub(crate) const APPROVAL: &str = "SELECT body FROM sallyport_approvals WHERE approval_id = $1";
+
+/// Approvals by state, session and fingerprint (each filter off when null), newest first.
+pub(crate) const APPROVALS: &str = "
+SELECT body FROM sallyport_approvals
+WHERE ($1::TEXT[] IS NULL OR state = ANY($1))
+  AND ($2::TEXT IS NULL OR session_id = $2)
+  AND ($3::TEXT IS NULL OR fingerprint = $3)
+ORDER BY created_at_ms DESC, approval_id DESC
+LIMIT $4";

@@ -13,11 +13,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
+use sallyport_core::approval::Transition;
 use sallyport_core::journal::{AttemptId, chain_hash};
 use sallyport_core::journal::{AuditEvent, AuditRecord, ChainHead, Intent, JournalError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 
+use crate::approvals::ApprovalOp;
 use crate::error::PostgresError;
 use crate::shared::Shared;
 use crate::sql;
@@ -38,25 +40,42 @@ pub(crate) enum Op {
     Append(Box<AuditEvent>, Option<Reply<AuditRecord>>),
     /// An observe call's closed attempt row and its record, written together.
     Observe(Box<Intent>, Box<AuditEvent>, Reply<AuditRecord>),
+    /// A change to the approval store, applied as a compare-and-set inside the batch.
+    Approval(Box<ApprovalOp>),
 }
 
 impl Op {
     /// Whether the batch holding it must commit synchronously.
     fn is_durable(&self) -> bool {
+        // Approval changes are decisions someone will act on: always committed durably.
         matches!(self, Self::Intent(intent, _) | Self::Observe(intent, ..) if intent.durable)
+            || matches!(self, Self::Approval(_))
+    }
+
+    /// The audit event this operation appends, if it appends one.
+    fn event(&self) -> Option<&AuditEvent> {
+        match self {
+            Self::Append(event, _) | Self::Observe(_, event, _) => Some(event),
+            Self::Approval(op) => op.event(),
+            Self::Intent(..) | Self::Dispatch(..) => None,
+        }
     }
 }
 
 /// What one write came to, before the commit.
-enum Done {
+pub(crate) enum Done {
     /// Written (an intent: at this epoch).
     Written,
     /// A record, written.
     Record(Box<AuditRecord>),
     /// The attempt id or key is taken.
     Duplicate,
-    /// The attempt was taken over: its close was refused.
+    /// The attempt (or approval claim) was taken over: the write was refused.
     Fenced,
+    /// An approval compare-and-set: its outcome, and whether its event is appended.
+    Transition(Box<Transition>, bool),
+    /// A record appended for an approval change (park, settle, an applied decision).
+    TransitionRecord(Box<Transition>, Box<AuditRecord>),
 }
 
 /// The writer task: batches until the journal is dropped (its queue then closes) and every
@@ -197,12 +216,26 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
         }
     }
 
-    // 4. The chain.
+    // 4. Approval compare-and-sets, one after another (each reads what the last wrote).
+    for (i, op) in ops.iter().enumerate() {
+        if let Op::Approval(op) = op {
+            done[i] = crate::approvals::apply(shared, &tx, op, &epochs, lease_ms, &at)
+                .await
+                .map_err(|e| e.into_postgres(shared))?;
+        }
+    }
+
+    // 5. The chain.
     let appending: Vec<usize> = ops
         .iter()
         .enumerate()
         .filter(|(i, op)| {
-            matches!(op, Op::Append(..) | Op::Observe(..)) && matches!(done[*i], Done::Written)
+            op.event().is_some()
+                && match &done[*i] {
+                    Done::Written => true,
+                    Done::Transition(_, appends) => *appends,
+                    _ => false,
+                }
         })
         .map(|(i, _)| i)
         .collect();
@@ -212,12 +245,12 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
         let mut hash: String = head.get(1);
         let mut records = Vec::with_capacity(appending.len());
         for &i in &appending {
-            let event = match &ops[i] {
-                Op::Append(event, _) | Op::Observe(_, event, _) => event,
-                _ => continue,
+            let Some(event) = ops[i].event() else {
+                continue;
             };
-            let json = serde_json::to_string(event.as_ref())
-                .map_err(|e| PostgresError::own(format!("cannot serialize an audit event: {e}")))?;
+            let json = serde_json::to_string(event).map_err(|e| {
+                PostgresError::own(format!("cannot serialize an audit event: {e}"))
+            })?;
             seq += 1;
             let next = chain_hash(&hash, seq.cast_unsigned(), &json);
             records.push((
@@ -227,7 +260,7 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
                     seq: seq.cast_unsigned(),
                     prev_hash: std::mem::replace(&mut hash, next.clone()),
                     hash: next,
-                    event: event.as_ref().clone(),
+                    event: event.clone(),
                 },
             ));
         }
@@ -279,7 +312,10 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
             .map_err(pg)?;
         }
         for (i, _, record) in records {
-            done[i] = Done::Record(Box::new(record));
+            done[i] = match std::mem::replace(&mut done[i], Done::Written) {
+                Done::Transition(t, _) => Done::TransitionRecord(t, Box::new(record)),
+                _ => Done::Record(Box::new(record)),
+            };
         }
     }
     tx.commit().await.map_err(pg)?;
@@ -331,6 +367,7 @@ fn answer(shared: &Shared, ops: Vec<Op>, outcome: Result<Vec<Done>, PostgresErro
                     }
                 }
             }
+            (Op::Approval(op), done) => op.answer(done, &mut held),
             (Op::Dispatch(..), _) => {}
         }
     }
@@ -353,5 +390,6 @@ fn fail(op: Op, e: &PostgresError) {
         Op::Dispatch(attempt, _) => {
             tracing::warn!(attempt = %attempt, error = %e, "dispatch note not written");
         }
+        Op::Approval(op) => op.fail(error()),
     }
 }
