@@ -21,7 +21,12 @@ use crate::writer::{Done, Reply};
 /// A queued change to the approval store.
 pub(crate) enum ApprovalOp {
     Park(Box<Approval>, Box<AuditEvent>, Reply<AuditRecord>),
-    Decide(ApprovalId, Box<ApprovalDecision>, Box<AuditEvent>, Reply<Transition>),
+    Decide(
+        ApprovalId,
+        Box<ApprovalDecision>,
+        Box<AuditEvent>,
+        Reply<Transition>,
+    ),
     Expire(ApprovalId, u64, Box<AuditEvent>, Reply<Transition>),
     Claim {
         id: ApprovalId,
@@ -216,8 +221,7 @@ pub(crate) async fn apply(
             let Some(mut current) = locked(tx, id).await? else {
                 return Ok(transition(Transition::NotFound, false));
             };
-            if current.state != ApprovalState::Awaiting || current.is_expired_at(decision.at_ms)
-            {
+            if current.state != ApprovalState::Awaiting || current.is_expired_at(decision.at_ms) {
                 return Ok(transition(Transition::Unchanged(current), false));
             }
             current.state = match decision.verdict {
@@ -265,8 +269,7 @@ pub(crate) async fn apply(
             let Some(mut current) = locked(tx, id).await? else {
                 return Ok(Done::Fenced);
             };
-            if current.state != ApprovalState::Approved || current.claim.as_ref() != Some(claim)
-            {
+            if current.state != ApprovalState::Approved || current.claim.as_ref() != Some(claim) {
                 return Ok(Done::Fenced);
             }
             let inserted = tx

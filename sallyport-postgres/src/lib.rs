@@ -73,20 +73,22 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use sallyport_core::approval::{Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition};
-use sallyport_core::outcome::ActionResult;
+use sallyport_core::approval::{
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+};
 use sallyport_core::journal::{
     AttemptId, AuditEvent, AuditRecord, HeadVerifyingKey, Intent, Journal, JournalError,
     SignedHead, UnresolvedAttempt, VerifyReport,
 };
+use sallyport_core::outcome::ActionResult;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::approvals::ApprovalOp;
 pub use crate::builder::PostgresJournalBuilder;
 pub use crate::error::PostgresError;
 pub use crate::lease::ClaimedAttempt;
 pub use crate::schema::SCHEMA_VERSION;
-use crate::approvals::ApprovalOp;
 use crate::shared::Shared;
 pub use crate::writer::MAX_BATCH;
 use crate::writer::Op;
@@ -230,10 +232,8 @@ impl Journal for PostgresJournal {
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError> {
         let approval = Box::new(approval.clone());
-        self.ask(|reply| {
-            Op::Approval(Box::new(ApprovalOp::Park(approval, Box::new(event), reply)))
-        })
-        .await
+        self.ask(|reply| Op::Approval(Box::new(ApprovalOp::Park(approval, Box::new(event), reply))))
+            .await
     }
 
     async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError> {

@@ -248,9 +248,8 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
             let Some(event) = ops[i].event() else {
                 continue;
             };
-            let json = serde_json::to_string(event).map_err(|e| {
-                PostgresError::own(format!("cannot serialize an audit event: {e}"))
-            })?;
+            let json = serde_json::to_string(event)
+                .map_err(|e| PostgresError::own(format!("cannot serialize an audit event: {e}")))?;
             seq += 1;
             let next = chain_hash(&hash, seq.cast_unsigned(), &json);
             records.push((

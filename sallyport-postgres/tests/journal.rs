@@ -469,3 +469,28 @@ async fn with_a_signing_key_every_batch_signs_its_head_and_verify_signed_covers_
     assert_eq!(report.last_signed, None);
     assert!(!report.is_intact());
 }
+
+#[tokio::test]
+async fn a_database_at_schema_version_1_is_upgraded_and_its_chain_still_verifies() {
+    let db = TestDb::create().await;
+    let journal = db.journal("a").await;
+    let intent = intent();
+    journal.write_intent(&intent).await.expect("intent");
+    let record = journal.append(event(&intent)).await.expect("append");
+    drop(journal);
+    // Back to what a build with only the first migration left.
+    db.sql()
+        .await
+        .batch_execute(
+            "DROP TABLE sallyport_approvals; DELETE FROM sallyport_schema_version WHERE version > 1;",
+        )
+        .await
+        .expect("downgrade");
+
+    let journal = db.journal("b").await;
+    assert_eq!(count(&db, "sallyport_schema_version").await, SCHEMA_VERSION);
+    assert_eq!(count(&db, "sallyport_approvals").await, 0);
+    let report = journal.verify().await.expect("verify");
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(journal.records().await.expect("records"), vec![record]);
+}
