@@ -17,6 +17,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
 use sallyport_core::ConsentOutcome;
+use sallyport_core::approval::{ApprovalId, ConsentMode, Decider, Verdict};
 use sallyport_core::channel::{
     CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
 };
@@ -143,6 +144,7 @@ impl ClientHandler for TestClient {
 
 struct Harness {
     _dir: tempfile::TempDir,
+    executor: Executor,
     server: McpServer,
     journal: SqliteJournal,
     counter: Counter,
@@ -151,6 +153,10 @@ struct Harness {
 
 impl Harness {
     fn new(router: Arc<ConsentRouter>) -> Self {
+        Self::with_mode(router, ConsentMode::Blocking)
+    }
+
+    fn with_mode(router: Arc<ConsentRouter>, mode: ConsentMode) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("journal.db");
         let catalog = Catalog::builder()
@@ -163,13 +169,15 @@ impl Harness {
             .journal(SqliteJournal::open(&path).expect("journal"))
             .channel(counter.clone())
             .consent_arc(router.clone())
+            .consent_mode(mode)
             .build()
             .expect("executor");
-        let server = McpServer::new(executor, router.clone())
+        let server = McpServer::new(executor.clone(), router.clone())
             .session(|id| Session::new(id.as_str()).allow("project", ["proj_1"]));
         Self {
             journal: SqliteJournal::open(&path).expect("journal reader"),
             _dir: dir,
+            executor,
             server,
             counter,
             router,
@@ -437,4 +445,55 @@ async fn with_neither_elicitation_nor_a_host_provider_consent_fails_closed() {
     assert_eq!(result["code"], "consent_unavailable", "{result}");
     assert!(client.asked().is_empty());
     assert_eq!(h.sent(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_deferred_consent_a_client_without_elicitation_gets_pending_and_polls_check_approval()
+{
+    let h = Harness::with_mode(ConsentRouter::new(), ConsentMode::Deferred);
+    let client = TestClient::new(false, Answer::Accept);
+    let a = h.connect(client.clone()).await;
+    let tools = a.list_all_tools().await.expect("tools/list");
+    let check_tool = tools
+        .iter()
+        .find(|t| t.name == "check_approval")
+        .expect("check_approval is listed");
+    assert_eq!(
+        check_tool.annotations.as_ref().and_then(|a| a.read_only_hint),
+        Some(true)
+    );
+    let parked = call(
+        &a,
+        "restart_worker",
+        json!({"project_id": "proj_1", "worker": "w1"}),
+    )
+    .await;
+    assert_eq!(parked["status"], "pending", "{parked}");
+    assert_eq!(parked["code"], "awaiting_approval", "{parked}");
+    assert_eq!(parked["next"]["action"], "check_approval");
+    let id = parked["approval_id"].as_str().expect("approval_id").to_owned();
+    assert_eq!(h.sent(), 0);
+    assert!(client.asked().is_empty());
+
+    let waiting = call(&a, "check_approval", json!({"approval_id": id})).await;
+    assert_eq!(waiting["status"], "pending", "{waiting}");
+    assert_eq!(h.sent(), 0);
+
+    // A human approves elsewhere; the agent's next poll carries the call out, once.
+    sallyport_core::approval::decide(
+        h.executor.journal().as_ref(),
+        &ApprovalId::from_stored(id.clone()),
+        Verdict::Approve,
+        &Decider::new("alice", "test"),
+        None,
+    )
+    .await
+    .expect("decide");
+    let done = call(&a, "check_approval", json!({"approval_id": id})).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["data"]["result"]["status"], "completed", "{done}");
+    assert_eq!(h.sent(), 1);
+    let again = call(&a, "check_approval", json!({"approval_id": id})).await;
+    assert_eq!(again["status"], "completed");
+    assert_eq!(h.sent(), 1);
 }

@@ -1,6 +1,8 @@
 //! Shared helpers for sallyport integration tests.
 
+pub mod approvals_rig;
 pub mod http_server;
+pub mod journal_conformance;
 pub mod postgres;
 pub mod scripted;
 pub mod sshd;

@@ -3,8 +3,9 @@
 
 use rusqlite::Connection;
 
+use super::approvals;
 use super::combine::{Done, Failure, Op, fail_all, failed, reply_all};
-use super::statements::{self as sql, Head, exec};
+use super::statements::{self as sql, Head, exec, key_failure};
 use crate::clock::now;
 use crate::journal::signing::HeadSigningKey;
 use crate::journal::{ChainHead, GENESIS_HASH, JournalError};
@@ -197,11 +198,31 @@ impl Writer {
                     .map_err(key_failure)
                     .and_then(|()| sql::insert_record(conn, event, head).map_err(Failure::from)),
             )),
+            Op::Park(approval, event, _) => {
+                Done::Record(Box::new(approvals::park(conn, approval, event, head)))
+            }
+            Op::Decide(id, decision, event, _) => Done::Transition(Box::new(
+                approvals::decide(conn, id, decision, event, head).map_err(Failure::from),
+            )),
+            Op::Expire(id, now_ms, event, _) => Done::Transition(Box::new(
+                approvals::expire(conn, id, *now_ms, event, head).map_err(Failure::from),
+            )),
+            Op::Claim(request, _) => Done::Transition(Box::new(
+                approvals::claim(conn, request).map_err(Failure::from),
+            )),
+            Op::Begin(id, claim, intent, _) => {
+                Done::Intent(approvals::begin(conn, id, claim, intent))
+            }
+            Op::Settle(id, claim, result, event, _) => Done::Record(Box::new(approvals::settle(
+                conn, id, claim, result, event, head,
+            ))),
             Op::Verify(_)
             | Op::VerifySigned(..)
             | Op::Heads(_)
             | Op::Records(_)
-            | Op::Unresolved(_) => Done::Nothing(Ok(())),
+            | Op::Unresolved(_)
+            | Op::Approval(..)
+            | Op::Approvals(..) => Done::Nothing(Ok(())),
         }
     }
 
@@ -232,7 +253,24 @@ impl Writer {
                 let open = self.snapshot(|| sql::unresolved(conn));
                 let _ = reply.send(open.map_err(read_failed));
             }
-            Op::Intent(..) | Op::Dispatch(..) | Op::Append(..) | Op::Observe(..) => {}
+            Op::Approval(id, reply) => {
+                let found = approvals::get(conn, &id);
+                let _ = reply.send(found.map_err(read_failed));
+            }
+            Op::Approvals(filter, reply) => {
+                let listed = approvals::list(conn, &filter);
+                let _ = reply.send(listed.map_err(read_failed));
+            }
+            Op::Intent(..)
+            | Op::Dispatch(..)
+            | Op::Append(..)
+            | Op::Observe(..)
+            | Op::Park(..)
+            | Op::Decide(..)
+            | Op::Expire(..)
+            | Op::Claim(..)
+            | Op::Begin(..)
+            | Op::Settle(..) => {}
         }
     }
 
@@ -243,15 +281,6 @@ impl Writer {
         let out = read();
         self.rollback();
         out
-    }
-}
-
-/// An attempt row refused for its id or key is a duplicate; anything else a write failure.
-fn key_failure(e: rusqlite::Error) -> Failure {
-    if sql::is_duplicate(&e) {
-        Failure::DuplicateKey
-    } else {
-        Failure::from(e)
     }
 }
 

@@ -6,11 +6,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
 
 use tokio::sync::oneshot;
 
+use super::approvals::ClaimRequest;
 use super::batch::Writer;
+use crate::approval::{Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition};
 use crate::journal::signing::{HeadVerifyingKey, SignedHead};
 use crate::journal::{
     AttemptId, AuditEvent, AuditRecord, Intent, JournalError, UnresolvedAttempt, VerifyReport,
 };
+use crate::outcome::ActionResult;
 
 /// Locks `mutex`; a writer that panicked leaves nothing half-written behind the lock (each
 /// batch is one transaction), so a poisoned lock is taken over.
@@ -117,30 +120,76 @@ pub(super) enum Op {
     Append(Box<AuditEvent>, Option<Reply<AuditRecord>>),
     /// An observe call's closed attempt row and its record, written together.
     Observe(Box<Intent>, Box<AuditEvent>, Reply<AuditRecord>),
+    /// A new approval and the parked call's record.
+    Park(Box<Approval>, Box<AuditEvent>, Reply<AuditRecord>),
+    /// A decision, recorded if the approval is awaiting and unexpired.
+    Decide(
+        ApprovalId,
+        Box<ApprovalDecision>,
+        Box<AuditEvent>,
+        Reply<Transition>,
+    ),
+    /// An expiry (the time it is checked at), recorded if the approval is awaiting and due.
+    Expire(ApprovalId, u64, Box<AuditEvent>, Reply<Transition>),
+    /// A claim on an approved approval (not audited).
+    Claim(Box<ClaimRequest>, Reply<Transition>),
+    /// An approved call's intent, written under its claim.
+    Begin(ApprovalId, Box<Claim>, Box<Intent>, Reply<()>),
+    /// An approved call's end, stored under its claim with its record.
+    Settle(
+        ApprovalId,
+        Box<Claim>,
+        Box<ActionResult>,
+        Box<AuditEvent>,
+        Reply<AuditRecord>,
+    ),
     /// Reads, for the journal thread.
     Verify(Reply<VerifyReport>),
     VerifySigned(Box<HeadVerifyingKey>, Reply<VerifyReport>),
     Heads(Reply<Vec<SignedHead>>),
     Records(Reply<Vec<AuditRecord>>),
     Unresolved(Reply<Vec<UnresolvedAttempt>>),
+    Approval(ApprovalId, Reply<Option<Approval>>),
+    Approvals(Box<ApprovalFilter>, Reply<Vec<Approval>>),
 }
 
 impl Op {
     pub(super) fn is_write(&self) -> bool {
         matches!(
             self,
-            Self::Intent(..) | Self::Dispatch(..) | Self::Append(..) | Self::Observe(..)
+            Self::Intent(..)
+                | Self::Dispatch(..)
+                | Self::Append(..)
+                | Self::Observe(..)
+                | Self::Park(..)
+                | Self::Decide(..)
+                | Self::Expire(..)
+                | Self::Claim(..)
+                | Self::Begin(..)
+                | Self::Settle(..)
         )
     }
 
     /// Whether the write must be fsynced before it is answered.
     pub(super) fn is_durable(&self) -> bool {
-        matches!(self, Self::Intent(intent, _) | Self::Observe(intent, ..) if intent.durable)
+        matches!(
+            self,
+            Self::Intent(intent, _) | Self::Observe(intent, ..) | Self::Begin(_, _, intent, _)
+                if intent.durable
+        )
     }
 
-    /// Whether the write extends the chain.
+    /// Whether the write may extend the chain.
     pub(super) fn appends(&self) -> bool {
-        matches!(self, Self::Append(..) | Self::Observe(..))
+        matches!(
+            self,
+            Self::Append(..)
+                | Self::Observe(..)
+                | Self::Park(..)
+                | Self::Decide(..)
+                | Self::Expire(..)
+                | Self::Settle(..)
+        )
     }
 }
 
@@ -148,8 +197,10 @@ impl Op {
 /// copied, when one failure answers a whole batch.
 #[derive(Clone, Debug)]
 pub(super) enum Failure {
-    /// The attempt id or idempotency key is already recorded.
+    /// The attempt id, idempotency key or approval id is already recorded.
     DuplicateKey,
+    /// The approval is not (or no longer) held under the claim the write was made with.
+    Fenced,
     /// What SQLite said.
     Sqlite(Arc<rusqlite::Error>),
 }
@@ -164,6 +215,7 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::DuplicateKey => f.write_str("duplicate key"),
+            Self::Fenced => f.write_str("claim taken over"),
             Self::Sqlite(e) => e.fmt(f),
         }
     }
@@ -174,6 +226,7 @@ impl Failure {
     fn into_error(self) -> JournalError {
         match self {
             Self::DuplicateKey => JournalError::DuplicateKey,
+            Self::Fenced => JournalError::Fenced,
             Self::Sqlite(e) => JournalError::Write(Box::new(e)),
         }
     }
@@ -191,6 +244,8 @@ impl Failure {
 pub(super) enum Done {
     Intent(Result<(), Failure>),
     Record(Box<Result<AuditRecord, Failure>>),
+    /// A compare-and-set's answer; `Unchanged` and `NotFound` wrote nothing and are no failure.
+    Transition(Box<Result<Transition, Failure>>),
     Nothing(Result<(), Failure>),
 }
 
@@ -199,6 +254,7 @@ impl Done {
         match self {
             Self::Intent(r) | Self::Nothing(r) => r.is_err(),
             Self::Record(r) => r.is_err(),
+            Self::Transition(r) => r.is_err(),
         }
     }
 
@@ -207,6 +263,7 @@ impl Done {
         let failure = match self {
             Self::Intent(r) | Self::Nothing(r) => r.as_ref().err(),
             Self::Record(r) => r.as_ref().as_ref().err(),
+            Self::Transition(r) => r.as_ref().as_ref().err(),
         };
         match failure {
             Some(f @ Failure::Sqlite(_)) => f.clone(),
@@ -224,8 +281,13 @@ pub(super) fn fail_all(ops: Vec<Op>, e: &Failure) {
 /// What `op` reports when its write failed with `e`.
 pub(super) fn failed(op: &Op, e: &Failure) -> Done {
     match op {
-        Op::Intent(..) => Done::Intent(Err(e.clone())),
-        Op::Append(..) | Op::Observe(..) => Done::Record(Box::new(Err(e.clone()))),
+        Op::Intent(..) | Op::Begin(..) => Done::Intent(Err(e.clone())),
+        Op::Append(..) | Op::Observe(..) | Op::Park(..) | Op::Settle(..) => {
+            Done::Record(Box::new(Err(e.clone())))
+        }
+        Op::Decide(..) | Op::Expire(..) | Op::Claim(..) => {
+            Done::Transition(Box::new(Err(e.clone())))
+        }
         _ => Done::Nothing(Err(e.clone())),
     }
 }
@@ -234,10 +296,22 @@ pub(super) fn failed(op: &Op, e: &Failure) -> Done {
 pub(super) fn reply_all(ops: Vec<Op>, done: Vec<Done>) {
     for (op, done) in ops.into_iter().zip(done) {
         match (op, done) {
-            (Op::Intent(_, reply), Done::Intent(r)) => {
+            (Op::Intent(_, reply) | Op::Begin(_, _, _, reply), Done::Intent(r)) => {
                 let _ = reply.send(r.map_err(Failure::into_error));
             }
-            (Op::Append(_, Some(reply)) | Op::Observe(_, _, reply), Done::Record(r)) => {
+            (
+                Op::Append(_, Some(reply))
+                | Op::Observe(_, _, reply)
+                | Op::Park(_, _, reply)
+                | Op::Settle(_, _, _, _, reply),
+                Done::Record(r),
+            ) => {
+                let _ = reply.send((*r).map_err(Failure::into_error));
+            }
+            (
+                Op::Decide(_, _, _, reply) | Op::Expire(_, _, _, reply) | Op::Claim(_, reply),
+                Done::Transition(r),
+            ) => {
                 let _ = reply.send((*r).map_err(Failure::into_error));
             }
             (Op::Append(event, None), Done::Record(r)) => {

@@ -19,9 +19,19 @@
 //!
 //! `synchronous=NORMAL` survives a process crash but not a power loss; FULL survives both.
 //!
+//! Approvals (see [`crate::approval`]) are rows of their own table. Every change of one is a
+//! compare-and-set applied in a batch like any other write, so it runs inside the batch's
+//! `BEGIN IMMEDIATE` transaction (which holds against other processes on the file) together
+//! with its audit record; decisions, expiries, claims and settlements commit like audit
+//! records, an approved call's durable intent like any durable intent (fsync'd).
+//!
 //! Files: `open` (schema, migration, permissions), `combine` (the queues, flat combining,
-//! answers), `batch` (one transaction per batch), `statements` (the SQL and row mapping).
+//! answers), `batch` (one transaction per batch), `statements` (the SQL and row mapping),
+//! `approvals` (the approval store's compare-and-sets and reads).
 
+#[cfg(test)]
+mod approval_tests;
+mod approvals;
 mod batch;
 mod combine;
 mod open;
@@ -37,6 +47,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
+use self::approvals::ClaimRequest;
 pub use self::batch::MAX_BATCH;
 use self::batch::Writer;
 use self::combine::{Op, Shared, lock};
@@ -46,6 +57,8 @@ use super::{
     AttemptId, AuditEvent, AuditRecord, Intent, Journal, JournalError, UnresolvedAttempt,
     VerifyReport,
 };
+use crate::approval::{Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition};
+use crate::outcome::ActionResult;
 
 /// Configures a [`SqliteJournal`].
 #[derive(Debug)]
@@ -269,5 +282,104 @@ impl Journal for SqliteJournal {
 
     async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {
         self.ask(Op::Unresolved).await
+    }
+
+    async fn park_approval(
+        &self,
+        approval: &Approval,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let approval = Box::new(approval.clone());
+        self.write_here(|reply| Op::Park(approval, Box::new(event), reply))
+            .await
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError> {
+        let id = id.clone();
+        self.ask(|reply| Op::Approval(id, reply)).await
+    }
+
+    async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>, JournalError> {
+        let filter = Box::new(filter.clone());
+        self.ask(|reply| Op::Approvals(filter, reply)).await
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &ApprovalId,
+        decision: &ApprovalDecision,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let (id, decision) = (id.clone(), Box::new(decision.clone()));
+        self.write_here(|reply| Op::Decide(id, decision, Box::new(event), reply))
+            .await
+    }
+
+    async fn expire_approval(
+        &self,
+        id: &ApprovalId,
+        now_ms: u64,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let id = id.clone();
+        self.write_here(|reply| Op::Expire(id, now_ms, Box::new(event), reply))
+            .await
+    }
+
+    async fn claim_approval(
+        &self,
+        id: &ApprovalId,
+        owner: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<Transition, JournalError> {
+        let request = Box::new(ClaimRequest {
+            id: id.clone(),
+            owner: owner.to_owned(),
+            now_ms,
+            lease_ms,
+        });
+        self.write_here(|reply| Op::Claim(request, reply)).await
+    }
+
+    async fn begin_approved(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        intent: &Intent,
+    ) -> Result<(), JournalError> {
+        let op = |reply| {
+            Op::Begin(
+                id.clone(),
+                Box::new(claim.clone()),
+                Box::new(intent.clone()),
+                reply,
+            )
+        };
+        // A durable intent goes to the journal thread's fsync'd batch, as `write_intent`'s.
+        if intent.durable {
+            self.ask(op).await
+        } else {
+            self.write_here(op).await
+        }
+    }
+
+    async fn settle_approval(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        result: &ActionResult,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let op = |reply| {
+            Op::Settle(
+                id.clone(),
+                Box::new(claim.clone()),
+                Box::new(result.clone()),
+                Box::new(event),
+                reply,
+            )
+        };
+        self.write_here(op).await
     }
 }

@@ -41,6 +41,30 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 ";
 
+/// The approval store (see `crate::approval`): one row per parked call. The columns are what
+/// the compare-and-sets test; `approval` holds the whole [`crate::approval::Approval`] as
+/// JSON, rewritten with the columns on every change. Created at every open (after the format
+/// check), so a journal written before approvals existed gains the table and keeps format 1:
+/// a build without approvals opens such a file and never looks at the table.
+const APPROVALS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS approvals (
+    approval_id    TEXT PRIMARY KEY,
+    attempt_id     TEXT NOT NULL,
+    session_id     TEXT NOT NULL,
+    fingerprint    TEXT NOT NULL,
+    state          TEXT NOT NULL,
+    created_at_ms  INTEGER NOT NULL,
+    expires_at_ms  INTEGER NOT NULL,
+    claim_owner    TEXT,
+    claim_epoch    INTEGER NOT NULL DEFAULT 0,
+    claim_until_ms INTEGER,
+    execution      TEXT,
+    approval       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created_at_ms);
+CREATE INDEX IF NOT EXISTS approvals_session_fingerprint ON approvals (session_id, fingerprint);
+";
+
 /// One row per signed head: the chain's record count and last hash when a batch committed,
 /// signed with the journal's Ed25519 key (see `journal::signing`). Created when a journal is
 /// first opened with a key, so a journal without one keeps its layout; a build that does not
@@ -180,6 +204,9 @@ fn migrate(conn: &Connection) -> Result<(), OpenFailure> {
             conn.pragma_update(None, "user_version", FORMAT_VERSION)
                 .map_err(OpenFailure::Sqlite)?;
         }
+        // Also for files of format 1 made before approvals existed.
+        conn.execute_batch(APPROVALS_SCHEMA)
+            .map_err(OpenFailure::Sqlite)?;
         Ok(())
     })();
     match checked {

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::combine::Failure;
 use crate::clock::now;
 use crate::journal::chain::{AttemptRow, ChainCheck, ChainRow};
 use crate::journal::signing::SignedHead;
@@ -279,7 +280,17 @@ pub(super) fn unresolved(conn: &Connection) -> rusqlite::Result<Vec<UnresolvedAt
     Ok(open)
 }
 
+/// A row refused for its key (an attempt id, an idempotency key, an approval id) is a
+/// duplicate; anything else a write failure.
+pub(super) fn key_failure(e: rusqlite::Error) -> Failure {
+    if is_duplicate(&e) {
+        Failure::DuplicateKey
+    } else {
+        Failure::from(e)
+    }
+}
+
 /// Whether SQLite refused a row because its attempt id or idempotency key is taken.
-pub(super) fn is_duplicate(e: &rusqlite::Error) -> bool {
+fn is_duplicate(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
 }

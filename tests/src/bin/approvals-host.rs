@@ -1,0 +1,121 @@
+//! One host process of the approval tests (`CARGO_BIN_EXE_approvals-host`): the executor of
+//! [`sallyport_tests::approvals_rig`] over a journal file, doing one thing and exiting.
+//!
+//! ```text
+//! approvals-host JOURNAL UPSTREAM_URL [--lease-ms N] [--precheck] [--changed] COMMAND
+//!   park N               park invoices 0..N; print one approval id a line
+//!   decide START_AT_MS ID...
+//!                        at Unix time START_AT_MS, approve each id through Executor::decide;
+//!                        print `recorded ID` or `already ID` a line
+//!   resume               carry out every approved call; print each result as JSON a line
+//! ```
+//!
+//! Exit codes: 0 done; 2 bad arguments; 4 a call or decision failed (printed).
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sallyport_core::approval::{ApprovalId, Decided, Decider, Verdict};
+use sallyport_tests::approvals_rig::{self, HostOptions};
+
+fn main() -> ExitCode {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() < 3 {
+        eprintln!("usage: approvals-host JOURNAL UPSTREAM_URL [OPTIONS] COMMAND ...");
+        return ExitCode::from(2);
+    }
+    let journal = args.remove(0);
+    let upstream = args.remove(0);
+    let mut options = HostOptions::new(journal, upstream);
+    loop {
+        match args.first().map(String::as_str) {
+            Some("--lease-ms") if args.len() > 1 => {
+                let Ok(ms) = args[1].parse::<u64>() else {
+                    eprintln!("--lease-ms takes milliseconds");
+                    return ExitCode::from(2);
+                };
+                options.lease = Duration::from_millis(ms);
+                args.drain(..2);
+            }
+            Some("--precheck") => {
+                options.precheck = true;
+                args.remove(0);
+            }
+            Some("--changed") => {
+                options.changed_definition = true;
+                args.remove(0);
+            }
+            _ => break,
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(run(options, args))
+}
+
+async fn run(options: HostOptions, args: Vec<String>) -> ExitCode {
+    let vault = approvals_rig::vault(&options.upstream);
+    let executor = approvals_rig::executor(&options, vault);
+    let session = approvals_rig::session();
+    match args.first().map(String::as_str) {
+        Some("park") => {
+            let Some(Ok(n)) = args.get(1).map(|n| n.parse::<usize>()) else {
+                eprintln!("park takes a count");
+                return ExitCode::from(2);
+            };
+            for i in 0..n {
+                let result = executor
+                    .call("send_invoice", approvals_rig::invoice(i), &session)
+                    .await;
+                let Some(id) = &result.approval_id else {
+                    println!("{}", result.to_json());
+                    return ExitCode::from(4);
+                };
+                println!("{id}");
+            }
+            ExitCode::SUCCESS
+        }
+        Some("decide") => {
+            let Some(Ok(start_at)) = args.get(1).map(|t| t.parse::<u64>()) else {
+                eprintln!("decide takes START_AT_MS and ids");
+                return ExitCode::from(2);
+            };
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(now))).await;
+            let decider = Decider::new(format!("process-{}", std::process::id()), "process");
+            for id in &args[2..] {
+                let id = ApprovalId::from_stored(id.clone());
+                match executor.decide(&id, Verdict::Approve, &decider, None).await {
+                    Ok(Decided::Recorded(_)) => println!("recorded {id}"),
+                    Ok(_) => println!("already {id}"),
+                    Err(e) => {
+                        println!("error {id} {e}");
+                        return ExitCode::from(4);
+                    }
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Some("resume") => match executor.resume_approvals().await {
+            Ok(results) => {
+                for result in results {
+                    println!("{}", result.to_json());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                println!("error {e}");
+                ExitCode::from(4)
+            }
+        },
+        _ => {
+            eprintln!("unknown command");
+            ExitCode::from(2)
+        }
+    }
+}
