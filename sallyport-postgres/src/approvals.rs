@@ -57,6 +57,18 @@ impl ApprovalOp {
         }
     }
 
+    /// The approval this change is to.
+    pub(crate) fn approval_id(&self) -> &ApprovalId {
+        match self {
+            Self::Park(approval, ..) => &approval.approval_id,
+            Self::Decide(id, ..)
+            | Self::Expire(id, ..)
+            | Self::Claim { id, .. }
+            | Self::Begin(id, ..)
+            | Self::Settle(id, ..) => id,
+        }
+    }
+
     /// The attempt whose epoch this change is fenced by (a settle closes the execution).
     pub(crate) fn fenced_attempt(&self) -> Option<&str> {
         match self {

@@ -20,6 +20,10 @@
 //!   [`PostgresJournal::claim_expired`] (a reconciler's first step) takes them over,
 //!   raising each one's fencing epoch: the old owner can no longer finish the attempt
 //!   ([`JournalError::Fenced`]), so a reclaimed attempt has exactly one outcome.
+//! * **The approval store.** Parked calls, decisions, expiries, claims and settlements
+//!   ([`sallyport_core::approval`]) are rows every process sees; each change is a
+//!   compare-and-set on the row locked `FOR UPDATE`, committed in the same transaction as
+//!   its audit record, so of two processes deciding one approval only one decision counts.
 //! * **No passwords in errors.** Every PostgreSQL failure becomes a [`PostgresError`]
 //!   whose message has the connection's password taken out; the journal's `Debug` shows
 //!   the connection target without it.

@@ -75,10 +75,16 @@ FROM sallyport_attempts a
 WHERE NOT EXISTS (SELECT 1 FROM sallyport_audit r WHERE r.attempt_id = a.attempt_id)
 ORDER BY a.created_at, a.attempt_id";
 
-/// Renews the leases of this owner's attempts still in flight.
+/// Renews the leases of this owner's attempts still in flight. Rows a writer holds locked
+/// (it is closing them, or noting a dispatch) are skipped, never waited for: the heartbeat
+/// never joins a lock cycle with a batch, and the next tick renews what it skipped.
 pub(crate) const RENEW_LEASES: &str = "
 UPDATE sallyport_attempts SET lease_until = now() + $2::BIGINT * interval '1 millisecond'
-WHERE owner = $1 AND status IS NULL AND attempt_id = ANY($3)";
+WHERE attempt_id IN (
+    SELECT attempt_id FROM sallyport_attempts
+    WHERE owner = $1 AND status IS NULL AND attempt_id = ANY($3)
+    FOR UPDATE SKIP LOCKED
+) AND owner = $1";
 
 /// Takes over up to `$3` unresolved attempts whose lease expired: the new owner `$1`, a new
 /// lease of `$2` ms, the epoch raised. The outer conditions are checked again on the row

@@ -2,11 +2,12 @@
 //! transaction (group commit). While a batch commits, new writes queue; the next batch
 //! takes them all, so 16 concurrent calls share a commit instead of paying one each.
 //!
-//! A batch runs in four steps, each pipelined (its statements sent without waiting for one
-//! another's answers): attempt rows (intents and observe calls), dispatch notes, attempt
-//! closes (fenced by epoch), then the chain: the head row locked `FOR UPDATE`, the records
-//! inserted, the head moved and signed. The chain lock is taken last, so it is held for the
-//! inserts and the commit only. A taken key or a fenced close is a row that was not
+//! A batch runs in five steps, the first three pipelined (their statements sent without
+//! waiting for one another's answers): attempt rows (intents and observe calls), dispatch
+//! notes, attempt closes (fenced by epoch); then the approval store's compare-and-sets, one
+//! by one in approval-id order; then the chain: the head row locked `FOR UPDATE`, the
+//! records inserted, the head moved and signed. The chain lock is taken last, so it is held
+//! for the inserts and the commit only. A taken key or a fenced close is a row that was not
 //! returned, never an SQL error, so one bad write does not abort the others.
 
 use std::collections::HashMap;
@@ -217,12 +218,21 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
     }
 
     // 4. Approval compare-and-sets, one after another (each reads what the last wrote).
-    for (i, op) in ops.iter().enumerate() {
-        if let Op::Approval(op) = op {
-            done[i] = crate::approvals::apply(shared, &tx, op, &epochs, lease_ms, &at)
-                .await
-                .map_err(|e| e.into_postgres(shared))?;
-        }
+    // Rows are locked in approval-id order, so two processes' batches never wait on each
+    // other in a cycle; changes to one approval keep the order they were made in.
+    let mut changes: Vec<(usize, &ApprovalOp)> = ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
+            Op::Approval(op) => Some((i, op.as_ref())),
+            _ => None,
+        })
+        .collect();
+    changes.sort_by(|a, b| a.1.approval_id().as_str().cmp(b.1.approval_id().as_str()));
+    for (i, op) in changes {
+        done[i] = crate::approvals::apply(shared, &tx, op, &epochs, lease_ms, &at)
+            .await
+            .map_err(|e| e.into_postgres(shared))?;
     }
 
     // 5. The chain.
