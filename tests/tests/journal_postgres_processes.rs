@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sallyport_core::journal::Journal;
 use sallyport_postgres::PostgresJournal;
-use sallyport_tests::http_server::{Reply, Upstream};
+use sallyport_tests::http_server::{Drop, Reply, Upstream};
 use sallyport_tests::postgres::TestDb;
 
 const PROCESSES: usize = 4;
@@ -120,4 +120,65 @@ async fn four_executor_processes_share_one_postgres_journal_and_one_chain() {
         "every process's records are in the one chain"
     );
     assert!(journal.unresolved().await.expect("unresolved").is_empty());
+}
+
+/// kill -9 of a process mid-call: while its lease lasts its attempt is unresolved but not
+/// claimable; once the lease expires another journal claims it (epoch 2), and the dead
+/// process's one request is all the server ever saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_killed_mid_call_leaves_an_attempt_claimable_once_its_lease_expires() {
+    let db = TestDb::create().await;
+    let upstream =
+        Upstream::start(|_| Reply::CommitThenDrop(Drop::Hang(Duration::from_secs(60)))).await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pg-executor"))
+        .args([
+            db.url.as_str(),
+            upstream.url().as_str(),
+            "1",
+            "1",
+            "0",
+            "1500",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pg-executor");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while upstream.requests() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the child never sent its request"
+        );
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            panic!("the child exited early: {status:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+
+    let journal = PostgresJournal::builder(&db.url)
+        .owner("reconciler")
+        .connect()
+        .await
+        .expect("journal");
+    let open = journal.unresolved().await.expect("unresolved");
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(open[0].phase, sallyport_core::journal::Phase::Dispatched);
+    assert_eq!(open[0].dispatches, 1);
+    // The lease (1.5 s, renewed until the kill) has not run out yet.
+    assert!(journal.claim_expired(10).await.expect("claim").is_empty());
+
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let claimed = journal.claim_expired(10).await.expect("claim");
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!(claimed[0].attempt.attempt_id, open[0].attempt_id);
+    assert_eq!(claimed[0].epoch, 2);
+    assert!(
+        claimed[0].previous_owner.starts_with("pg-executor-"),
+        "{}",
+        claimed[0].previous_owner
+    );
+    assert_eq!(upstream.requests(), 1, "one request, from the dead process");
+    assert!(journal.records().await.expect("records").is_empty());
 }

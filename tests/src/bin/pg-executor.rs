@@ -1,10 +1,11 @@
 //! One executor process on a PostgreSQL journal, for the tests that run several against one
 //! database and one HTTP upstream (`CARGO_BIN_EXE_pg-executor`).
 //!
-//! `pg-executor JOURNAL_URL UPSTREAM_URL CALLS IN_FLIGHT START_AT_MS` waits until the Unix
-//! time `START_AT_MS` (so processes spawned one after another start together), connects,
-//! and makes `CALLS` state-changing calls (`IN_FLIGHT` at a time) through a real executor
-//! with the HTTP channel, a bearer credential and approving consent.
+//! `pg-executor JOURNAL_URL UPSTREAM_URL CALLS IN_FLIGHT START_AT_MS [LEASE_MS]` waits until
+//! the Unix time `START_AT_MS` (so processes spawned one after another start together),
+//! connects (with attempt leases of `LEASE_MS`, default the journal's), and makes `CALLS`
+//! state-changing calls (`IN_FLIGHT` at a time) through a real executor with the HTTP
+//! channel, a bearer credential and approving consent.
 //!
 //! Exit codes: 0 every call completed; 2 bad arguments or setup; 3 the journal did not
 //! connect (the error is printed); 4 a call did not complete (its result is printed).
@@ -60,7 +61,7 @@ fn main() -> ExitCode {
     else {
         return fail(
             2,
-            "usage: pg-executor JOURNAL_URL UPSTREAM_URL CALLS IN_FLIGHT START_AT_MS",
+            "usage: pg-executor JOURNAL_URL UPSTREAM_URL CALLS IN_FLIGHT START_AT_MS [LEASE_MS]",
         );
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -71,11 +72,14 @@ fn main() -> ExitCode {
         Err(e) => return fail(2, &format!("runtime: {e}")),
     };
     runtime.block_on(async {
-        let journal = match PostgresJournal::builder(journal_url)
-            .owner(format!("pg-executor-{}", std::process::id()))
-            .connect()
-            .await
-        {
+        let mut builder = PostgresJournal::builder(journal_url)
+            .owner(format!("pg-executor-{}", std::process::id()));
+        match args.get(5).map(|ms| ms.parse::<u64>()) {
+            Some(Ok(ms)) => builder = builder.lease(Duration::from_millis(ms)),
+            Some(Err(_)) => return fail(2, "LEASE_MS is not a number"),
+            None => {}
+        }
+        let journal = match builder.connect().await {
             Ok(journal) => journal,
             Err(e) => return fail(3, &format!("connect failed: {e:?}")),
         };
