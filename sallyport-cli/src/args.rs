@@ -11,10 +11,13 @@ Exit codes:
   2  bad arguments
   3  the vault is locked (lock marker present)
   4  wrong passphrase
-  5  no such credential, or no vault / journal at the path
+  5  no such credential or approval, or no vault / journal at the path
   6  the credential or the vault file already exists
   7  the vault or journal file is damaged, truncated, foreign or newer (left untouched)
   8  audit verify found a broken chain (or, with --public-key, records no signed head covers)
+  9  approvals approve/deny: the approval was already decided (or is being carried out, or
+     finished); nothing changed
+ 10  approvals approve/deny: the approval expired before anyone decided; nothing is sent
 
 DATA_DIR is $XDG_DATA_HOME (or ~/.local/share) on Linux, ~/Library/Application Support on
 macOS and %APPDATA% on Windows.
@@ -46,7 +49,9 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub passphrase_file: Option<PathBuf>,
 
-    /// The journal (SQLite file) for `audit` commands [default: DATA_DIR/sallyport/journal.db].
+    /// The journal (SQLite file) for `audit` and `approvals` commands [default:
+    /// DATA_DIR/sallyport/journal.db]. An application that embeds these commands with its
+    /// executor uses the executor's journal for `approvals` instead.
     #[arg(long, global = true, env = "SALLYPORT_JOURNAL", value_name = "PATH")]
     pub journal: Option<PathBuf>,
 
@@ -81,6 +86,9 @@ pub enum Command {
     /// Check and export the audit log: verify, export, unresolved, keygen.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Decide calls parked for a human's approval: list, show, approve, deny, resume.
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
 }
 
 /// `sallyport vault …`
@@ -227,4 +235,97 @@ pub enum AuditCommand {
         #[arg(long, value_name = "FILE")]
         public_out: Option<PathBuf>,
     },
+}
+
+/// `sallyport approvals …`
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum ApprovalsCommand {
+    /// List parked calls, newest first: id, state, action, effect, objects, session, expiry.
+    List(ApprovalsListArgs),
+    /// Show one parked call's action card: what it does, the agent's reason (escaped, marked
+    /// as the agent's words), the exact request with its real host, the definition check, who
+    /// asked, the expiry, the decision and the result.
+    Show {
+        /// The approval id (`apr_…`).
+        id: String,
+        /// Print the approval as JSON (non-ASCII written as \u escapes).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a parked call (exit 9 when it was already decided, 10 when it expired). The
+    /// plain `sallyport` binary only records the decision: the application that parked the
+    /// call sends it when it resumes approved calls. An application's own command line
+    /// (`sallyport_cli::run_with_executor`) also sends it at once.
+    Approve(DecideArgs),
+    /// Deny a parked call; the agent is told the reason (exit 9 when it was already decided,
+    /// 10 when it expired). Nothing is sent.
+    Deny(DenyArgs),
+    /// Carry out approved calls not yet sent. Needs the application's actions: works in an
+    /// application's own command line (`sallyport_cli::run_with_executor`); the plain
+    /// `sallyport` binary refuses it (exit 2). An application resumes approved calls itself
+    /// when it starts.
+    Resume {
+        /// Print the results as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `approvals list` options.
+#[derive(Debug, Args)]
+#[non_exhaustive]
+pub struct ApprovalsListArgs {
+    /// Only approvals in this state (repeatable) [default: all].
+    #[arg(long, value_enum, value_name = "STATE")]
+    pub state: Vec<StateArg>,
+    /// Print JSON instead of a table (non-ASCII written as \u escapes).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// An approval's state on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[non_exhaustive]
+pub enum StateArg {
+    /// Waiting for a human.
+    Awaiting,
+    /// Approved, not yet sent.
+    Approved,
+    /// Denied.
+    Denied,
+    /// Expired undecided.
+    Expired,
+    /// Being sent (or interrupted while sending).
+    Executing,
+    /// Carried out; the result is stored.
+    Finished,
+}
+
+/// `approvals approve` options.
+#[derive(Debug, Args)]
+#[non_exhaustive]
+pub struct DecideArgs {
+    /// The approval id (`apr_…`).
+    pub id: String,
+    /// Who decides, as the audit record names them [default: $USER (USERNAME on Windows), else `cli`].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Why (kept in the audit record).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+/// `approvals deny` options.
+#[derive(Debug, Args)]
+#[non_exhaustive]
+pub struct DenyArgs {
+    /// The approval id (`apr_…`).
+    pub id: String,
+    /// Why; the agent is told (kept in the audit record).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+    /// Who decides, as the audit record names them [default: $USER (USERNAME on Windows), else `cli`].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
 }

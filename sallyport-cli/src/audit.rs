@@ -24,7 +24,7 @@ fn journal_path(cli: &Cli) -> Result<PathBuf, Failure> {
         })
 }
 
-fn open_journal(cli: &Cli) -> Result<SqliteJournal, Failure> {
+pub(crate) fn open_journal(cli: &Cli) -> Result<SqliteJournal, Failure> {
     let path = journal_path(cli)?;
     // Opening creates a missing file; an audit command must not.
     if !path.is_file() {
@@ -36,7 +36,7 @@ fn open_journal(cli: &Cli) -> Result<SqliteJournal, Failure> {
     Ok(SqliteJournal::open(&path)?)
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use sallyport_core::approval::ApprovalError;
 use sallyport_core::journal::JournalError;
 use sallyport_core::vault::VaultError;
 
@@ -18,7 +19,7 @@ pub enum Exit {
     Locked = 3,
     /// 4 — wrong passphrase.
     WrongPassphrase = 4,
-    /// 5 — no such credential, or no vault / journal at the path.
+    /// 5 — no such credential or approval, or no vault / journal at the path.
     NotFound = 5,
     /// 6 — the credential or the vault file already exists.
     AlreadyExists = 6,
@@ -27,6 +28,12 @@ pub enum Exit {
     Corrupt = 7,
     /// 8 — `audit verify` found a broken chain.
     ChainBroken = 8,
+    /// 9 — `approvals approve` / `deny`: the approval was already decided (or is being
+    /// carried out, or finished); nothing changed.
+    AlreadyDecided = 9,
+    /// 10 — `approvals approve` / `deny`: the approval expired before anyone decided;
+    /// nothing is sent.
+    Expired = 10,
 }
 
 impl From<Exit> for ExitCode {
@@ -90,5 +97,21 @@ impl From<JournalError> for Failure {
             _ => Exit::Failure,
         };
         Self::new(exit, chain(&e))
+    }
+}
+
+impl From<ApprovalError> for Failure {
+    fn from(e: ApprovalError) -> Self {
+        match e {
+            ApprovalError::NotFound(id) => Self::new(
+                Exit::NotFound,
+                format!(
+                    "no approval `{}` in this journal",
+                    sallyport_core::consent::escape(id.as_str())
+                ),
+            ),
+            ApprovalError::Journal(e) => e.into(),
+            other => Self::new(Exit::Failure, chain(&other)),
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! The `sallyport` command-line tool: a human puts credentials into a vault without exposing
-//! them to agents, and checks the audit log.
+//! them to agents, checks the audit log, and decides calls parked for approval.
 //!
 //! Secrets are read from a no-echo terminal prompt or, when standard input is not a terminal,
 //! from standard input (one line each, in the order the prompts would ask) — never from
@@ -13,7 +13,46 @@
 //!     sallyport_cli::run(std::env::args_os())
 //! }
 //! ```
+//!
+//! # Approvals
+//!
+//! With deferred consent ([`sallyport_core::approval`]) an executor parks a call that needs a
+//! human in its journal and answers the agent `pending` / `awaiting_approval`. A human then
+//! decides from here:
+//!
+//! ```text
+//! sallyport approvals list [--state awaiting] [--json]
+//! sallyport approvals show apr_…                      # the action card
+//! sallyport approvals approve apr_… [--by NAME] [--reason TEXT]
+//! sallyport approvals deny apr_… --reason TEXT [--by NAME]
+//! ```
+//!
+//! `approve` and `deny` go through [`sallyport_core::approval::decide`], the one
+//! compare-and-set every front end uses, with the decider named `--by` (default `$USER`, or
+//! `USERNAME` on Windows, else `cli`) through channel `cli`. A second or late decision
+//! changes nothing and exits [`Exit::AlreadyDecided`]; an approval past its expiry exits
+//! [`Exit::Expired`]. `show` prints every text the journal holds through
+//! [`sallyport_core::consent::escape`], and the agent's reason is labelled as the agent's
+//! words, so nothing an agent wrote can move the cursor, add a line or reverse the text.
+//! JSON output is ASCII only: non-ASCII characters are written as `\u` escapes.
+//!
+//! Carrying out an approved call needs the action itself, which the plain binary does not
+//! have: it only records the decision, and its `approvals resume` refuses with exit 2. The
+//! application that parked the call sends it when it resumes approved calls
+//! ([`sallyport_core::Executor::resume_approvals`], at its start). An application can offer
+//! the commands with its executor through [`run_with_executor`]; then `approve` also sends
+//! the approved call at once ([`sallyport_core::Executor::decide`]) and `resume` carries out
+//! every approved call not yet sent:
+//!
+//! ```no_run
+//! # fn build_executor() -> sallyport_core::Executor { unimplemented!() }
+//! fn main() -> std::process::ExitCode {
+//!     let executor = build_executor(); // the application's catalog, vault and journal
+//!     sallyport_cli::run_with_executor(std::env::args_os(), &executor)
+//! }
+//! ```
 
+mod approvals;
 mod args;
 mod audit;
 mod exit;
@@ -24,13 +63,38 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::Parser as _;
+use sallyport_core::Executor;
 
 pub use crate::args::Cli;
 pub use crate::exit::Exit;
 
 /// Parses `args` (the first item is the program name) and runs the command, printing to
 /// standard output and standard error. Returns the documented exit code (see [`Exit`]).
+///
+/// Call it from synchronous code: it runs its own runtime (inside an async runtime it runs
+/// the command on a thread of its own and blocks the caller until it is done).
 pub fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    run_inner(args, None)
+}
+
+/// [`run`] for an application that holds its [`Executor`]: the `approvals` commands use the
+/// executor's journal (not `--journal`), `approvals approve` also carries the approved call
+/// out ([`Executor::decide`]), and `approvals resume` carries out every approved call not yet
+/// sent ([`Executor::resume_approvals`]) and prints each result. Every other command is as in
+/// [`run`].
+pub fn run_with_executor<I, T>(args: I, executor: &Executor) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    run_inner(args, Some(executor))
+}
+
+fn run_inner<I, T>(args: I, executor: Option<&Executor>) -> ExitCode
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
@@ -46,7 +110,17 @@ where
             };
         }
     };
-    match dispatch(&cli) {
+    // The commands block on a runtime of their own, which tokio refuses inside another one.
+    let outcome = if tokio::runtime::Handle::try_current().is_ok() {
+        std::thread::scope(|s| {
+            s.spawn(|| dispatch(&cli, executor))
+                .join()
+                .unwrap_or_else(|_| Err(exit::Failure::new(Exit::Failure, "the command panicked")))
+        })
+    } else {
+        dispatch(&cli, executor)
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("sallyport: {}", failure.message);
@@ -60,9 +134,10 @@ pub fn main() -> ExitCode {
     run(std::env::args_os())
 }
 
-fn dispatch(cli: &Cli) -> Result<(), exit::Failure> {
+fn dispatch(cli: &Cli, executor: Option<&Executor>) -> Result<(), exit::Failure> {
     match &cli.command {
         args::Command::Vault(cmd) => vault::run(cli, cmd),
         args::Command::Audit(cmd) => audit::run(cli, cmd),
+        args::Command::Approvals(cmd) => approvals::run(cli, cmd, executor),
     }
 }

@@ -165,6 +165,12 @@ impl Executor {
         &self.inner.journal
     }
 
+    /// The vault, if the executor has one: for front ends that keep their own secrets in it
+    /// (a webhook receiver's shared secret), resolved per use so a rotation applies at once.
+    pub fn vault(&self) -> Option<&Arc<dyn Vault>> {
+        self.inner.vault.as_ref()
+    }
+
     /// Configuration summary.
     pub fn info(&self) -> ExecutorInfo {
         let mut channels: Vec<String> = self.inner.channels.keys().cloned().collect();
@@ -186,7 +192,7 @@ impl Executor {
         let ended = pipeline::run(&self.inner, &mut guard, session, arguments).await;
         guard.disarm();
         match ended {
-            pipeline::Ended::Answer(result) => result,
+            pipeline::Ended::Answer(result) => *result,
             // Approved at once by the consent provider: carried out here, unless another
             // executor claimed it first (then the answer is where it stands).
             pipeline::Ended::ApprovedNow(id, parked) => match self.resume_approval(&id).await {

@@ -459,7 +459,10 @@ async fn with_deferred_consent_a_client_without_elicitation_gets_pending_and_pol
         .find(|t| t.name == "check_approval")
         .expect("check_approval is listed");
     assert_eq!(
-        check_tool.annotations.as_ref().and_then(|a| a.read_only_hint),
+        check_tool
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint),
         Some(true)
     );
     let parked = call(
@@ -471,7 +474,10 @@ async fn with_deferred_consent_a_client_without_elicitation_gets_pending_and_pol
     assert_eq!(parked["status"], "pending", "{parked}");
     assert_eq!(parked["code"], "awaiting_approval", "{parked}");
     assert_eq!(parked["next"]["action"], "check_approval");
-    let id = parked["approval_id"].as_str().expect("approval_id").to_owned();
+    let id = parked["approval_id"]
+        .as_str()
+        .expect("approval_id")
+        .to_owned();
     assert_eq!(h.sent(), 0);
     assert!(client.asked().is_empty());
 

@@ -21,6 +21,11 @@ pub const CREDENTIAL: &str = "billing-api";
 /// Its value (a canary: it must never appear in a result, a record or an approval).
 pub const TOKEN: &str = "billing-token-approvals-5d1c";
 
+/// The vault credential holding the approval webhook's shared secret.
+pub const WEBHOOK_CREDENTIAL: &str = "approvals-webhook";
+/// Its value.
+pub const WEBHOOK_SECRET: &str = "webhook-shared-secret-0b7e41c9d2";
+
 /// Send one invoice to a customer. The upstream honours the executor's idempotency key.
 #[derive(Debug, Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "send_invoice", effect = external_commitment, retry = idempotency_key,
@@ -91,6 +96,14 @@ pub fn vault(upstream: &str) -> Arc<MemoryVault> {
     vault.set(
         CredentialMeta::new(CREDENTIAL, CredentialKind::Bearer, Binding::url(upstream)),
         Secret::new(TOKEN),
+    );
+    vault.set(
+        CredentialMeta::new(
+            WEBHOOK_CREDENTIAL,
+            CredentialKind::Bearer,
+            Binding::url("https://webhook.invalid"),
+        ),
+        Secret::new(WEBHOOK_SECRET),
     );
     vault
 }

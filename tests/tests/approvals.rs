@@ -62,7 +62,10 @@ async fn rig() -> Rig {
 async fn rig_with(change: impl FnOnce(HostOptions) -> HostOptions) -> Rig {
     let upstream = Upstream::start(reply).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = change(HostOptions::new(dir.path().join("journal.db"), upstream.url()));
+    let options = change(HostOptions::new(
+        dir.path().join("journal.db"),
+        upstream.url(),
+    ));
     let vault = approvals_rig::vault(&options.upstream);
     let executor = approvals_rig::executor(&options, Arc::clone(&vault));
     Rig {
@@ -253,7 +256,13 @@ async fn approving_sends_exactly_one_request_and_check_approval_returns_the_exec
     assert_eq!(execution.dispatches, 1);
     assert_eq!(Some(&execution.receipt_id), executed.receipt_id.as_ref());
     assert!(rig.journal().verify().await.expect("verify").is_intact());
-    assert!(rig.journal().unresolved().await.expect("unresolved").is_empty());
+    assert!(
+        rig.journal()
+            .unresolved()
+            .await
+            .expect("unresolved")
+            .is_empty()
+    );
     assert!(!journal_text(&rig.options.journal).contains(TOKEN));
 }
 
@@ -380,7 +389,12 @@ async fn an_approval_for_a_request_that_now_goes_elsewhere_is_refused_request_ch
         .await
         .expect("decide");
     let result = decided.approval().result.clone().expect("result");
-    assert_eq!(result.code_str(), Some("request_changed"), "{}", result.to_json());
+    assert_eq!(
+        result.code_str(),
+        Some("request_changed"),
+        "{}",
+        result.to_json()
+    );
     assert_eq!(rig.upstream.requests(), 0);
     assert_eq!(elsewhere.requests(), 0);
 }
@@ -416,7 +430,11 @@ async fn a_reissued_identical_call_returns_the_stored_state_instead_of_asking_ag
         .await;
     assert_eq!(after.status, Status::Completed, "{}", after.to_json());
     assert_eq!(after.approval_id.as_ref(), Some(&first));
-    assert_eq!(posts_for(&rig.upstream, 8), 1, "the same call is not sent twice");
+    assert_eq!(
+        posts_for(&rig.upstream, 8),
+        1,
+        "the same call is not sent twice"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,14 +442,17 @@ async fn a_consent_provider_decides_now_as_one_front_end_among_others() {
     let upstream = Upstream::start(reply).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let build = |consent: FnConsent, path: &Path| {
-        Executor::builder(approvals_rig::catalog(&HostOptions::new(path, upstream.url())))
-            .journal(SqliteJournal::open(path).expect("journal"))
-            .channel(HttpChannel::builder().build().expect("channel"))
-            .vault_arc(approvals_rig::vault(&upstream.url()))
-            .consent_mode(ConsentMode::Deferred)
-            .consent(consent)
-            .build()
-            .expect("executor")
+        Executor::builder(approvals_rig::catalog(&HostOptions::new(
+            path,
+            upstream.url(),
+        )))
+        .journal(SqliteJournal::open(path).expect("journal"))
+        .channel(HttpChannel::builder().build().expect("channel"))
+        .vault_arc(approvals_rig::vault(&upstream.url()))
+        .consent_mode(ConsentMode::Deferred)
+        .consent(consent)
+        .build()
+        .expect("executor")
     };
     let approving = build(
         FnConsent::new(|_| async { ConsentDecision::Approve }),
@@ -446,7 +467,10 @@ async fn a_consent_provider_decides_now_as_one_front_end_among_others() {
         .await;
     assert_eq!(done.status, Status::Completed, "{}", done.to_json());
     assert_eq!(posts_for(&upstream, 10), 1);
-    let id = done.approval_id.clone().expect("carried out as an approval");
+    let id = done
+        .approval_id
+        .clone()
+        .expect("carried out as an approval");
     let stored = approving
         .journal()
         .approval(&id)
@@ -492,7 +516,12 @@ async fn a_consent_provider_decides_now_as_one_front_end_among_others() {
         .await;
     assert_eq!(denied.status, Status::Rejected);
     assert_eq!(denied.code_str(), Some("consent_denied"));
-    assert!(denied.reason.as_deref().is_some_and(|r| r.contains("not today")));
+    assert!(
+        denied
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("not today"))
+    );
     assert_eq!(posts_for(&upstream, 12), 0);
 }
 
@@ -604,8 +633,48 @@ async fn a_call_parked_in_one_process_and_approved_from_another_is_sent_once() {
     assert_eq!(posts_for(&rig.upstream, 20), 1);
 }
 
+/// Serves the approval webhook of `executor` on 127.0.0.1:0; its decision URL.
+async fn serve_webhook(executor: &Executor) -> String {
+    let receiver = sallyport_webhook::WebhookReceiver::builder(executor.clone())
+        .secret_credential(approvals_rig::WEBHOOK_CREDENTIAL)
+        .build()
+        .expect("receiver");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = receiver.router();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}{}", sallyport_webhook::DEFAULT_PATH)
+}
+
+/// Posts a signed approval of `id` to the webhook; whether it was the one recorded.
+async fn webhook_approve(client: &reqwest::Client, url: &str, id: &str) -> bool {
+    let body = serde_json::to_vec(&json!({
+        "approval_id": id, "decision": "approve", "decided_by": "chat-bot"
+    }))
+    .expect("json");
+    let t = sallyport_core::approval::now_ms() / 1000;
+    let signature =
+        sallyport_webhook::sign(approvals_rig::WEBHOOK_SECRET.as_bytes(), t, &body);
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header(sallyport_webhook::SIGNATURE_HEADER, signature)
+        .body(body)
+        .send()
+        .await
+        .expect("webhook answers");
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: Value =
+        serde_json::from_str(&response.text().await.expect("body")).expect("JSON");
+    answer["recorded"].as_bool().expect("recorded")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_deciding_the_same_approvals_at_once_send_one_request_each() {
+async fn two_processes_and_a_webhook_deciding_the_same_approvals_at_once_send_one_request_each() {
     const ROUNDS: usize = 100;
     let rig = rig().await;
     let options = rig.options.clone();
@@ -620,7 +689,15 @@ async fn two_processes_deciding_the_same_approvals_at_once_send_one_request_each
     .expect("join");
     assert_eq!(ids.len(), ROUNDS);
     assert_eq!(rig.upstream.requests(), 0);
-    let start = start_in(400);
+    let url = serve_webhook(&rig.executor).await;
+    // reqwest is built without a TLS provider of its own (as in sallyport-http).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let start_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .saturating_add(Duration::from_millis(400));
+    let start = start_ms.as_millis().to_string();
     let children: Vec<_> = (0..2)
         .map(|_| {
             let mut args = vec!["decide".to_owned(), start.clone()];
@@ -629,6 +706,18 @@ async fn two_processes_deciding_the_same_approvals_at_once_send_one_request_each
             host(&rig.options, &[], &args).spawn().expect("spawn")
         })
         .collect();
+    // The webhook's deliveries start at the same instant, one after another like the
+    // processes' decisions, each round racing the two processes for the same approval.
+    let wait = start_ms.saturating_sub(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("clock"),
+    );
+    tokio::time::sleep(wait).await;
+    let mut by_webhook = Vec::new();
+    for id in &ids {
+        by_webhook.push(webhook_approve(&client, &url, id).await);
+    }
     let outputs = tokio::task::spawn_blocking(move || {
         children
             .into_iter()
@@ -639,8 +728,12 @@ async fn two_processes_deciding_the_same_approvals_at_once_send_one_request_each
     .expect("join");
     let said: Vec<String> = outputs.iter().flat_map(lines).collect();
     for (n, id) in ids.iter().enumerate() {
-        let recorded = said.iter().filter(|l| **l == format!("recorded {id}")).count();
-        assert_eq!(recorded, 1, "round {n}: one decision recorded");
+        let by_processes = said.iter().filter(|l| **l == format!("recorded {id}")).count();
+        assert_eq!(
+            by_processes + usize::from(by_webhook[n]),
+            1,
+            "round {n}: one decision recorded"
+        );
         assert_eq!(posts_for(&rig.upstream, n), 1, "round {n}: one request");
     }
     assert_eq!(posts(&rig.upstream), ROUNDS);
@@ -652,6 +745,9 @@ async fn two_processes_deciding_the_same_approvals_at_once_send_one_request_each
         .await
         .expect("list");
     assert_eq!(finished.len(), ROUNDS);
+    // Each front end won some rounds, or the race was not a race.
+    let webhook_wins = by_webhook.iter().filter(|w| **w).count();
+    eprintln!("webhook won {webhook_wins} of {ROUNDS} rounds");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -679,9 +775,13 @@ async fn an_executor_killed_after_the_approval_and_before_the_send_sends_once_af
             reply(r)
         }
     });
-    let mut child = host(&rig.options, &["--lease-ms", "500", "--precheck"], &["resume"])
-        .spawn()
-        .expect("spawn");
+    let mut child = host(
+        &rig.options,
+        &["--lease-ms", "500", "--precheck"],
+        &["resume"],
+    )
+    .spawn()
+    .expect("spawn");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !rig
         .upstream
@@ -744,6 +844,12 @@ async fn an_executor_killed_after_the_approval_and_before_the_send_sends_once_af
     assert_eq!(finished.state, ApprovalState::Finished);
     assert!(rig.journal().verify().await.expect("verify").is_intact());
     // Nothing more to resume.
-    assert!(rig.executor.resume_approvals().await.expect("resume").is_empty());
+    assert!(
+        rig.executor
+            .resume_approvals()
+            .await
+            .expect("resume")
+            .is_empty()
+    );
     assert_eq!(posts(&rig.upstream), 1);
 }

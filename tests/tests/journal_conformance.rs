@@ -189,3 +189,104 @@ async fn processes_racing_to_decide_one_approval_record_one_decision_per_round()
         assert_eq!(decision.verdict, verdict);
     }
 }
+
+/// Three handles on one file (three connections, locking as three processes would) race
+/// to claim one approved approval, eight tasks each: one claim applies; only its holder
+/// writes the intent, and every other handle's begin is fenced and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handles_racing_to_claim_one_approval_on_one_file_give_it_one_holder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("journal.db");
+    let handles: Vec<Arc<dyn Journal>> = (0..3)
+        .map(|_| Arc::new(SqliteJournal::open(&path).expect("open")) as Arc<dyn Journal>)
+        .collect();
+    let now = approval::now_ms();
+    let parked = sample_approval("ses_claims", &"4".repeat(64), now, now + 60 * 60 * 1000);
+    handles[0]
+        .park_approval(&parked, suite::parked_event(&parked))
+        .await
+        .expect("parked");
+    approval::decide(
+        handles[1].as_ref(),
+        &parked.approval_id,
+        Verdict::Approve,
+        &approval::Decider::new("alice", "test"),
+        None,
+    )
+    .await
+    .expect("approved");
+    let start = Arc::new(tokio::sync::Barrier::new(24));
+    let tasks: Vec<_> = (0..24)
+        .map(|i| {
+            let journal = handles[i % 3].clone();
+            let (id, start) = (parked.approval_id.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                let owner = format!("exe_{i}");
+                let claimed = journal
+                    .claim_approval(&id, &owner, approval::now_ms(), 60_000)
+                    .await
+                    .expect("claim");
+                (i, claimed)
+            })
+        })
+        .collect();
+    let mut holders = Vec::new();
+    for task in tasks {
+        match task.await.expect("task") {
+            (i, approval::Transition::Applied(a)) => holders.push((i, a)),
+            (_, approval::Transition::Unchanged(_)) => {}
+            (_, other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(holders.len(), 1, "one claim applies");
+    let (winner, claimed) = holders.remove(0);
+    let claim = claimed.claim.expect("claim");
+    assert_eq!(
+        (claim.owner.as_str(), claim.epoch),
+        (&*format!("exe_{winner}"), 1)
+    );
+    for (n, journal) in handles.iter().enumerate() {
+        let loser = approval::Claim {
+            owner: format!("exe_{}", (winner + 1 + n) % 24),
+            ..claim.clone()
+        };
+        let fenced = journal
+            .begin_approved(
+                &parked.approval_id,
+                &loser,
+                &suite::execution_intent(&parked),
+            )
+            .await;
+        assert!(
+            matches!(fenced, Err(sallyport_core::journal::JournalError::Fenced)),
+            "{fenced:?}"
+        );
+    }
+    assert!(
+        handles[2]
+            .unresolved()
+            .await
+            .expect("unresolved")
+            .is_empty()
+    );
+    let intent = suite::execution_intent(&parked);
+    handles[winner % 3]
+        .begin_approved(&parked.approval_id, &claim, &intent)
+        .await
+        .expect("the holder writes the intent");
+    let open = handles[(winner + 1) % 3]
+        .unresolved()
+        .await
+        .expect("unresolved");
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].attempt_id, intent.attempt_id);
+    let stored = handles[(winner + 2) % 3]
+        .approval(&parked.approval_id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(stored.state, ApprovalState::Executing);
+    assert_eq!(stored.claim, Some(claim));
+    assert!(handles[0].verify().await.expect("verify").is_intact());
+}

@@ -52,7 +52,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .clone()
         .ok_or("a call needing a human is parked with an approval id")?;
     let journal = demo.dir.join("journal.db");
-    println!("the upstream received {} request(s)", demo.upstream.requests());
+    println!(
+        "the upstream received {} request(s)",
+        demo.upstream.requests()
+    );
     println!("journal: {}", journal.display());
     println!("approval_id: {id}");
     println!("approve it from another terminal:");
@@ -77,7 +80,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("check_approval -> {}", result.to_json());
     println!(
         "invoices with that reference at the upstream: {}",
-        demo.upstream.invoices_with_reference("inv-2026-12-approval")
+        demo.upstream
+            .invoices_with_reference("inv-2026-12-approval")
     );
     drop(executor);
     std::fs::remove_dir_all(&demo.dir)?;

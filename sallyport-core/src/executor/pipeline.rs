@@ -20,7 +20,7 @@ use crate::session::Session;
 /// How a call ended.
 pub(super) enum Ended {
     /// Its answer, with exactly one audit record behind it.
-    Answer(ActionResult),
+    Answer(Box<ActionResult>),
     /// Parked, and approved at once by the consent provider: the executor carries the
     /// approval out (the parked call's answer is used if it cannot).
     ApprovedNow(ApprovalId, Box<ActionResult>),
@@ -35,7 +35,7 @@ pub(super) async fn run(
 ) -> Ended {
     match pipeline(inner, guard, session, arguments).await {
         Ok(ended) => ended,
-        Err(refusal) => Ended::Answer(refuse(inner, guard, refusal).await),
+        Err(refusal) => Ended::Answer(Box::new(refuse(inner, guard, refusal).await)),
     }
 }
 
@@ -116,7 +116,7 @@ async fn pipeline(
         // The parked call's record is written: nothing is left for the guard to record.
         Err(ConsentRefused::Parked(answer)) => {
             guard.disarm();
-            return Ok(Ended::Answer(*answer));
+            return Ok(Ended::Answer(answer));
         }
         Err(ConsentRefused::ApprovedNow(id, answer)) => {
             guard.disarm();
@@ -128,7 +128,9 @@ async fn pipeline(
     let dispatched = dispatch::dispatch(inner, guard, intended).await;
     let normalized = normalize::normalize(inner, &action, dispatched);
     let filtered = filter::filter(normalized);
-    Ok(Ended::Answer(record::record(inner, guard, filtered).await))
+    Ok(Ended::Answer(Box::new(
+        record::record(inner, guard, filtered).await,
+    )))
 }
 
 /// Carries out an approved call under `claim`: stages 1–7 again on the stored arguments,

@@ -15,7 +15,9 @@ pub(super) async fn resume(
     let Some(current) = journal.approval(id).await? else {
         return Err(ApprovalError::NotFound(id.clone()));
     };
-    if current.state != ApprovalState::Approved {
+    // Only an executor holding the action carries it out; another leaves it for one that
+    // does (it must not void an approval meant for another process's catalog).
+    if current.state != ApprovalState::Approved || inner.catalog.get(&current.action).is_none() {
         return Ok(None);
     }
     let settings = &inner.approvals;

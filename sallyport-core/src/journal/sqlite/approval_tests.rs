@@ -259,3 +259,36 @@ async fn the_stored_json_follows_the_columns_through_every_transition() {
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.records, 3);
 }
+
+#[test]
+fn an_approved_calls_durable_intent_takes_the_fsynced_path_and_a_decision_does_not() {
+    let parked = approval(60_000);
+    let claim = Claim {
+        owner: "exe_unit".into(),
+        epoch: 1,
+        until_ms: u64::MAX,
+    };
+    let begin = |durable: bool| {
+        let (reply, _) = oneshot::channel();
+        Op::Begin(
+            parked.approval_id.clone(),
+            Box::new(claim.clone()),
+            Box::new(Intent::for_bench(durable)),
+            reply,
+        )
+    };
+    // Durable writes go to the journal thread, whose batch commits with synchronous=FULL.
+    assert!(begin(true).is_write() && begin(true).is_durable());
+    assert!(!begin(false).is_durable());
+    let (reply, _) = oneshot::channel();
+    let decide = Op::Decide(
+        parked.approval_id.clone(),
+        Box::new(decision()),
+        Box::new(event(&parked, Phase::Decided, Status::Pending)),
+        reply,
+    );
+    assert!(decide.is_write() && decide.appends() && !decide.is_durable());
+    let (reply, _) = oneshot::channel();
+    let read = Op::Approval(parked.approval_id.clone(), reply);
+    assert!(!read.is_write());
+}

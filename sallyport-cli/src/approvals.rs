@@ -1,0 +1,542 @@
+//! `sallyport approvals …`: calls parked for a human's approval (see
+//! [`sallyport_core::approval`]).
+//!
+//! Every text the journal holds is shown through [`escape`]: the agent wrote the note, the
+//! objects and the arguments inside the request, and none of it may move the cursor, add a
+//! line or reverse what a reader sees. JSON output is ASCII only (see [`ascii_json`]).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use sallyport_core::Executor;
+use sallyport_core::approval::{
+    self, Approval, ApprovalFilter, ApprovalId, ApprovalState, Decided, Decider, Verdict,
+};
+use sallyport_core::consent::escape;
+use sallyport_core::journal::Journal;
+use sallyport_core::outcome::ActionResult;
+use sallyport_core::{EffectClass, Externality};
+
+use crate::args::{ApprovalsCommand, Cli, StateArg};
+use crate::exit::{Exit, Failure};
+
+/// The front end's name in every decision this command records.
+const CHANNEL: &str = "cli";
+
+/// What `approvals resume` says in the plain binary.
+pub(crate) const RESUME_NEEDS_EXECUTOR: &str = "`approvals resume` needs the application's \
+actions, which the plain `sallyport` binary does not have, so it sends nothing. The application \
+that parked the calls resumes approved calls itself when it starts \
+(`Executor::resume_approvals`); to resume them from a command line, run `approvals resume` \
+through the application's own command (`sallyport_cli::run_with_executor`).";
+
+pub(crate) fn run(
+    cli: &Cli,
+    cmd: &ApprovalsCommand,
+    executor: Option<&Executor>,
+) -> Result<(), Failure> {
+    if matches!(cmd, ApprovalsCommand::Resume { .. }) && executor.is_none() {
+        return Err(Failure::new(Exit::Usage, RESUME_NEEDS_EXECUTOR));
+    }
+    let journal: Arc<dyn Journal> = match executor {
+        Some(executor) => executor.journal().clone(),
+        None => Arc::new(crate::audit::open_journal(cli)?),
+    };
+    let rt = crate::audit::runtime()?;
+    let journal = journal.as_ref();
+    match cmd {
+        ApprovalsCommand::List(args) => {
+            let states: Vec<ApprovalState> = args.state.iter().map(|s| state_of(*s)).collect();
+            let list = rt.block_on(journal.approvals(&ApprovalFilter::states(states.clone())))?;
+            if args.json {
+                println!("{}", ascii_json(&list)?);
+            } else {
+                print!("{}", table(&list, &states, approval::now_ms()));
+            }
+            Ok(())
+        }
+        ApprovalsCommand::Show { id, json } => {
+            let id = ApprovalId::from_stored(id.as_str());
+            let Some(found) = rt.block_on(journal.approval(&id))? else {
+                return Err(approval::ApprovalError::NotFound(id).into());
+            };
+            if *json {
+                println!("{}", ascii_json(&found)?);
+            } else {
+                print!("{}", card(&found, approval::now_ms()));
+            }
+            Ok(())
+        }
+        ApprovalsCommand::Approve(args) => {
+            let decider = Decider::new(args.by.clone().unwrap_or_else(default_by), CHANNEL);
+            let id = ApprovalId::from_stored(args.id.as_str());
+            let decided = rt.block_on(decide(
+                journal,
+                executor,
+                &id,
+                Verdict::Approve,
+                &decider,
+                args.reason.as_deref(),
+            ))?;
+            report(&decided, executor.is_some())
+        }
+        ApprovalsCommand::Deny(args) => {
+            let decider = Decider::new(args.by.clone().unwrap_or_else(default_by), CHANNEL);
+            let id = ApprovalId::from_stored(args.id.as_str());
+            let decided = rt.block_on(decide(
+                journal,
+                executor,
+                &id,
+                Verdict::Deny,
+                &decider,
+                Some(&args.reason),
+            ))?;
+            report(&decided, executor.is_some())
+        }
+        ApprovalsCommand::Resume { json } => {
+            let Some(executor) = executor else {
+                return Err(Failure::new(Exit::Usage, RESUME_NEEDS_EXECUTOR));
+            };
+            let results = rt.block_on(executor.resume_approvals())?;
+            if *json {
+                println!("{}", ascii_json(&results)?);
+            } else if results.is_empty() {
+                println!("no approved calls waiting to be sent");
+            } else {
+                for result in &results {
+                    println!("{}", result_line(result));
+                }
+                println!("resumed {} approved calls", results.len());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Decides through the executor when there is one (which then also sends an approved call),
+/// else through the library's one path, which records the decision only.
+async fn decide(
+    journal: &dyn Journal,
+    executor: Option<&Executor>,
+    id: &ApprovalId,
+    verdict: Verdict,
+    decider: &Decider,
+    reason: Option<&str>,
+) -> Result<Decided, approval::ApprovalError> {
+    match executor {
+        Some(executor) => executor.decide(id, verdict, decider, reason).await,
+        None => approval::decide(journal, id, verdict, decider, reason).await,
+    }
+}
+
+/// `$USER` (`USERNAME` on Windows), else `cli`.
+fn default_by() -> String {
+    ["USER", "USERNAME"]
+        .into_iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .find(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| CHANNEL.to_owned())
+}
+
+fn state_of(arg: StateArg) -> ApprovalState {
+    match arg {
+        StateArg::Awaiting => ApprovalState::Awaiting,
+        StateArg::Approved => ApprovalState::Approved,
+        StateArg::Denied => ApprovalState::Denied,
+        StateArg::Expired => ApprovalState::Expired,
+        StateArg::Executing => ApprovalState::Executing,
+        StateArg::Finished => ApprovalState::Finished,
+    }
+}
+
+/// What a decision command prints (recorded) or fails with (already decided, expired).
+fn report(decided: &Decided, with_executor: bool) -> Result<(), Failure> {
+    match decided {
+        Decided::Recorded(a) => {
+            println!("{}", recorded(a, with_executor));
+            Ok(())
+        }
+        Decided::Expired(a) => Err(Failure::new(
+            Exit::Expired,
+            format!(
+                "approval {} expired at {} before anyone decided; the expiry is recorded now and \
+                 nothing will be sent",
+                escape(a.approval_id.as_str()),
+                a.expires_at()
+            ),
+        )),
+        Decided::AlreadyDecided(a) if a.state == ApprovalState::Expired => Err(Failure::new(
+            Exit::Expired,
+            format!(
+                "approval {} expired at {} before anyone decided; nothing changed and nothing \
+                 will be sent",
+                escape(a.approval_id.as_str()),
+                a.expires_at()
+            ),
+        )),
+        Decided::AlreadyDecided(a) => Err(Failure::new(
+            Exit::AlreadyDecided,
+            format!(
+                "approval {} was already {}; nothing changed",
+                escape(a.approval_id.as_str()),
+                standing(a)
+            ),
+        )),
+        _ => Err(Failure::new(
+            Exit::Failure,
+            "the journal answered the decision in a way this build does not know",
+        )),
+    }
+}
+
+/// The line for a decision this command recorded.
+fn recorded(a: &Approval, with_executor: bool) -> String {
+    let id = escape(a.approval_id.as_str());
+    let by = a.decision.as_ref().map_or_else(String::new, |d| {
+        format!(
+            " by {} via {}",
+            escape(&d.decider.by),
+            escape(&d.decider.channel)
+        )
+    });
+    match a.state {
+        ApprovalState::Denied => {
+            let reason = a
+                .decision
+                .as_ref()
+                .and_then(|d| d.reason.as_deref())
+                .map_or_else(String::new, |r| {
+                    format!("; the agent is told: \"{}\"", escape(r))
+                });
+            format!("denied {id}: recorded{by}; nothing will be sent{reason}")
+        }
+        ApprovalState::Finished => {
+            let result = a
+                .result
+                .as_ref()
+                .map_or_else(|| "finished".to_owned(), result_line);
+            format!("approved {id}: recorded{by}; carried out: {result}")
+        }
+        ApprovalState::Executing => {
+            format!("approved {id}: recorded{by}; being sent (see `approvals show {id}`)")
+        }
+        _ if with_executor => format!(
+            "approved {id}: recorded{by}; not sent here (another executor holds the call, or \
+             this application does not carry it out); it is sent when an application holding \
+             the action resumes approved calls"
+        ),
+        _ => format!(
+            "approved {id}: recorded{by}; nothing is sent yet: the application that parked the \
+             call sends it when it resumes approved calls (when it starts, or through its own \
+             `approvals resume`)"
+        ),
+    }
+}
+
+/// What stands for an approval someone else decided: `approved by bob via webhook at …`.
+fn standing(a: &Approval) -> String {
+    let mut text = match &a.decision {
+        Some(d) => {
+            let verb = match d.verdict {
+                Verdict::Approve => "approved",
+                Verdict::Deny => "denied",
+            };
+            format!(
+                "{verb} by {} via {} at {}",
+                escape(&d.decider.by),
+                escape(&d.decider.channel),
+                approval::rfc3339(d.at_ms)
+            )
+        }
+        None => a.state.as_str().to_owned(),
+    };
+    match a.state {
+        ApprovalState::Executing => text.push_str(" (being sent)"),
+        ApprovalState::Finished => {
+            let _ = write!(
+                text,
+                " (carried out: {})",
+                a.result
+                    .as_ref()
+                    .map_or_else(|| "finished".to_owned(), result_line)
+            );
+        }
+        _ => {}
+    }
+    text
+}
+
+/// One result on one line: status, code, reason, receipt (all escaped).
+fn result_line(r: &ActionResult) -> String {
+    let mut text = format!("{} {}", escape(&r.action), r.status);
+    if let Some(code) = r.code_str() {
+        let _ = write!(text, " ({})", escape(code));
+    }
+    if let Some(reason) = &r.reason {
+        let _ = write!(text, " — {}", escape(reason));
+    }
+    match &r.receipt_id {
+        Some(receipt) => {
+            let _ = write!(text, ", receipt {}", escape(receipt.as_str()));
+        }
+        None => text.push_str(", no receipt"),
+    }
+    text
+}
+
+/// `expires in 23h 59m`, `expired`, or `-` once decided.
+fn countdown(a: &Approval, now_ms: u64) -> String {
+    match a.state {
+        ApprovalState::Awaiting if a.is_expired_at(now_ms) => "expired".to_owned(),
+        ApprovalState::Awaiting => format!("expires in {}", span(a.expires_at_ms - now_ms)),
+        ApprovalState::Expired => "expired".to_owned(),
+        _ => "-".to_owned(),
+    }
+}
+
+/// A positive span of milliseconds as `23h 59m` (minutes rounded down), `under 1m` below a
+/// minute.
+fn span(ms: u64) -> String {
+    let minutes = ms / 60_000;
+    if minutes == 0 {
+        return "under 1m".to_owned();
+    }
+    format!("{}h {}m", minutes / 60, minutes % 60)
+}
+
+/// The objects as `kind=value, …`, escaped; `-` when none.
+fn objects_short(a: &Approval) -> String {
+    if a.objects.is_empty() {
+        return "-".to_owned();
+    }
+    a.objects
+        .iter()
+        .map(|o| format!("{}={}", escape(&o.kind), escape(&o.value)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `approvals list`: a header and one line per approval, or a sentence when there is none.
+fn table(list: &[Approval], states: &[ApprovalState], now_ms: u64) -> String {
+    if list.is_empty() {
+        return if states.is_empty() {
+            "no approvals\n".to_owned()
+        } else {
+            let names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+            format!("no approvals in state {}\n", names.join(" or "))
+        };
+    }
+    let mut out = format!(
+        "{:<36}  {:<9}  {:<24}  {:<21}  {:<24}  {:<16}  EXPIRY\n",
+        "ID", "STATE", "ACTION", "EFFECT", "OBJECTS", "SESSION"
+    );
+    for a in list {
+        let _ = writeln!(
+            out,
+            "{:<36}  {:<9}  {:<24}  {:<21}  {:<24}  {:<16}  {}",
+            escape(a.approval_id.as_str()),
+            a.state.as_str(),
+            escape(&a.action),
+            a.effect.as_str(),
+            objects_short(a),
+            escape(a.session.id().as_str()),
+            countdown(a, now_ms)
+        );
+    }
+    out
+}
+
+/// The effect class in words.
+fn effect_words(effect: EffectClass) -> &'static str {
+    match effect {
+        EffectClass::Observe => "observe: a bounded read; no state changes",
+        EffectClass::ReversibleChange => {
+            "reversible change: a change with a documented, practical undo"
+        }
+        EffectClass::ExternalCommitment => {
+            "external commitment: sends, pays, publishes or changes what customers see"
+        }
+        EffectClass::IrreversibleOrBroad => {
+            "irreversible or broad: permanent deletion, access or permission changes, or many \
+             objects at once"
+        }
+    }
+}
+
+/// The externality in words.
+fn externality_words(externality: Externality) -> &'static str {
+    match externality {
+        Externality::Internal => "internal (visible only inside the organisation)",
+        Externality::External => "external (visible to customers, partners or the public)",
+    }
+}
+
+/// `approvals show`: the action card, one labelled line per fact, every stored text escaped.
+fn card(a: &Approval, now_ms: u64) -> String {
+    let mut out = String::new();
+    let mut line = |label: &str, value: &str| {
+        let _ = writeln!(out, "{label:<12}{value}");
+    };
+    line("approval", &escape(a.approval_id.as_str()));
+    line(
+        "action",
+        &format!("{} — {}", escape(&a.action), escape(&a.summary)),
+    );
+    line("effect", effect_words(a.effect));
+    line("reach", externality_words(a.externality));
+    line(
+        "consent",
+        &format!("{} (the action's rule)", a.rule.as_str()),
+    );
+    if a.objects.is_empty() {
+        line("objects", "none");
+    }
+    for (i, o) in a.objects.iter().enumerate() {
+        line(
+            if i == 0 { "objects" } else { "" },
+            &format!(
+                "{} {} (field {})",
+                escape(&o.kind),
+                escape(&o.value),
+                escape(&o.field)
+            ),
+        );
+    }
+    match &a.note {
+        Some(note) => line(
+            "reason",
+            &format!(
+                "the agent's words, not checked by sallyport: \"{}\"",
+                escape(note)
+            ),
+        ),
+        None => line("reason", "the agent gave none"),
+    }
+    line("request", &escape(&a.request));
+    line(
+        "definition",
+        &format!(
+            "{}: {}",
+            escape(&a.definition_hash),
+            escape(&a.definition_status)
+        ),
+    );
+    line(
+        "",
+        "checked again before sending: a definition changed since this request voids the approval",
+    );
+    let requester = a.session.requester().map_or_else(
+        || "no requester named".to_owned(),
+        |r| format!("requested by {}", escape(r)),
+    );
+    line(
+        "session",
+        &format!("{}, {requester}", escape(a.session.id().as_str())),
+    );
+    line("created", &a.created_at());
+    let expiry = match a.state {
+        ApprovalState::Awaiting | ApprovalState::Expired => {
+            format!("{} ({})", a.expires_at(), countdown(a, now_ms))
+        }
+        _ => format!("{} (decided before it)", a.expires_at()),
+    };
+    line("expires", &expiry);
+    line("state", a.state.as_str());
+    match &a.decision {
+        Some(d) => {
+            let verb = match d.verdict {
+                Verdict::Approve => "approved",
+                Verdict::Deny => "denied",
+            };
+            let mut text = format!(
+                "{verb} by {} via {} at {}",
+                escape(&d.decider.by),
+                escape(&d.decider.channel),
+                approval::rfc3339(d.at_ms)
+            );
+            if let Some(reason) = &d.reason {
+                let _ = write!(text, ": \"{}\"", escape(reason));
+            }
+            line("decision", &text);
+        }
+        None => line("decision", "none yet"),
+    }
+    if let Some(claim) = &a.claim
+        && matches!(a.state, ApprovalState::Approved | ApprovalState::Executing)
+    {
+        line(
+            "claimed",
+            &format!(
+                "by {} until {}",
+                escape(&claim.owner),
+                approval::rfc3339(claim.until_ms)
+            ),
+        );
+    }
+    if let Some(execution) = &a.execution {
+        line("execution", &escape(execution.as_str()));
+    }
+    if let Some(r) = &a.result {
+        let mut text = r.status.to_string();
+        if let Some(code) = r.code_str() {
+            let _ = write!(text, ", code {}", escape(code));
+        }
+        if let Some(reason) = &r.reason {
+            let _ = write!(text, " — {}", escape(reason));
+        }
+        line("result", &text);
+        line(
+            "receipt",
+            &r.receipt_id
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), |id| escape(id.as_str()).into_owned()),
+        );
+    }
+    out
+}
+
+/// Pretty JSON with every non-ASCII character written as a `\u` escape: a parser reads the
+/// same values, and a terminal showing it cannot be turned around by a bidi character the
+/// agent wrote (control characters are escaped by JSON itself). Structural JSON is ASCII, so
+/// every non-ASCII character is inside a string, where the escape is valid.
+pub(crate) fn ascii_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, Failure> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_are_hours_and_minutes_rounded_down() {
+        assert_eq!(span(24 * 3_600_000 - 1), "23h 59m");
+        assert_eq!(span(61 * 60_000), "1h 1m");
+        assert_eq!(span(59_999), "under 1m");
+        assert_eq!(span(48 * 3_600_000), "48h 0m");
+    }
+
+    #[test]
+    fn ascii_json_escapes_every_non_ascii_character_and_parses_back_to_the_same_text() {
+        let text = "Zoë \u{202e}fdp.exe 請求 \u{1F600} \u{1b}[2K\r\n";
+        let json = ascii_json(&serde_json::json!({"note": text})).unwrap();
+        assert!(json.is_ascii(), "{json}");
+        assert!(json.contains("\\u202e"), "{json}");
+        assert!(json.contains("\\ud83d\\ude00"), "{json}");
+        assert!(!json.contains('\u{1b}') && !json.contains('\r'), "{json}");
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["note"], text);
+    }
+}
