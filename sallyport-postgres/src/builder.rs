@@ -138,6 +138,14 @@ impl PostgresJournalBuilder {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(self.connect_timeout);
         }
+        // Every session commits synchronously whatever the server's default: a durable
+        // intent is on the server's disk when its commit returns. Batches with nothing
+        // durable in them lower it for their own transaction only.
+        let options = match config.get_options() {
+            Some(existing) => format!("{existing} -c synchronous_commit=on"),
+            None => "-c synchronous_commit=on".to_owned(),
+        };
+        config.options(options);
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };

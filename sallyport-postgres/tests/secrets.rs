@@ -20,24 +20,55 @@ fn everything(e: &JournalError) -> String {
     out
 }
 
-/// A login role with `password` that owns the test database, dropped at the end.
+/// A login role with `password`, dropped when this is (declare it before the database it
+/// owns, so the database is dropped first).
 struct Role {
     name: String,
 }
 
 impl Role {
-    async fn create(db: &TestDb, password: &str) -> Self {
+    async fn create(password: &str) -> Self {
         let name = format!("sp_role_{}", uuid::Uuid::new_v4().simple());
-        let admin = client(&common::admin_url()).await;
-        admin
-            .batch_execute(&format!(
-                "CREATE ROLE {name} LOGIN PASSWORD '{password}';
-                 ALTER DATABASE {} OWNER TO {name};",
-                db.name
-            ))
+        client(&common::admin_url())
+            .await
+            .batch_execute(&format!("CREATE ROLE {name} LOGIN PASSWORD '{password}'"))
             .await
             .expect("role");
         Self { name }
+    }
+
+    /// Makes the role the owner of `db`, so it may create the journal's tables there.
+    async fn own(&self, db: &TestDb) {
+        client(&common::admin_url())
+            .await
+            .batch_execute(&format!(
+                "ALTER DATABASE {} OWNER TO {}",
+                db.name, self.name
+            ))
+            .await
+            .expect("owner");
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let dropped = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(async {
+                    client(&common::admin_url())
+                        .await
+                        .batch_execute(&format!("DROP ROLE IF EXISTS {name}"))
+                        .await
+                })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) && !std::thread::panicking() {
+            panic!("DROP ROLE {} failed: {dropped:?}", self.name);
+        }
     }
 }
 
@@ -53,8 +84,9 @@ async fn tcp_port(db: &TestDb) -> String {
 #[tokio::test]
 async fn no_error_or_debug_output_carries_the_connection_strings_password() {
     let password = format!("Pw{}", uuid::Uuid::new_v4().simple());
+    let role = Role::create(&password).await;
     let db = TestDb::create().await;
-    let role = Role::create(&db, &password).await;
+    role.own(&db).await;
     let port = tcp_port(&db).await;
     let url = format!(
         "postgres://{}:{password}@127.0.0.1:{port}/{}",
@@ -142,10 +174,7 @@ async fn no_error_or_debug_output_carries_the_connection_strings_password() {
     assert!(login.contains("password authentication failed"), "{login}");
     assert!(login.contains(":***@127.0.0.1"), "{login}");
 
+    // The database goes first, then the role that owned it.
     drop(db);
-    client(&common::admin_url())
-        .await
-        .batch_execute(&format!("DROP ROLE {}", role.name))
-        .await
-        .expect("drop role");
+    drop(role);
 }
