@@ -1,0 +1,413 @@
+//! The approval store: approvals as rows beside the chain, every change a compare-and-set
+//! on the row locked `FOR UPDATE`, applied by the writer inside its batch so that the
+//! change and its audit record commit together (or neither does), whichever process makes
+//! it. Of two processes deciding one approval at once, the second finds it decided.
+
+use std::collections::HashMap;
+
+use deadpool_postgres::Transaction;
+use sallyport_core::approval::{
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
+    Verdict,
+};
+use sallyport_core::journal::{AuditEvent, AuditRecord, Intent, JournalError};
+use sallyport_core::outcome::ActionResult;
+
+use crate::error::PostgresError;
+use crate::shared::Shared;
+use crate::sql;
+use crate::writer::{Done, Reply};
+
+/// A queued change to the approval store.
+pub(crate) enum ApprovalOp {
+    Park(Box<Approval>, Box<AuditEvent>, Reply<AuditRecord>),
+    Decide(
+        ApprovalId,
+        Box<ApprovalDecision>,
+        Box<AuditEvent>,
+        Reply<Transition>,
+    ),
+    Expire(ApprovalId, u64, Box<AuditEvent>, Reply<Transition>),
+    Claim {
+        id: ApprovalId,
+        owner: String,
+        now_ms: u64,
+        lease_ms: u64,
+        reply: Reply<Transition>,
+    },
+    Begin(ApprovalId, Claim, Box<Intent>, Reply<()>),
+    Settle(
+        ApprovalId,
+        Claim,
+        Box<ActionResult>,
+        Box<AuditEvent>,
+        Reply<AuditRecord>,
+    ),
+}
+
+impl ApprovalOp {
+    /// The event the change appends when it is applied.
+    pub(crate) fn event(&self) -> Option<&AuditEvent> {
+        match self {
+            Self::Park(_, event, _)
+            | Self::Decide(_, _, event, _)
+            | Self::Expire(_, _, event, _)
+            | Self::Settle(_, _, _, event, _) => Some(event),
+            Self::Claim { .. } | Self::Begin(..) => None,
+        }
+    }
+
+    /// The approval this change is to.
+    pub(crate) fn approval_id(&self) -> &ApprovalId {
+        match self {
+            Self::Park(approval, ..) => &approval.approval_id,
+            Self::Decide(id, ..)
+            | Self::Expire(id, ..)
+            | Self::Claim { id, .. }
+            | Self::Begin(id, ..)
+            | Self::Settle(id, ..) => id,
+        }
+    }
+
+    /// The attempt whose epoch this change is fenced by (a settle closes the execution).
+    pub(crate) fn fenced_attempt(&self) -> Option<&str> {
+        match self {
+            Self::Settle(_, _, _, event, _) => Some(event.attempt_id.as_str()),
+            _ => None,
+        }
+    }
+
+    /// Answers the change once its batch committed; notes the epochs of attempts begun or
+    /// closed.
+    pub(crate) fn answer(self, done: Done, held: &mut HashMap<String, Option<i64>>) {
+        let unexpected = || {
+            JournalError::Write(Box::new(PostgresError::own(
+                "the approval change ended in an unexpected state",
+            )))
+        };
+        match self {
+            Self::Park(_, _, reply) => {
+                let _ = reply.send(match done {
+                    Done::TransitionRecord(_, record) => Ok(*record),
+                    Done::Duplicate => Err(JournalError::DuplicateKey),
+                    _ => Err(unexpected()),
+                });
+            }
+            Self::Decide(.., reply) | Self::Expire(.., reply) | Self::Claim { reply, .. } => {
+                let _ = reply.send(match done {
+                    Done::TransitionRecord(t, _) | Done::Transition(t, _) => Ok(*t),
+                    _ => Err(unexpected()),
+                });
+            }
+            Self::Begin(_, _, intent, reply) => {
+                let _ = reply.send(match done {
+                    Done::Written => {
+                        held.insert(intent.attempt_id.as_str().to_owned(), Some(1));
+                        Ok(())
+                    }
+                    Done::Duplicate => Err(JournalError::DuplicateKey),
+                    Done::Fenced => Err(JournalError::Fenced),
+                    _ => Err(unexpected()),
+                });
+            }
+            Self::Settle(_, _, _, event, reply) => {
+                let _ = reply.send(match done {
+                    Done::TransitionRecord(_, record) => {
+                        held.insert(event.attempt_id.as_str().to_owned(), None);
+                        Ok(*record)
+                    }
+                    Done::Fenced => Err(JournalError::Fenced),
+                    _ => Err(unexpected()),
+                });
+            }
+        }
+    }
+
+    /// Answers the change when its batch failed.
+    pub(crate) fn fail(self, error: JournalError) {
+        match self {
+            Self::Park(.., reply) | Self::Settle(.., reply) => {
+                let _ = reply.send(Err(error));
+            }
+            Self::Decide(.., reply) | Self::Expire(.., reply) | Self::Claim { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Self::Begin(.., reply) => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+}
+
+/// Why a change could not be applied (the batch then fails as a whole).
+pub(crate) enum ApplyError {
+    /// What PostgreSQL said.
+    Postgres(tokio_postgres::Error),
+    /// The approval could not be serialized.
+    Serialize(serde_json::Error),
+}
+
+impl From<tokio_postgres::Error> for ApplyError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Postgres(e)
+    }
+}
+
+impl ApplyError {
+    pub(crate) fn into_postgres(self, shared: &Shared) -> PostgresError {
+        match self {
+            Self::Postgres(e) => shared.redactor.postgres(&e),
+            Self::Serialize(e) => PostgresError::own(format!("cannot serialize an approval: {e}")),
+        }
+    }
+}
+
+fn body(approval: &Approval) -> Result<String, ApplyError> {
+    serde_json::to_string(approval).map_err(ApplyError::Serialize)
+}
+
+fn parse(body: &str) -> Option<Approval> {
+    serde_json::from_str(body).ok()
+}
+
+/// The approval as it stands, locked for the rest of the batch's transaction.
+async fn locked(
+    tx: &Transaction<'_>,
+    id: &ApprovalId,
+) -> Result<Option<Approval>, tokio_postgres::Error> {
+    Ok(tx
+        .query_opt(sql::LOCK_APPROVAL, &[&id.as_str()])
+        .await?
+        .and_then(|row| parse(&row.get::<_, String>(0))))
+}
+
+async fn store(tx: &Transaction<'_>, approval: &Approval) -> Result<(), ApplyError> {
+    tx.execute(
+        sql::UPDATE_APPROVAL,
+        &[
+            &approval.approval_id.as_str(),
+            &approval.state.as_str(),
+            &body(approval)?,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+fn ms(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// Applies one change inside the batch's transaction.
+pub(crate) async fn apply(
+    shared: &Shared,
+    tx: &Transaction<'_>,
+    op: &ApprovalOp,
+    epochs: &HashMap<String, i64>,
+    lease_ms: i64,
+    at: &String,
+) -> Result<Done, ApplyError> {
+    let transition = |t: Transition, appends: bool| Done::Transition(Box::new(t), appends);
+    match op {
+        ApprovalOp::Park(approval, ..) => {
+            let inserted = tx
+                .query(
+                    sql::INSERT_APPROVAL,
+                    &[
+                        &approval.approval_id.as_str(),
+                        &approval.state.as_str(),
+                        &approval.session.id().as_str(),
+                        &approval.fingerprint,
+                        &ms(approval.created_at_ms),
+                        &body(approval)?,
+                    ],
+                )
+                .await?;
+            Ok(if inserted.is_empty() {
+                Done::Duplicate
+            } else {
+                transition(Transition::Applied((**approval).clone()), true)
+            })
+        }
+        ApprovalOp::Decide(id, decision, ..) => {
+            let Some(mut current) = locked(tx, id).await? else {
+                return Ok(transition(Transition::NotFound, false));
+            };
+            if current.state != ApprovalState::Awaiting || current.is_expired_at(decision.at_ms) {
+                return Ok(transition(Transition::Unchanged(current), false));
+            }
+            current.state = match decision.verdict {
+                Verdict::Approve => ApprovalState::Approved,
+                Verdict::Deny => ApprovalState::Denied,
+            };
+            current.decision = Some((**decision).clone());
+            store(tx, &current).await?;
+            Ok(transition(Transition::Applied(current), true))
+        }
+        ApprovalOp::Expire(id, now_ms, ..) => {
+            let Some(mut current) = locked(tx, id).await? else {
+                return Ok(transition(Transition::NotFound, false));
+            };
+            if current.state != ApprovalState::Awaiting || !current.is_expired_at(*now_ms) {
+                return Ok(transition(Transition::Unchanged(current), false));
+            }
+            current.state = ApprovalState::Expired;
+            store(tx, &current).await?;
+            Ok(transition(Transition::Applied(current), true))
+        }
+        ApprovalOp::Claim {
+            id,
+            owner,
+            now_ms,
+            lease_ms,
+            ..
+        } => {
+            let Some(mut current) = locked(tx, id).await? else {
+                return Ok(transition(Transition::NotFound, false));
+            };
+            let free = current.claim.as_ref().is_none_or(|c| c.until_ms <= *now_ms);
+            if current.state != ApprovalState::Approved || !free {
+                return Ok(transition(Transition::Unchanged(current), false));
+            }
+            current.claim = Some(Claim {
+                owner: owner.clone(),
+                epoch: current.claim.as_ref().map_or(1, |c| c.epoch + 1),
+                until_ms: now_ms.saturating_add(*lease_ms),
+            });
+            store(tx, &current).await?;
+            Ok(transition(Transition::Applied(current), false))
+        }
+        ApprovalOp::Begin(id, claim, intent, _) => {
+            let Some(mut current) = locked(tx, id).await? else {
+                return Ok(Done::Fenced);
+            };
+            if current.state != ApprovalState::Approved || current.claim.as_ref() != Some(claim) {
+                return Ok(Done::Fenced);
+            }
+            let inserted = tx
+                .query(
+                    sql::INSERT_INTENT,
+                    &[
+                        &intent.attempt_id.as_str(),
+                        &intent.action,
+                        &intent.session_id,
+                        &intent.idempotency_key.as_str(),
+                        &intent.fingerprint,
+                        &intent.definition_hash,
+                        &intent.effect.as_str(),
+                        &intent.arguments.to_string(),
+                        at,
+                        &shared.owner,
+                        &lease_ms,
+                    ],
+                )
+                .await?;
+            if inserted.is_empty() {
+                return Ok(Done::Duplicate);
+            }
+            current.state = ApprovalState::Executing;
+            current.execution = Some(intent.attempt_id.clone());
+            store(tx, &current).await?;
+            Ok(Done::Written)
+        }
+        ApprovalOp::Settle(id, claim, result, event, _) => {
+            let Some(mut current) = locked(tx, id).await? else {
+                return Ok(Done::Fenced);
+            };
+            let live = matches!(
+                current.state,
+                ApprovalState::Approved | ApprovalState::Executing
+            ) && current
+                .claim
+                .as_ref()
+                .is_some_and(|c| c.owner == claim.owner && c.epoch == claim.epoch);
+            if !live {
+                return Ok(Done::Fenced);
+            }
+            // The execution's attempt (if its intent was written) closes with the record,
+            // fenced like any append.
+            let epoch = epochs.get(event.attempt_id.as_str()).copied();
+            let closed = tx
+                .query(
+                    sql::CLOSE_ATTEMPT,
+                    &[
+                        &event.attempt_id.as_str(),
+                        &event.phase.as_str(),
+                        &event.status.as_str(),
+                        &i64::from(event.dispatches),
+                        at,
+                        &epoch,
+                    ],
+                )
+                .await?;
+            if closed.is_empty() && epoch.is_some() {
+                return Ok(Done::Fenced);
+            }
+            current.state = ApprovalState::Finished;
+            current.result = Some((**result).clone());
+            store(tx, &current).await?;
+            Ok(transition(Transition::Applied(current), true))
+        }
+    }
+}
+
+/// The approval with this id.
+pub(crate) async fn approval(
+    shared: &Shared,
+    id: &ApprovalId,
+) -> Result<Option<Approval>, JournalError> {
+    let read_failed = |e| JournalError::Read(Box::new(e));
+    let client = shared
+        .pool
+        .get()
+        .await
+        .map_err(|e| read_failed(shared.redactor.other(&e)))?;
+    let row = client
+        .query_opt(sql::APPROVAL, &[&id.as_str()])
+        .await
+        .map_err(|e| read_failed(shared.redactor.postgres(&e)))?;
+    row.map(|row| {
+        parse(&row.get::<_, String>(0)).ok_or_else(|| {
+            read_failed(PostgresError::own(format!(
+                "approval {id} is stored in a form this build cannot read"
+            )))
+        })
+    })
+    .transpose()
+}
+
+/// The approvals `filter` selects, newest first.
+pub(crate) async fn approvals(
+    shared: &Shared,
+    filter: &ApprovalFilter,
+) -> Result<Vec<Approval>, JournalError> {
+    let read_failed = |e| JournalError::Read(Box::new(e));
+    let client = shared
+        .pool
+        .get()
+        .await
+        .map_err(|e| read_failed(shared.redactor.other(&e)))?;
+    let states: Vec<String> = filter
+        .states
+        .iter()
+        .map(|s| s.as_str().to_owned())
+        .collect();
+    let states = (!states.is_empty()).then_some(states);
+    let limit = filter.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let rows = client
+        .query(
+            sql::APPROVALS,
+            &[&states, &filter.session_id, &filter.fingerprint, &limit],
+        )
+        .await
+        .map_err(|e| read_failed(shared.redactor.postgres(&e)))?;
+    rows.iter()
+        .map(|row| {
+            parse(&row.get::<_, String>(0)).ok_or_else(|| {
+                read_failed(PostgresError::own(
+                    "an approval is stored in a form this build cannot read",
+                ))
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,215 @@
+//! Configuring and connecting a [`PostgresJournal`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use sallyport_core::journal::{HeadSigningKey, JournalError};
+use tokio::sync::mpsc;
+
+use crate::error::{PostgresError, Redactor, redact_connection_string};
+use crate::schema::{MigrateError, SCHEMA_VERSION, migrate};
+use crate::shared::Shared;
+use crate::{PostgresJournal, lease, writer};
+
+/// Configures a [`PostgresJournal`]: [`PostgresJournal::builder`].
+#[must_use]
+pub struct PostgresJournalBuilder {
+    url: String,
+    owner: Option<String>,
+    lease: Duration,
+    renew_every: Option<Duration>,
+    signing_key: Option<HeadSigningKey>,
+    pool_size: usize,
+    connect_timeout: Duration,
+    #[cfg(feature = "tls")]
+    tls: Option<rustls::ClientConfig>,
+}
+
+impl fmt::Debug for PostgresJournalBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresJournalBuilder")
+            .field("url", &redact_connection_string(&self.url))
+            .field("owner", &self.owner)
+            .field("lease", &self.lease)
+            .field("renew_every", &self.renew_every)
+            .field("signing", &self.signing_key.is_some())
+            .field("pool_size", &self.pool_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresJournalBuilder {
+    pub(crate) fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            owner: None,
+            lease: Duration::from_secs(30),
+            renew_every: None,
+            signing_key: None,
+            pool_size: 4,
+            connect_timeout: Duration::from_secs(5),
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+
+    /// The lease owner this journal writes into its attempt rows (default: a name made of
+    /// the process id and a random suffix, unique per journal). Give every process its own
+    /// name: a journal renews the leases of its owner name only for attempts it holds.
+    pub fn owner(mut self, name: impl Into<String>) -> Self {
+        self.owner = Some(name.into());
+        self
+    }
+
+    /// How long an in-flight attempt's lease lasts from its last renewal (default 30 s).
+    /// When a process dies, its attempts may be claimed by another once this much time has
+    /// passed since the last heartbeat.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How often the heartbeat renews this journal's leases (default a third of the lease).
+    /// A value longer than the lease lets leases lapse while the process lives: only for
+    /// tests of takeover.
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.renew_every = Some(every);
+        self
+    }
+
+    /// Signs the chain head with `key` in every batch that appends (stored in
+    /// `sallyport_heads`), as [`sallyport_core::journal::SqliteJournalBuilder::signing_key`]
+    /// does.
+    pub fn signing_key(mut self, key: HeadSigningKey) -> Self {
+        self.signing_key = Some(key);
+        self
+    }
+
+    /// How many connections the journal's pool keeps at most (default 4: one for the
+    /// writer, the rest for reads and the heartbeat).
+    pub fn pool_size(mut self, connections: usize) -> Self {
+        self.pool_size = connections.max(2);
+        self
+    }
+
+    /// How long connecting to the server may take (default 5 s); also how long a write
+    /// waits for a connection from the pool.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Connects with TLS configured by `config` (rustls with ring) instead of in the clear.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: rustls::ClientConfig) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Connects, runs the embedded migrations, and starts the writer and the heartbeat
+    /// (on the current tokio runtime).
+    ///
+    /// Safe when several processes connect to one new database at once: the migrations run
+    /// in one transaction under an advisory lock.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::NewerFormat`] when a newer build migrated the database,
+    /// [`JournalError::Corrupt`] when it holds journal tables without a schema version,
+    /// [`JournalError::Open`] when the connection string does not parse, the server cannot
+    /// be reached or refuses the login, or a migration fails. No error carries the
+    /// connection string's password.
+    pub async fn connect(self) -> Result<PostgresJournal, JournalError> {
+        let target = redact_connection_string(&self.url);
+        let open_failed = |source: PostgresError| JournalError::Open {
+            path: target.clone(),
+            source: Box::new(source),
+        };
+        let mut config: tokio_postgres::Config =
+            self.url.parse().map_err(|e: tokio_postgres::Error| {
+                open_failed(PostgresError::own(format!(
+                    "not a PostgreSQL connection string: {}",
+                    Redactor::default().redact(&e.to_string())
+                )))
+            })?;
+        let redactor = Redactor::new(config.get_password());
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(self.connect_timeout);
+        }
+        // Every session commits synchronously whatever the server's default: a durable
+        // intent is on the server's disk when its commit returns. Batches with nothing
+        // durable in them lower it for their own transaction only.
+        let options = match config.get_options() {
+            Some(existing) => format!("{existing} -c synchronous_commit=on"),
+            None => "-c synchronous_commit=on".to_owned(),
+        };
+        config.options(options);
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        #[cfg(feature = "tls")]
+        let manager = match self.tls {
+            Some(tls) => Manager::from_config(
+                config,
+                tokio_postgres_rustls::MakeRustlsConnect::new(tls),
+                manager_config,
+            ),
+            None => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
+        };
+        #[cfg(not(feature = "tls"))]
+        let manager = Manager::from_config(config, tokio_postgres::NoTls, manager_config);
+        let pool = Pool::builder(manager)
+            .max_size(self.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(self.connect_timeout))
+            .create_timeout(Some(self.connect_timeout))
+            .recycle_timeout(Some(self.connect_timeout))
+            .build()
+            .map_err(|e| open_failed(redactor.other(&e)))?;
+        {
+            let mut client = pool
+                .get()
+                .await
+                .map_err(|e| open_failed(redactor.other(&e)))?;
+            migrate(&mut client).await.map_err(|e| match e {
+                MigrateError::Foreign => JournalError::Corrupt {
+                    path: target.clone(),
+                    source: Box::new(PostgresError::own(
+                        "the database holds sallyport tables but no schema version",
+                    )),
+                },
+                MigrateError::Newer(found) => JournalError::NewerFormat {
+                    found,
+                    supported: SCHEMA_VERSION,
+                },
+                MigrateError::Postgres(e) => open_failed(redactor.postgres(&e)),
+            })?;
+        }
+        let owner = self.owner.unwrap_or_else(|| {
+            let suffix = uuid::Uuid::new_v4().simple().to_string();
+            format!("pid{}-{}", std::process::id(), &suffix[..12])
+        });
+        let renew_every = self
+            .renew_every
+            .unwrap_or(self.lease / 3)
+            .max(Duration::from_millis(10));
+        let shared = Arc::new(Shared::new(
+            pool,
+            owner,
+            self.lease,
+            self.signing_key,
+            redactor,
+            target,
+        ));
+        let (queue, queued) = mpsc::unbounded_channel();
+        tokio::spawn(writer::run(Arc::clone(&shared), queued));
+        let heartbeat = tokio::spawn(lease::heartbeat(Arc::downgrade(&shared), renew_every));
+        Ok(PostgresJournal {
+            shared,
+            queue,
+            heartbeat,
+        })
+    }
+}

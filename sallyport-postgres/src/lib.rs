@@ -1,0 +1,344 @@
+//! A sallyport journal on PostgreSQL: one set of attempts and one hash-chained audit log
+//! for every executor process that connects to the same database.
+//!
+//! [`PostgresJournal`] implements [`Journal`] with the semantics of the embedded
+//! [`SqliteJournal`](sallyport_core::journal::SqliteJournal), for several processes at once:
+//!
+//! * **Durable intents.** A state-changing call's intent is committed (synchronously, so
+//!   fsynced by the server) before the executor sends a byte. If the server cannot be
+//!   written, the call is refused with `journal_unavailable` and nothing is sent.
+//! * **Unique reservations.** The attempt id and the idempotency key are unique across all
+//!   processes: a second reservation is [`JournalError::DuplicateKey`].
+//! * **One chain.** Every process's appends pass through one chain-head row locked
+//!   `FOR UPDATE`, so records get consecutive positions and link up whoever wrote them. The
+//!   hashing and the verification are core's ([`sallyport_core::journal::chain`]).
+//! * **Group commit.** Each journal has one writer task: writes made while a batch commits
+//!   wait and go out together as the next transaction, their statements pipelined, so many
+//!   concurrent calls share one round trip and one commit.
+//! * **Leases and fencing.** Each in-flight attempt is leased to its journal's owner name,
+//!   renewed by a heartbeat. When a process dies its leases expire, and
+//!   [`PostgresJournal::claim_expired`] (a reconciler's first step) takes them over,
+//!   raising each one's fencing epoch: the old owner can no longer finish the attempt
+//!   ([`JournalError::Fenced`]), so a reclaimed attempt has exactly one outcome.
+//! * **The approval store.** Parked calls, decisions, expiries, claims and settlements
+//!   ([`sallyport_core::approval`]) are rows every process sees; each change is a
+//!   compare-and-set on the row locked `FOR UPDATE`, committed in the same transaction as
+//!   its audit record, so of two processes deciding one approval only one decision counts.
+//! * **No passwords in errors.** Every PostgreSQL failure becomes a [`PostgresError`]
+//!   whose message has the connection's password taken out; the journal's `Debug` shows
+//!   the connection target without it.
+//!
+//! The schema (tables prefixed `sallyport_`, so it can live in a database the application
+//! already uses) is created and upgraded by embedded, versioned migrations
+//! ([`SCHEMA_VERSION`]) when a journal connects; a database migrated by a newer build is
+//! refused with [`JournalError::NewerFormat`].
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use sallyport_core::journal::Journal;
+//! use sallyport_postgres::PostgresJournal;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let journal = PostgresJournal::builder("postgres://sallyport:secret@db.internal/sallyport")
+//!     .owner("worker-1")
+//!     .lease(Duration::from_secs(30))
+//!     .connect()
+//!     .await?;
+//! // Hand it to the executor (`Executor::builder().journal(journal)`), or read it:
+//! let report = journal.verify().await?;
+//! assert!(report.is_intact());
+//! // A reconciler takes over what dead processes left in flight:
+//! for claimed in journal.claim_expired(100).await? {
+//!     println!("{} was {}'s", claimed.attempt.attempt_id, claimed.previous_owner);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # TLS
+//!
+//! With the `tls` feature, `PostgresJournalBuilder::tls` takes a rustls `ClientConfig`
+//! (ring provider) and every connection is encrypted. Without it, connections are in the
+//! clear: use a Unix socket or a trusted network.
+
+mod approvals;
+mod builder;
+mod error;
+mod lease;
+mod reads;
+mod schema;
+mod shared;
+mod sql;
+mod writer;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sallyport_core::approval::{
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+};
+use sallyport_core::journal::{
+    AttemptId, AuditEvent, AuditRecord, HeadVerifyingKey, Intent, Journal, JournalError,
+    SignedHead, UnresolvedAttempt, VerifyReport,
+};
+use sallyport_core::outcome::ActionResult;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::approvals::ApprovalOp;
+pub use crate::builder::PostgresJournalBuilder;
+pub use crate::error::PostgresError;
+pub use crate::lease::ClaimedAttempt;
+pub use crate::schema::SCHEMA_VERSION;
+use crate::shared::Shared;
+pub use crate::writer::MAX_BATCH;
+use crate::writer::Op;
+
+/// The journal on PostgreSQL. Cheap to share behind an `Arc`; dropping it lets the writer
+/// finish what is queued and stops the heartbeat.
+pub struct PostgresJournal {
+    shared: Arc<Shared>,
+    queue: mpsc::UnboundedSender<Op>,
+    heartbeat: JoinHandle<()>,
+}
+
+impl fmt::Debug for PostgresJournal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresJournal")
+            .field("target", &self.shared.target)
+            .field("owner", &self.shared.owner)
+            .field("lease", &self.shared.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PostgresJournal {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+    }
+}
+
+impl PostgresJournal {
+    /// A builder for the journal in the database `url` names: a `postgres://` URL or a
+    /// libpq key-value string (`host=/var/run/postgresql user=app dbname=app`).
+    pub fn builder(url: &str) -> PostgresJournalBuilder {
+        PostgresJournalBuilder::new(url)
+    }
+
+    /// Connects to `url` with default settings.
+    ///
+    /// # Errors
+    ///
+    /// See [`PostgresJournalBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, JournalError> {
+        Self::builder(url).connect().await
+    }
+
+    /// The lease owner this journal writes.
+    pub fn owner(&self) -> &str {
+        &self.shared.owner
+    }
+
+    /// Takes over up to `limit` unresolved attempts (no audit record closes them) whose
+    /// lease has expired, oldest first: this journal becomes their owner with a fresh lease,
+    /// and their fencing epoch is raised, so their previous owner's append or dispatch note
+    /// is refused from now on. This journal may then close them with
+    /// [`Journal::append`]. Attempts another journal is claiming at the same moment are
+    /// skipped, never claimed twice.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Write`] when the server cannot be written.
+    pub async fn claim_expired(&self, limit: usize) -> Result<Vec<ClaimedAttempt>, JournalError> {
+        lease::claim_expired(&self.shared, limit).await
+    }
+
+    /// Renews the leases of the attempts this journal holds now, as the heartbeat does
+    /// on its own; returns how many it renewed.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Write`] when the server cannot be written.
+    pub async fn renew_leases(&self) -> Result<u64, JournalError> {
+        lease::renew(&self.shared).await
+    }
+
+    fn send(&self, op: Op) -> Result<(), JournalError> {
+        self.queue.send(op).map_err(|_| JournalError::Stopped)
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Op) -> Result<T, JournalError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(make(reply))?;
+        answer.await.map_err(|_| JournalError::Stopped)?
+    }
+}
+
+#[async_trait]
+impl Journal for PostgresJournal {
+    async fn write_intent(&self, intent: &Intent) -> Result<(), JournalError> {
+        let intent = Box::new(intent.clone());
+        self.ask(|reply| Op::Intent(intent, reply)).await
+    }
+
+    fn note_dispatch(&self, attempt: &AttemptId, n: u32) {
+        // A stopped writer has nothing left to note it in; the append reports it.
+        let _ = self.send(Op::Dispatch(attempt.clone(), n));
+    }
+
+    async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError> {
+        self.ask(|reply| Op::Append(Box::new(event), Some(reply)))
+            .await
+    }
+
+    async fn append_with_intent(
+        &self,
+        intent: &Intent,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let intent = Box::new(intent.clone());
+        self.ask(|reply| Op::Observe(intent, Box::new(event), reply))
+            .await
+    }
+
+    fn append_detached(&self, event: AuditEvent) {
+        if self.send(Op::Append(Box::new(event), None)).is_err() {
+            tracing::error!("detached audit append dropped: the journal writer stopped");
+        }
+    }
+
+    async fn verify(&self) -> Result<VerifyReport, JournalError> {
+        reads::verify(&self.shared).await
+    }
+
+    async fn signed_heads(&self) -> Result<Vec<SignedHead>, JournalError> {
+        reads::signed_heads(&self.shared).await
+    }
+
+    async fn verify_signed(&self, key: &HeadVerifyingKey) -> Result<VerifyReport, JournalError> {
+        reads::verify_signed(&self.shared, key).await
+    }
+
+    async fn records(&self) -> Result<Vec<AuditRecord>, JournalError> {
+        reads::records(&self.shared).await
+    }
+
+    async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {
+        reads::unresolved(&self.shared).await
+    }
+
+    async fn park_approval(
+        &self,
+        approval: &Approval,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let approval = Box::new(approval.clone());
+        self.ask(|reply| Op::Approval(Box::new(ApprovalOp::Park(approval, Box::new(event), reply))))
+            .await
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError> {
+        approvals::approval(&self.shared, id).await
+    }
+
+    async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>, JournalError> {
+        approvals::approvals(&self.shared, filter).await
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &ApprovalId,
+        decision: &ApprovalDecision,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let (id, decision) = (id.clone(), Box::new(decision.clone()));
+        self.ask(|reply| {
+            Op::Approval(Box::new(ApprovalOp::Decide(
+                id,
+                decision,
+                Box::new(event),
+                reply,
+            )))
+        })
+        .await
+    }
+
+    async fn expire_approval(
+        &self,
+        id: &ApprovalId,
+        now_ms: u64,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let id = id.clone();
+        self.ask(|reply| {
+            Op::Approval(Box::new(ApprovalOp::Expire(
+                id,
+                now_ms,
+                Box::new(event),
+                reply,
+            )))
+        })
+        .await
+    }
+
+    async fn claim_approval(
+        &self,
+        id: &ApprovalId,
+        owner: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<Transition, JournalError> {
+        let (id, owner) = (id.clone(), owner.to_owned());
+        self.ask(|reply| {
+            Op::Approval(Box::new(ApprovalOp::Claim {
+                id,
+                owner,
+                now_ms,
+                lease_ms,
+                reply,
+            }))
+        })
+        .await
+    }
+
+    async fn begin_approved(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        intent: &Intent,
+    ) -> Result<(), JournalError> {
+        let (id, claim, intent) = (id.clone(), claim.clone(), Box::new(intent.clone()));
+        self.ask(|reply| Op::Approval(Box::new(ApprovalOp::Begin(id, claim, intent, reply))))
+            .await
+    }
+
+    async fn settle_approval(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        result: &ActionResult,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let (id, claim, result) = (id.clone(), claim.clone(), Box::new(result.clone()));
+        self.ask(|reply| {
+            Op::Approval(Box::new(ApprovalOp::Settle(
+                id,
+                claim,
+                result,
+                Box::new(event),
+                reply,
+            )))
+        })
+        .await
+    }
+}
+
+/// The current UTC time in RFC 3339, as core writes it.
+pub(crate) fn now() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}

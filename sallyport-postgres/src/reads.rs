@@ -1,0 +1,168 @@
+//! Reads: each in one repeatable-read, read-only transaction, so the chain, the attempt
+//! rows and the heads are one consistent snapshot even while other processes append.
+
+use deadpool_postgres::Transaction;
+use sallyport_core::journal::chain::{AttemptRow, ChainCheck, ChainRow};
+use sallyport_core::journal::{
+    AttemptId, AuditRecord, HeadVerifyingKey, IdempotencyKey, JournalError, Phase, SignedHead,
+    UnresolvedAttempt, VerifyReport,
+};
+use tokio_postgres::IsolationLevel;
+use tokio_postgres::Row;
+
+use crate::error::PostgresError;
+use crate::shared::Shared;
+use crate::sql;
+
+/// Runs `read` in one snapshot.
+macro_rules! snapshot {
+    ($shared:expr, |$tx:ident| $body:expr) => {{
+        let shared: &Shared = $shared;
+        let mut client = shared
+            .pool
+            .get()
+            .await
+            .map_err(|e| read_failed(shared.redactor.other(&e)))?;
+        let $tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(|e| read_failed(shared.redactor.postgres(&e)))?;
+        let out: Result<_, PostgresError> = $body;
+        out.map_err(read_failed)
+    }};
+}
+
+fn read_failed(e: PostgresError) -> JournalError {
+    JournalError::Read(Box::new(e))
+}
+
+async fn chain_rows(shared: &Shared, tx: &Transaction<'_>) -> Result<Vec<ChainRow>, PostgresError> {
+    let rows = tx
+        .query(sql::CHAIN_ROWS, &[])
+        .await
+        .map_err(|e| shared.redactor.postgres(&e))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            ChainRow::new(
+                r.get::<_, i64>(0),
+                r.get::<_, String>(1),
+                r.get::<_, String>(2),
+                r.get::<_, String>(3),
+            )
+        })
+        .collect())
+}
+
+async fn check_chain(shared: &Shared, tx: &Transaction<'_>) -> Result<ChainCheck, PostgresError> {
+    let mut check = ChainCheck::new(chain_rows(shared, tx).await?);
+    if check.is_intact() {
+        let rows = tx
+            .query(sql::ATTEMPT_ROWS, &[])
+            .await
+            .map_err(|e| shared.redactor.postgres(&e))?;
+        check.check_attempts(rows.iter().map(|r| {
+            AttemptRow::new(
+                r.get::<_, String>(0),
+                r.get::<_, String>(1),
+                r.get::<_, Option<String>>(2),
+            )
+        }));
+    }
+    Ok(check)
+}
+
+async fn heads(shared: &Shared, tx: &Transaction<'_>) -> Result<Vec<SignedHead>, PostgresError> {
+    let rows = tx
+        .query(sql::HEADS, &[])
+        .await
+        .map_err(|e| shared.redactor.postgres(&e))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            SignedHead::from_stored(
+                u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
+                r.get(1),
+                r.get(2),
+                r.get(3),
+                r.get(4),
+            )
+        })
+        .collect())
+}
+
+/// The chain and the attempt rows, checked.
+pub(crate) async fn verify(shared: &Shared) -> Result<VerifyReport, JournalError> {
+    snapshot!(shared, |tx| check_chain(shared, &tx)
+        .await
+        .map(ChainCheck::into_report))
+}
+
+/// The chain, the attempt rows and the signed heads, checked with `key`.
+pub(crate) async fn verify_signed(
+    shared: &Shared,
+    key: &HeadVerifyingKey,
+) -> Result<VerifyReport, JournalError> {
+    snapshot!(shared, |tx| {
+        match heads(shared, &tx).await {
+            Ok(heads) => check_chain(shared, &tx).await.map(|mut check| {
+                check.check_signed_heads(&heads, key);
+                check.into_report()
+            }),
+            Err(e) => Err(e),
+        }
+    })
+}
+
+/// The signed heads, oldest first.
+pub(crate) async fn signed_heads(shared: &Shared) -> Result<Vec<SignedHead>, JournalError> {
+    snapshot!(shared, |tx| heads(shared, &tx).await)
+}
+
+/// Every record, oldest first.
+pub(crate) async fn records(shared: &Shared) -> Result<Vec<AuditRecord>, JournalError> {
+    snapshot!(shared, |tx| {
+        match chain_rows(shared, &tx).await {
+            Ok(rows) => rows
+                .into_iter()
+                .map(|row| {
+                    let seq = row.seq;
+                    row.into_record().map_err(|e| {
+                        PostgresError::own(format!("record {seq} is not an audit event: {e}"))
+                    })
+                })
+                .collect(),
+            Err(e) => Err(e),
+        }
+    })
+}
+
+/// Attempts no record closes.
+pub(crate) async fn unresolved(shared: &Shared) -> Result<Vec<UnresolvedAttempt>, JournalError> {
+    snapshot!(shared, |tx| {
+        tx.query(sql::UNRESOLVED, &[])
+            .await
+            .map_err(|e| shared.redactor.postgres(&e))
+            .map(|rows| rows.iter().map(unresolved_attempt).collect())
+    })
+}
+
+/// An unresolved attempt from the first eight columns of `row` (see [`sql::UNRESOLVED`]).
+pub(crate) fn unresolved_attempt(row: &Row) -> UnresolvedAttempt {
+    let phase =
+        AttemptRow::new(row.get::<_, String>(0), row.get::<_, String>(4), None).unresolved_phase();
+    debug_assert!(matches!(phase, Phase::IntentWritten | Phase::Dispatched));
+    UnresolvedAttempt {
+        attempt_id: AttemptId::from_stored(row.get::<_, String>(0)),
+        action: row.get(1),
+        session_id: row.get(2),
+        idempotency_key: IdempotencyKey::from_stored(row.get::<_, String>(3)),
+        phase,
+        dispatches: u32::try_from(row.get::<_, i64>(5)).unwrap_or(u32::MAX),
+        arguments: serde_json::from_str(&row.get::<_, String>(6)).unwrap_or_default(),
+        created_at: row.get(7),
+    }
+}

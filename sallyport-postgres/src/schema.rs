@@ -1,0 +1,152 @@
+//! The embedded, versioned migrations. Every process that connects runs them in one
+//! transaction under a transaction-scoped advisory lock, so processes starting together
+//! never see a half-made schema; a database migrated by a newer build is refused untouched.
+
+use deadpool_postgres::Client;
+
+/// The schema version this build writes: how many embedded migrations it has (each
+/// recorded in `sallyport_schema_version` once applied).
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// The advisory lock key the migration holds (`'sallyport'` in ASCII).
+const MIGRATION_LOCK: i64 = 0x73_61_6c_6c_79_70_6f_72;
+
+/// Migration `n + 1` is `MIGRATIONS[n]`; each runs once, in order, and is recorded in
+/// `sallyport_schema_version`. Never edit a released migration: append a new one.
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    // 1: attempts with leases and fencing epochs, the audit chain, its head row, signed heads.
+    "
+    CREATE TABLE sallyport_attempts (
+        attempt_id      TEXT PRIMARY KEY,
+        action          TEXT NOT NULL,
+        session_id      TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL UNIQUE,
+        fingerprint     TEXT NOT NULL,
+        definition_hash TEXT NOT NULL,
+        effect          TEXT NOT NULL,
+        arguments       TEXT NOT NULL,
+        phase           TEXT NOT NULL,
+        dispatches      BIGINT NOT NULL DEFAULT 0,
+        status          TEXT,
+        created_at      TEXT NOT NULL,
+        updated_at      TEXT NOT NULL,
+        owner           TEXT NOT NULL,
+        lease_until     TIMESTAMPTZ NOT NULL,
+        epoch           BIGINT NOT NULL DEFAULT 1
+    );
+    -- Attempts no outcome has closed yet: what lease renewal and takeover look at.
+    CREATE INDEX sallyport_attempts_open ON sallyport_attempts (lease_until) WHERE status IS NULL;
+    CREATE TABLE sallyport_audit (
+        seq        BIGINT PRIMARY KEY,
+        receipt_id TEXT NOT NULL,
+        attempt_id TEXT NOT NULL,
+        prev_hash  TEXT NOT NULL,
+        hash       TEXT NOT NULL,
+        event      TEXT NOT NULL
+    );
+    CREATE INDEX sallyport_audit_attempt ON sallyport_audit (attempt_id);
+    -- The one row every append locks FOR UPDATE: the serialization point of the chain.
+    CREATE TABLE sallyport_chain_head (
+        id   INTEGER PRIMARY KEY CHECK (id = 1),
+        seq  BIGINT NOT NULL,
+        hash TEXT NOT NULL
+    );
+    INSERT INTO sallyport_chain_head (id, seq, hash)
+        VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000');
+    CREATE TABLE sallyport_heads (
+        count     BIGINT PRIMARY KEY,
+        hash      TEXT NOT NULL,
+        key_id    TEXT NOT NULL,
+        signature TEXT NOT NULL,
+        signed_at TEXT NOT NULL
+    );
+    ",
+    // 2: the approval store. The approval itself is its JSON body; the columns beside it
+    // are what lists filter on.
+    "
+    CREATE TABLE sallyport_approvals (
+        approval_id   TEXT PRIMARY KEY,
+        state         TEXT NOT NULL,
+        session_id    TEXT NOT NULL,
+        fingerprint   TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        body          TEXT NOT NULL
+    );
+    CREATE INDEX sallyport_approvals_state ON sallyport_approvals (state, created_at_ms);
+    ",
+];
+
+/// Why [`migrate`] did not finish.
+#[derive(Debug)]
+pub(crate) enum MigrateError {
+    /// Tables of a journal exist but no version says what they are.
+    Foreign,
+    /// A newer build migrated this database.
+    Newer(i64),
+    /// What PostgreSQL said.
+    Postgres(tokio_postgres::Error),
+}
+
+impl From<tokio_postgres::Error> for MigrateError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Postgres(e)
+    }
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`] in one transaction, or leaves it untouched.
+pub(crate) async fn migrate(client: &mut Client) -> Result<(), MigrateError> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    let versioned: bool = tx
+        .query_one(
+            "SELECT to_regclass('sallyport_schema_version') IS NOT NULL",
+            &[],
+        )
+        .await?
+        .get(0);
+    let found: i64 = if versioned {
+        tx.query_one(
+            "SELECT coalesce(max(version), 0)::BIGINT FROM sallyport_schema_version",
+            &[],
+        )
+        .await?
+        .get(0)
+    } else {
+        let tables: bool = tx
+            .query_one(
+                "SELECT to_regclass('sallyport_attempts') IS NOT NULL
+                     OR to_regclass('sallyport_audit') IS NOT NULL",
+                &[],
+            )
+            .await?
+            .get(0);
+        if tables {
+            return Err(MigrateError::Foreign);
+        }
+        tx.batch_execute(
+            "CREATE TABLE sallyport_schema_version (
+                 version    BIGINT PRIMARY KEY,
+                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+             )",
+        )
+        .await?;
+        0
+    };
+    if found > SCHEMA_VERSION {
+        return Err(MigrateError::Newer(found));
+    }
+    for (version, migration) in (1_i64..)
+        .zip(MIGRATIONS)
+        .skip(usize::try_from(found).unwrap_or(0))
+    {
+        tx.batch_execute(migration).await?;
+        tx.execute(
+            "INSERT INTO sallyport_schema_version (version) VALUES ($1)",
+            &[&version],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! What the journal handle, its writer task and its heartbeat share.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use sallyport_core::journal::HeadSigningKey;
+
+use crate::error::Redactor;
+use crate::writer::Op;
+
+/// The pool, who this journal is, and the fencing epochs it holds.
+pub(crate) struct Shared {
+    pub(crate) pool: Pool,
+    /// The lease owner written into this journal's attempt rows.
+    pub(crate) owner: String,
+    /// How long a lease lasts from its last renewal.
+    pub(crate) lease: Duration,
+    pub(crate) signing_key: Option<HeadSigningKey>,
+    pub(crate) redactor: Redactor,
+    /// The connection target as it may be shown (no password).
+    pub(crate) target: String,
+    /// Attempt id → the fencing epoch this journal holds it at, for every attempt it wrote
+    /// or claimed and has not closed: its appends are fenced by it, and its heartbeat
+    /// renews exactly these leases.
+    epochs: Mutex<HashMap<String, i64>>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        pool: Pool,
+        owner: String,
+        lease: Duration,
+        signing_key: Option<HeadSigningKey>,
+        redactor: Redactor,
+        target: String,
+    ) -> Self {
+        Self {
+            pool,
+            owner,
+            lease,
+            signing_key,
+            redactor,
+            target,
+            epochs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The epochs map; a holder that panicked left it consistent (each change is one
+    /// insert or remove), so a poisoned lock is taken over.
+    fn epochs(&self) -> MutexGuard<'_, HashMap<String, i64>> {
+        self.epochs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lease in milliseconds, as the SQL takes it.
+    pub(crate) fn lease_ms(&self) -> i64 {
+        i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// The epochs held for the attempts `ops` name.
+    pub(crate) fn epochs_snapshot(&self, ops: &[Op]) -> HashMap<String, i64> {
+        let held = self.epochs();
+        ops.iter()
+            .filter_map(|op| match op {
+                Op::Dispatch(attempt, _) => Some(attempt.as_str()),
+                Op::Append(event, _) => Some(event.attempt_id.as_str()),
+                Op::Approval(op) => op.fenced_attempt(),
+                Op::Intent(..) | Op::Observe(..) => None,
+            })
+            .filter_map(|id| held.get(id).map(|e| (id.to_owned(), *e)))
+            .collect()
+    }
+
+    /// Holds each attempt at `Some(epoch)`; forgets those mapped to `None` (closed, or
+    /// fenced).
+    pub(crate) fn update_epochs(&self, changes: HashMap<String, Option<i64>>) {
+        if changes.is_empty() {
+            return;
+        }
+        let mut held = self.epochs();
+        for (id, epoch) in changes {
+            match epoch {
+                Some(epoch) => {
+                    held.insert(id, epoch);
+                }
+                None => {
+                    held.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// The attempts this journal holds leases on.
+    pub(crate) fn in_flight(&self) -> Vec<String> {
+        self.epochs().keys().cloned().collect()
+    }
+}

@@ -1,0 +1,134 @@
+//! The SQL every part of the journal runs, in one place.
+
+/// A fresh intent's attempt row, leased to its owner at epoch 1. A taken attempt id or key
+/// inserts nothing (and so returns no row) instead of aborting the batch's transaction.
+pub(crate) const INSERT_INTENT: &str = "
+INSERT INTO sallyport_attempts (attempt_id, action, session_id, idempotency_key, fingerprint,
+    definition_hash, effect, arguments, phase, created_at, updated_at, owner, lease_until, epoch)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'intent_written', $9, $9, $10,
+    now() + $11::BIGINT * interval '1 millisecond', 1)
+ON CONFLICT DO NOTHING
+RETURNING epoch";
+
+/// An observe call's attempt row, written already closed with its outcome.
+pub(crate) const INSERT_CLOSED: &str = "
+INSERT INTO sallyport_attempts (attempt_id, action, session_id, idempotency_key, fingerprint,
+    definition_hash, effect, arguments, phase, dispatches, status, created_at, updated_at,
+    owner, lease_until, epoch)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, now(), 1)
+ON CONFLICT DO NOTHING
+RETURNING epoch";
+
+/// Request number `$2` of an open attempt, by the holder of epoch `$4` (any, when null).
+pub(crate) const NOTE_DISPATCH: &str = "
+UPDATE sallyport_attempts
+SET phase = CASE WHEN phase = 'intent_written' THEN 'dispatched' ELSE phase END,
+    dispatches = greatest(dispatches, $2), updated_at = $3
+WHERE attempt_id = $1 AND status IS NULL AND ($4::BIGINT IS NULL OR epoch = $4)";
+
+/// Closes an attempt with its outcome; with an epoch `$6`, only while it is still that
+/// epoch (a row taken over since returns nothing: the append is fenced).
+pub(crate) const CLOSE_ATTEMPT: &str = "
+UPDATE sallyport_attempts
+SET phase = $2, status = $3, dispatches = greatest(dispatches, $4), updated_at = $5
+WHERE attempt_id = $1 AND ($6::BIGINT IS NULL OR epoch = $6)
+RETURNING epoch";
+
+/// The chain's head, locked until the batch's transaction ends: every process's appends
+/// pass through this one row.
+pub(crate) const LOCK_HEAD: &str =
+    "SELECT seq, hash FROM sallyport_chain_head WHERE id = 1 FOR UPDATE";
+
+/// Moves the chain's head.
+pub(crate) const SET_HEAD: &str =
+    "UPDATE sallyport_chain_head SET seq = $1, hash = $2 WHERE id = 1";
+
+/// One audit record.
+pub(crate) const INSERT_RECORD: &str = "
+INSERT INTO sallyport_audit (seq, receipt_id, attempt_id, prev_hash, hash, event)
+VALUES ($1, $2, $3, $4, $5, $6)";
+
+/// A signed head (replacing one at the same position).
+pub(crate) const INSERT_SIGNED_HEAD: &str = "
+INSERT INTO sallyport_heads (count, hash, key_id, signature, signed_at)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (count) DO UPDATE SET hash = excluded.hash, key_id = excluded.key_id,
+    signature = excluded.signature, signed_at = excluded.signed_at";
+
+/// Every audit row, in stored sequence order.
+pub(crate) const CHAIN_ROWS: &str =
+    "SELECT seq, prev_hash, hash, event FROM sallyport_audit ORDER BY seq";
+
+/// Every attempt row's checked columns, oldest first.
+pub(crate) const ATTEMPT_ROWS: &str =
+    "SELECT attempt_id, phase, status FROM sallyport_attempts ORDER BY created_at, attempt_id";
+
+/// The signed heads, oldest first.
+pub(crate) const HEADS: &str =
+    "SELECT count, hash, key_id, signature, signed_at FROM sallyport_heads ORDER BY count";
+
+/// Attempts no audit record closes, whatever their own `phase` column says.
+pub(crate) const UNRESOLVED: &str = "
+SELECT a.attempt_id, a.action, a.session_id, a.idempotency_key, a.phase, a.dispatches,
+    a.arguments, a.created_at
+FROM sallyport_attempts a
+WHERE NOT EXISTS (SELECT 1 FROM sallyport_audit r WHERE r.attempt_id = a.attempt_id)
+ORDER BY a.created_at, a.attempt_id";
+
+/// Renews the leases of this owner's attempts still in flight. Rows a writer holds locked
+/// (it is closing them, or noting a dispatch) are skipped, never waited for: the heartbeat
+/// never joins a lock cycle with a batch, and the next tick renews what it skipped.
+pub(crate) const RENEW_LEASES: &str = "
+UPDATE sallyport_attempts SET lease_until = now() + $2::BIGINT * interval '1 millisecond'
+WHERE attempt_id IN (
+    SELECT attempt_id FROM sallyport_attempts
+    WHERE owner = $1 AND status IS NULL AND attempt_id = ANY($3)
+    FOR UPDATE SKIP LOCKED
+) AND owner = $1";
+
+/// Takes over up to `$3` unresolved attempts whose lease expired: the new owner `$1`, a new
+/// lease of `$2` ms, the epoch raised. The outer conditions are checked again on the row
+/// as locked, so an attempt its old owner closed (or renewed) meanwhile is left alone.
+pub(crate) const CLAIM_EXPIRED: &str = "
+WITH expired AS (
+    SELECT a.attempt_id, a.owner AS previous_owner FROM sallyport_attempts a
+    WHERE a.status IS NULL AND a.lease_until < now()
+      AND NOT EXISTS (SELECT 1 FROM sallyport_audit r WHERE r.attempt_id = a.attempt_id)
+    ORDER BY a.created_at, a.attempt_id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE sallyport_attempts a
+SET owner = $1, epoch = a.epoch + 1,
+    lease_until = now() + $2::BIGINT * interval '1 millisecond'
+FROM expired c
+WHERE a.attempt_id = c.attempt_id AND a.status IS NULL AND a.lease_until < now()
+RETURNING a.attempt_id, a.action, a.session_id, a.idempotency_key, a.phase, a.dispatches,
+    a.arguments, a.created_at, a.epoch, c.previous_owner";
+
+/// A new approval; a taken id inserts nothing.
+pub(crate) const INSERT_APPROVAL: &str = "
+INSERT INTO sallyport_approvals (approval_id, state, session_id, fingerprint, created_at_ms, body)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT DO NOTHING
+RETURNING approval_id";
+
+/// An approval, locked until the batch's transaction ends.
+pub(crate) const LOCK_APPROVAL: &str =
+    "SELECT body FROM sallyport_approvals WHERE approval_id = $1 FOR UPDATE";
+
+/// An approval's new state.
+pub(crate) const UPDATE_APPROVAL: &str =
+    "UPDATE sallyport_approvals SET state = $2, body = $3 WHERE approval_id = $1";
+
+/// One approval.
+pub(crate) const APPROVAL: &str = "SELECT body FROM sallyport_approvals WHERE approval_id = $1";
+
+/// Approvals by state, session and fingerprint (each filter off when null), newest first.
+pub(crate) const APPROVALS: &str = "
+SELECT body FROM sallyport_approvals
+WHERE ($1::TEXT[] IS NULL OR state = ANY($1))
+  AND ($2::TEXT IS NULL OR session_id = $2)
+  AND ($3::TEXT IS NULL OR fingerprint = $3)
+ORDER BY created_at_ms DESC, approval_id DESC
+LIMIT $4";
