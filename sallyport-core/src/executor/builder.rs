@@ -131,7 +131,10 @@ impl ExecutorBuilder {
     }
 
     /// Who asks a human. Without one, calls that need consent are refused
-    /// (`consent_unavailable`).
+    /// (`consent_unavailable`) — unless consent is deferred ([`ExecutorBuilder::consent_mode`]):
+    /// then they are parked for a decision from another front end, and a provider, when
+    /// there is one, is asked as one front end among others (a provider that cannot ask
+    /// leaves the call parked).
     pub fn consent(self, provider: impl ConsentProvider) -> Self {
         self.consent_arc(Arc::new(provider))
     }
