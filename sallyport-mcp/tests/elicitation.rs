@@ -503,3 +503,42 @@ async fn with_deferred_consent_a_client_without_elicitation_gets_pending_and_pol
     assert_eq!(again["status"], "completed");
     assert_eq!(h.sent(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_deferred_consent_an_eliciting_client_decides_now_through_the_approval_path() {
+    let h = Harness::with_mode(eliciting(), ConsentMode::Deferred);
+    let client = TestClient::new(true, Answer::Accept);
+    let a = h.connect(client.clone()).await;
+    let result = call(
+        &a,
+        "restart_worker",
+        json!({"project_id": "proj_1", "worker": "w1"}),
+    )
+    .await;
+    assert_eq!(result["status"], "completed", "{result}");
+    assert_eq!(client.asked().len(), 1);
+    assert_eq!(h.sent(), 1);
+    let id = ApprovalId::from_stored(result["approval_id"].as_str().expect("approval_id"));
+    let approval = h
+        .executor
+        .journal()
+        .approval(&id)
+        .await
+        .expect("read")
+        .expect("stored");
+    let decision = approval.decision.expect("decided");
+    assert_eq!(decision.decider.channel, "mcp_elicitation");
+    assert_eq!(
+        approval.state,
+        sallyport_core::approval::ApprovalState::Finished
+    );
+    // The parked call, the decision and the execution are each audited.
+    assert_eq!(
+        h.consents().await,
+        [
+            Some(ConsentOutcome::Deferred),
+            Some(ConsentOutcome::Approved),
+            Some(ConsentOutcome::Approved)
+        ]
+    );
+}
