@@ -164,5 +164,9 @@ pub(crate) fn unresolved_attempt(row: &Row) -> UnresolvedAttempt {
         dispatches: u32::try_from(row.get::<_, i64>(5)).unwrap_or(u32::MAX),
         arguments: serde_json::from_str(&row.get::<_, String>(6)).unwrap_or_default(),
         created_at: row.get(7),
+        // Not read yet: the reconciler falls back to the attempt's age until the query
+        // selects the row's owner and lease.
+        owner: None,
+        lease_until_ms: None,
     }
 }
