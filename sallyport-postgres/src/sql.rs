@@ -81,7 +81,8 @@ pub(crate) const HEADS: &str =
 /// Attempts no audit record closes, whatever their own `phase` column says.
 pub(crate) const UNRESOLVED: &str = "
 SELECT a.attempt_id, a.action, a.session_id, a.idempotency_key, a.phase, a.dispatches,
-    a.arguments, a.created_at
+    a.arguments, a.created_at, a.owner,
+    (extract(epoch FROM (a.lease_until - now())) * 1000)::BIGINT AS lease_left_ms
 FROM sallyport_attempts a
 WHERE NOT EXISTS (SELECT 1 FROM sallyport_audit r WHERE r.attempt_id = a.attempt_id)
 ORDER BY a.created_at, a.attempt_id";

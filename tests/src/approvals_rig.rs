@@ -137,12 +137,21 @@ pub fn catalog(options: &HostOptions) -> Catalog {
 /// A deferred-consent executor for `options`, with `vault`.
 pub fn executor(options: &HostOptions, vault: Arc<MemoryVault>) -> Executor {
     let journal = SqliteJournal::open(&options.journal).expect("journal");
+    executor_on(options, vault, Arc::new(journal))
+}
+
+/// [`executor`] over another journal (a PostgreSQL one); `options.journal` is not opened.
+pub fn executor_on(
+    options: &HostOptions,
+    vault: Arc<MemoryVault>,
+    journal: Arc<dyn sallyport_core::journal::Journal>,
+) -> Executor {
     let channel = HttpChannel::builder()
         .backoff(Duration::from_millis(5), Duration::from_millis(10))
         .build()
         .expect("channel");
     let builder = Executor::builder(catalog(options))
-        .journal(journal)
+        .journal_arc(journal)
         .channel(channel)
         .vault_arc(vault);
     let builder = if options.auto_approve {

@@ -554,3 +554,65 @@ async fn the_applications_command_line_reconciles_and_the_plain_binary_explains_
         .expect("help");
     assert!(String::from_utf8_lossy(&help.stdout).contains("\n 11  reconcile:"));
 }
+
+/// On PostgreSQL the attempt carries its owner and lease: the dead process's attempt is left
+/// alone while the lease lasts, whatever the minimum age, and settled once it ended, with the
+/// 60 s default minimum age not yet reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_the_dead_owners_lease_decides_when_its_attempt_is_reconciled() {
+    let db = sallyport_tests::postgres::TestDb::create().await;
+    let billing = billing(Post::CommitThenHang).await;
+    let mut options = HostOptions::new(&db.url, billing.upstream.url());
+    options.auto_approve = true;
+    let child = host(
+        &options,
+        &["--postgres", "--lease-ms", "1500", "--auto-approve"],
+        &["send", "8"],
+    )
+    .spawn()
+    .expect("spawn");
+    kill_when_posted(&billing, child).await;
+
+    let journal = sallyport_postgres::PostgresJournal::connect(&db.url)
+        .await
+        .expect("connect");
+    let executor = approvals_rig::executor_on(
+        &options,
+        approvals_rig::vault(&options.upstream),
+        Arc::new(journal),
+    );
+    let open = unresolved(&executor).await;
+    assert_eq!(open.len(), 1, "{open:?}");
+    let owner = open[0].owner.clone().expect("the dead process's name");
+    let until = open[0].lease_until_ms.expect("its lease");
+    if approval::now_ms() + 200 < until {
+        let early = executor
+            .reconcile(ReconcileOptions::new().with_min_age(NOW))
+            .await
+            .expect("reconcile");
+        assert!(
+            early.is_empty(),
+            "left alone while {owner}'s lease lasts: {early:?}"
+        );
+        assert_eq!(billing.count("GET"), 0);
+    }
+    while approval::now_ms() <= until + 100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let report = executor
+        .reconcile(ReconcileOptions::new())
+        .await
+        .expect("reconcile");
+    assert_eq!(report.len(), 1, "{report:?}");
+    assert_eq!(report[0].outcome, ReconcileOutcome::Completed);
+    assert_settled(
+        executor.journal().as_ref(),
+        &report[0],
+        Status::Completed,
+        Status::Completed,
+    )
+    .await;
+    assert_eq!((billing.count("POST"), billing.count("GET")), (1, 1));
+    assert!(unresolved(&executor).await.is_empty());
+    intact(executor.journal().as_ref()).await;
+}

@@ -2,7 +2,10 @@
 //! [`sallyport_tests::approvals_rig`] over a journal file, doing one thing and exiting.
 //!
 //! ```text
-//! approvals-host JOURNAL UPSTREAM_URL [--lease-ms N] [--precheck] [--changed] [--auto-approve] COMMAND
+//! approvals-host JOURNAL UPSTREAM_URL [--lease-ms N] [--precheck] [--changed] [--auto-approve]
+//!                [--postgres] COMMAND
+//!   (with --postgres, JOURNAL is a PostgreSQL connection string; attempts are leased for
+//!   --lease-ms and renewed until the process dies)
 //!   park N               park invoices 0..N; print one approval id a line
 //!   decide START_AT_MS ID...
 //!                        at Unix time START_AT_MS, approve each id through Executor::decide;
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
     let journal = args.remove(0);
     let upstream = args.remove(0);
     let mut options = HostOptions::new(journal, upstream);
+    let mut postgres = false;
     loop {
         match args.first().map(String::as_str) {
             Some("--lease-ms") if args.len() > 1 => {
@@ -55,6 +59,10 @@ fn main() -> ExitCode {
                 options.auto_approve = true;
                 args.remove(0);
             }
+            Some("--postgres") => {
+                postgres = true;
+                args.remove(0);
+            }
             _ => break,
         }
     }
@@ -63,12 +71,27 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(run(options, args))
+    runtime.block_on(run(options, postgres, args))
 }
 
-async fn run(options: HostOptions, args: Vec<String>) -> ExitCode {
+async fn run(options: HostOptions, postgres: bool, args: Vec<String>) -> ExitCode {
     let vault = approvals_rig::vault(&options.upstream);
-    let executor = approvals_rig::executor(&options, vault);
+    let journal = options.journal.to_string_lossy().into_owned();
+    let executor = if postgres {
+        // A PostgreSQL journal: attempts leased for --lease-ms, renewed until the process dies.
+        let connected = sallyport_postgres::PostgresJournal::builder(&journal)
+            .lease(options.lease)
+            .renew_every(options.lease / 4)
+            .connect()
+            .await;
+        let Ok(pg) = connected else {
+            println!("error the journal did not connect");
+            return ExitCode::from(4);
+        };
+        approvals_rig::executor_on(&options, vault, std::sync::Arc::new(pg))
+    } else {
+        approvals_rig::executor(&options, vault)
+    };
     let session = approvals_rig::session();
     match args.first().map(String::as_str) {
         Some("park") => {
