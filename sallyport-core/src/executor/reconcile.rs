@@ -15,9 +15,9 @@
 //!   reported `unknown`.
 //!
 //! The settling record names the check and its receipt ([`ReconcileNote`]) and is appended
-//! with [`Journal::settle_unresolved`], a compare-and-set: two reconcilers running at once
+//! with [`Journal::settle_unresolved`](crate::journal::Journal::settle_unresolved), a compare-and-set: two reconcilers running at once
 //! settle an attempt once. An attempt that carries out an approval (state `executing`) is
-//! settled through [`Journal::settle_approval`] under the claim it was begun with, so the
+//! settled through [`Journal::settle_approval`](crate::journal::Journal::settle_approval) under the claim it was begun with, so the
 //! approval finishes with the settled result in the same transaction.
 
 use std::time::Duration;
