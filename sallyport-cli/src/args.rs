@@ -18,6 +18,8 @@ Exit codes:
   9  approvals approve/deny: the approval was already decided (or is being carried out, or
      finished); nothing changed
  10  approvals approve/deny: the approval expired before anyone decided; nothing is sent
+ 11  reconcile: an abandoned attempt is still unknown (its check could not tell); it stays
+     unresolved and nothing was resent
 
 DATA_DIR is $XDG_DATA_HOME (or ~/.local/share) on Linux, ~/Library/Application Support on
 macOS and %APPDATA% on Windows.
@@ -89,6 +91,19 @@ pub enum Command {
     /// Decide calls parked for a human's approval: list, show, approve, deny, resume.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// Settle attempts a crashed executor left unresolved, through each action's read-only
+    /// reconcile action; never resends. Needs the application's actions: works in an
+    /// application's own command line (`sallyport_cli::run_with_executor`); the plain
+    /// `sallyport` binary refuses it (exit 2). Exit 11 when an attempt is still unknown.
+    Reconcile {
+        /// Print the report as JSON (non-ASCII written as \u escapes).
+        #[arg(long)]
+        json: bool,
+        /// Treat an attempt without lease information (SQLite) as abandoned once it is this
+        /// old; a live executor's call in flight is unresolved too [default: 60].
+        #[arg(long, value_name = "SECS")]
+        min_age: Option<u64>,
+    },
 }
 
 /// `sallyport vault …`

@@ -34,6 +34,9 @@ pub enum Exit {
     /// 10 — `approvals approve` / `deny`: the approval expired before anyone decided;
     /// nothing is sent.
     Expired = 10,
+    /// 11 — `reconcile`: an abandoned attempt is still unknown (its check could not tell);
+    /// it stays unresolved and nothing was resent.
+    Unsettled = 11,
 }
 
 impl From<Exit> for ExitCode {

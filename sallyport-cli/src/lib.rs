@@ -14,6 +14,17 @@
 //! }
 //! ```
 //!
+//! # Reconciling
+//!
+//! A crash between a call's durable intent and its outcome leaves the attempt unresolved
+//! (`sallyport audit unresolved` lists them). `sallyport reconcile [--json] [--min-age SECS]`
+//! settles the abandoned ones through each action's read-only reconcile action
+//! ([`sallyport_core::Executor::reconcile`]): `completed` when the check finds the effect,
+//! `rejected` when it proves it absent, still unknown otherwise (exit
+//! [`Exit::Unsettled`]). It never resends. Like `approvals resume` it needs the
+//! application's actions, so it works through [`run_with_executor`]; the plain binary
+//! refuses it (exit 2).
+//!
 //! # Approvals
 //!
 //! With deferred consent ([`sallyport_core::approval`]) an executor parks a call that needs a
@@ -57,6 +68,7 @@ mod args;
 mod audit;
 mod exit;
 mod prompt;
+mod reconcile;
 mod vault;
 
 use std::ffi::OsString;
@@ -84,8 +96,8 @@ where
 /// [`run`] for an application that holds its [`Executor`]: the `approvals` commands use the
 /// executor's journal (not `--journal`), `approvals approve` also carries the approved call
 /// out ([`Executor::decide`]), and `approvals resume` carries out every approved call not yet
-/// sent ([`Executor::resume_approvals`]) and prints each result. Every other command is as in
-/// [`run`].
+/// sent ([`Executor::resume_approvals`]) and prints each result; `reconcile` settles
+/// abandoned attempts ([`Executor::reconcile`]). Every other command is as in [`run`].
 pub fn run_with_executor<I, T>(args: I, executor: &Executor) -> ExitCode
 where
     I: IntoIterator<Item = T>,
@@ -139,5 +151,6 @@ fn dispatch(cli: &Cli, executor: Option<&Executor>) -> Result<(), exit::Failure>
         args::Command::Vault(cmd) => vault::run(cli, cmd),
         args::Command::Audit(cmd) => audit::run(cli, cmd),
         args::Command::Approvals(cmd) => approvals::run(cli, cmd, executor),
+        args::Command::Reconcile { json, min_age } => reconcile::run(executor, *json, *min_age),
     }
 }

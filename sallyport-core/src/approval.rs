@@ -329,6 +329,7 @@ impl Approval {
             dispatches: 0,
             upstream_status: None,
             approval: Some(note),
+            reconciled: None,
         }
     }
 }

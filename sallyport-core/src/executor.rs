@@ -39,6 +39,7 @@ pub mod filter;
 pub mod intent;
 pub mod normalize;
 pub mod precheck;
+pub mod reconcile;
 pub mod record;
 pub mod resolve;
 pub mod validate;
@@ -53,6 +54,7 @@ use serde_json::Value;
 
 pub use self::builder::{BuildError, DangerousExecutorBuilder, ExecutorBuilder};
 use self::cancel::CallGuard;
+pub use self::reconcile::{ReconcileError, ReconcileOptions, ReconcileOutcome, Reconciled};
 pub use self::typed::{DataMismatch, TypedResult};
 use crate::action::Action;
 use crate::catalog::Catalog;

@@ -230,6 +230,17 @@ impl Journal for PostgresJournal {
         reads::unresolved(&self.shared).await
     }
 
+    async fn settle_unresolved(
+        &self,
+        attempt: &AttemptId,
+        event: AuditEvent,
+    ) -> Result<bool, JournalError> {
+        if event.attempt_id != *attempt {
+            return Ok(false);
+        }
+        self.ask(|reply| Op::Settle(Box::new(event), reply)).await
+    }
+
     async fn park_approval(
         &self,
         approval: &Approval,

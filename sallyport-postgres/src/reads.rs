@@ -146,8 +146,26 @@ pub(crate) async fn unresolved(shared: &Shared) -> Result<Vec<UnresolvedAttempt>
         tx.query(sql::UNRESOLVED, &[])
             .await
             .map_err(|e| shared.redactor.postgres(&e))
-            .map(|rows| rows.iter().map(unresolved_attempt).collect())
+            .map(|rows| rows.iter().map(with_lease).collect())
     })
+}
+
+/// An unresolved attempt with its owner and lease (columns 8 and 9 of [`sql::UNRESOLVED`]).
+/// The lease is read as the time left on the server's clock and placed on this machine's
+/// clock, so a reconciler comparing it with its own time is not misled by clock skew.
+fn with_lease(row: &Row) -> UnresolvedAttempt {
+    let mut attempt = unresolved_attempt(row);
+    let left: i64 = row.get(9);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    attempt.owner = Some(row.get(8));
+    attempt.lease_until_ms = Some(if left >= 0 {
+        now.saturating_add(left.unsigned_abs())
+    } else {
+        now.saturating_sub(left.unsigned_abs())
+    });
+    attempt
 }
 
 /// An unresolved attempt from the first eight columns of `row` (see [`sql::UNRESOLVED`]).
@@ -164,5 +182,8 @@ pub(crate) fn unresolved_attempt(row: &Row) -> UnresolvedAttempt {
         dispatches: u32::try_from(row.get::<_, i64>(5)).unwrap_or(u32::MAX),
         arguments: serde_json::from_str(&row.get::<_, String>(6)).unwrap_or_default(),
         created_at: row.get(7),
+        // Filled by `with_lease` where the query selects them.
+        owner: None,
+        lease_until_ms: None,
     }
 }

@@ -66,7 +66,7 @@ impl Shared {
                 Op::Dispatch(attempt, _) => Some(attempt.as_str()),
                 Op::Append(event, _) => Some(event.attempt_id.as_str()),
                 Op::Approval(op) => op.fenced_attempt(),
-                Op::Intent(..) | Op::Observe(..) => None,
+                Op::Intent(..) | Op::Observe(..) | Op::Settle(..) => None,
             })
             .filter_map(|id| held.get(id).map(|e| (id.to_owned(), *e)))
             .collect()

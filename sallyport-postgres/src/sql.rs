@@ -34,6 +34,17 @@ SET phase = $2, status = $3, dispatches = greatest(dispatches, $4), updated_at =
 WHERE attempt_id = $1 AND ($6::BIGINT IS NULL OR epoch = $6)
 RETURNING epoch";
 
+/// Closes an attempt for the reconciler, whoever holds it, only while no record closes it:
+/// the row lock orders two reconcilers, and the second finds `status` set and gets no row.
+/// The epoch is raised, so the old owner, should it wake up, is fenced.
+pub(crate) const SETTLE_ATTEMPT: &str = "
+UPDATE sallyport_attempts a
+SET phase = $2, status = $3, dispatches = greatest(a.dispatches, $4), updated_at = $5,
+    epoch = a.epoch + 1
+WHERE a.attempt_id = $1 AND a.status IS NULL
+  AND NOT EXISTS (SELECT 1 FROM sallyport_audit r WHERE r.attempt_id = a.attempt_id)
+RETURNING a.epoch";
+
 /// The chain's head, locked until the batch's transaction ends: every process's appends
 /// pass through this one row.
 pub(crate) const LOCK_HEAD: &str =
@@ -70,7 +81,8 @@ pub(crate) const HEADS: &str =
 /// Attempts no audit record closes, whatever their own `phase` column says.
 pub(crate) const UNRESOLVED: &str = "
 SELECT a.attempt_id, a.action, a.session_id, a.idempotency_key, a.phase, a.dispatches,
-    a.arguments, a.created_at
+    a.arguments, a.created_at, a.owner,
+    (extract(epoch FROM (a.lease_until - now())) * 1000)::BIGINT AS lease_left_ms
 FROM sallyport_attempts a
 WHERE NOT EXISTS (SELECT 1 FROM sallyport_audit r WHERE r.attempt_id = a.attempt_id)
 ORDER BY a.created_at, a.attempt_id";

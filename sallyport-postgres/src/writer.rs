@@ -43,6 +43,8 @@ pub(crate) enum Op {
     Observe(Box<Intent>, Box<AuditEvent>, Reply<AuditRecord>),
     /// A change to the approval store, applied as a compare-and-set inside the batch.
     Approval(Box<ApprovalOp>),
+    /// A reconciler's record, appended only while no record closes its attempt.
+    Settle(Box<AuditEvent>, Reply<bool>),
 }
 
 impl Op {
@@ -56,7 +58,9 @@ impl Op {
     /// The audit event this operation appends, if it appends one.
     fn event(&self) -> Option<&AuditEvent> {
         match self {
-            Self::Append(event, _) | Self::Observe(_, event, _) => Some(event),
+            Self::Append(event, _) | Self::Observe(_, event, _) | Self::Settle(event, _) => {
+                Some(event)
+            }
             Self::Approval(op) => op.event(),
             Self::Intent(..) | Self::Dispatch(..) => None,
         }
@@ -213,6 +217,28 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
     .await;
     for (i, fenced_if_missing, result) in closes {
         if result.map_err(pg)?.is_empty() && fenced_if_missing {
+            done[i] = Done::Fenced;
+        }
+    }
+    // The reconciler's closes: one statement at a time, each a compare-and-set.
+    for (i, op) in ops.iter().enumerate() {
+        let Op::Settle(event, _) = op else {
+            continue;
+        };
+        let rows = tx
+            .query(
+                sql::SETTLE_ATTEMPT,
+                &[
+                    &event.attempt_id.as_str(),
+                    &event.phase.as_str(),
+                    &event.status.as_str(),
+                    &i64::from(event.dispatches),
+                    &at,
+                ],
+            )
+            .await
+            .map_err(pg)?;
+        if rows.is_empty() {
             done[i] = Done::Fenced;
         }
     }
@@ -377,6 +403,10 @@ fn answer(shared: &Shared, ops: Vec<Op>, outcome: Result<Vec<Done>, PostgresErro
                 }
             }
             (Op::Approval(op), done) => op.answer(done, &mut held),
+            (Op::Settle(event, reply), done) => {
+                held.insert(event.attempt_id.as_str().to_owned(), None);
+                let _ = reply.send(Ok(matches!(done, Done::Record(_))));
+            }
             (Op::Dispatch(..), _) => {}
         }
     }
@@ -391,6 +421,9 @@ fn fail(op: Op, e: &PostgresError) {
             let _ = reply.send(Err(error()));
         }
         Op::Observe(_, _, reply) | Op::Append(_, Some(reply)) => {
+            let _ = reply.send(Err(error()));
+        }
+        Op::Settle(_, reply) => {
             let _ = reply.send(Err(error()));
         }
         Op::Append(event, None) => {

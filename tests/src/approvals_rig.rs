@@ -74,6 +74,9 @@ pub struct HostOptions {
     /// Check `GET /v1/customers/{id}` on the upstream before sending (a read-only
     /// precondition, for the tests that stop a process inside it).
     pub precheck: bool,
+    /// Blocking consent approved at once through the danger door instead of deferred
+    /// consent: `send_invoice` is sent directly (the reconciler tests crash it mid-send).
+    pub auto_approve: bool,
 }
 
 impl HostOptions {
@@ -86,6 +89,7 @@ impl HostOptions {
             lease: Duration::from_secs(60),
             expiry: Duration::from_secs(24 * 3600),
             precheck: false,
+            auto_approve: false,
         }
     }
 }
@@ -133,15 +137,29 @@ pub fn catalog(options: &HostOptions) -> Catalog {
 /// A deferred-consent executor for `options`, with `vault`.
 pub fn executor(options: &HostOptions, vault: Arc<MemoryVault>) -> Executor {
     let journal = SqliteJournal::open(&options.journal).expect("journal");
+    executor_on(options, vault, Arc::new(journal))
+}
+
+/// [`executor`] over another journal (a PostgreSQL one); `options.journal` is not opened.
+pub fn executor_on(
+    options: &HostOptions,
+    vault: Arc<MemoryVault>,
+    journal: Arc<dyn sallyport_core::journal::Journal>,
+) -> Executor {
     let channel = HttpChannel::builder()
         .backoff(Duration::from_millis(5), Duration::from_millis(10))
         .build()
         .expect("channel");
-    Executor::builder(catalog(options))
-        .journal(journal)
+    let builder = Executor::builder(catalog(options))
+        .journal_arc(journal)
         .channel(channel)
-        .vault_arc(vault)
-        .consent_mode(ConsentMode::Deferred)
+        .vault_arc(vault);
+    let builder = if options.auto_approve {
+        builder.dangerous().auto_approve_consent().done()
+    } else {
+        builder.consent_mode(ConsentMode::Deferred)
+    };
+    builder
         .approval_lease(options.lease)
         .approval_expiry(options.expiry)
         .build()

@@ -172,6 +172,8 @@ where
     claims_take_over_after_the_lease_and_fence_the_old_holder(factory().await).await;
     an_approval_refused_at_recheck_settles_without_an_intent(factory().await).await;
     concurrent_decisions_apply_exactly_once(factory().await).await;
+    settling_an_unresolved_attempt_appends_once_and_only_while_open(factory().await).await;
+    concurrent_settles_of_one_attempt_append_exactly_once(factory().await).await;
 }
 
 /// How many records the chain holds, checking that it verifies.
@@ -904,4 +906,107 @@ pub async fn concurrent_decisions_apply_exactly_once(journal: Arc<dyn Journal>) 
         .filter(|r| r.event.phase == Phase::Decided)
         .count();
     assert_eq!(decisions, 1);
+}
+
+/// A reconciler's record for `intent`'s attempt: finished, with `status`.
+fn settle_event(intent: &Intent, status: Status) -> AuditEvent {
+    let mut event = AuditEvent::for_bench(intent);
+    event.status = status;
+    event.reason = Some("settled by the conformance suite".to_owned());
+    event
+}
+
+/// `settle_unresolved` appends the record that closes an open attempt; a second settle, a
+/// settle of an attempt closed by a plain append and a settle of an attempt the journal
+/// never saw all answer `false` and write nothing.
+pub async fn settling_an_unresolved_attempt_appends_once_and_only_while_open(
+    journal: Arc<dyn Journal>,
+) {
+    let open = Intent::for_bench(true);
+    journal.write_intent(&open).await.expect("intent");
+    let closed = Intent::for_bench(true);
+    journal.write_intent(&closed).await.expect("intent");
+    journal
+        .append(AuditEvent::for_bench(&closed))
+        .await
+        .expect("append");
+    assert_eq!(intact_count(journal.as_ref()).await, 1);
+
+    let first = settle_event(&open, Status::Rejected);
+    let receipt = first.receipt_id.clone();
+    assert!(
+        journal
+            .settle_unresolved(&open.attempt_id, first)
+            .await
+            .expect("settle"),
+        "an open attempt is settled"
+    );
+    assert_eq!(intact_count(journal.as_ref()).await, 2);
+    let last = last_step(journal.as_ref()).await;
+    assert_eq!(last.event.receipt_id, receipt);
+    assert_eq!(last.event.status, Status::Rejected);
+    assert!(journal.unresolved().await.expect("unresolved").is_empty());
+
+    let again = settle_event(&open, Status::Completed);
+    assert!(
+        !journal
+            .settle_unresolved(&open.attempt_id, again)
+            .await
+            .expect("settle again"),
+        "a settled attempt is not settled twice"
+    );
+    assert!(
+        !journal
+            .settle_unresolved(&closed.attempt_id, settle_event(&closed, Status::Completed))
+            .await
+            .expect("settle closed"),
+        "an attempt closed by its own record is not settled"
+    );
+    let stranger = Intent::for_bench(true);
+    assert!(
+        !journal
+            .settle_unresolved(
+                &stranger.attempt_id,
+                settle_event(&stranger, Status::Completed)
+            )
+            .await
+            .expect("settle unknown"),
+        "an attempt without a row is not settled"
+    );
+    assert_eq!(
+        intact_count(journal.as_ref()).await,
+        2,
+        "nothing more was written"
+    );
+}
+
+/// Eight tasks settle one attempt at once, each with its own record: exactly one appends.
+pub async fn concurrent_settles_of_one_attempt_append_exactly_once(journal: Arc<dyn Journal>) {
+    let intent = Intent::for_bench(true);
+    journal.write_intent(&intent).await.expect("intent");
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let journal = Arc::clone(&journal);
+            let event = settle_event(&intent, Status::Completed);
+            let attempt = intent.attempt_id.clone();
+            tokio::spawn(async move { journal.settle_unresolved(&attempt, event).await })
+        })
+        .collect();
+    let mut appended = 0;
+    for task in tasks {
+        if task.await.expect("task").expect("settle") {
+            appended += 1;
+        }
+    }
+    assert_eq!(appended, 1, "exactly one settle appends");
+    assert_eq!(intact_count(journal.as_ref()).await, 1);
+    let closing = journal
+        .records()
+        .await
+        .expect("records")
+        .into_iter()
+        .filter(|r| r.event.attempt_id == intent.attempt_id)
+        .count();
+    assert_eq!(closing, 1);
+    assert!(journal.unresolved().await.expect("unresolved").is_empty());
 }

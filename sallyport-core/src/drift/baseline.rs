@@ -484,6 +484,7 @@ impl BaselineGuard {
                 dispatches: 0,
                 upstream_status: None,
                 approval: None,
+                reconciled: None,
             };
             journal.append(event).await?;
             self.set_receipt(&decision);

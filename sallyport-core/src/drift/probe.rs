@@ -421,6 +421,7 @@ impl Prober {
             dispatches: u32::from(observation.is_some()),
             upstream_status,
             approval: None,
+            reconciled: None,
         };
         match self.journal.append(event).await {
             Ok(record) => Some(record.event.receipt_id),

@@ -133,6 +133,7 @@ impl CallRecord {
             approval: self.settle.as_ref().map(|(id, _)| {
                 crate::approval::ApprovalNote::new(id.clone(), ApprovalStep::Resumed)
             }),
+            reconciled: None,
         }
     }
 }

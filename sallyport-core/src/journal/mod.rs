@@ -156,6 +156,34 @@ pub struct AuditEvent {
     /// The approval this record is a step of (requested, decided, expired, resumed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::approval::ApprovalNote>,
+    /// The evidence behind this record when the reconciler settled an unresolved attempt
+    /// (see [`crate::Executor::reconcile`]): the read-only check it ran and its receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciled: Option<ReconcileNote>,
+}
+
+/// How the reconciler settled an attempt its owner left unresolved: the reconcile action it
+/// ran (an observe call with its own audit record) and that record's receipt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ReconcileNote {
+    /// The reconcile action run as the check (`get_invoice`).
+    pub action: String,
+    /// The receipt of the check's own audit record: the evidence.
+    pub evidence: ReceiptId,
+    /// The status the check answered (`completed`, `already_in_desired_state`, `rejected`).
+    pub check_status: Status,
+}
+
+impl ReconcileNote {
+    /// A note naming the check `action`, its receipt and the status it answered.
+    pub fn new(action: impl Into<String>, evidence: ReceiptId, check_status: Status) -> Self {
+        Self {
+            action: action.into(),
+            evidence,
+            check_status,
+        }
+    }
 }
 
 impl AuditEvent {
@@ -184,6 +212,7 @@ impl AuditEvent {
             dispatches: 1,
             upstream_status: None,
             approval: None,
+            reconciled: None,
         }
     }
 }
@@ -321,6 +350,15 @@ pub struct UnresolvedAttempt {
     pub arguments: Value,
     /// When the intent was written (RFC 3339).
     pub created_at: String,
+    /// The executor that holds the attempt, on a backend with leases (PostgreSQL); `None`
+    /// where the backend keeps no owner (SQLite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Until when (Unix milliseconds) the owner's lease on the attempt lasts; past it the
+    /// owner is taken to be gone. `None` without lease information (SQLite): the reconciler
+    /// then goes by the attempt's age.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until_ms: Option<u64>,
 }
 
 /// The error a journal backend reports beneath a [`JournalError`] (SQLite's, PostgreSQL's,
@@ -484,6 +522,31 @@ pub trait Journal: Send + Sync + 'static {
     ///
     /// When the journal cannot be read.
     async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError>;
+
+    /// Appends `event`, which closes `attempt`, only if no record closes the attempt yet: a
+    /// compare-and-set, so of two reconcilers settling one attempt exactly one appends.
+    /// Returns `Ok(false)` and writes nothing when the attempt is already closed (or has no
+    /// attempt row). `event.attempt_id` must be `attempt`.
+    ///
+    /// The default reads [`Journal::unresolved`] and then [`Journal::append`]s: two steps, so
+    /// **not atomic** — two callers may both append. A backend shared by several processes
+    /// must override it with one transaction (the SQLite journal does).
+    ///
+    /// # Errors
+    ///
+    /// Any failure to read or write; nothing is appended.
+    async fn settle_unresolved(
+        &self,
+        attempt: &AttemptId,
+        event: AuditEvent,
+    ) -> Result<bool, JournalError> {
+        let open = self.unresolved().await?;
+        if !open.iter().any(|a| &a.attempt_id == attempt) {
+            return Ok(false);
+        }
+        self.append(event).await?;
+        Ok(true)
+    }
 
     // The approval store (see [`crate::approval`]). Every change below is a compare-and-set
     // that holds across threads and processes sharing the store, and appends its audit

@@ -2,12 +2,20 @@
 //! [`sallyport_tests::approvals_rig`] over a journal file, doing one thing and exiting.
 //!
 //! ```text
-//! approvals-host JOURNAL UPSTREAM_URL [--lease-ms N] [--precheck] [--changed] COMMAND
+//! approvals-host JOURNAL UPSTREAM_URL [--lease-ms N] [--precheck] [--changed] [--auto-approve]
+//!                [--postgres] COMMAND
+//!   (with --postgres, JOURNAL is a PostgreSQL connection string; attempts are leased for
+//!   --lease-ms and renewed until the process dies)
 //!   park N               park invoices 0..N; print one approval id a line
 //!   decide START_AT_MS ID...
 //!                        at Unix time START_AT_MS, approve each id through Executor::decide;
 //!                        print `recorded ID` or `already ID` a line
 //!   resume               carry out every approved call; print each result as JSON a line
+//!   send N               send invoice N directly (with --auto-approve: consent approved at
+//!                        once); print `sending` first, then the result as JSON
+//!   reconcile MIN_AGE_MS [START_AT_MS]
+//!                        at Unix time START_AT_MS (default now), run Executor::reconcile;
+//!                        print each reconciled attempt as JSON a line
 //! ```
 //!
 //! Exit codes: 0 done; 2 bad arguments; 4 a call or decision failed (printed).
@@ -16,6 +24,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sallyport_core::approval::{ApprovalId, Decided, Decider, Verdict};
+use sallyport_core::executor::ReconcileOptions;
 use sallyport_tests::approvals_rig::{self, HostOptions};
 
 fn main() -> ExitCode {
@@ -27,6 +36,7 @@ fn main() -> ExitCode {
     let journal = args.remove(0);
     let upstream = args.remove(0);
     let mut options = HostOptions::new(journal, upstream);
+    let mut postgres = false;
     loop {
         match args.first().map(String::as_str) {
             Some("--lease-ms") if args.len() > 1 => {
@@ -45,6 +55,14 @@ fn main() -> ExitCode {
                 options.changed_definition = true;
                 args.remove(0);
             }
+            Some("--auto-approve") => {
+                options.auto_approve = true;
+                args.remove(0);
+            }
+            Some("--postgres") => {
+                postgres = true;
+                args.remove(0);
+            }
             _ => break,
         }
     }
@@ -53,12 +71,27 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(run(options, args))
+    runtime.block_on(run(options, postgres, args))
 }
 
-async fn run(options: HostOptions, args: Vec<String>) -> ExitCode {
+async fn run(options: HostOptions, postgres: bool, args: Vec<String>) -> ExitCode {
     let vault = approvals_rig::vault(&options.upstream);
-    let executor = approvals_rig::executor(&options, vault);
+    let journal = options.journal.to_string_lossy().into_owned();
+    let executor = if postgres {
+        // A PostgreSQL journal: attempts leased for --lease-ms, renewed until the process dies.
+        let connected = sallyport_postgres::PostgresJournal::builder(&journal)
+            .lease(options.lease)
+            .renew_every(options.lease / 4)
+            .connect()
+            .await;
+        let Ok(pg) = connected else {
+            println!("error the journal did not connect");
+            return ExitCode::from(4);
+        };
+        approvals_rig::executor_on(&options, vault, std::sync::Arc::new(pg))
+    } else {
+        approvals_rig::executor(&options, vault)
+    };
     let session = approvals_rig::session();
     match args.first().map(String::as_str) {
         Some("park") => {
@@ -113,9 +146,53 @@ async fn run(options: HostOptions, args: Vec<String>) -> ExitCode {
                 ExitCode::from(4)
             }
         },
+        Some("send") => {
+            let Some(Ok(n)) = args.get(1).map(|n| n.parse::<usize>()) else {
+                eprintln!("send takes an invoice number");
+                return ExitCode::from(2);
+            };
+            println!("sending");
+            let result = executor
+                .call("send_invoice", approvals_rig::invoice(n), &session)
+                .await;
+            println!("{}", result.to_json());
+            ExitCode::SUCCESS
+        }
+        Some("reconcile") => {
+            let Some(Ok(min_age)) = args.get(1).map(|t| t.parse::<u64>()) else {
+                eprintln!("reconcile takes MIN_AGE_MS");
+                return ExitCode::from(2);
+            };
+            if let Some(Ok(start_at)) = args.get(2).map(|t| t.parse::<u64>()) {
+                tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(now_ms()))).await;
+            }
+            let options = ReconcileOptions::new().with_min_age(Duration::from_millis(min_age));
+            match executor.reconcile(options).await {
+                Ok(report) => {
+                    for reconciled in report {
+                        println!(
+                            "{}",
+                            serde_json::to_string(&reconciled).expect("a report serializes")
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    println!("error {e}");
+                    ExitCode::from(4)
+                }
+            }
+        }
         _ => {
             eprintln!("unknown command");
             ExitCode::from(2)
         }
     }
+}
+
+/// The Unix time in milliseconds.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

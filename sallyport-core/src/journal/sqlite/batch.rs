@@ -216,6 +216,9 @@ impl Writer {
             Op::Settle(id, claim, result, event, _) => Done::Record(Box::new(approvals::settle(
                 conn, id, claim, result, event, head,
             ))),
+            Op::SettleUnresolved(attempt, event, _) => Done::Settled(
+                sql::settle_unresolved(conn, attempt, event, head).map_err(Failure::from),
+            ),
             Op::Verify(_)
             | Op::VerifySigned(..)
             | Op::Heads(_)
@@ -270,7 +273,8 @@ impl Writer {
             | Op::Expire(..)
             | Op::Claim(..)
             | Op::Begin(..)
-            | Op::Settle(..) => {}
+            | Op::Settle(..)
+            | Op::SettleUnresolved(..) => {}
         }
     }
 

@@ -143,6 +143,8 @@ pub(super) enum Op {
         Box<AuditEvent>,
         Reply<AuditRecord>,
     ),
+    /// A reconciler's record, appended only if no record closes the attempt yet.
+    SettleUnresolved(AttemptId, Box<AuditEvent>, Reply<bool>),
     /// Reads, for the journal thread.
     Verify(Reply<VerifyReport>),
     VerifySigned(Box<HeadVerifyingKey>, Reply<VerifyReport>),
@@ -167,6 +169,7 @@ impl Op {
                 | Self::Claim(..)
                 | Self::Begin(..)
                 | Self::Settle(..)
+                | Self::SettleUnresolved(..)
         )
     }
 
@@ -189,6 +192,7 @@ impl Op {
                 | Self::Decide(..)
                 | Self::Expire(..)
                 | Self::Settle(..)
+                | Self::SettleUnresolved(..)
         )
     }
 }
@@ -246,6 +250,8 @@ pub(super) enum Done {
     Record(Box<Result<AuditRecord, Failure>>),
     /// A compare-and-set's answer; `Unchanged` and `NotFound` wrote nothing and are no failure.
     Transition(Box<Result<Transition, Failure>>),
+    /// A reconciler's compare-and-set: whether it appended.
+    Settled(Result<bool, Failure>),
     Nothing(Result<(), Failure>),
 }
 
@@ -255,6 +261,7 @@ impl Done {
             Self::Intent(r) | Self::Nothing(r) => r.is_err(),
             Self::Record(r) => r.is_err(),
             Self::Transition(r) => r.is_err(),
+            Self::Settled(r) => r.is_err(),
         }
     }
 
@@ -264,6 +271,7 @@ impl Done {
             Self::Intent(r) | Self::Nothing(r) => r.as_ref().err(),
             Self::Record(r) => r.as_ref().as_ref().err(),
             Self::Transition(r) => r.as_ref().as_ref().err(),
+            Self::Settled(r) => r.as_ref().err(),
         };
         match failure {
             Some(f @ Failure::Sqlite(_)) => f.clone(),
@@ -288,6 +296,7 @@ pub(super) fn failed(op: &Op, e: &Failure) -> Done {
         Op::Decide(..) | Op::Expire(..) | Op::Claim(..) => {
             Done::Transition(Box::new(Err(e.clone())))
         }
+        Op::SettleUnresolved(..) => Done::Settled(Err(e.clone())),
         _ => Done::Nothing(Err(e.clone())),
     }
 }
@@ -313,6 +322,9 @@ pub(super) fn reply_all(ops: Vec<Op>, done: Vec<Done>) {
                 Done::Transition(r),
             ) => {
                 let _ = reply.send((*r).map_err(Failure::into_error));
+            }
+            (Op::SettleUnresolved(_, _, reply), Done::Settled(r)) => {
+                let _ = reply.send(r.map_err(Failure::into_error));
             }
             (Op::Append(event, None), Done::Record(r)) => {
                 if let Err(e) = *r {

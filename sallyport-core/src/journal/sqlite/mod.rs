@@ -284,6 +284,16 @@ impl Journal for SqliteJournal {
         self.ask(Op::Unresolved).await
     }
 
+    async fn settle_unresolved(
+        &self,
+        attempt: &AttemptId,
+        event: AuditEvent,
+    ) -> Result<bool, JournalError> {
+        let attempt = attempt.clone();
+        self.write_here(|reply| Op::SettleUnresolved(attempt, Box::new(event), reply))
+            .await
+    }
+
     async fn park_approval(
         &self,
         approval: &Approval,

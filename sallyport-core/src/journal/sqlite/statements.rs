@@ -78,6 +78,29 @@ pub(super) fn insert_closed_attempt(
     .map(drop)
 }
 
+/// Appends `event` and closes its attempt if the attempt has a row and no audit record
+/// closes it yet (the reconciler's compare-and-set); returns whether it did. Runs inside the
+/// batch's transaction, so no other writer can close the attempt in between.
+pub(super) fn settle_unresolved(
+    conn: &Connection,
+    attempt: &AttemptId,
+    event: &AuditEvent,
+    head: &mut Head,
+) -> rusqlite::Result<bool> {
+    let open: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM attempts WHERE attempt_id = ?1)
+               AND NOT EXISTS (SELECT 1 FROM audit WHERE attempt_id = ?1)",
+        )?
+        .query_row([attempt.as_str()], |r| r.get(0))?;
+    if !open || event.attempt_id != *attempt {
+        return Ok(false);
+    }
+    insert_record(conn, event, head)?;
+    close_attempt(conn, event)?;
+    Ok(true)
+}
+
 /// Notes request number `n` of an attempt.
 pub(super) fn note_dispatch(
     conn: &Connection,
@@ -275,6 +298,9 @@ pub(super) fn unresolved(conn: &Connection) -> rusqlite::Result<Vec<UnresolvedAt
             dispatches: r.get(5)?,
             arguments: serde_json::from_str(&arguments).unwrap_or_default(),
             created_at: r.get(7)?,
+            // SQLite keeps no owner or lease: the reconciler goes by the attempt's age.
+            owner: None,
+            lease_until_ms: None,
         });
     }
     Ok(open)
