@@ -55,6 +55,7 @@
 mod approvals;
 mod args;
 mod audit;
+mod console;
 mod exit;
 mod prompt;
 mod vault;
@@ -139,5 +140,6 @@ fn dispatch(cli: &Cli, executor: Option<&Executor>) -> Result<(), exit::Failure>
         args::Command::Vault(cmd) => vault::run(cli, cmd),
         args::Command::Audit(cmd) => audit::run(cli, cmd),
         args::Command::Approvals(cmd) => approvals::run(cli, cmd, executor),
+        args::Command::Console(a) => console::run(cli, a, executor),
     }
 }

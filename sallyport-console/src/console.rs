@@ -272,6 +272,20 @@ impl Console {
     }
 }
 
+impl Console {
+    /// Checks `addr` ([`check_listen`]) before binding it, then serves the router there
+    /// until it fails.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::NotLoopback`] (nothing is bound), [`ServeError::Io`].
+    pub async fn listen(&self, addr: SocketAddr) -> Result<(), ServeError> {
+        check_listen(addr, self.shared.tls)?;
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        self.serve(listener).await
+    }
+}
+
 /// The content security policy: no scripts, no frames, styles and forms from here only.
 const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 

@@ -156,7 +156,7 @@ fn card(t: &Text, csrf: &str, a: &Approval, now_ms: u64, link: bool) -> Markup {
                         }
                     }
                 }
-                dt { "Request, exactly as it will be sent" }
+                dt { (if a.state == ApprovalState::Awaiting { "Request, exactly as it will be sent" } else { "Request, as approved" }) }
                 dd { pre.request { (t.show(&a.request)) } }
                 dt { "Definition" }
                 dd { (t.show(&a.definition_status)) " " code.hash title=(a.definition_hash) { (short(&a.definition_hash)) } }
