@@ -159,6 +159,10 @@ async fn drive(
     std::fs::create_dir_all(&dir)?;
     let png = browser.screenshot().await?;
     std::fs::write(dir.join("pending.png"), &png)?;
+    // The same page on a phone-sized window.
+    browser.set_window_size(390, 1400).await?;
+    std::fs::write(dir.join("pending-phone.png"), browser.screenshot().await?)?;
+    browser.set_window_size(1100, 1400).await?;
 
     // Approve with a reason.
     card.find(Locator::Css("textarea"))

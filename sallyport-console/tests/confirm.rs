@@ -32,6 +32,7 @@ async fn rig() -> Rig {
     let upstream = Upstream::start(|_| Reply::Json(200, json!({"id": "cus_9"}))).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let journal = SqliteJournal::open(dir.path().join("journal.db")).expect("journal");
+    let vault = approvals_rig::vault(&upstream.url());
     let catalog = Catalog::builder()
         .action::<DeleteCustomer>()
         .build()
@@ -44,7 +45,7 @@ async fn rig() -> Rig {
                 .build()
                 .expect("channel"),
         )
-        .vault_arc(approvals_rig::vault(&upstream.url()))
+        .vault_arc(vault.clone())
         .consent_mode(ConsentMode::Deferred)
         .build()
         .expect("executor");
@@ -60,6 +61,7 @@ async fn rig() -> Rig {
     Rig {
         upstream,
         executor,
+        vault,
         addr,
         _dir: dir,
     }

@@ -486,3 +486,48 @@ async fn a_console_without_an_executor_records_the_decision_and_sends_nothing() 
     assert_eq!(results.len(), 1);
     assert_eq!(rig.posts(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_the_vault_learns_later_is_scrubbed_from_every_page() {
+    use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, Secret};
+    let rig = rig().await;
+    let leaked = "zebra-canary-secret-991";
+    let id = rig.park(9, &format!("ticket {leaked} from the user")).await;
+    // The executor scrubbed with what the vault knew then; the vault learns it afterwards.
+    rig.vault.set(
+        CredentialMeta::new(
+            "later-credential",
+            CredentialKind::Bearer,
+            Binding::url("https://later.invalid"),
+        ),
+        Secret::new(leaked),
+    );
+    let (cookie, _) = rig.login().await;
+    let records = rig.journal().records().await.expect("records");
+    let receipt = records
+        .last()
+        .expect("record")
+        .event
+        .receipt_id
+        .as_str()
+        .to_owned();
+    for path in [
+        "/approvals".to_owned(),
+        format!("/approvals/{}", id.as_str()),
+        "/calls".to_owned(),
+        format!("/calls/{receipt}"),
+        "/chain/export".to_owned(),
+    ] {
+        let page = rig.get(&path, Some(&cookie)).await;
+        assert_eq!(page.status, 200, "{path}");
+        assert!(!page.body.contains(leaked), "{path}: {}", page.body);
+    }
+    let page = rig
+        .get(&format!("/approvals/{}", id.as_str()), Some(&cookie))
+        .await;
+    assert!(
+        page.body.contains("ticket [REDACTED] from the user"),
+        "{}",
+        page.body
+    );
+}

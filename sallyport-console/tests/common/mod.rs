@@ -30,6 +30,7 @@ pub(crate) fn reply(r: &Received) -> Reply {
 pub(crate) struct Rig {
     pub(crate) upstream: Upstream,
     pub(crate) executor: Executor,
+    pub(crate) vault: Arc<sallyport_core::vault::MemoryVault>,
     pub(crate) addr: SocketAddr,
     pub(crate) _dir: tempfile::TempDir,
 }
@@ -47,7 +48,7 @@ pub(crate) async fn rig_with(
     let dir = tempfile::tempdir().expect("tempdir");
     let options = HostOptions::new(dir.path().join("journal.db"), upstream.url());
     let vault = approvals_rig::vault(&options.upstream);
-    let executor = approvals_rig::executor(&options, vault);
+    let executor = approvals_rig::executor(&options, Arc::clone(&vault));
     let console = make(&executor)
         .user("alice", LoginToken::new(LOGIN).expect("token"))
         .build()
@@ -60,6 +61,7 @@ pub(crate) async fn rig_with(
     Rig {
         upstream,
         executor,
+        vault,
         addr,
         _dir: dir,
     }
