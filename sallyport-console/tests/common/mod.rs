@@ -112,27 +112,27 @@ impl Rig {
 
     /// Logs in as alice: the session cookie (`name=value`) and the session's CSRF token.
     pub(crate) async fn login(&self) -> (String, String) {
-        let page = self.get("/login", None).await;
-        assert_eq!(page.status, 200);
-        let nonce_cookie = page
-            .cookie("sallyport_console_login")
-            .expect("login cookie");
-        let nonce = page.csrf().expect("login csrf");
-        let answer = self
-            .post(
-                "/login",
-                Some(&nonce_cookie),
-                &[("csrf", &nonce), ("token", LOGIN)],
-            )
-            .await;
-        assert_eq!(answer.status, 303, "{}", answer.body);
-        assert_eq!(answer.header("location"), Some("/approvals"));
-        let cookie = answer.cookie("sallyport_console").expect("session cookie");
-        let page = self.get("/approvals", Some(&cookie)).await;
-        assert_eq!(page.status, 200);
-        let csrf = page.csrf().expect("csrf");
-        (cookie, csrf)
+        login_at(self.addr, LOGIN).await
     }
+}
+
+/// Logs in to the console at `addr` with `token`: the session cookie and its CSRF token.
+pub(crate) async fn login_at(addr: SocketAddr, token: &str) -> (String, String) {
+    let page = http(addr, "GET", "/login", None, None).await;
+    assert_eq!(page.status, 200);
+    let nonce_cookie = page
+        .cookie("sallyport_console_login")
+        .expect("login cookie");
+    let nonce = page.csrf().expect("login csrf");
+    let form = urlencode(&[("csrf", &nonce), ("token", token)]);
+    let answer = http(addr, "POST", "/login", Some(&nonce_cookie), Some(&form)).await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    assert_eq!(answer.header("location"), Some("/approvals"));
+    let cookie = answer.cookie("sallyport_console").expect("session cookie");
+    let page = http(addr, "GET", "/approvals", Some(&cookie), None).await;
+    assert_eq!(page.status, 200);
+    let csrf = page.csrf().expect("csrf");
+    (cookie, csrf)
 }
 
 /// An HTTP answer, every header kept.
@@ -178,7 +178,7 @@ impl Answer {
     }
 }
 
-fn urlencode(form: &[(&str, &str)]) -> String {
+pub(crate) fn urlencode(form: &[(&str, &str)]) -> String {
     form.iter()
         .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
         .collect::<Vec<_>>()
