@@ -89,7 +89,8 @@ pub enum Command {
     /// Decide calls parked for a human's approval: list, show, approve, deny, resume.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
-    /// Serve the web console for approvals and the audit trail (records decisions only).
+    /// Serve the web console for approvals and the audit trail (the plain binary records
+    /// decisions only; see `console --help`).
     Console(crate::console::ConsoleArgs),
 }
 

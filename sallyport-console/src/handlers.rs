@@ -225,7 +225,7 @@ pub(crate) async fn approvals(State(shared): St, headers: HeaderMap) -> Response
     };
     let journal = shared.backend.journal();
     let pending = journal
-        .approvals(&ApprovalFilter::states([ApprovalState::Awaiting]))
+        .approvals(&ApprovalFilter::states([ApprovalState::Awaiting]).limit(PENDING_SHOWN))
         .await;
     let decided = journal
         .approvals(
@@ -403,6 +403,9 @@ pub(crate) struct CallsQuery {
     #[serde(default)]
     action: String,
 }
+
+/// How many pending approvals the approvals page lists (newest first).
+const PENDING_SHOWN: usize = 200;
 
 /// How many records the calls page lists.
 const CALLS_SHOWN: usize = 200;
