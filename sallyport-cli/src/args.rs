@@ -104,6 +104,9 @@ pub enum Command {
         #[arg(long, value_name = "SECS")]
         min_age: Option<u64>,
     },
+    /// Serve the web console for approvals and the audit trail (the plain binary records
+    /// decisions only; see `console --help`).
+    Console(crate::console::ConsoleArgs),
 }
 
 /// `sallyport vault …`

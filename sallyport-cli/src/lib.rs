@@ -66,6 +66,7 @@
 mod approvals;
 mod args;
 mod audit;
+mod console;
 mod exit;
 mod prompt;
 mod reconcile;
@@ -152,5 +153,6 @@ fn dispatch(cli: &Cli, executor: Option<&Executor>) -> Result<(), exit::Failure>
         args::Command::Audit(cmd) => audit::run(cli, cmd),
         args::Command::Approvals(cmd) => approvals::run(cli, cmd, executor),
         args::Command::Reconcile { json, min_age } => reconcile::run(executor, *json, *min_age),
+        args::Command::Console(a) => console::run(cli, a, executor),
     }
 }

@@ -1,0 +1,223 @@
+//! Login tokens, console sessions and CSRF tokens.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, header};
+use subtle::ConstantTimeEq;
+
+/// The secret a person types to log in to the console. Its `Debug` output never shows it.
+#[derive(Clone)]
+pub struct LoginToken(String);
+
+impl std::fmt::Debug for LoginToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoginToken([hidden])")
+    }
+}
+
+/// Why a login token could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The system's random source failed.
+    #[error("the system's random source failed")]
+    Random,
+    /// The token file could not be read.
+    #[error("cannot read the token file")]
+    Read(#[source] std::io::Error),
+    /// The token is shorter than 16 characters (after trimming whitespace).
+    #[error("a login token has at least 16 characters")]
+    TooShort,
+}
+
+impl LoginToken {
+    /// A fresh token: 32 random bytes as 64 hex digits.
+    ///
+    /// # Errors
+    ///
+    /// [`TokenError::Random`].
+    pub fn generate() -> Result<Self, TokenError> {
+        random_hex(32).map(Self).ok_or(TokenError::Random)
+    }
+
+    /// A token of the host's choosing, trimmed.
+    ///
+    /// # Errors
+    ///
+    /// [`TokenError::TooShort`] under 16 characters.
+    pub fn new(token: &str) -> Result<Self, TokenError> {
+        let token = token.trim();
+        if token.chars().count() < 16 {
+            return Err(TokenError::TooShort);
+        }
+        Ok(Self(token.to_owned()))
+    }
+
+    /// The token in a file (its first line, trimmed).
+    ///
+    /// # Errors
+    ///
+    /// [`TokenError::Read`], [`TokenError::TooShort`].
+    pub fn from_file(path: &Path) -> Result<Self, TokenError> {
+        let text = std::fs::read_to_string(path).map_err(TokenError::Read)?;
+        Self::new(text.lines().next().unwrap_or(""))
+    }
+
+    /// The token, to print it once to the person who will log in.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `candidate` is this token (in constant time over the token's length).
+    pub(crate) fn matches(&self, candidate: &str) -> bool {
+        let a = self.0.as_bytes();
+        let b = candidate.trim().as_bytes();
+        a.len() == b.len() && bool::from(a.ct_eq(b))
+    }
+}
+
+/// `n` random bytes as hex, or `None` when the random source fails.
+pub(crate) fn random_hex(n: usize) -> Option<String> {
+    let mut buf = vec![0u8; n];
+    getrandom::fill(&mut buf).ok()?;
+    Some(hex::encode(buf))
+}
+
+/// Constant-time comparison of two short strings.
+pub(crate) fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// A logged-in person.
+#[derive(Clone, Debug)]
+pub(crate) struct SessionInfo {
+    /// The console user (recorded as `decided_by`).
+    pub(crate) user: String,
+    /// The CSRF token every form of this session carries.
+    pub(crate) csrf: String,
+}
+
+struct Entry {
+    info: SessionInfo,
+    last_seen: Instant,
+}
+
+/// The console's sessions, in memory: a restart logs everyone out.
+pub(crate) struct Sessions {
+    ttl: Duration,
+    map: Mutex<HashMap<String, Entry>>,
+}
+
+impl Sessions {
+    pub(crate) fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Opens a session for `user`: its cookie value, or `None` when the random source fails.
+    pub(crate) fn open(&self, user: &str) -> Option<String> {
+        let id = random_hex(32)?;
+        let csrf = random_hex(32)?;
+        let mut map = self.map.lock().ok()?;
+        let ttl = self.ttl;
+        map.retain(|_, e| e.last_seen.elapsed() < ttl);
+        map.insert(
+            id.clone(),
+            Entry {
+                info: SessionInfo {
+                    user: user.to_owned(),
+                    csrf,
+                },
+                last_seen: Instant::now(),
+            },
+        );
+        Some(id)
+    }
+
+    /// The session a cookie value names, if it is live (its idle time is reset).
+    pub(crate) fn get(&self, id: &str) -> Option<SessionInfo> {
+        let mut map = self.map.lock().ok()?;
+        let entry = map.get_mut(id)?;
+        if entry.last_seen.elapsed() >= self.ttl {
+            map.remove(id);
+            return None;
+        }
+        entry.last_seen = Instant::now();
+        Some(entry.info.clone())
+    }
+
+    /// Ends a session.
+    pub(crate) fn close(&self, id: &str) {
+        if let Ok(mut map) = self.map.lock() {
+            map.remove(id);
+        }
+    }
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_exactly_and_never_print() {
+        let token = LoginToken::new("  0123456789abcdef0123  ").expect("token");
+        assert!(token.matches("0123456789abcdef0123"));
+        assert!(!token.matches("0123456789abcdef012"));
+        assert!(!token.matches("0123456789abcdef0124"));
+        assert!(!format!("{token:?}").contains("0123"));
+        assert!(matches!(
+            LoginToken::new("short"),
+            Err(TokenError::TooShort)
+        ));
+        let generated = LoginToken::generate().expect("random");
+        assert_eq!(generated.expose().len(), 64);
+        assert_ne!(
+            generated.expose(),
+            LoginToken::generate().expect("random").expose()
+        );
+    }
+
+    #[test]
+    fn sessions_expire_when_idle_and_close() {
+        let sessions = Sessions::new(Duration::from_millis(50));
+        let id = sessions.open("alice").expect("open");
+        let info = sessions.get(&id).expect("live");
+        assert_eq!(info.user, "alice");
+        assert_eq!(info.csrf.len(), 64);
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(sessions.get(&id).is_none());
+        let id = sessions.open("bob").expect("open");
+        sessions.close(&id);
+        assert!(sessions.get(&id).is_none());
+    }
+
+    #[test]
+    fn cookies_are_found_by_exact_name() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            "a=1; sallyport_console_x=2".parse().expect("hv"),
+        );
+        headers.append(header::COOKIE, "sallyport_console=abc".parse().expect("hv"));
+        assert_eq!(cookie(&headers, "sallyport_console"), Some("abc"));
+        assert_eq!(cookie(&headers, "a"), Some("1"));
+        assert_eq!(cookie(&headers, "b"), None);
+    }
+}

@@ -1,0 +1,514 @@
+//! The console's handlers.
+
+use std::sync::Arc;
+
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use maud::Markup;
+use sallyport_core::action::EffectClass;
+use sallyport_core::approval::{
+    self, ApprovalFilter, ApprovalId, ApprovalState, Decided, Decider, Verdict,
+};
+use serde::Deserialize;
+
+use crate::auth::{SessionInfo, cookie, random_hex, same};
+use crate::console::{Backend, COOKIE_NAME, Shared};
+use crate::pages::{self, Frame};
+use crate::render::Text;
+
+type St = State<Arc<Shared>>;
+
+/// The cookie that carries the login form's CSRF token (before there is a session).
+const LOGIN_COOKIE: &str = "sallyport_console_login";
+
+/// The channel every console decision is recorded through.
+const CHANNEL: &str = "console";
+
+fn render(
+    shared: &Shared,
+    session: Option<&SessionInfo>,
+    current: &str,
+    title: &str,
+    body: &Markup,
+) -> Html<String> {
+    let frame = Frame {
+        session,
+        carries_out: shared.backend.carries_out(),
+        current,
+    };
+    Html(pages::page(&frame, title, body).into_string())
+}
+
+fn text(shared: &Shared) -> Text {
+    Text::new(shared.scrubber())
+}
+
+/// The session the request's cookie names.
+fn session(shared: &Shared, headers: &HeaderMap) -> Option<(String, SessionInfo)> {
+    let id = cookie(headers, COOKIE_NAME)?;
+    let info = shared.sessions.get(id)?;
+    Some((id.to_owned(), info))
+}
+
+/// A page for a person who is not logged in: to the login page.
+fn to_login() -> Response {
+    Redirect::to("/login").into_response()
+}
+
+fn status_page(
+    shared: &Shared,
+    session: Option<&SessionInfo>,
+    status: StatusCode,
+    heading: &str,
+    text: &str,
+) -> Response {
+    (
+        status,
+        render(shared, session, "", heading, &pages::message(heading, text)),
+    )
+        .into_response()
+}
+
+fn journal_unavailable(shared: &Shared, session: Option<&SessionInfo>) -> Response {
+    status_page(
+        shared,
+        session,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The journal cannot be read",
+        "The approval store cannot be used right now; nothing was changed. Try again.",
+    )
+}
+
+fn cookie_attrs(shared: &Shared) -> &'static str {
+    if shared.tls {
+        "Path=/; HttpOnly; SameSite=Strict; Secure"
+    } else {
+        "Path=/; HttpOnly; SameSite=Strict"
+    }
+}
+
+pub(crate) async fn index() -> Redirect {
+    Redirect::to("/approvals")
+}
+
+pub(crate) async fn style() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("style.css"),
+    )
+        .into_response()
+}
+
+#[derive(Deserialize)]
+pub(crate) struct LoginQuery {
+    #[serde(default)]
+    failed: Option<String>,
+}
+
+pub(crate) async fn login_page(State(shared): St, Query(q): Query<LoginQuery>) -> Response {
+    let Some(nonce) = random_hex(32) else {
+        return status_page(
+            &shared,
+            None,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Try again",
+            "The random source failed.",
+        );
+    };
+    let body = pages::login(&nonce, q.failed.is_some());
+    let cookie = format!(
+        "{LOGIN_COOKIE}={nonce}; Max-Age=600; {}",
+        cookie_attrs(&shared)
+    );
+    let mut response = render(&shared, None, "", "Log in", &body).into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}
+
+#[derive(Deserialize)]
+pub(crate) struct LoginForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    token: String,
+}
+
+pub(crate) async fn login(
+    State(shared): St,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let nonce_ok = cookie(&headers, LOGIN_COOKIE)
+        .is_some_and(|c| !form.csrf.is_empty() && same(c, &form.csrf));
+    if !nonce_ok {
+        return status_page(
+            &shared,
+            None,
+            StatusCode::FORBIDDEN,
+            "The login form expired",
+            "Open the login page again and log in from there.",
+        );
+    }
+    let user = shared
+        .users
+        .iter()
+        .find(|(_, token)| token.matches(&form.token))
+        .map(|(name, _)| name.clone());
+    let Some(user) = user else {
+        tracing::info!("console login refused: wrong token");
+        return Redirect::to("/login?failed=1").into_response();
+    };
+    let Some(id) = shared.sessions.open(&user) else {
+        return status_page(
+            &shared,
+            None,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Try again",
+            "The session could not be opened.",
+        );
+    };
+    tracing::info!(user = %user, "console login");
+    let mut response = Redirect::to("/approvals").into_response();
+    let set = [
+        format!("{COOKIE_NAME}={id}; {}", cookie_attrs(&shared)),
+        format!("{LOGIN_COOKIE}=; Max-Age=0; {}", cookie_attrs(&shared)),
+    ];
+    for c in set {
+        if let Ok(v) = HeaderValue::from_str(&c) {
+            response.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    response
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+pub(crate) async fn logout(
+    State(shared): St,
+    headers: HeaderMap,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    let Some((id, info)) = session(&shared, &headers) else {
+        return (StatusCode::UNAUTHORIZED, "log in first").into_response();
+    };
+    if !same(&info.csrf, &form.csrf) {
+        return status_page(
+            &shared,
+            Some(&info),
+            StatusCode::FORBIDDEN,
+            "The form expired",
+            "Nothing was changed.",
+        );
+    }
+    shared.sessions.close(&id);
+    let mut response = Redirect::to("/login").into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{COOKIE_NAME}=; Max-Age=0; {}",
+        cookie_attrs(&shared)
+    )) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}
+
+pub(crate) async fn approvals(State(shared): St, headers: HeaderMap) -> Response {
+    let Some((_, info)) = session(&shared, &headers) else {
+        return to_login();
+    };
+    let journal = shared.backend.journal();
+    let pending = journal
+        .approvals(&ApprovalFilter::states([ApprovalState::Awaiting]).limit(PENDING_SHOWN))
+        .await;
+    let decided = journal
+        .approvals(
+            &ApprovalFilter::states(
+                ApprovalState::ALL
+                    .into_iter()
+                    .filter(|s| *s != ApprovalState::Awaiting),
+            )
+            .limit(20),
+        )
+        .await;
+    let (Ok(pending), Ok(decided)) = (pending, decided) else {
+        return journal_unavailable(&shared, Some(&info));
+    };
+    let body = pages::approvals(
+        &text(&shared),
+        &info.csrf,
+        &pending,
+        &decided,
+        approval::now_ms(),
+    );
+    render(&shared, Some(&info), "/approvals", "Approvals", &body).into_response()
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ApprovalQuery {
+    #[serde(default)]
+    done: Option<String>,
+}
+
+pub(crate) async fn approval(
+    State(shared): St,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<ApprovalQuery>,
+) -> Response {
+    let Some((_, info)) = session(&shared, &headers) else {
+        return to_login();
+    };
+    let found = match shared
+        .backend
+        .journal()
+        .approval(&ApprovalId::from_stored(id))
+        .await
+    {
+        Ok(found) => found,
+        Err(_) => return journal_unavailable(&shared, Some(&info)),
+    };
+    let Some(a) = found else {
+        return status_page(
+            &shared,
+            Some(&info),
+            StatusCode::NOT_FOUND,
+            "No such approval",
+            "This journal has no approval with that id.",
+        );
+    };
+    let flash = match q.done.as_deref() {
+        Some("recorded") => Some("Your decision is recorded."),
+        Some("already") => {
+            Some("Someone decided first: your decision was not recorded. Here is where it stands.")
+        }
+        Some("expired") => Some("It had expired: the expiry is recorded and nothing was sent."),
+        _ => None,
+    };
+    let body = pages::approval(&text(&shared), &info.csrf, &a, approval::now_ms(), flash);
+    render(&shared, Some(&info), "/approvals", "Approval", &body).into_response()
+}
+
+#[derive(Deserialize)]
+pub(crate) struct DecideForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    verdict: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+pub(crate) async fn decide(
+    State(shared): St,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<DecideForm>,
+) -> Response {
+    let Some((_, info)) = session(&shared, &headers) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            "log in first: nothing was decided",
+        )
+            .into_response();
+    };
+    if form.csrf.is_empty() || !same(&info.csrf, &form.csrf) {
+        return status_page(
+            &shared,
+            Some(&info),
+            StatusCode::FORBIDDEN,
+            "The form expired",
+            "This form did not carry this session's token, so nothing was decided. Open the approval again.",
+        );
+    }
+    let verdict = match form.verdict.as_str() {
+        "approve" => Verdict::Approve,
+        "deny" => Verdict::Deny,
+        _ => {
+            return status_page(
+                &shared,
+                Some(&info),
+                StatusCode::BAD_REQUEST,
+                "Approve or deny",
+                "The form named neither; nothing was decided.",
+            );
+        }
+    };
+    let id = ApprovalId::from_stored(id);
+    let current = match shared.backend.journal().approval(&id).await {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            return status_page(
+                &shared,
+                Some(&info),
+                StatusCode::NOT_FOUND,
+                "No such approval",
+                "This journal has no approval with that id.",
+            );
+        }
+        Err(_) => return journal_unavailable(&shared, Some(&info)),
+    };
+    let reason = form.reason.trim();
+    if verdict == Verdict::Approve
+        && current.effect == EffectClass::IrreversibleOrBroad
+        && current.state == ApprovalState::Awaiting
+        && form.confirm != "yes"
+    {
+        let body = pages::confirm(
+            &text(&shared),
+            &info.csrf,
+            &current,
+            reason,
+            approval::now_ms(),
+        );
+        return render(&shared, Some(&info), "/approvals", "Confirm", &body).into_response();
+    }
+    let decider = Decider::new(info.user.clone(), CHANNEL);
+    let reason = (!reason.is_empty()).then_some(reason);
+    let decided = match &shared.backend {
+        Backend::Executor(e) => e.decide(&id, verdict, &decider, reason).await,
+        Backend::Journal(j) => approval::decide(j.as_ref(), &id, verdict, &decider, reason).await,
+    };
+    let done = match decided {
+        Ok(Decided::Recorded(_)) => "recorded",
+        Ok(Decided::Expired(_)) => "expired",
+        Ok(_) => "already",
+        Err(approval::ApprovalError::NotFound(_)) => {
+            return status_page(
+                &shared,
+                Some(&info),
+                StatusCode::NOT_FOUND,
+                "No such approval",
+                "This journal has no approval with that id.",
+            );
+        }
+        Err(_) => return journal_unavailable(&shared, Some(&info)),
+    };
+    tracing::info!(approval = %id.as_str(), user = %info.user, verdict = verdict.as_str(), done, "console decision");
+    Redirect::to(&format!("/approvals/{}?done={done}", id.as_str())).into_response()
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CallsQuery {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    action: String,
+}
+
+/// How many pending approvals the approvals page lists (newest first).
+const PENDING_SHOWN: usize = 200;
+
+/// How many records the calls page lists.
+const CALLS_SHOWN: usize = 200;
+
+pub(crate) async fn calls(
+    State(shared): St,
+    headers: HeaderMap,
+    Query(q): Query<CallsQuery>,
+) -> Response {
+    let Some((_, info)) = session(&shared, &headers) else {
+        return to_login();
+    };
+    let Ok(records) = shared.backend.journal().records().await else {
+        return journal_unavailable(&shared, Some(&info));
+    };
+    let mut actions: Vec<String> = records.iter().map(|r| r.event.action.clone()).collect();
+    actions.sort();
+    actions.dedup();
+    let shown: Vec<_> = records
+        .iter()
+        .rev()
+        .filter(|r| q.status.is_empty() || r.event.status.as_str() == q.status)
+        .filter(|r| q.action.is_empty() || r.event.action == q.action)
+        .take(CALLS_SHOWN)
+        .collect();
+    let body = pages::calls(&text(&shared), &shown, &actions, &q.status, &q.action);
+    render(&shared, Some(&info), "/calls", "Calls", &body).into_response()
+}
+
+pub(crate) async fn call(
+    State(shared): St,
+    headers: HeaderMap,
+    Path(receipt): Path<String>,
+) -> Response {
+    let Some((_, info)) = session(&shared, &headers) else {
+        return to_login();
+    };
+    let Ok(records) = shared.backend.journal().records().await else {
+        return journal_unavailable(&shared, Some(&info));
+    };
+    let Some(record) = records
+        .iter()
+        .find(|r| r.event.receipt_id.as_str() == receipt)
+    else {
+        return status_page(
+            &shared,
+            Some(&info),
+            StatusCode::NOT_FOUND,
+            "No such record",
+            "No audit record has that receipt id.",
+        );
+    };
+    let related: Vec<_> = records
+        .iter()
+        .filter(|r| r.event.attempt_id == record.event.attempt_id)
+        .collect();
+    let body = pages::call(&text(&shared), record, &related);
+    render(&shared, Some(&info), "/calls", "Call", &body).into_response()
+}
+
+pub(crate) async fn chain(State(shared): St, headers: HeaderMap) -> Response {
+    let Some((_, info)) = session(&shared, &headers) else {
+        return to_login();
+    };
+    let Ok(report) = shared.backend.journal().verify().await else {
+        return journal_unavailable(&shared, Some(&info));
+    };
+    render(
+        &shared,
+        Some(&info),
+        "/chain",
+        "Audit chain",
+        &pages::chain(&report),
+    )
+    .into_response()
+}
+
+pub(crate) async fn export(State(shared): St, headers: HeaderMap) -> Response {
+    let Some((_, info)) = session(&shared, &headers) else {
+        return to_login();
+    };
+    // The same lines as `sallyport_core::journal::export_json_lines` (one record per line).
+    let Ok(records) = shared.backend.journal().records().await else {
+        return journal_unavailable(&shared, Some(&info));
+    };
+    let mut out = String::new();
+    for record in &records {
+        let Ok(line) = serde_json::to_string(record) else {
+            return journal_unavailable(&shared, Some(&info));
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let body = text(&shared).scrub(&out);
+    (
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson; charset=utf-8"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"sallyport-audit.jsonl\"",
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
