@@ -25,8 +25,8 @@
 //! ```
 //!
 //! Every step is audited in the journal's chain: the parked call's record
-//! ([`Phase::Deferred`](crate::journal::Phase::Deferred)), each decision and the expiry
-//! ([`Phase::Decided`](crate::journal::Phase::Decided)), each with who decided and through
+//! ([`Phase::Deferred`]), each decision and the expiry
+//! ([`Phase::Decided`]), each with who decided and through
 //! which channel ([`ApprovalNote`]), and the execution's own record with its receipt.
 //!
 //! ```no_run

@@ -4,7 +4,7 @@
 //! With deferred consent the call is parked instead ([`crate::approval`]): the approval is
 //! stored with the call's own record and the call ends `pending` / `awaiting_approval`; a
 //! configured provider is still asked, as one front end. An approved call comes back here
-//! through [`approved`], which checks that the request prepared again is the one approved.
+//! through `approved`, which checks that the request prepared again is the one approved.
 
 use std::fmt;
 
