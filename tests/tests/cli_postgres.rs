@@ -57,7 +57,7 @@ fn url_of(db: &TestDb) -> String {
             .filter_map(|pair| pair.split_once('='))
             .filter(|(k, _)| *k == key)
             .map(|(_, v)| v.to_owned())
-            .last()
+            .next_back()
     };
     let host = value("host").unwrap_or_else(|| "/var/run/postgresql".to_owned());
     let user = value("user").unwrap_or_else(|| "root".to_owned());
