@@ -38,11 +38,11 @@ pub(crate) fn run(
     if matches!(cmd, ApprovalsCommand::Resume { .. }) && executor.is_none() {
         return Err(Failure::new(Exit::Usage, RESUME_NEEDS_EXECUTOR));
     }
+    let rt = crate::audit::runtime()?;
     let journal: Arc<dyn Journal> = match executor {
         Some(executor) => executor.journal().clone(),
-        None => Arc::new(crate::audit::open_journal(cli)?),
+        None => crate::audit::open_journal(cli, &rt)?,
     };
-    let rt = crate::audit::runtime()?;
     let journal = journal.as_ref();
     match cmd {
         ApprovalsCommand::List(args) => {

@@ -51,15 +51,87 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub passphrase_file: Option<PathBuf>,
 
-    /// The journal (SQLite file) for `audit` and `approvals` commands [default:
+    /// The journal for `audit` and `approvals` commands: a SQLite file, or a PostgreSQL
+    /// database as a `postgres://` / `postgresql://` URL [default:
     /// DATA_DIR/sallyport/journal.db]. An application that embeds these commands with its
     /// executor uses the executor's journal for `approvals` instead.
-    #[arg(long, global = true, env = "SALLYPORT_JOURNAL", value_name = "PATH")]
-    pub journal: Option<PathBuf>,
+    #[arg(
+        long,
+        global = true,
+        env = "SALLYPORT_JOURNAL",
+        hide_env_values = true,
+        value_name = "PATH|URL"
+    )]
+    pub journal: Option<JournalLocation>,
 
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Where `--journal` points: a SQLite file or a PostgreSQL database.
+///
+/// Its `Debug` never shows a URL's password (nor its query, which may carry one).
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JournalLocation {
+    /// A SQLite journal file.
+    File(PathBuf),
+    /// A PostgreSQL connection URL (`postgres://…` or `postgresql://…`).
+    Postgres(String),
+}
+
+impl JournalLocation {
+    /// The URL schemes that name a PostgreSQL journal.
+    pub const POSTGRES_SCHEMES: [&'static str; 2] = ["postgres://", "postgresql://"];
+}
+
+impl From<std::ffi::OsString> for JournalLocation {
+    fn from(value: std::ffi::OsString) -> Self {
+        match value.to_str() {
+            Some(url)
+                if Self::POSTGRES_SCHEMES.iter().any(|scheme| {
+                    url.get(..scheme.len())
+                        .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
+                }) =>
+            {
+                Self::Postgres(url.to_owned())
+            }
+            _ => Self::File(PathBuf::from(value)),
+        }
+    }
+}
+
+impl From<PathBuf> for JournalLocation {
+    fn from(path: PathBuf) -> Self {
+        Self::from(path.into_os_string())
+    }
+}
+
+impl std::fmt::Debug for JournalLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => f.debug_tuple("File").field(path).finish(),
+            Self::Postgres(url) => f.debug_tuple("Postgres").field(&redacted_url(url)).finish(),
+        }
+    }
+}
+
+/// `url` without its user information and query: `postgres://***@host:port/db?***`.
+pub(crate) fn redacted_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("postgres", url));
+    let (rest, query) = match rest.split_once('?') {
+        Some((rest, _)) => (rest, "?***"),
+        None => (rest, ""),
+    };
+    let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+    // The last `@` ends the user information (a password may itself hold an `@`).
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let user = if authority.contains('@') { "***@" } else { "" };
+    let slash = if rest.contains('/') { "/" } else { "" };
+    format!("{scheme}://{user}{host}{slash}{path}{query}")
 }
 
 /// An OS keychain.

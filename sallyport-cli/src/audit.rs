@@ -2,20 +2,22 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sallyport_core::journal::{
     ChainHead, HeadSigningKey, HeadVerifyingKey, Journal, KeyError, SqliteJournal,
     export_json_lines,
 };
 use sallyport_core::vault::default_data_dir;
+use sallyport_postgres::PostgresJournal;
 
-use crate::args::{AuditCommand, Cli};
+use crate::args::{AuditCommand, Cli, JournalLocation};
 use crate::exit::{Exit, Failure};
 
-fn journal_path(cli: &Cli) -> Result<PathBuf, Failure> {
+fn journal_location(cli: &Cli) -> Result<JournalLocation, Failure> {
     cli.journal
         .clone()
-        .or_else(|| default_data_dir().map(|d| d.join("journal.db")))
+        .or_else(|| default_data_dir().map(|d| JournalLocation::File(d.join("journal.db"))))
         .ok_or_else(|| {
             Failure::new(
                 Exit::Usage,
@@ -24,16 +26,31 @@ fn journal_path(cli: &Cli) -> Result<PathBuf, Failure> {
         })
 }
 
-pub(crate) fn open_journal(cli: &Cli) -> Result<SqliteJournal, Failure> {
-    let path = journal_path(cli)?;
-    // Opening creates a missing file; an audit command must not.
-    if !path.is_file() {
-        return Err(Failure::new(
-            Exit::NotFound,
-            format!("no journal at {}", path.display()),
-        ));
+/// Opens the journal `--journal` names: a SQLite file (which must exist) or a PostgreSQL
+/// database (its schema created or upgraded by connecting, as an executor would). A
+/// PostgreSQL journal runs its writer on `rt`, so use it through `rt` only, and drop it
+/// before `rt`.
+pub(crate) fn open_journal(
+    cli: &Cli,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Arc<dyn Journal>, Failure> {
+    match journal_location(cli)? {
+        JournalLocation::File(path) => {
+            // Opening creates a missing file; an audit command must not.
+            if !path.is_file() {
+                return Err(Failure::new(
+                    Exit::NotFound,
+                    format!("no journal at {}", path.display()),
+                ));
+            }
+            Ok(Arc::new(SqliteJournal::open(&path)?))
+        }
+        // Its errors carry the URL with the password taken out (sallyport-postgres redacts
+        // every message it keeps).
+        JournalLocation::Postgres(url) => Ok(Arc::new(
+            rt.block_on(PostgresJournal::builder(&url).pool_size(2).connect())?,
+        )),
     }
-    Ok(SqliteJournal::open(&path)?)
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -104,8 +121,9 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
     if let AuditCommand::Keygen { out, public_out } = cmd {
         return keygen(out, public_out.as_deref());
     }
-    let journal = open_journal(cli)?;
     let rt = runtime()?;
+    let journal = open_journal(cli, &rt)?;
+    let journal = journal.as_ref();
     match cmd {
         // Needs no journal: handled before one is opened.
         AuditCommand::Keygen { .. } => Ok(()),
@@ -193,7 +211,7 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
                     let mut file = std::fs::File::create(path)
                         .map_err(|e| io_failure(&format!("create {}", path.display()), &e))?;
                     let n = rt
-                        .block_on(export_json_lines(&journal, &mut file))
+                        .block_on(export_json_lines(journal, &mut file))
                         .map_err(|e| Failure::new(Exit::Failure, format!("export failed: {e}")))?;
                     file.sync_all()
                         .map_err(|e| io_failure(&format!("write {}", path.display()), &e))?;
@@ -203,7 +221,7 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
                     let stdout = std::io::stdout();
                     let mut out = stdout.lock();
                     let n = rt
-                        .block_on(export_json_lines(&journal, &mut out))
+                        .block_on(export_json_lines(journal, &mut out))
                         .map_err(|e| Failure::new(Exit::Failure, format!("export failed: {e}")))?;
                     out.flush()
                         .map_err(|e| io_failure("write standard output", &e))?;

@@ -8,11 +8,9 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use sallyport_console::{Console, LoginToken};
 use sallyport_core::Executor;
-use sallyport_core::journal::Journal;
 
 use crate::args::Cli;
 use crate::exit::{Exit, Failure};
@@ -58,19 +56,17 @@ pub(crate) fn run(
         .clone()
         .or_else(|| std::env::var("USER").ok())
         .unwrap_or_else(|| "console".to_owned());
+    // The runtime first: a PostgreSQL journal's tasks run on it.
+    let rt = crate::audit::runtime()?;
     let builder = match executor {
         Some(executor) => Console::builder(executor.clone()),
-        None => {
-            let journal: Arc<dyn Journal> = Arc::new(crate::audit::open_journal(cli)?);
-            Console::journal_only(journal)
-        }
+        None => Console::journal_only(crate::audit::open_journal(cli, &rt)?),
     };
     let console = builder
         .user(user.clone(), token.clone())
         .behind_tls(args.behind_tls)
         .build()
         .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
-    let rt = crate::audit::runtime()?;
     println!("sallyport console: http://{}/ (user {user})", args.listen);
     if generated {
         println!("login token (shown once): {}", token.expose());

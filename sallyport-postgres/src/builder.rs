@@ -87,8 +87,8 @@ impl PostgresJournalBuilder {
         self
     }
 
-    /// How many connections the journal's pool keeps at most (default 4: one for the
-    /// writer, the rest for reads and the heartbeat).
+    /// How many connections the journal's pool keeps at most (default 4: one for each of
+    /// the two writers, the rest for reads and the heartbeat).
     pub fn pool_size(mut self, connections: usize) -> Self {
         self.pool_size = connections.max(2);
         self
@@ -203,12 +203,15 @@ impl PostgresJournalBuilder {
             redactor,
             target,
         ));
-        let (queue, queued) = mpsc::unbounded_channel();
-        tokio::spawn(writer::run(Arc::clone(&shared), queued));
+        let (intents, queued_intents) = mpsc::unbounded_channel();
+        let (records, queued_records) = mpsc::unbounded_channel();
+        tokio::spawn(writer::run(Arc::clone(&shared), queued_intents));
+        tokio::spawn(writer::run(Arc::clone(&shared), queued_records));
         let heartbeat = tokio::spawn(lease::heartbeat(Arc::downgrade(&shared), renew_every));
         Ok(PostgresJournal {
             shared,
-            queue,
+            intents,
+            records,
             heartbeat,
         })
     }

@@ -12,9 +12,11 @@
 //! * **One chain.** Every process's appends pass through one chain-head row locked
 //!   `FOR UPDATE`, so records get consecutive positions and link up whoever wrote them. The
 //!   hashing and the verification are core's ([`sallyport_core::journal::chain`]).
-//! * **Group commit.** Each journal has one writer task: writes made while a batch commits
-//!   wait and go out together as the next transaction, their statements pipelined, so many
-//!   concurrent calls share one round trip and one commit.
+//! * **Group commit.** Each journal has two writer tasks, one for intents and one for
+//!   everything else (dispatch notes, records, approval changes): writes made while a batch
+//!   commits wait and go out together as that writer's next transaction, their statements
+//!   pipelined, so many concurrent calls share one round trip and one commit. An intent's
+//!   synchronous commit so never waits behind records, nor records behind it.
 //! * **Leases and fencing.** Each in-flight attempt is leased to its journal's owner name,
 //!   renewed by a heartbeat. When a process dies its leases expire, and
 //!   [`PostgresJournal::claim_expired`] (a reconciler's first step) takes them over,
@@ -97,11 +99,14 @@ use crate::shared::Shared;
 pub use crate::writer::MAX_BATCH;
 use crate::writer::Op;
 
-/// The journal on PostgreSQL. Cheap to share behind an `Arc`; dropping it lets the writer
+/// The journal on PostgreSQL. Cheap to share behind an `Arc`; dropping it lets the writers
 /// finish what is queued and stops the heartbeat.
 pub struct PostgresJournal {
     shared: Arc<Shared>,
-    queue: mpsc::UnboundedSender<Op>,
+    /// Intents, to the writer that commits nothing else (see `writer.rs`).
+    intents: mpsc::UnboundedSender<Op>,
+    /// Every other write, to the writer that appends to the chain.
+    records: mpsc::UnboundedSender<Op>,
     heartbeat: JoinHandle<()>,
 }
 
@@ -167,7 +172,17 @@ impl PostgresJournal {
     }
 
     fn send(&self, op: Op) -> Result<(), JournalError> {
-        self.queue.send(op).map_err(|_| JournalError::Stopped)
+        match op {
+            Op::Intent(ref intent, _) => {
+                let attempt = intent.attempt_id.as_str().to_owned();
+                self.shared.intent_queued(&attempt);
+                self.intents.send(op).map_err(|_| {
+                    self.shared.intents_answered([attempt.as_str()]);
+                    JournalError::Stopped
+                })
+            }
+            _ => self.records.send(op).map_err(|_| JournalError::Stopped),
+        }
     }
 
     async fn ask<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Op) -> Result<T, JournalError> {

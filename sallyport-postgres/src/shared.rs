@@ -1,11 +1,12 @@
 //! What the journal handle, its writer task and its heartbeat share.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use sallyport_core::journal::HeadSigningKey;
+use tokio::sync::Notify;
 
 use crate::error::Redactor;
 use crate::writer::Op;
@@ -25,6 +26,10 @@ pub(crate) struct Shared {
     /// or claimed and has not closed: its appends are fenced by it, and its heartbeat
     /// renews exactly these leases.
     epochs: Mutex<HashMap<String, i64>>,
+    /// Attempts whose intent is queued for the intent writer and not yet answered.
+    pending_intents: Mutex<HashSet<String>>,
+    /// Woken whenever the intent writer answers intents.
+    intents_answered: Notify,
 }
 
 impl Shared {
@@ -44,6 +49,8 @@ impl Shared {
             redactor,
             target,
             epochs: Mutex::new(HashMap::new()),
+            pending_intents: Mutex::new(HashSet::new()),
+            intents_answered: Notify::new(),
         }
     }
 
@@ -51,6 +58,56 @@ impl Shared {
     /// insert or remove), so a poisoned lock is taken over.
     fn epochs(&self) -> MutexGuard<'_, HashMap<String, i64>> {
         self.epochs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The pending-intent set; each change is one insert or remove, so a poisoned lock is
+    /// taken over.
+    fn pending(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.pending_intents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An intent for `attempt` is being queued for the intent writer.
+    pub(crate) fn intent_queued(&self, attempt: &str) {
+        self.pending().insert(attempt.to_owned());
+    }
+
+    /// The intents for `attempts` are answered (written, refused or failed).
+    pub(crate) fn intents_answered<'a>(&self, attempts: impl IntoIterator<Item = &'a str>) {
+        let mut pending = self.pending();
+        for attempt in attempts {
+            pending.remove(attempt);
+        }
+        drop(pending);
+        self.intents_answered.notify_waiters();
+    }
+
+    /// Waits until no write in `ops` names an attempt whose intent is still queued: a write
+    /// made after its intent was queued (a cancelled call's record, made while its
+    /// `write_intent` was in flight) is applied after the intent, as it was made.
+    pub(crate) async fn after_their_intents(&self, ops: &[Op]) {
+        loop {
+            let answered = self.intents_answered.notified();
+            tokio::pin!(answered);
+            answered.as_mut().enable();
+            let waiting = {
+                let pending = self.pending();
+                !pending.is_empty()
+                    && ops.iter().any(|op| {
+                        let attempt = match op {
+                            Op::Dispatch(attempt, _) => attempt,
+                            Op::Append(event, _) => &event.attempt_id,
+                            _ => return false,
+                        };
+                        pending.contains(attempt.as_str())
+                    })
+            };
+            if !waiting {
+                return;
+            }
+            answered.await;
+        }
     }
 
     /// The lease in milliseconds, as the SQL takes it.

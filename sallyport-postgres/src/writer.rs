@@ -1,6 +1,20 @@
-//! The writer: one task per journal that takes every queued write and applies them as one
-//! transaction (group commit). While a batch commits, new writes queue; the next batch
-//! takes them all, so 16 concurrent calls share a commit instead of paying one each.
+//! The writers: two tasks per journal, each taking every write queued for it and applying
+//! them as one transaction (group commit). While a batch commits, new writes queue; the next
+//! batch takes them all, so 16 concurrent calls share a commit instead of paying one each.
+//!
+//! One writer takes the intents, the other everything else (dispatch notes, records,
+//! observe calls, approval changes), so the two commit side by side on two connections:
+//! a batch of intents waits for its synchronous commit (its fsync) without holding back the
+//! records of calls already sent, and records never wait behind an fsync they do not need.
+//! Nothing is weakened: a batch holding a durable intent still commits synchronously before
+//! any of its calls is answered, and a record batch commits synchronously when it holds an
+//! approval change or a durable observe call; otherwise it never did (a server crash may
+//! lose its last milliseconds of records, never an intent). The two never wait on each
+//! other's locks: an intent only inserts a new attempt row; the chain head, the approval
+//! rows and every update of an existing attempt row belong to the record writer. A write
+//! for an attempt reaches the record writer after its intent was answered (the intent
+//! writer keeps the epoch before it answers, so the write is fenced by it); a cancelled
+//! call's record, made while its intent was still queued, waits there until it is.
 //!
 //! A batch runs in five steps, the first three pipelined (their statements sent without
 //! waiting for one another's answers): attempt rows (intents and observe calls), dispatch
@@ -94,6 +108,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
                 Err(_) => break,
             }
         }
+        shared.after_their_intents(&ops).await;
         let outcome = write_batch(&shared, &ops).await;
         answer(&shared, ops, outcome);
     }
@@ -360,9 +375,17 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
 /// Sends each write its outcome once the batch is committed (or failed), and keeps the
 /// epochs of attempts this journal now holds.
 fn answer(shared: &Shared, ops: Vec<Op>, outcome: Result<Vec<Done>, PostgresError>) {
+    let intents: Vec<String> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Intent(intent, _) => Some(intent.attempt_id.as_str().to_owned()),
+            _ => None,
+        })
+        .collect();
     let done = match outcome {
         Ok(done) => done,
         Err(e) => {
+            shared.intents_answered(intents.iter().map(String::as_str));
             for op in ops {
                 fail(op, &e);
             }
@@ -370,11 +393,14 @@ fn answer(shared: &Shared, ops: Vec<Op>, outcome: Result<Vec<Done>, PostgresErro
         }
     };
     let mut held: HashMap<String, Option<i64>> = HashMap::new();
+    // Answered once the epochs are kept: the call's next write goes to the other writer,
+    // which must find the epoch to fence it by.
+    let mut written = Vec::new();
     for (op, done) in ops.into_iter().zip(done) {
         match (op, done) {
             (Op::Intent(intent, reply), Done::Written) => {
                 held.insert(intent.attempt_id.as_str().to_owned(), Some(1));
-                let _ = reply.send(Ok(()));
+                written.push(reply);
             }
             (Op::Intent(_, reply), _) => {
                 let _ = reply.send(Err(JournalError::DuplicateKey));
@@ -411,6 +437,10 @@ fn answer(shared: &Shared, ops: Vec<Op>, outcome: Result<Vec<Done>, PostgresErro
         }
     }
     shared.update_epochs(held);
+    shared.intents_answered(intents.iter().map(String::as_str));
+    for reply in written {
+        let _ = reply.send(Ok(()));
+    }
 }
 
 /// Answers a write whose batch failed.

@@ -494,3 +494,43 @@ async fn a_database_at_schema_version_1_is_upgraded_and_its_chain_still_verifies
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(journal.records().await.expect("records"), vec![record]);
 }
+
+/// A call cancelled while its intent is queued records its cancellation (a detached
+/// append, which another writer applies than the intent) after the intent, never before:
+/// the row is closed by the record and the chain and rows verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_made_while_its_intent_is_still_queued_is_applied_after_the_intent() {
+    let db = TestDb::create().await;
+    let journal = db.journal("a").await;
+    for _ in 0..10 {
+        let intent = intent();
+        // Polled once: queued, then dropped unanswered, as a cancelled call's is.
+        let queued =
+            tokio::time::timeout(std::time::Duration::ZERO, journal.write_intent(&intent)).await;
+        assert!(queued.is_err(), "answered before any commit could have run");
+        let mut cancelled = event(&intent);
+        cancelled.phase = Phase::CancelledBeforeSend;
+        cancelled.status = Status::Rejected;
+        cancelled.dispatches = 0;
+        journal.append_detached(cancelled);
+        let closed = async {
+            loop {
+                if let Some((phase, Some(status), _)) = row(&db, intent.attempt_id.as_str()).await {
+                    return (phase, status);
+                }
+                common::sleep_ms(5).await;
+            }
+        };
+        let (phase, status) = tokio::time::timeout(std::time::Duration::from_secs(10), closed)
+            .await
+            .expect("the cancellation closes the row");
+        assert_eq!(
+            (phase.as_str(), status.as_str()),
+            ("cancelled_before_send", "rejected")
+        );
+    }
+    let report = journal.verify().await.expect("verify");
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.head.count, 10);
+    assert!(journal.unresolved().await.expect("unresolved").is_empty());
+}

@@ -1,0 +1,361 @@
+//! A load driver for the two journals, side by side in one run (issue 15's benchmark).
+//!
+//! ```text
+//! cargo run --release -p sallyport-tests --bin journal-load -- [SECONDS] [WARM_UP_SECONDS]
+//! ```
+//!
+//! For SQLite (a fresh file) and PostgreSQL (a fresh database on the server
+//! `SALLYPORT_PG_URL` names, else the machine's through `/var/run/postgresql`), it measures:
+//!
+//! * **calls**: state-changing (`external_commitment`, so durable-intent) calls through a real
+//!   [`Executor`] with a no-op channel (it completes at once) and approving consent, by 1, 4
+//!   and 16 concurrent writers: tasks of one executor in this process, and then processes
+//!   (this binary re-run as `journal-load child …`, each with its own executor and journal
+//!   on the same file or database, one writer each);
+//! * **append**: the raw audit append rate of 4 tasks calling `Journal::append` on one
+//!   journal.
+//!
+//! Each case runs a closed loop (every writer starts its next call when the last returns)
+//! for `SECONDS` (default 4) after `WARM_UP_SECONDS` (default 1), and prints calls/s and the
+//! per-call latency's p50 and p99 as one table row.
+//!
+//! A load driver, not criterion: the figures wanted are a throughput at a fixed number of
+//! concurrent writers and the latency of one call under that load, which a closed loop
+//! measures directly (criterion times whole iterations), and the process cases need
+//! children started together.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sallyport_core::consent::{ConsentDecision, FnConsent};
+use sallyport_core::journal::{AuditEvent, Intent, Journal, SqliteJournal};
+use sallyport_core::{Action, Catalog, Executor, Session, Status};
+use sallyport_postgres::PostgresJournal;
+use sallyport_tests::postgres::TestDb;
+use sallyport_tests::scripted::ScriptedChannel;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+/// Pay one invoice.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(name = "pay_invoice", effect = external_commitment)]
+#[channel(name = "test")]
+#[serde(deny_unknown_fields)]
+struct PayInvoice {
+    #[scope(project)]
+    project_id: String,
+    invoice_id: String,
+}
+
+/// Which journal a case runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        [Self::Sqlite, Self::Postgres]
+            .into_iter()
+            .find(|b| b.name() == name)
+    }
+}
+
+/// Where a case's journal lives: a file path or a connection string.
+async fn open(backend: Backend, location: &str) -> Arc<dyn Journal> {
+    match backend {
+        Backend::Sqlite => {
+            Arc::new(SqliteJournal::open(location).expect("open the SQLite journal"))
+        }
+        Backend::Postgres => Arc::new(
+            PostgresJournal::connect(location)
+                .await
+                .expect("connect the PostgreSQL journal"),
+        ),
+    }
+}
+
+fn executor(journal: Arc<dyn Journal>) -> Arc<Executor> {
+    Arc::new(
+        Executor::builder(
+            Catalog::builder()
+                .action::<PayInvoice>()
+                .build()
+                .expect("catalog"),
+        )
+        .journal_arc(journal)
+        .channel(ScriptedChannel::new())
+        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+        .build()
+        .expect("executor"),
+    )
+}
+
+/// Latencies (µs) of the calls that ended inside the measured window.
+#[derive(Default)]
+struct Samples {
+    latencies_us: Vec<u64>,
+}
+
+/// Runs `writers` closed loops of `one` for warm-up + measure; the measured calls' latencies.
+async fn closed_loop<F, Fut>(
+    writers: usize,
+    warm_up: Duration,
+    measure: Duration,
+    one: F,
+) -> Samples
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let one = Arc::new(one);
+    let counter = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let window = (start + warm_up, start + warm_up + measure);
+    let tasks: Vec<_> = (0..writers)
+        .map(|_| {
+            let (one, counter) = (Arc::clone(&one), Arc::clone(&counter));
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                loop {
+                    let n = counter.fetch_add(1, Ordering::Relaxed);
+                    let begun = Instant::now();
+                    one(n).await;
+                    let ended = Instant::now();
+                    if begun >= window.0 && ended <= window.1 {
+                        mine.push(u64::try_from((ended - begun).as_micros()).unwrap_or(u64::MAX));
+                    }
+                    if ended >= window.1 {
+                        break;
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut samples = Samples::default();
+    for task in tasks {
+        samples
+            .latencies_us
+            .extend(task.await.expect("writer task"));
+    }
+    samples
+}
+
+/// One writer's next operation.
+type Op = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+fn pay(executor: Arc<Executor>) -> impl Fn(u64) -> Op + Send + Sync + 'static {
+    let session = Arc::new(Session::new("bench").allow("project", ["proj_1"]));
+    move |n| {
+        let (executor, session) = (Arc::clone(&executor), Arc::clone(&session));
+        Box::pin(async move {
+            let result = executor
+                .call(
+                    "pay_invoice",
+                    json!({"project_id": "proj_1", "invoice_id": format!("inv_{n}")}),
+                    &session,
+                )
+                .await;
+            assert_eq!(result.status, Status::Completed, "{result:?}");
+        })
+    }
+}
+
+fn append(journal: Arc<dyn Journal>) -> impl Fn(u64) -> Op + Send + Sync + 'static {
+    move |_| {
+        let journal = Arc::clone(&journal);
+        Box::pin(async move {
+            let event = AuditEvent::for_bench(&Intent::for_bench(true));
+            journal.append(event).await.expect("append");
+        })
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((sorted.len() as f64) * p).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn row(backend: Backend, case: &str, writers: usize, measure: Duration, mut latencies: Vec<u64>) {
+    latencies.sort_unstable();
+    let rate = latencies.len() as f64 / measure.as_secs_f64();
+    println!(
+        "| {:<8} | {:<16} | {:>2} | {:>9.0} | {:>9} | {:>9} | {:>7} |",
+        backend.name(),
+        case,
+        writers,
+        rate,
+        format!("{} µs", percentile(&latencies, 0.50)),
+        format!("{} µs", percentile(&latencies, 0.99)),
+        latencies.len()
+    );
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// `journal-load child BACKEND LOCATION START_AT_MS WARM_UP_MS MEASURE_MS`: one executor,
+/// one writer; prints the measured latencies, one per line.
+async fn child(args: &[String]) -> ExitCode {
+    let (Some(backend), Some(location), Some(Ok(start_at)), Some(Ok(warm_up)), Some(Ok(measure))) = (
+        args.first().and_then(|b| Backend::parse(b)),
+        args.get(1),
+        args.get(2).map(|t| t.parse::<u64>()),
+        args.get(3).map(|t| t.parse::<u64>()),
+        args.get(4).map(|t| t.parse::<u64>()),
+    ) else {
+        eprintln!("usage: journal-load child BACKEND LOCATION START_AT_MS WARM_UP_MS MEASURE_MS");
+        return ExitCode::from(2);
+    };
+    let executor = executor(open(backend, location).await);
+    // Connected and migrated: wait for the others.
+    tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(unix_ms()))).await;
+    let samples = closed_loop(
+        1,
+        Duration::from_millis(warm_up),
+        Duration::from_millis(measure),
+        pay(executor),
+    )
+    .await;
+    let text: Vec<String> = samples.latencies_us.iter().map(u64::to_string).collect();
+    println!("{}", text.join("\n"));
+    ExitCode::SUCCESS
+}
+
+/// `processes` children, one writer each, started together; their latencies.
+fn processes(
+    backend: Backend,
+    location: &str,
+    processes: usize,
+    warm_up: Duration,
+    measure: Duration,
+) -> Vec<u64> {
+    let start_at = unix_ms() + 2_000 + 100 * processes as u64;
+    let me = std::env::current_exe().expect("this binary's path");
+    let children: Vec<_> = (0..processes)
+        .map(|_| {
+            Command::new(&me)
+                .args(["child", backend.name(), location])
+                .arg(start_at.to_string())
+                .arg(warm_up.as_millis().to_string())
+                .arg(measure.as_millis().to_string())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn a child")
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().expect("wait for a child");
+        assert!(out.status.success(), "a child failed: {:?}", out.status);
+        latencies.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(|l| l.parse::<u64>().expect("a latency")),
+        );
+    }
+    latencies
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    if args.first().map(String::as_str) == Some("child") {
+        return runtime.block_on(child(&args[1..]));
+    }
+    let seconds = |i: usize, default: f64| {
+        Duration::from_secs_f64(args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default))
+    };
+    let (measure, warm_up) = (seconds(0, 4.0), seconds(1, 1.0));
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        println!(
+            "| journal  | case             |  n |   calls/s |       p50 |       p99 |   calls |"
+        );
+        println!(
+            "|----------|------------------|---:|----------:|----------:|----------:|--------:|"
+        );
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            for writers in [1, 4, 16] {
+                let (location, db) = location(backend, &dir, &format!("tasks{writers}")).await;
+                let journal = open(backend, &location).await;
+                let samples = closed_loop(writers, warm_up, measure, pay(executor(journal))).await;
+                row(
+                    backend,
+                    "calls, tasks",
+                    writers,
+                    measure,
+                    samples.latencies_us,
+                );
+                drop(db);
+            }
+        }
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            for writers in [1, 4, 16] {
+                let (location, db) = location(backend, &dir, &format!("procs{writers}")).await;
+                // Migrated once here, so the children only connect.
+                drop(open(backend, &location).await);
+                let latencies = tokio::task::block_in_place(|| {
+                    processes(backend, &location, writers, warm_up, measure)
+                });
+                row(backend, "calls, processes", writers, measure, latencies);
+                drop(db);
+            }
+        }
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let (location, db) = location(backend, &dir, "append").await;
+            let journal = open(backend, &location).await;
+            let samples = closed_loop(4, warm_up, measure, append(journal)).await;
+            row(backend, "append, tasks", 4, measure, samples.latencies_us);
+            drop(db);
+        }
+    });
+    ExitCode::SUCCESS
+}
+
+/// A fresh journal location for one case (and the database to drop after it).
+async fn location(
+    backend: Backend,
+    dir: &tempfile::TempDir,
+    case: &str,
+) -> (String, Option<TestDb>) {
+    match backend {
+        Backend::Sqlite => (
+            dir.path()
+                .join(format!("{case}.db"))
+                .to_string_lossy()
+                .into_owned(),
+            None,
+        ),
+        Backend::Postgres => {
+            let db = TestDb::create().await;
+            (db.url.clone(), Some(db))
+        }
+    }
+}

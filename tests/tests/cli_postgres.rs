@@ -1,0 +1,284 @@
+//! `sallyport audit …` and `sallyport approvals …` as a real process with `--journal
+//! postgres://…`, against a fresh database on the machine's real PostgreSQL server.
+
+use std::process::{Command, Output};
+
+use sallyport_core::approval::{
+    self, Approval, ApprovalId, ApprovalNote, ApprovalState, ApprovalStep, Decider, Verdict,
+};
+use sallyport_core::journal::{AttemptId, AuditEvent, Intent, Journal, Phase};
+use sallyport_core::{RefusalCode, Status};
+use sallyport_postgres::PostgresJournal;
+use sallyport_tests::postgres::TestDb;
+use serde_json::json;
+
+/// A password the server never asks for (the socket trusts `root`): it rides in every URL
+/// these tests pass, so any output that echoes the URL would show it.
+const PASSWORD: &str = "pw-Zq81-never-printed";
+
+const HOUR_MS: u64 = 3_600_000;
+
+fn run(journal: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
+        .arg("--journal")
+        .arg(journal)
+        .args(args)
+        .env_remove("SALLYPORT_VAULT")
+        .env_remove("SALLYPORT_JOURNAL")
+        .env("USER", "tester")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Fails if the password is anywhere in what the process wrote.
+fn no_password(out: &Output) {
+    for (name, stream) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        assert!(
+            !text(stream).contains(PASSWORD),
+            "the password is in {name}: {}",
+            text(stream)
+        );
+    }
+}
+
+/// The test database as a `postgres://` URL carrying [`PASSWORD`]: `SALLYPORT_PG_URL` as it
+/// is when it is already a URL, else the key-value string's socket and user as a URL.
+fn url_of(db: &TestDb) -> String {
+    if db.url.starts_with("postgres://") || db.url.starts_with("postgresql://") {
+        return db.url.clone();
+    }
+    let value = |key: &str| {
+        db.url
+            .split_whitespace()
+            .filter_map(|pair| pair.split_once('='))
+            .filter(|(k, _)| *k == key)
+            .map(|(_, v)| v.to_owned())
+            .next_back()
+    };
+    let host = value("host").unwrap_or_else(|| "/var/run/postgresql".to_owned());
+    let user = value("user").unwrap_or_else(|| "root".to_owned());
+    let port = value("port").map(|p| format!(":{p}")).unwrap_or_default();
+    let host = host.replace('/', "%2F");
+    format!("postgresql://{user}:{PASSWORD}@{host}{port}/{}", db.name)
+}
+
+/// Three finished calls and one left in flight, written through the journal's API.
+async fn journal_with_records(url: &str) -> (PostgresJournal, Vec<String>) {
+    let journal = PostgresJournal::connect(url).await.unwrap();
+    let mut hashes = Vec::new();
+    for _ in 0..3 {
+        let intent = Intent::for_bench(true);
+        journal.write_intent(&intent).await.unwrap();
+        let record = journal
+            .append(AuditEvent::for_bench(&intent))
+            .await
+            .unwrap();
+        hashes.push(record.hash);
+    }
+    let mut in_flight = Intent::for_bench(true);
+    in_flight.action = "pay_invoice".to_owned();
+    journal.write_intent(&in_flight).await.unwrap();
+    (journal, hashes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_export_and_unresolved_read_a_postgres_journal_and_never_print_the_password() {
+    let db = TestDb::create().await;
+    let url = url_of(&db);
+    let (journal, hashes) = journal_with_records(&url).await;
+
+    let verify = run(&url, &["audit", "verify"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", text(&verify.stderr));
+    assert_eq!(
+        text(&verify.stdout),
+        format!("intact: 3 records, head {}\n", hashes[2])
+    );
+    no_password(&verify);
+
+    let export = run(&url, &["audit", "export"]);
+    assert_eq!(export.status.code(), Some(0), "{}", text(&export.stderr));
+    assert_eq!(text(&export.stderr), "exported 3 records\n");
+    let lines: Vec<serde_json::Value> = text(&export.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines
+            .iter()
+            .map(|l| l["hash"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>(),
+        hashes
+    );
+    no_password(&export);
+
+    let unresolved = run(&url, &["audit", "unresolved", "--json"]);
+    assert_eq!(
+        unresolved.status.code(),
+        Some(0),
+        "{}",
+        text(&unresolved.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&unresolved.stdout).unwrap();
+    let actions: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["pay_invoice"]);
+    no_password(&unresolved);
+
+    // An edited record is found by the same command: exit 8, naming the record.
+    db.sql()
+        .await
+        .execute(
+            "UPDATE sallyport_audit SET event = replace(event, '\"bench\"', '\"edited\"') \
+             WHERE seq = 2",
+            &[],
+        )
+        .await
+        .unwrap();
+    let broken = run(&url, &["audit", "verify"]);
+    assert_eq!(broken.status.code(), Some(8), "{}", text(&broken.stderr));
+    assert!(
+        text(&broken.stderr).starts_with("sallyport: audit chain broken at record 2 "),
+        "{}",
+        text(&broken.stderr)
+    );
+    no_password(&broken);
+    drop(journal);
+}
+
+/// A parked `pay_invoice` call as the executor stores it.
+fn parked(invoice: &str) -> Approval {
+    let now = approval::now_ms();
+    serde_json::from_value(json!({
+        "approval_id": ApprovalId::generate(),
+        "attempt_id": AttemptId::generate(),
+        "action": "pay_invoice",
+        "summary": "Pay one invoice.",
+        "effect": "external_commitment",
+        "externality": "external",
+        "rule": "per_call",
+        "session": {"id": "s-cli", "requester": "alice@example.com"},
+        "objects": [{"kind": "invoice", "field": "invoice_id", "value": invoice}],
+        "note": "month end",
+        "request": format!("POST http://127.0.0.1:9/v1/invoices/{invoice}/pay"),
+        "fingerprint": "ab".repeat(32),
+        "definition_hash": "cd".repeat(32),
+        "definition_status": "matches the approved baseline",
+        "arguments": {"invoice_id": invoice},
+        "created_at_ms": now,
+        "expires_at_ms": now + 24 * HOUR_MS,
+        "state": "awaiting",
+    }))
+    .unwrap()
+}
+
+/// The parked call's audit record.
+fn requested_event(a: &Approval) -> AuditEvent {
+    let mut event = AuditEvent::for_bench(&Intent::for_bench(false));
+    event.attempt_id = a.attempt_id.clone();
+    event.session_id = a.session.id().as_str().to_owned();
+    event.action = a.action.clone();
+    event.definition_hash = Some(a.definition_hash.clone());
+    event.phase = Phase::Deferred;
+    event.status = Status::Pending;
+    event.code = Some(RefusalCode::AwaitingApproval.into());
+    event.objects = a.objects.clone();
+    event.note = a.note.clone();
+    event.request = Some(a.request.clone());
+    event.dispatches = 0;
+    let mut note = ApprovalNote::new(a.approval_id.clone(), ApprovalStep::Requested);
+    note.expires_at = Some(a.expires_at());
+    event.approval = Some(note);
+    event
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_list_and_approve_decide_a_call_parked_in_postgres_once() {
+    let db = TestDb::create().await;
+    let url = url_of(&db);
+    let journal = PostgresJournal::connect(&url).await.unwrap();
+    let call = parked("inv_77");
+    journal
+        .park_approval(&call, requested_event(&call))
+        .await
+        .unwrap();
+    let id = call.approval_id.as_str();
+
+    let list = run(&url, &["approvals", "list", "--json"]);
+    assert_eq!(list.status.code(), Some(0), "{}", text(&list.stderr));
+    let listed: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["approval_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id]);
+    no_password(&list);
+
+    let approve = run(&url, &["approvals", "approve", id, "--by", "alice"]);
+    assert_eq!(approve.status.code(), Some(0), "{}", text(&approve.stderr));
+    assert!(
+        text(&approve.stdout).starts_with(&format!("approved {id}: recorded by alice via cli;")),
+        "{}",
+        text(&approve.stdout)
+    );
+    no_password(&approve);
+
+    // Every process sees the decision: this one reads it from the server.
+    let stored = journal.approval(&call.approval_id).await.unwrap().unwrap();
+    assert_eq!(stored.state, ApprovalState::Approved);
+    let decision = stored.decision.clone().unwrap();
+    assert_eq!(decision.verdict, Verdict::Approve);
+    assert_eq!(decision.decider, Decider::new("alice", "cli"));
+    let records = journal.records().await.unwrap();
+    let steps: Vec<ApprovalStep> = records
+        .iter()
+        .filter_map(|r| r.event.approval.as_ref().map(|n| n.step))
+        .collect();
+    assert_eq!(steps, [ApprovalStep::Requested, ApprovalStep::Approved]);
+
+    let again = run(&url, &["approvals", "deny", id, "--reason", "no"]);
+    assert_eq!(again.status.code(), Some(9), "{}", text(&again.stderr));
+    assert_eq!(journal.records().await.unwrap().len(), records.len());
+    no_password(&again);
+}
+
+#[test]
+fn an_unreachable_server_exits_1_naming_the_host_without_the_password() {
+    // Port 1 on loopback: nothing listens, the connection is refused at once.
+    for scheme in ["postgres", "postgresql"] {
+        let url = format!("{scheme}://app:{PASSWORD}@127.0.0.1:1/sallyport?application_name=cli");
+        for args in [&["audit", "verify"][..], &["approvals", "list"][..]] {
+            let out = run(&url, args);
+            assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+            let stderr = text(&out.stderr);
+            assert!(stderr.starts_with("sallyport: "), "{stderr}");
+            assert!(stderr.contains("127.0.0.1"), "{stderr}");
+            assert_eq!(text(&out.stdout), "");
+            no_password(&out);
+        }
+    }
+}
+
+#[test]
+fn a_file_named_like_a_url_is_still_a_file_and_a_missing_one_is_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    // `postgres:/x` is not a URL (one slash): a relative path, looked up as a file.
+    let out = Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
+        .current_dir(dir.path())
+        .args(["--journal", "postgres:/x", "audit", "verify"])
+        .env_remove("SALLYPORT_JOURNAL")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "sallyport: no journal at postgres:/x\n");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
