@@ -384,6 +384,14 @@ fn card(a: &Approval, now_ms: u64) -> String {
     );
     line("effect", effect_words(a.effect));
     line("reach", externality_words(a.externality));
+    if !a.data_classes.is_empty() {
+        let classes: Vec<String> = a
+            .data_classes
+            .iter()
+            .map(|c| escape(c.as_str()).into_owned())
+            .collect();
+        line("data", &classes.join(", "));
+    }
     line(
         "consent",
         &format!("{} (the action's rule)", a.rule.as_str()),

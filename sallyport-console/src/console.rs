@@ -9,6 +9,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use axum::routing::{get, post};
+use sallyport_core::journal::HeadVerifyingKey;
 use sallyport_core::scrub::Scrubber;
 use sallyport_core::{Executor, Journal};
 
@@ -98,6 +99,7 @@ pub struct ConsoleBuilder {
     tls: bool,
     session_ttl: Duration,
     scrubber: Option<Arc<Scrubber>>,
+    head_key: Option<HeadVerifyingKey>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -138,6 +140,14 @@ impl ConsoleBuilder {
         self
     }
 
+    /// The public key the journal's chain heads are signed with: the chain page then
+    /// checks the signatures ([`sallyport_core::Journal::verify_signed`]) and says how far
+    /// the chain is signed. Without it the page shows the newest signed head unchecked.
+    pub fn head_key(mut self, key: HeadVerifyingKey) -> Self {
+        self.head_key = Some(key);
+        self
+    }
+
     /// Builds the console.
     ///
     /// # Errors
@@ -165,6 +175,7 @@ impl ConsoleBuilder {
                 tls: self.tls,
                 sessions: Sessions::new(self.session_ttl),
                 scrubber: self.scrubber,
+                head_key: self.head_key,
             }),
         })
     }
@@ -177,6 +188,7 @@ pub(crate) struct Shared {
     pub(crate) tls: bool,
     pub(crate) sessions: Sessions,
     scrubber: Option<Arc<Scrubber>>,
+    pub(crate) head_key: Option<HeadVerifyingKey>,
 }
 
 impl Shared {
@@ -234,6 +246,7 @@ impl Console {
             tls: false,
             session_ttl: DEFAULT_SESSION_TTL,
             scrubber: None,
+            head_key: None,
         }
     }
 

@@ -11,6 +11,7 @@ use sallyport_core::action::EffectClass;
 use sallyport_core::approval::{
     self, ApprovalFilter, ApprovalId, ApprovalState, Decided, Decider, Verdict,
 };
+use sallyport_core::journal::HeadVerifyingKey;
 use serde::Deserialize;
 
 use crate::auth::{SessionInfo, cookie, random_hex, same};
@@ -470,15 +471,21 @@ pub(crate) async fn chain(State(shared): St, headers: HeaderMap) -> Response {
     let Some((_, info)) = session(&shared, &headers) else {
         return to_login();
     };
-    let Ok(report) = shared.backend.journal().verify().await else {
+    let journal = shared.backend.journal();
+    let report = match &shared.head_key {
+        Some(key) => journal.verify_signed(key).await,
+        None => journal.verify().await,
+    };
+    let (Ok(report), Ok(heads)) = (report, journal.signed_heads().await) else {
         return journal_unavailable(&shared, Some(&info));
     };
+    let key = shared.head_key.as_ref().map(HeadVerifyingKey::key_id);
     render(
         &shared,
         Some(&info),
         "/chain",
         "Audit chain",
-        &pages::chain(&report),
+        &pages::chain(&report, heads.last(), key.as_deref()),
     )
     .into_response()
 }

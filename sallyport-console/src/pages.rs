@@ -3,7 +3,7 @@
 use maud::{DOCTYPE, Markup, html};
 use sallyport_core::action::EffectClass;
 use sallyport_core::approval::{Approval, ApprovalState, Verdict};
-use sallyport_core::journal::{AuditRecord, VerifyReport};
+use sallyport_core::journal::{AuditRecord, SignedHead, VerifyReport};
 
 use crate::auth::SessionInfo;
 use crate::render::{Text, countdown, effect_words, externality_words, wire};
@@ -147,6 +147,14 @@ fn card(t: &Text, csrf: &str, a: &Approval, now_ms: u64, link: bool) -> Markup {
                 dd.effect.(a.effect.as_str()) { (effect_words(a.effect)) " " code { (a.effect.as_str()) } }
                 dt { "Visibility" }
                 dd { (externality_words(a.externality)) }
+                dt { "Data" }
+                dd {
+                    @if a.data_classes.is_empty() { "no data class declared" }
+                    @for (i, class) in a.data_classes.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        code.data { (t.show(class.as_str())) }
+                    }
+                }
                 dt { "Objects" }
                 dd {
                     @if a.objects.is_empty() { "none named" }
@@ -349,7 +357,11 @@ pub(crate) fn call(t: &Text, record: &AuditRecord, related: &[&AuditRecord]) -> 
 }
 
 /// The chain page.
-pub(crate) fn chain(report: &VerifyReport) -> Markup {
+pub(crate) fn chain(
+    report: &VerifyReport,
+    newest: Option<&SignedHead>,
+    key: Option<&str>,
+) -> Markup {
     html! {
         h1 { "Audit chain" }
         @if report.is_intact() {
@@ -360,7 +372,22 @@ pub(crate) fn chain(report: &VerifyReport) -> Markup {
         dl {
             dt { "Records" } dd { (report.records) }
             dt { "Head" } dd { code.hash.full { (report.head.hash) } " at " (report.head.count) }
-            @if let Some(signed) = report.last_signed { dt { "Signed up to" } dd { (signed) } }
+            dt { "Signed head" }
+            dd {
+                @match (key, report.last_signed, newest) {
+                    (Some(key), Some(signed), _) => {
+                        "signatures checked with key " code { (key) } ": signed through record " (signed)
+                    }
+                    (Some(key), None, _) => {
+                        strong.error { "no head signed by key " code { (key) } " verifies" }
+                    }
+                    (None, _, Some(head)) => {
+                        "newest signed head: record " (head.count) " by key " code { (head.key_id) } ", " (head.signed_at)
+                        " (not checked: the console has no public key)"
+                    }
+                    (None, _, None) => { "none: this journal's heads are not signed" }
+                }
+            }
         }
         p { a.button href="/chain/export" download="sallyport-audit.jsonl" { "Export as JSON lines" } }
     }

@@ -353,6 +353,10 @@ async fn an_agent_reason_with_html_script_and_bidi_renders_inert() {
             body.contains("its own words"),
             "{path}: marked as the agent's"
         );
+        assert!(
+            body.contains("<code class=\"data\">financial</code>"),
+            "{path}: the data classes on the card"
+        );
         // The exact request, with the real host and the objects.
         assert!(
             body.contains(&format!("POST {}/v1/invoices", rig.upstream.url())),
@@ -530,4 +534,77 @@ async fn a_secret_the_vault_learns_later_is_scrubbed_from_every_page() {
         "{}",
         page.body
     );
+}
+
+/// Serves a journal-only console over `journal` (user alice) on 127.0.0.1:0.
+async fn serve_journal_console(
+    journal: std::sync::Arc<dyn sallyport_core::Journal>,
+    key: Option<sallyport_core::journal::HeadVerifyingKey>,
+) -> std::net::SocketAddr {
+    let mut builder = Console::journal_only(journal).user(
+        "alice",
+        sallyport_console::LoginToken::new(LOGIN).expect("token"),
+    );
+    if let Some(key) = key {
+        builder = builder.head_key(key);
+    }
+    let console = builder.build().expect("console");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { console.serve(listener).await });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chain_page_checks_signed_heads_with_the_key_it_is_given() {
+    use sallyport_core::journal::{AuditEvent, HeadSigningKey, Intent, Journal, SqliteJournal};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let signing = HeadSigningKey::generate().expect("key");
+    let public = signing.verifying_key();
+    let journal = std::sync::Arc::new(
+        SqliteJournal::builder(dir.path().join("signed.db"))
+            .signing_key(signing)
+            .open()
+            .expect("journal"),
+    );
+    for _ in 0..3 {
+        let intent = Intent::for_bench(true);
+        journal.write_intent(&intent).await.expect("intent");
+        journal
+            .append(AuditEvent::for_bench(&intent))
+            .await
+            .expect("append");
+    }
+    let shared: std::sync::Arc<dyn Journal> = journal;
+
+    let checked = serve_journal_console(std::sync::Arc::clone(&shared), Some(public)).await;
+    let (cookie, _) = common::login_at(checked, LOGIN).await;
+    let page = common::http(checked, "GET", "/chain", Some(&cookie), None).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("signatures checked with key")
+            && page.body.contains("signed through record 3"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(&public.key_id()), "{}", page.body);
+
+    // Without the key the newest head is shown, marked unchecked.
+    let unchecked = serve_journal_console(std::sync::Arc::clone(&shared), None).await;
+    let (cookie, _) = common::login_at(unchecked, LOGIN).await;
+    let page = common::http(unchecked, "GET", "/chain", Some(&cookie), None).await;
+    assert!(
+        page.body.contains("newest signed head: record 3") && page.body.contains("not checked"),
+        "{}",
+        page.body
+    );
+
+    // Another key: no head verifies, and the page says so.
+    let other = HeadSigningKey::generate().expect("key").verifying_key();
+    let wrong = serve_journal_console(shared, Some(other)).await;
+    let (cookie, _) = common::login_at(wrong, LOGIN).await;
+    let page = common::http(wrong, "GET", "/chain", Some(&cookie), None).await;
+    assert!(page.body.contains("no head signed by key"), "{}", page.body);
 }

@@ -48,7 +48,7 @@ use serde_json::Value;
 
 pub use self::check::CheckApproval;
 pub(crate) use self::check::{ApprovalsChannel, status_outcome};
-use crate::action::{ConsentRule, EffectClass, Externality, ScopedValue};
+use crate::action::{ConsentRule, DataClass, EffectClass, Externality, ScopedValue};
 use crate::code::{ConsentOutcome, RefusalCode};
 pub use crate::ids::ApprovalId;
 use crate::ids::{AttemptId, ReceiptId, Status};
@@ -243,6 +243,9 @@ pub struct Approval {
     pub externality: Externality,
     /// The consent rule that asked.
     pub rule: ConsentRule,
+    /// The sensitivity of what the action reads or returns (`pii`, `financial`, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_classes: Vec<DataClass>,
     /// The session the call was made in, with its scope then.
     pub session: crate::session::Session,
     /// The objects the call names.

@@ -29,7 +29,8 @@ pub const WEBHOOK_SECRET: &str = "webhook-shared-secret-0b7e41c9d2";
 /// Send one invoice to a customer. The upstream honours the executor's idempotency key.
 #[derive(Debug, Action, Deserialize, Serialize, JsonSchema)]
 #[action(name = "send_invoice", effect = external_commitment, retry = idempotency_key,
-         reconcile = "get_invoice", credential = "billing-api", consent = per_call)]
+         reconcile = "get_invoice", credential = "billing-api", consent = per_call,
+         data = [financial])]
 #[http(post = "/v1/invoices", result = Invoice)]
 pub struct SendInvoice {
     /// The customer.

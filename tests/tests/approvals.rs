@@ -155,6 +155,11 @@ async fn a_deferred_call_is_parked_pending_with_nothing_sent_and_its_approval_st
         Some("month-end invoice 1 for the customer")
     );
     assert_eq!(stored.session.requester(), Some("billing-bot"));
+    assert_eq!(
+        stored.data_classes,
+        [sallyport_core::DataClass::FINANCIAL],
+        "the approver sees what kind of data the action touches"
+    );
     let lifetime = stored.expires_at_ms - stored.created_at_ms;
     assert_eq!(lifetime, 24 * 3600 * 1000, "default expiry is 24 h");
 

@@ -245,6 +245,7 @@ async fn park(
         effect: spec.effect,
         externality: spec.externality,
         rule: spec.consent,
+        data_classes: spec.data_classes.clone(),
         session: session.clone(),
         objects: request.objects.clone(),
         note: request.note.clone(),
