@@ -9,10 +9,11 @@ use sallyport_core::approval::{
     Verdict,
 };
 use sallyport_core::consent::escape;
-use sallyport_core::journal::{AttemptId, AuditEvent, Intent, Journal, Phase, SqliteJournal};
-use sallyport_core::{Executor, RefusalCode, Status};
+use sallyport_core::journal::{AttemptId, AuditEvent, Journal, Phase, SqliteJournal};
+use sallyport_core::{Executor, Status};
 use sallyport_tests::approvals_rig::{self, HostOptions};
 use sallyport_tests::http_server::{Reply, Upstream};
+use sallyport_tests::journal_conformance::parked_event;
 use serde_json::json;
 
 const HOUR_MS: u64 = 3_600_000;
@@ -71,32 +72,12 @@ fn approval(note: Option<&str>, invoice: &str, created_at_ms: u64, expires_at_ms
     .unwrap()
 }
 
-/// The parked call's audit record.
-fn requested_event(a: &Approval) -> AuditEvent {
-    let mut event = AuditEvent::for_bench(&Intent::for_bench(false));
-    event.attempt_id = a.attempt_id.clone();
-    event.session_id = a.session.id().as_str().to_owned();
-    event.action = a.action.clone();
-    event.definition_hash = Some(a.definition_hash.clone());
-    event.phase = Phase::Deferred;
-    event.status = Status::Pending;
-    event.code = Some(RefusalCode::AwaitingApproval.into());
-    event.objects = a.objects.clone();
-    event.note = a.note.clone();
-    event.request = Some(a.request.clone());
-    event.dispatches = 0;
-    let mut note = ApprovalNote::new(a.approval_id.clone(), ApprovalStep::Requested);
-    note.expires_at = Some(a.expires_at());
-    event.approval = Some(note);
-    event
-}
-
 /// A journal at `dir/journal.db` holding `approvals`, parked in order; closed again.
 async fn journal_with(dir: &tempfile::TempDir, approvals: &[&Approval]) -> PathBuf {
     let path = dir.path().join("journal.db");
     let journal = SqliteJournal::open(&path).unwrap();
     for a in approvals {
-        journal.park_approval(a, requested_event(a)).await.unwrap();
+        journal.park_approval(a, parked_event(a)).await.unwrap();
     }
     drop(journal);
     path

@@ -4,11 +4,11 @@
 use std::process::{Command, Output};
 
 use sallyport_core::approval::{
-    self, Approval, ApprovalId, ApprovalNote, ApprovalState, ApprovalStep, Decider, Verdict,
+    self, Approval, ApprovalId, ApprovalState, ApprovalStep, Decider, Verdict,
 };
-use sallyport_core::journal::{AttemptId, AuditEvent, Intent, Journal, Phase};
-use sallyport_core::{RefusalCode, Status};
+use sallyport_core::journal::{AttemptId, AuditEvent, Intent, Journal};
 use sallyport_postgres::PostgresJournal;
+use sallyport_tests::journal_conformance::parked_event;
 use sallyport_tests::postgres::TestDb;
 use serde_json::json;
 
@@ -179,26 +179,6 @@ fn parked(invoice: &str) -> Approval {
     .unwrap()
 }
 
-/// The parked call's audit record.
-fn requested_event(a: &Approval) -> AuditEvent {
-    let mut event = AuditEvent::for_bench(&Intent::for_bench(false));
-    event.attempt_id = a.attempt_id.clone();
-    event.session_id = a.session.id().as_str().to_owned();
-    event.action = a.action.clone();
-    event.definition_hash = Some(a.definition_hash.clone());
-    event.phase = Phase::Deferred;
-    event.status = Status::Pending;
-    event.code = Some(RefusalCode::AwaitingApproval.into());
-    event.objects = a.objects.clone();
-    event.note = a.note.clone();
-    event.request = Some(a.request.clone());
-    event.dispatches = 0;
-    let mut note = ApprovalNote::new(a.approval_id.clone(), ApprovalStep::Requested);
-    note.expires_at = Some(a.expires_at());
-    event.approval = Some(note);
-    event
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approvals_list_and_approve_decide_a_call_parked_in_postgres_once() {
     let db = TestDb::create().await;
@@ -206,7 +186,7 @@ async fn approvals_list_and_approve_decide_a_call_parked_in_postgres_once() {
     let journal = PostgresJournal::connect(&url).await.unwrap();
     let call = parked("inv_77");
     journal
-        .park_approval(&call, requested_event(&call))
+        .park_approval(&call, parked_event(&call))
         .await
         .unwrap();
     let id = call.approval_id.as_str();

@@ -22,6 +22,7 @@ fn approval(expires_in_ms: u64) -> Approval {
         effect: EffectClass::ExternalCommitment,
         externality: Externality::External,
         rule: ConsentRule::PerCall,
+        data_classes: Vec::new(),
         session: crate::session::Session::new("ses_unit"),
         objects: Vec::new(),
         note: Some("the agent's words".into()),
