@@ -56,10 +56,16 @@
 //! every approved call not yet sent:
 //!
 //! ```no_run
-//! # fn build_executor() -> sallyport_core::Executor { unimplemented!() }
-//! fn main() -> std::process::ExitCode {
-//!     let executor = build_executor(); // the application's catalog, vault and journal
-//!     sallyport_cli::run_with_executor(std::env::args_os(), &executor)
+//! use sallyport_core::journal::SqliteJournal;
+//! use sallyport_core::{Catalog, ConsentMode, Executor};
+//!
+//! fn main() -> Result<std::process::ExitCode, Box<dyn std::error::Error>> {
+//!     // The application's own catalog, channels and vault go here.
+//!     let executor = Executor::builder(Catalog::builder().build()?)
+//!         .journal(SqliteJournal::open("journal.db")?)
+//!         .consent_mode(ConsentMode::Deferred)
+//!         .build()?;
+//!     Ok(sallyport_cli::run_with_executor(std::env::args_os(), &executor))
 //! }
 //! ```
 

@@ -64,7 +64,9 @@ impl Executor {
     ///
     /// # Errors
     ///
-    /// [`ApprovalError::NotFound`], or the journal's failure (nothing was decided).
+    /// [`ApprovalError::NotFound`], or the journal's failure (nothing was decided). Once the
+    /// decision is recorded the answer is [`Decided::Recorded`], even if carrying the call out
+    /// failed (it then stays approved for [`Executor::resume_approvals`]).
     pub async fn decide(
         &self,
         id: &ApprovalId,
@@ -74,13 +76,18 @@ impl Executor {
     ) -> Result<Decided, ApprovalError> {
         let decided =
             approval::decide(self.journal().as_ref(), id, verdict, decider, reason).await?;
-        if matches!(&decided, Decided::Recorded(a) if a.state == ApprovalState::Approved) {
-            let _ = self.resume_approval(id).await?;
-            if let Some(now) = self.journal().approval(id).await? {
-                return Ok(Decided::Recorded(now));
-            }
+        if !matches!(&decided, Decided::Recorded(a) if a.state == ApprovalState::Approved) {
+            return Ok(decided);
         }
-        Ok(decided)
+        // The decision stands whatever happens next: a failure to carry the call out here
+        // leaves it approved for `resume_approvals`, and the answer is still `Recorded`.
+        if let Err(e) = self.resume_approval(id).await {
+            tracing::warn!(approval = %id, error = %e, "approved, but not carried out here; it stays approved");
+        }
+        match self.journal().approval(id).await {
+            Ok(Some(now)) => Ok(Decided::Recorded(now)),
+            _ => Ok(decided),
+        }
     }
 
     /// Drives approved call `id` to its end if it is approved and unclaimed (or its claim's
