@@ -1,0 +1,19 @@
+//! Compile tests for `#[derive(Action)]`: what the macro refuses is part of the product.
+//!
+//! `ui/*.rs` hold one mistake each, and each `.stderr` the exact diagnostic; `ui/pass/` must
+//! compile and run without a warning; `ui/stages/*.rs` each try to forge one executor stage's
+//! value outside its module; `ui/secrets/` tries to print or serialize a secret. One
+//! `TestCases` holds them all, so trybuild builds the dependency graph once (a second test
+//! binary made it check the whole graph again). Regenerate the diagnostics with
+//! `TRYBUILD=overwrite cargo test -p sallyport-ui-tests --test ui`, then read every changed file.
+
+#[test]
+fn ui() {
+    let cases = trybuild::TestCases::new();
+    cases.compile_fail("ui/*.rs");
+    // One per executor stage: its value cannot be built outside its module.
+    cases.compile_fail("ui/stages/*.rs");
+    // Secret types cannot be serialized or displayed.
+    cases.compile_fail("ui/secrets/*.rs");
+    cases.pass("ui/pass/*.rs");
+}
