@@ -75,3 +75,21 @@ impl Logs {
         String::from_utf8_lossy(buffer.get(mark..).unwrap_or_default()).into_owned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_captured_future_logs_into_the_buffer_and_others_do_not() {
+        let logs = Logs::new();
+        let mark = logs.mark();
+        logs.capture(async { tracing::trace!(marker = "inside-7f1", "captured") })
+            .await;
+        async { tracing::error!(marker = "outside-2c9", "not captured") }.await;
+        let text = logs.since(mark);
+        assert!(text.contains("inside-7f1"), "{text}");
+        assert!(!text.contains("outside-2c9"), "{text}");
+        assert_eq!(logs.since(logs.mark()), "");
+    }
+}

@@ -241,3 +241,36 @@ pub(crate) fn outcome(result: &ActionResult) -> String {
         None => result.status.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+        Env {
+            catalog: Catalog::builder().build().expect("empty catalog"),
+            journal: Arc::new(journal),
+            canary: "tkcanary-0123".to_owned(),
+            logs: Logs::new(),
+            timeout: Duration::from_millis(100),
+            _dir: dir,
+        }
+    }
+
+    #[test]
+    fn leaks_find_the_canary_in_its_encodings_the_trace_and_the_internal_url() {
+        let env = env();
+        assert_eq!(leaks(&env, "all clear: [redacted]"), Vec::<&str>::new());
+        assert_eq!(leaks(&env, "token tkcanary-0123"), ["the credential"]);
+        assert_eq!(
+            leaks(&env, &STANDARD.encode("tkcanary-0123")),
+            ["the credential"]
+        );
+        assert_eq!(
+            leaks(&env, &format!("{STACK_TRACE} at {INTERNAL_URL}")),
+            ["the stack trace", "the internal URL"]
+        );
+    }
+}
