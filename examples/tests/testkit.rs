@@ -68,9 +68,16 @@ async fn the_demo_catalog_passes_the_bench() {
         }
     }
     for observe in ["list_builds", "get_deployment_status", "get_invoice"] {
-        for check in [Check::TimeoutAfterCommit, Check::ConsentDenied, Check::ConsentOrder] {
+        for check in [
+            Check::TimeoutAfterCommit,
+            Check::ConsentDenied,
+            Check::ConsentOrder,
+        ] {
             assert!(
-                matches!(verdict(&report, observe, check), Verdict::NotApplicable { .. }),
+                matches!(
+                    verdict(&report, observe, check),
+                    Verdict::NotApplicable { .. }
+                ),
                 "{observe} {check}:\n{report}"
             );
         }
@@ -162,11 +169,10 @@ async fn a_mutating_action_without_a_reconcile_action_fails_with_the_fix() {
         &Verdict::Passed
     );
     let panic = std::panic::catch_unwind(|| report.assert_passed()).expect_err("panics");
-    let message = panic
-        .downcast_ref::<String>()
-        .expect("a formatted message");
+    let message = panic.downcast_ref::<String>().expect("a formatted message");
     assert!(
-        message.starts_with("the sallyport bench failed:\n") && message.contains("declare a reconcile action"),
+        message.starts_with("the sallyport bench failed:\n")
+            && message.contains("declare a reconcile action"),
         "{message}"
     );
 }
@@ -207,7 +213,11 @@ async fn a_result_that_keeps_every_upstream_field_leaks_and_fails_with_the_fix()
         .failures()
         .map(|(a, c)| (a.action.as_str(), c.check))
         .collect();
-    assert_eq!(failures, [("get_customer", Check::SensitiveData)], "{report}");
+    assert_eq!(
+        failures,
+        [("get_customer", Check::SensitiveData)],
+        "{report}"
+    );
     let check = report
         .action("get_customer")
         .and_then(|a| a.check(Check::SensitiveData))
@@ -240,13 +250,19 @@ async fn an_action_the_bench_cannot_invent_arguments_for_asks_for_an_example() {
         "{report}"
     );
     assert!(
-        check.observed.starts_with("a guess from the input schema was refused: invalid_arguments"),
+        check
+            .observed
+            .starts_with("a guess from the input schema was refused: invalid_arguments"),
         "{}",
         check.observed
     );
     // Without arguments, no other check of that action is reported (none ran).
     assert_eq!(
-        report.action("create_invoice").expect("report").checks.len(),
+        report
+            .action("create_invoice")
+            .expect("report")
+            .checks
+            .len(),
         1
     );
     assert!(!report.passed());

@@ -18,9 +18,8 @@ use crate::sample::sample;
 use crate::upstream::Fault;
 
 /// The checks an SSH action would get, for the report.
-const SSH_NOT_RUN: &str = "not applicable to SSH in this version: the bench stands up HTTP \
-upstreams only (for SSH the static refusals, consent, revoked-key and dropped-call checks \
-would apply, against a real sshd); run the SSH channel's own tests";
+const SSH_NOT_RUN: &str = "not applicable to SSH in this version: the bench runs HTTP \
+upstreams only; the check applies to SSH actions, against a real sshd, and is not run here";
 
 /// Builds a bench over a catalog: `sallyport_testkit::bench(&catalog)`.
 ///
@@ -110,7 +109,9 @@ impl Bench {
                     let http = http.clone();
                     match self.arguments(&env, &spec.name, entry.input_schema()).await {
                         Ok((arguments, line)) => {
-                            report.checks.push(CheckReport::passed(Check::Arguments, line));
+                            report
+                                .checks
+                                .push(CheckReport::passed(Check::Arguments, line));
                             let subject = Subject::new(&env, spec, http, arguments);
                             report.checks.extend(checks::run_http(&subject).await);
                         }

@@ -105,7 +105,11 @@ impl CheckReport {
         }
     }
 
-    pub(crate) fn failed(check: Check, observed: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub(crate) fn failed(
+        check: Check,
+        observed: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
         Self {
             check,
             verdict: Verdict::Failed { fix: fix.into() },

@@ -101,10 +101,7 @@ fn sample_at(root: &Value, schema: &Value, depth: usize) -> Value {
             json!([item])
         }
         Some("string") => {
-            let min = schema
-                .get("minLength")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
+            let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0);
             let mut text = String::from("sample");
             while (text.len() as u64) < min {
                 text.push('x');

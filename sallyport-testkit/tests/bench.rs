@@ -5,18 +5,25 @@ use sallyport_core::target::{SshTarget, Target};
 use sallyport_core::{Action, Catalog};
 use sallyport_testkit::{Check, Verdict};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Read one service's status.
 #[derive(Action, Deserialize, JsonSchema)]
 #[action(name = "service_status", effect = observe)]
-#[http(get = "/v1/services/{service}")]
+#[http(get = "/v1/services/{service}", result = Service)]
 #[serde(deny_unknown_fields)]
 struct ServiceStatus {
     /// The service.
     #[scope(service)]
     service: String,
+}
+
+/// A service's state.
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct Service {
+    /// `running` or `stopped`.
+    state: String,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,7 +58,9 @@ async fn ssh_and_custom_channel_actions_are_not_applicable_and_http_actions_run(
             "{report}"
         );
     }
-    let custom = report.action("custom_service_status").expect("custom action");
+    let custom = report
+        .action("custom_service_status")
+        .expect("custom action");
     assert!(custom.checks.iter().all(|c| matches!(&c.verdict,
         Verdict::NotApplicable { reason } if reason.contains("custom channel `workers`"))));
 
@@ -83,7 +92,12 @@ async fn ssh_and_custom_channel_actions_are_not_applicable_and_http_actions_run(
         "{report}"
     );
     let text = report.to_string();
-    assert!(text.contains("ssh_service_status (ssh, observe)\n  n/a   arguments: not applicable to SSH"), "{text}");
+    assert!(
+        text.contains(
+            "ssh_service_status (ssh, observe)\n  n/a   arguments: not applicable to SSH"
+        ),
+        "{text}"
+    );
     assert!(!text.contains("pass  arguments: not applicable"), "{text}");
     report.assert_passed();
 }

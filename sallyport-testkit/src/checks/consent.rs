@@ -71,8 +71,7 @@ pub(super) async fn order(s: &Subject<'_>) -> CheckReport {
     if s.spec.consent == ConsentRule::None {
         return no_consent(check);
     }
-    let rig = match Rig::start(s.env, Fault::Answer(200, s.success_body()), Answer::Approve).await
-    {
+    let rig = match Rig::start(s.env, Fault::Answer(200, s.success_body()), Answer::Approve).await {
         Ok(rig) => rig,
         Err(e) => return not_run(check, &e),
     };

@@ -31,7 +31,11 @@ pub(super) async fn revoked(s: &Subject<'_>) -> CheckReport {
         .await;
     let after_second = rig.upstream.requests();
     let asked_second = rig.asked().len() - asked_first;
-    let leaked = leaks(s.env, &format!("{}\n{}", first.to_json(), second.to_json()));
+    let leaked = leaks(
+        s.env,
+        &format!("{}\n{}", first.to_json(), second.to_json()),
+        true,
+    );
     let mut observed = format!(
         "`{credential}` rejected with 401: first call {}, the server saw {}; second call {}, \
          the server saw {} in all, consent asked {asked_second} times for it",

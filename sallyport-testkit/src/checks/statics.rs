@@ -11,8 +11,7 @@ use crate::upstream::Fault;
 /// An unknown field is refused with `invalid_arguments`, nothing is sent, nobody is asked.
 pub(super) async fn unknown_field(s: &Subject<'_>) -> CheckReport {
     let check = Check::UnknownField;
-    let rig = match Rig::start(s.env, Fault::Answer(200, s.success_body()), Answer::Approve).await
-    {
+    let rig = match Rig::start(s.env, Fault::Answer(200, s.success_body()), Answer::Approve).await {
         Ok(rig) => rig,
         Err(e) => return not_run(check, &e),
     };
