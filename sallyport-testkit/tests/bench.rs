@@ -26,7 +26,8 @@ struct Service {
     state: String,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// A current-thread runtime (the `#[tokio::test]` default): the bench needs no second thread.
+#[tokio::test]
 async fn ssh_and_custom_channel_actions_are_not_applicable_and_http_actions_run() {
     let catalog = Catalog::builder()
         .action::<ServiceStatus>()

@@ -18,6 +18,10 @@ struct Found {
     result: Vec<&'static str>,
     audit: Vec<&'static str>,
     logs: Vec<&'static str>,
+    /// Log lines captured during the calls (all of them searched).
+    log_lines: usize,
+    /// Audit records of the calls (all of them searched).
+    records: usize,
 }
 
 impl Found {
@@ -84,8 +88,10 @@ async fn one(
     let mark = env.logs.mark();
     let result = rig.call(env, s.name(), s.arguments.clone(), &session).await;
     let logs = env.logs.since(mark);
-    let audit = events_of(env, &session)
-        .await?
+    found.log_lines += logs.lines().count();
+    let events = events_of(env, &session).await?;
+    found.records += events.len();
+    let audit = events
         .iter()
         .map(|e| serde_json::to_string(e).unwrap_or_default())
         .collect::<Vec<_>>()
@@ -144,12 +150,27 @@ pub(super) async fn never_leaves(s: &Subject<'_>) -> CheckReport {
             Err(e) => return not_run(check, &e),
         }
     }
+    let calls = lines.len();
     if s.spec.credential.is_none() {
         lines.push("no credential is bound, so none was echoed".to_owned());
     }
     let mut observed = lines.join("; ");
+    if found.records < calls {
+        observed.push_str(&format!(
+            "; only {} audit records for {calls} calls",
+            found.records
+        ));
+        return CheckReport::failed(
+            check,
+            observed,
+            "every call must leave an audit record: give the executor a journal that is written",
+        );
+    }
     if found.is_empty() {
-        observed.push_str("; nothing planted reached the result, the audit record or the logs");
+        observed.push_str(&format!(
+            "; nothing planted reached the results, the {} audit records or the {} log lines",
+            found.records, found.log_lines
+        ));
         return CheckReport::passed(check, observed);
     }
     observed.push_str(&format!("; LEAKED: {}", found.describe()));
