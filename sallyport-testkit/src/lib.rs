@@ -19,9 +19,10 @@
 //! 4. `timeout_after_commit_is_unknown` — for mutating actions: the server commits and never
 //!    answers; the result is `unknown` with the reconcile action in `next`, and the server saw
 //!    one request, or the same idempotency key on each resend;
-//! 5. `sensitive_data_never_leaves` — the credential the upstream echoes, a stack trace and
-//!    an internal URL, beside the result, inside its strings and in a `500` body, never reach
-//!    the result, the audit record or the captured `TRACE` logs;
+//! 5. `sensitive_data_never_leaves` — a stack trace, an internal URL and the credential the
+//!    upstream echoes (for actions that bind one), beside the result, inside its free strings
+//!    and in a `500` body, never reach the result, the audit record or the `TRACE` logs the
+//!    executor and the channel write while they run the call;
 //! 6. `revoked_credential_stops` — after a `401` the credential is used for no further
 //!    request;
 //! 7. `dropped_call_is_recorded` — a call whose future is dropped is recorded as
