@@ -55,8 +55,9 @@
 //! # }
 //! ```
 //!
-//! Without one, the bench tries a plain value of the schema's shape; if the executor's
-//! static checks refuse it, the `arguments` check fails with
+//! Without one, the bench tries a value of the schema's shape (the first enum value, the
+//! minimum, strings made from simple patterns such as `^proj_[A-Za-z0-9]+$`, common
+//! formats); if the executor's static checks refuse it, the `arguments` check fails with
 //! ``add `.example("get_invoice", json!({…}))` to the bench``.
 
 mod bench;

@@ -1,9 +1,9 @@
 //! Sample values from the JSON Schemas schemars writes: a result body the upstream can
 //! answer with, and a first guess at an action's arguments when the author gave none.
 //!
-//! The guess is deliberately plain (the first enum value, a minimum, a short string): a
-//! schema with patterns or formats usually refuses it, and the bench then asks the author
-//! for an example instead of inventing one.
+//! The guess is deliberately plain (the first enum value, a minimum, a short string, a
+//! string from a pattern of literals and character classes): a schema it does not satisfy
+//! refuses it, and the bench then asks the author for an example instead of inventing one.
 
 use serde_json::{Map, Value, json};
 
@@ -101,6 +101,18 @@ fn sample_at(root: &Value, schema: &Value, depth: usize) -> Value {
             json!([item])
         }
         Some("string") => {
+            if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
+                return Value::String(
+                    sample_pattern(pattern).unwrap_or_else(|| "sample".to_owned()),
+                );
+            }
+            if let Some(text) = schema
+                .get("format")
+                .and_then(Value::as_str)
+                .and_then(sample_format)
+            {
+                return Value::String(text.to_owned());
+            }
             let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0);
             let mut text = String::from("sample");
             while (text.len() as u64) < min {
@@ -112,6 +124,93 @@ fn sample_at(root: &Value, schema: &Value, depth: usize) -> Value {
         Some("number") => json!(bound(schema).unwrap_or(1.0)),
         Some("boolean") => Value::Bool(true),
         _ => Value::Null,
+    }
+}
+
+/// A value of a common string format.
+fn sample_format(format: &str) -> Option<&'static str> {
+    Some(match format {
+        "date-time" => "2026-01-01T00:00:00Z",
+        "date" => "2026-01-01",
+        "email" => "agent@example.com",
+        "uri" | "url" => "https://example.com/",
+        "uuid" => "00000000-0000-4000-8000-000000000000",
+        _ => return None,
+    })
+}
+
+/// A string matching an anchored pattern made of literals, escapes (`\d`, `\w`) and
+/// character classes, each with an optional quantifier: `^proj_[A-Za-z0-9]+$` gives
+/// `proj_A`. Anything else (alternation, groups, negated classes) gives `None`.
+pub(crate) fn sample_pattern(pattern: &str) -> Option<String> {
+    let body = pattern.strip_prefix('^')?.strip_suffix('$')?;
+    let mut chars = body.chars().peekable();
+    let mut out = String::new();
+    while let Some(c) = chars.next() {
+        let atom = match c {
+            '\\' => escaped(chars.next()?)?,
+            '[' => class(&mut chars)?,
+            '.' => 'a',
+            '(' | ')' | '|' | '*' | '+' | '?' | '{' | '}' | '^' | '$' => return None,
+            literal => literal,
+        };
+        let count = match chars.peek() {
+            Some('+') => {
+                chars.next();
+                1
+            }
+            Some('*' | '?') => {
+                chars.next();
+                0
+            }
+            Some('{') => {
+                chars.next();
+                let mut spec = String::new();
+                for k in chars.by_ref() {
+                    if k == '}' {
+                        break;
+                    }
+                    spec.push(k);
+                }
+                spec.split(',').next()?.trim().parse::<usize>().ok()?
+            }
+            _ => 1,
+        };
+        for _ in 0..count {
+            out.push(atom);
+        }
+    }
+    Some(out)
+}
+
+/// The first member of a character class whose `[` was just read; `None` for a negated or
+/// unclosed class.
+fn class(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Option<char> {
+    let mut first = None;
+    while let Some(k) = chars.next() {
+        match k {
+            '^' if first.is_none() => return None,
+            ']' if first.is_some() => return first,
+            '\\' => {
+                let e = escaped(chars.next()?)?;
+                first.get_or_insert(e);
+            }
+            other => {
+                first.get_or_insert(other);
+            }
+        }
+    }
+    None
+}
+
+/// The character an escape stands for in a sample.
+fn escaped(c: char) -> Option<char> {
+    match c {
+        'd' => Some('0'),
+        'w' => Some('a'),
+        's' => Some(' '),
+        other if other.is_ascii_alphanumeric() => None,
+        other => Some(other),
     }
 }
 
@@ -189,6 +288,20 @@ mod tests {
             sample(&build_list_schema()),
             json!({"builds": [{"build_id": "samplexx"}], "next": "sample", "state": "ok", "count": 3})
         );
+    }
+
+    #[test]
+    fn simple_patterns_give_matching_strings_and_others_none() {
+        assert_eq!(
+            sample_pattern(r"^proj_[A-Za-z0-9]+$").as_deref(),
+            Some("proj_A")
+        );
+        assert_eq!(sample_pattern(r"^[a-z0-9-]{3,40}$").as_deref(), Some("aaa"));
+        assert_eq!(sample_pattern(r"^w\d{2}\.x?$").as_deref(), Some("w00."));
+        assert_eq!(sample_pattern(r"^[\-a]+$").as_deref(), Some("-"));
+        assert_eq!(sample_pattern(r"^(inv|cn)_\d+$"), None);
+        assert_eq!(sample_pattern(r"^[^/]+$"), None);
+        assert_eq!(sample_pattern(r"proj_[0-9]+"), None);
     }
 
     #[test]
