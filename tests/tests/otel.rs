@@ -16,7 +16,7 @@ use sallyport_core::executor::CallOptions;
 use sallyport_core::journal::SqliteJournal;
 use sallyport_core::telemetry::{attr, span};
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
-use sallyport_core::{Action, ActionResult, Catalog, Executor, Session, Status};
+use sallyport_core::{Action, ActionResult, Catalog, ConsentMode, Executor, Session, Status};
 use sallyport_http::HttpChannel;
 use sallyport_tests::http_server::{Drop, Reply, Upstream, audit_event};
 use schemars::JsonSchema;
@@ -111,6 +111,10 @@ struct Rig {
 }
 
 async fn rig(reply: Reply, consent: ConsentDecision) -> Rig {
+    rig_with(reply, consent, ConsentMode::Blocking).await
+}
+
+async fn rig_with(reply: Reply, consent: ConsentDecision, mode: ConsentMode) -> Rig {
     let upstream = Upstream::start(move |_| reply.clone()).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let vault = Arc::new(MemoryVault::new());
@@ -140,6 +144,7 @@ async fn rig(reply: Reply, consent: ConsentDecision) -> Rig {
             let decision = consent.clone();
             async move { decision }
         }))
+        .consent_mode(mode)
         .channel(channel)
         .build()
         .expect("executor");
@@ -514,6 +519,105 @@ async fn a_request_that_left_and_timed_out_is_an_unknown_span_with_one_dispatch(
     assert_eq!(audit["receipt_id"], Value::from(receipt));
     assert_eq!(audit["dispatches"], 1);
     assert_clean(&spans, &[]);
+}
+
+#[tokio::test]
+async fn a_parked_call_is_pending_with_deferred_consent_and_no_dispatch() {
+    let traces = Traces::install();
+    // The provider cannot ask now: the call stays parked for another front end.
+    let rig = rig_with(
+        invoice(),
+        ConsentDecision::Unavailable,
+        ConsentMode::Deferred,
+    )
+    .await;
+    let result = rig
+        .executor
+        .call(
+            "create_invoice",
+            json!({"project_id": "proj_1", "memo": ARGUMENT}),
+            &session(),
+        )
+        .await;
+    assert_eq!(result.status, Status::Pending, "{}", result.to_json());
+    assert_eq!(result.code_str(), Some("awaiting_approval"));
+    assert_eq!(rig.upstream.requests(), 0);
+
+    let spans = traces.take();
+    assert_eq!(
+        names(&spans),
+        ["execute_tool create_invoice", span::CONSENT_WAIT]
+    );
+    let call = named(&spans, "execute_tool create_invoice");
+    assert_child(named(&spans, span::CONSENT_WAIT), call);
+    // Pending is no failure.
+    assert_eq!(call.status, SpanStatus::Unset);
+    let (attempt, receipt) = ids(&result);
+    assert_eq!(
+        attributes(call),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "create_invoice"),
+            (attr::EFFECT_CLASS, "external_commitment"),
+            (attr::STATUS, "pending"),
+            (attr::ORIGIN, "executor"),
+            (attr::CODE, "awaiting_approval"),
+            (attr::CONSENT, "deferred"),
+            (attr::DISPATCHES, "0"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    assert_clean(&spans, &[]);
+}
+
+#[tokio::test]
+async fn a_parked_call_approved_at_once_is_carried_out_inside_its_span() {
+    let traces = Traces::install();
+    let rig = rig_with(invoice(), ConsentDecision::Approve, ConsentMode::Deferred).await;
+    let result = rig
+        .executor
+        .call(
+            "create_invoice",
+            json!({"project_id": "proj_1", "memo": ARGUMENT}),
+            &session(),
+        )
+        .await;
+    assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+    assert_eq!(rig.upstream.requests(), 1);
+
+    let spans = traces.take();
+    assert_eq!(
+        names(&spans),
+        [
+            "execute_tool create_invoice",
+            span::CONSENT_WAIT,
+            span::DISPATCH
+        ]
+    );
+    let call = named(&spans, "execute_tool create_invoice");
+    assert_child(named(&spans, span::CONSENT_WAIT), call);
+    assert_child(named(&spans, span::DISPATCH), call);
+    let (attempt, receipt) = ids(&result);
+    // The consent is the approval's, the ids the attempt's that carried the call out.
+    assert_eq!(
+        attributes(call),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "create_invoice"),
+            (attr::EFFECT_CLASS, "external_commitment"),
+            (attr::STATUS, "completed"),
+            (attr::CONSENT, "approved"),
+            (attr::DISPATCHES, "1"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    let key = rig.upstream.received()[0]
+        .header("idempotency-key")
+        .expect("an idempotency key")
+        .to_owned();
+    assert_clean(&spans, &[&key]);
 }
 
 fn assert_send<T: Send>(_: &T) {}
