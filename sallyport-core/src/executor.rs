@@ -337,27 +337,23 @@ impl Executor {
         input: &A,
         session: &Session,
     ) -> TypedResult<A::Output> {
-        let call = async {
-            match serde_json::to_value(input) {
-                Ok(value) => self.untraced_call(A::NAME, value, session).await,
-                Err(e) => {
-                    self.refuse_unparsed(
-                        A::NAME,
-                        session,
-                        Refusal::new(
-                            RefusalCode::InvalidArguments,
-                            format!(
-                                "input does not serialize: {}",
-                                crate::drift::describe_serde_error(&e)
-                            ),
+        let result = match serde_json::to_value(input) {
+            Ok(value) => self.call(A::NAME, value, session).await,
+            Err(e) => {
+                let refused = self.refuse_unparsed(
+                    A::NAME,
+                    session,
+                    Refusal::new(
+                        RefusalCode::InvalidArguments,
+                        format!(
+                            "input does not serialize: {}",
+                            crate::drift::describe_serde_error(&e)
                         ),
-                    )
-                    .await
-                }
+                    ),
+                );
+                crate::telemetry::traced(&self.inner, A::NAME, &CallOptions::new(), refused).await
             }
         };
-        let result =
-            crate::telemetry::traced(&self.inner, A::NAME, &CallOptions::new(), call).await;
         TypedResult::new(result)
     }
 

@@ -620,4 +620,37 @@ async fn a_parked_call_approved_at_once_is_carried_out_inside_its_span() {
     assert_clean(&spans, &[&key]);
 }
 
+#[tokio::test]
+async fn a_typed_read_is_one_span_with_a_dispatch_child_and_no_consent_wait() {
+    let traces = Traces::install();
+    let rig = rig(invoice(), ConsentDecision::Approve).await;
+    let input = GetInvoice {
+        invoice_id: "inv_1".into(),
+    };
+    let result = rig.executor.run(&input, &session()).await;
+    assert_eq!(result.status(), Status::Completed);
+    let result = result.result;
+    assert_eq!(rig.upstream.requests(), 1);
+
+    let spans = traces.take();
+    assert_eq!(names(&spans), ["execute_tool get_invoice", span::DISPATCH]);
+    let call = named(&spans, "execute_tool get_invoice");
+    assert_child(named(&spans, span::DISPATCH), call);
+    let (attempt, receipt) = ids(&result);
+    assert_eq!(
+        attributes(call),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "get_invoice"),
+            (attr::EFFECT_CLASS, "observe"),
+            (attr::STATUS, "completed"),
+            (attr::CONSENT, "not_required"),
+            (attr::DISPATCHES, "1"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    assert_clean(&spans, &[]);
+}
+
 fn assert_send<T: Send>(_: &T) {}
