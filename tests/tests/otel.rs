@@ -653,4 +653,28 @@ async fn a_typed_read_is_one_span_with_a_dispatch_child_and_no_consent_wait() {
     assert_clean(&spans, &[]);
 }
 
+#[tokio::test]
+async fn a_tool_call_id_or_action_name_carrying_a_credential_is_scrubbed() {
+    let traces = Traces::install();
+    let rig = rig(invoice(), ConsentDecision::Approve).await;
+    let options = CallOptions::new().with_tool_call_id(format!("call_{CREDENTIAL}"));
+    let result = rig
+        .executor
+        .call_with(
+            &format!("get_{CREDENTIAL}"),
+            json!({}),
+            &session(),
+            &options,
+        )
+        .await;
+    assert_eq!(result.code_str(), Some("unknown_action"));
+
+    let spans = traces.take();
+    assert_eq!(names(&spans), ["execute_tool"]);
+    let attributes = attributes(&spans[0]);
+    assert!(attributes[attr::GEN_AI_TOOL_CALL_ID].starts_with("call_"));
+    assert!(attributes[attr::GEN_AI_TOOL_NAME].starts_with("get_"));
+    assert_clean(&spans, &[]);
+}
+
 fn assert_send<T: Send>(_: &T) {}
