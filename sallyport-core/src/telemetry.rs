@@ -39,6 +39,10 @@
 //! # let _ = result; }
 //! ```
 //!
+//! A call whose future is dropped ends its span without `sallyport.status`: the journal
+//! records the cancellation (`cancelled_before_send`, or `unknown` once a request may have
+//! left), and the span shows how long the call ran and where it stopped.
+//!
 //! A call carried out later, after a human approved it from another front end
 //! ([`Executor::resume_approval`]), has no `execute_tool` span of its own: its dispatch span
 //! is a child of whatever span is current where it is resumed.
