@@ -27,6 +27,7 @@
 mod approvals;
 mod builder;
 mod cancel;
+mod options;
 mod pipeline;
 mod resume;
 mod typed;
@@ -54,6 +55,7 @@ use serde_json::Value;
 
 pub use self::builder::{BuildError, DangerousExecutorBuilder, ExecutorBuilder};
 use self::cancel::CallGuard;
+pub use self::options::CallOptions;
 pub use self::reconcile::{ReconcileError, ReconcileOptions, ReconcileOutcome, Reconciled};
 pub use self::typed::{DataMismatch, TypedResult};
 use crate::action::Action;
@@ -190,6 +192,29 @@ impl Executor {
     /// Dropping the returned future records the attempt as `cancelled_before_send`, or
     /// `unknown` if a request may have left.
     pub async fn call(&self, action: &str, arguments: Value, session: &Session) -> ActionResult {
+        self.call_with(action, arguments, session, &CallOptions::new())
+            .await
+    }
+
+    /// Runs one agent call as [`Executor::call`] does, with what the caller knows about it
+    /// (the model's tool-call id, for the call's span: see [`crate::telemetry`]).
+    pub async fn call_with(
+        &self,
+        action: &str,
+        arguments: Value,
+        session: &Session,
+        options: &CallOptions,
+    ) -> ActionResult {
+        let call = self.untraced_call(action, arguments, session);
+        crate::telemetry::traced(&self.inner, action, options, call).await
+    }
+
+    async fn untraced_call(
+        &self,
+        action: &str,
+        arguments: Value,
+        session: &Session,
+    ) -> ActionResult {
         let mut guard = self.guard(action, session);
         let ended = pipeline::run(&self.inner, &mut guard, session, arguments).await;
         guard.disarm();
@@ -228,6 +253,29 @@ impl Executor {
         arguments: &str,
         session: &Session,
     ) -> ActionResult {
+        self.call_json_with(action, arguments, session, &CallOptions::new())
+            .await
+    }
+
+    /// Runs one call from raw JSON text as [`Executor::call_json`] does, with what the caller
+    /// knows about it (see [`Executor::call_with`]).
+    pub async fn call_json_with(
+        &self,
+        action: &str,
+        arguments: &str,
+        session: &Session,
+        options: &CallOptions,
+    ) -> ActionResult {
+        let call = self.untraced_json(action, arguments, session);
+        crate::telemetry::traced(&self.inner, action, options, call).await
+    }
+
+    async fn untraced_json(
+        &self,
+        action: &str,
+        arguments: &str,
+        session: &Session,
+    ) -> ActionResult {
         if arguments.len() > self.inner.max_argument_bytes {
             return self
                 .refuse_unparsed(
@@ -245,7 +293,7 @@ impl Executor {
                 .await;
         }
         match serde_json::from_str::<Value>(arguments) {
-            Ok(value) => self.call(action, value, session).await,
+            Ok(value) => self.untraced_call(action, value, session).await,
             Err(e) => {
                 let reason = format!(
                     "arguments are not valid JSON: {}",
@@ -292,7 +340,7 @@ impl Executor {
         let result = match serde_json::to_value(input) {
             Ok(value) => self.call(A::NAME, value, session).await,
             Err(e) => {
-                self.refuse_unparsed(
+                let refused = self.refuse_unparsed(
                     A::NAME,
                     session,
                     Refusal::new(
@@ -302,8 +350,8 @@ impl Executor {
                             crate::drift::describe_serde_error(&e)
                         ),
                     ),
-                )
-                .await
+                );
+                crate::telemetry::traced(&self.inner, A::NAME, &CallOptions::new(), refused).await
             }
         };
         TypedResult::new(result)

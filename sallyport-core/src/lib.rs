@@ -108,6 +108,7 @@
 //! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
 //!   every channel shares.
 //! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.
+//! - [`telemetry`]: OpenTelemetry spans per call (feature `otel`), with their attribute names.
 
 pub mod action;
 pub mod after_send;
@@ -126,6 +127,7 @@ pub mod outcome;
 pub mod scrub;
 pub mod session;
 pub mod target;
+pub mod telemetry;
 pub mod vault;
 
 #[doc(hidden)]

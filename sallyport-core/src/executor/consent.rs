@@ -141,7 +141,8 @@ pub(super) async fn consent(
     let Some(provider) = provider else {
         return Err(park(inner, record, session, &checked, request).await);
     };
-    let decision = tokio::time::timeout(inner.consent_timeout, provider.ask(&request)).await;
+    let ask = crate::telemetry::consent_wait(provider.ask(&request));
+    let decision = tokio::time::timeout(inner.consent_timeout, ask).await;
     let approve = |ttl| {
         if spec.consent == ConsentRule::Session {
             inner.grants.grant(session_id, &spec.name, hash, ttl);
@@ -217,6 +218,7 @@ async fn park(
     let entry = validated.entry();
     let spec = entry.spec();
     let fingerprint = super::intent::fingerprint_of(authorized);
+    crate::telemetry::consented(ConsentOutcome::Deferred);
     let now = approval::now_ms();
     // The same call again, in the same session, while an approval of it lives: the answer
     // is where that approval stands, and no one is asked twice.
@@ -271,7 +273,8 @@ async fn park(
     };
     // A provider that answers in time decides through the same path as every other front
     // end; one that cannot ask, or does not answer, leaves the call parked.
-    let verdict = match tokio::time::timeout(inner.consent_timeout, provider.ask(&request)).await {
+    let ask = crate::telemetry::consent_wait(provider.ask(&request));
+    let verdict = match tokio::time::timeout(inner.consent_timeout, ask).await {
         Ok(ConsentDecision::Approve | ConsentDecision::ApproveForSession { .. }) => {
             (Verdict::Approve, None)
         }

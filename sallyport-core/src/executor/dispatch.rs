@@ -69,17 +69,16 @@ pub(super) async fn dispatch(
         Arc::clone(unlocked.scrubber()),
     ));
     guard.dispatching(Arc::clone(&context));
-    let outcome = authorized
-        .channel()
-        .dispatch(Dispatch {
-            spec,
-            request: authorized.request(),
-            attempt_id: &intended.intent().attempt_id,
-            idempotency_key: intended.idempotency_key(),
-            credential: unlocked.credential(),
-            context: &context,
-        })
-        .await;
+    let channel = authorized.channel();
+    let send = channel.dispatch(Dispatch {
+        spec,
+        request: authorized.request(),
+        attempt_id: &intended.intent().attempt_id,
+        idempotency_key: intended.idempotency_key(),
+        credential: unlocked.credential(),
+        context: &context,
+    });
+    let outcome = crate::telemetry::dispatch(channel.name(), &context, send).await;
     let sends = context.sends();
     Dispatched {
         intended,

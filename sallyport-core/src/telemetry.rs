@@ -1,0 +1,330 @@
+//! OpenTelemetry spans for every call, following the GenAI semantic conventions for tool
+//! execution.
+//!
+//! With the cargo feature `otel` (off by default), each call to [`Executor::call`] (and
+//! [`call_with`], [`call_json`], [`call_json_with`], [`run`]) is one [`tracing`] span named
+//! `execute_tool {action}`, with a child span for the wait on a human's consent and one for
+//! the dispatch, so a trace shows where the time went:
+//!
+//! ```text
+//! execute_tool create_invoice        gen_ai.operation.name, gen_ai.tool.name, gen_ai.tool.call.id,
+//! │                                  error.type, sallyport.{effect_class,status,origin,code,consent,
+//! │                                  dispatches,receipt_id,attempt_id}
+//! ├─ sallyport.consent_wait          the consent provider's answer, or its timeout
+//! └─ sallyport.dispatch              sallyport.channel, sallyport.dispatches
+//! ```
+//!
+//! The spans are plain `tracing` spans with OpenTelemetry field names: core depends on no
+//! OpenTelemetry crate, and the host exports them with `tracing-opentelemetry`'s layer, which
+//! turns the special field `otel.name` into the span's name and `otel.status_code` into its
+//! status (`Error` for `rejected` and `unknown`, unset otherwise). Without the feature the
+//! hooks compile to nothing.
+//!
+//! A span carries names, codes and ids only: never the arguments, the request, the result's
+//! data or reason (both may quote an argument), a credential, or the idempotency key. The
+//! action name and the tool-call id are bounded and pass the call's scrubber, like every
+//! other string that leaves the executor. An action the catalog does not hold is named
+//! `execute_tool` alone, so an agent inventing names cannot multiply span names; the name it
+//! called is in `gen_ai.tool.name`.
+//!
+//! The model's tool-call id reaches the span through [`CallOptions::with_tool_call_id`]:
+//!
+//! ```no_run
+//! # use sallyport_core::{Executor, Session};
+//! # use sallyport_core::executor::CallOptions;
+//! # async fn demo(executor: Executor, session: Session) {
+//! let options = CallOptions::new().with_tool_call_id("call_8Hq2");
+//! let arguments = serde_json::json!({"invoice_id": "inv_1"});
+//! let result = executor.call_with("send_invoice", arguments, &session, &options).await;
+//! # let _ = result; }
+//! ```
+//!
+//! A call whose future is dropped ends its span without `sallyport.status`: the journal
+//! records the cancellation (`cancelled_before_send`, or `unknown` once a request may have
+//! left), and the span shows how long the call ran and where it stopped.
+//!
+//! A call carried out later, after a human approved it from another front end
+//! ([`Executor::resume_approval`]), has no `execute_tool` span of its own: its dispatch span
+//! is a child of whatever span is current where it is resumed.
+//!
+//! [`Executor::call`]: crate::Executor::call
+//! [`Executor::resume_approval`]: crate::Executor::resume_approval
+//! [`call_with`]: crate::Executor::call_with
+//! [`call_json`]: crate::Executor::call_json
+//! [`call_json_with`]: crate::Executor::call_json_with
+//! [`run`]: crate::Executor::run
+//! [`CallOptions::with_tool_call_id`]: crate::executor::CallOptions::with_tool_call_id
+
+use std::future::Future;
+
+use crate::channel::DispatchContext;
+use crate::code::ConsentOutcome;
+use crate::executor::{CallOptions, Inner};
+
+/// The attribute names the spans carry. The `gen_ai.*` and `error.type` names are the
+/// OpenTelemetry semantic conventions' (defined here because the semconv crate marks the
+/// `gen_ai.*` ones deprecated); the `sallyport.*` names are this crate's.
+pub mod attr {
+    /// `"execute_tool"` on every call span ([`super::OPERATION_EXECUTE_TOOL`]).
+    pub const GEN_AI_OPERATION_NAME: &str = "gen_ai.operation.name";
+    /// The action as the agent called it (bounded to 128 bytes, scrubbed).
+    pub const GEN_AI_TOOL_NAME: &str = "gen_ai.tool.name";
+    /// The model's id for this tool call, when the caller passed it in
+    /// [`CallOptions`](crate::executor::CallOptions) (bounded to 128 bytes, scrubbed).
+    pub const GEN_AI_TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
+    /// On `rejected` and `unknown` calls: the result's code (`out_of_scope`,
+    /// `timeout_after_send`, …), or `_OTHER` when the result has none.
+    pub const ERROR_TYPE: &str = "error.type";
+    /// The action's effect class (`observe`, `reversible_change`, …); absent for an action the
+    /// catalog does not hold.
+    pub const EFFECT_CLASS: &str = "sallyport.effect_class";
+    /// The result's status: `completed`, `pending`, `already_in_desired_state`, `rejected` or
+    /// `unknown`.
+    pub const STATUS: &str = "sallyport.status";
+    /// Who decided a `rejected`, `unknown` or `pending` result: `executor` or `upstream`.
+    pub const ORIGIN: &str = "sallyport.origin";
+    /// The result's code, whatever its status.
+    pub const CODE: &str = "sallyport.code";
+    /// What the consent stage decided (`not_required`, `approved`, `denied`, `timeout`,
+    /// `deferred`, …, as the audit record's `consent`); absent when the call ended before it.
+    pub const CONSENT: &str = "sallyport.consent";
+    /// Requests handed to the transport. On the call span the call's total (0 for every
+    /// refusal); on a dispatch span that dispatch's.
+    pub const DISPATCHES: &str = "sallyport.dispatches";
+    /// The receipt id of the call's audit record, to look it up in the journal.
+    pub const RECEIPT_ID: &str = "sallyport.receipt_id";
+    /// The attempt id of the call (the attempt that carried it out, for a call approved at
+    /// once and carried out in the same call).
+    pub const ATTEMPT_ID: &str = "sallyport.attempt_id";
+    /// On a dispatch span: the channel that sent (`http`, `ssh`, …).
+    pub const CHANNEL: &str = "sallyport.channel";
+}
+
+/// The span names.
+pub mod span {
+    /// The call span's `tracing` name; exported as `execute_tool {action}` through `otel.name`.
+    pub const EXECUTE_TOOL: &str = "execute_tool";
+    /// The child span of the wait on a consent provider.
+    pub const CONSENT_WAIT: &str = "sallyport.consent_wait";
+    /// The child span of the channel's dispatch (every send and resend of the attempt).
+    pub const DISPATCH: &str = "sallyport.dispatch";
+}
+
+/// The value of [`attr::GEN_AI_OPERATION_NAME`].
+pub const OPERATION_EXECUTE_TOOL: &str = "execute_tool";
+
+/// The `tracing` target of every span, for filters (`RUST_LOG=sallyport=info`).
+pub const TARGET: &str = "sallyport";
+
+/// Longest action name and tool-call id a span keeps.
+#[cfg(feature = "otel")]
+const MAX_NAME: usize = 128;
+
+/// Runs `call` (one whole call, to its answer) inside its `execute_tool` span and records
+/// the answer on it.
+#[cfg(feature = "otel")]
+pub(crate) fn traced<F>(
+    inner: &Inner,
+    action: &str,
+    options: &CallOptions,
+    call: F,
+) -> impl Future<Output = crate::ActionResult> + use<F>
+where
+    F: Future<Output = crate::ActionResult>,
+{
+    use tracing::Instrument as _;
+
+    let span = enabled::call_span(inner, action, options);
+    let recorded = span.clone();
+    enabled::CALL.scope(
+        enabled::CallState::default(),
+        async move {
+            let result = call.await;
+            enabled::finish(&recorded, &result);
+            result
+        }
+        .instrument(span),
+    )
+}
+
+/// Without the feature: `call` itself.
+#[cfg(not(feature = "otel"))]
+pub(crate) fn traced<F>(
+    _inner: &Inner,
+    _action: &str,
+    _options: &CallOptions,
+    call: F,
+) -> impl Future<Output = crate::ActionResult> + use<F>
+where
+    F: Future<Output = crate::ActionResult>,
+{
+    call
+}
+
+/// The consent stage decided `outcome`; the call span names the last decision of the call.
+pub(crate) fn consented(outcome: ConsentOutcome) {
+    #[cfg(feature = "otel")]
+    enabled::with_call(|state| state.consent.set(Some(outcome)));
+    #[cfg(not(feature = "otel"))]
+    let _ = outcome;
+}
+
+/// `ask`, the wait on a consent provider, inside a `sallyport.consent_wait` span.
+#[cfg(feature = "otel")]
+pub(crate) fn consent_wait<F: Future>(ask: F) -> impl Future<Output = F::Output> {
+    use tracing::Instrument as _;
+    ask.instrument(tracing::info_span!(target: TARGET, span::CONSENT_WAIT))
+}
+
+/// Without the feature: `ask` itself.
+#[cfg(not(feature = "otel"))]
+pub(crate) fn consent_wait<F: Future>(ask: F) -> F {
+    ask
+}
+
+/// `send`, the channel's dispatch, inside a `sallyport.dispatch` span that records the sends
+/// `context` counted; they are added to the call's total.
+#[cfg(feature = "otel")]
+pub(crate) async fn dispatch<F: Future>(
+    channel: &str,
+    context: &DispatchContext,
+    send: F,
+) -> F::Output {
+    use tracing::Instrument as _;
+    let span = tracing::info_span!(
+        target: TARGET,
+        span::DISPATCH,
+        { attr::CHANNEL } = channel,
+        { attr::DISPATCHES } = tracing::field::Empty,
+    );
+    let outcome = send.instrument(span.clone()).await;
+    let sends = context.sends();
+    span.record(attr::DISPATCHES, sends);
+    enabled::with_call(|state| state.sends.set(state.sends.get().saturating_add(sends)));
+    outcome
+}
+
+/// Without the feature: `send` itself.
+#[cfg(not(feature = "otel"))]
+pub(crate) fn dispatch<F: Future>(_channel: &str, _context: &DispatchContext, send: F) -> F {
+    send
+}
+
+#[cfg(feature = "otel")]
+mod enabled {
+    use std::cell::Cell;
+
+    use tracing::Span;
+    use tracing::field::Empty;
+
+    use super::{MAX_NAME, OPERATION_EXECUTE_TOOL, TARGET, attr};
+    use crate::ActionResult;
+    use crate::code::ConsentOutcome;
+    use crate::executor::{CallOptions, Inner};
+
+    /// What the stages of one call tell its span. One per call, set for the call's future
+    /// (a task-local value, so the stages need no handle and a call nested in a consent
+    /// provider has its own).
+    #[derive(Default)]
+    pub(super) struct CallState {
+        pub(super) consent: Cell<Option<ConsentOutcome>>,
+        pub(super) sends: Cell<u32>,
+    }
+
+    tokio::task_local! {
+        pub(super) static CALL: CallState;
+    }
+
+    /// Runs `f` on the current call's state; outside a traced call (a call resumed from a
+    /// front end), nothing.
+    pub(super) fn with_call(f: impl FnOnce(&CallState)) {
+        let _ = CALL.try_with(f);
+    }
+
+    pub(super) fn call_span(inner: &Inner, action: &str, options: &CallOptions) -> Span {
+        let scrubber = inner.current_scrubber();
+        let tool = scrubber.bounded(action, MAX_NAME);
+        let spec = inner.catalog.get(action).map(|entry| entry.spec());
+        // Only a catalog name makes a span name: span names stay few.
+        let name = match spec {
+            Some(spec) => format!("{OPERATION_EXECUTE_TOOL} {}", spec.name),
+            None => OPERATION_EXECUTE_TOOL.to_owned(),
+        };
+        let call_id = options
+            .tool_call_id()
+            .map(|id| scrubber.bounded(id, MAX_NAME));
+        tracing::info_span!(
+            target: TARGET,
+            super::span::EXECUTE_TOOL,
+            otel.name = name,
+            otel.status_code = Empty,
+            { attr::GEN_AI_OPERATION_NAME } = OPERATION_EXECUTE_TOOL,
+            { attr::GEN_AI_TOOL_NAME } = tool,
+            { attr::GEN_AI_TOOL_CALL_ID } = call_id,
+            { attr::EFFECT_CLASS } = spec.map(|s| s.effect.as_str()),
+            { attr::ERROR_TYPE } = Empty,
+            { attr::STATUS } = Empty,
+            { attr::ORIGIN } = Empty,
+            { attr::CODE } = Empty,
+            { attr::CONSENT } = Empty,
+            { attr::DISPATCHES } = Empty,
+            { attr::RECEIPT_ID } = Empty,
+            { attr::ATTEMPT_ID } = Empty,
+        )
+    }
+
+    /// Records the call's answer on its span, each field once.
+    pub(super) fn finish(span: &Span, result: &ActionResult) {
+        span.record(attr::STATUS, result.status.as_str());
+        if let Some(origin) = result.origin {
+            span.record(attr::ORIGIN, origin.as_str());
+        }
+        let code = result.code_str();
+        if let Some(code) = code {
+            span.record(attr::CODE, code);
+        }
+        if result.is_error() {
+            span.record(attr::ERROR_TYPE, code.unwrap_or("_OTHER"));
+            span.record("otel.status_code", "error");
+        }
+        if let Some(receipt) = &result.receipt_id {
+            span.record(attr::RECEIPT_ID, receipt.as_str());
+        }
+        span.record(attr::ATTEMPT_ID, result.attempt_id.as_str());
+        with_call(|state| {
+            if let Some(consent) = state.consent.get() {
+                span.record(attr::CONSENT, consent.as_str());
+            }
+            span.record(attr::DISPATCHES, state.sends.get());
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{OPERATION_EXECUTE_TOOL, attr, span};
+
+    #[test]
+    fn attribute_names_are_the_semantic_conventions_and_sallyport_namespaced() {
+        assert_eq!(attr::GEN_AI_OPERATION_NAME, "gen_ai.operation.name");
+        assert_eq!(attr::GEN_AI_TOOL_NAME, "gen_ai.tool.name");
+        assert_eq!(attr::GEN_AI_TOOL_CALL_ID, "gen_ai.tool.call.id");
+        assert_eq!(attr::ERROR_TYPE, "error.type");
+        assert_eq!(OPERATION_EXECUTE_TOOL, span::EXECUTE_TOOL);
+        for name in [
+            attr::EFFECT_CLASS,
+            attr::STATUS,
+            attr::ORIGIN,
+            attr::CODE,
+            attr::CONSENT,
+            attr::DISPATCHES,
+            attr::RECEIPT_ID,
+            attr::ATTEMPT_ID,
+            attr::CHANNEL,
+            span::CONSENT_WAIT,
+            span::DISPATCH,
+        ] {
+            assert!(name.starts_with("sallyport."), "{name}");
+        }
+    }
+}

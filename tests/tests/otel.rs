@@ -1,0 +1,680 @@
+//! The `otel` feature's spans, exported through `tracing-opentelemetry` into the
+//! OpenTelemetry SDK's in-memory exporter, for real calls through the HTTP channel against a
+//! real upstream on 127.0.0.1:0 and a real SQLite journal: the exact span names, the
+//! parent/child relations and every attribute of a completed call, an out-of-scope refusal, an
+//! unknown field, an unknown action, a consent denial and an unknown outcome after a timeout;
+//! and that no credential, argument value or idempotency key reaches any exported span.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opentelemetry::trace::{SpanId, Status as SpanStatus, TracerProvider as _};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use sallyport_core::consent::{ConsentDecision, FnConsent};
+use sallyport_core::executor::CallOptions;
+use sallyport_core::journal::SqliteJournal;
+use sallyport_core::telemetry::{attr, span};
+use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
+use sallyport_core::{Action, ActionResult, Catalog, ConsentMode, Executor, Session, Status};
+use sallyport_http::HttpChannel;
+use sallyport_tests::http_server::{Drop, Reply, Upstream, audit_event};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tracing_subscriber::layer::SubscriberExt as _;
+
+/// The credential's value.
+const CREDENTIAL: &str = "cred-CANARY-5d41402abc4b";
+/// An argument value the agent sends (in the body, and in a refused unknown field).
+const ARGUMENT: &str = "memo-CANARY-7f3a9c";
+/// The model's id for the tool call.
+const CALL_ID: &str = "call_8Hq2xY";
+
+/// Read one invoice.
+#[derive(Action, Deserialize, Serialize, JsonSchema)]
+#[action(name = "get_invoice", effect = observe, credential = "billing-api")]
+#[http(get = "/v1/invoices/{invoice_id}", result = Invoice)]
+#[serde(deny_unknown_fields)]
+struct GetInvoice {
+    invoice_id: String,
+}
+
+/// Create one invoice in a project.
+#[derive(Action, Deserialize, Serialize, JsonSchema)]
+#[action(name = "create_invoice", effect = external_commitment, retry = idempotency_key,
+         reconcile = "get_invoice", credential = "billing-api")]
+#[http(post = "/v1/projects/{project_id}/invoices", result = Invoice)]
+#[serde(deny_unknown_fields)]
+struct CreateInvoice {
+    #[scope(project)]
+    project_id: String,
+    memo: String,
+}
+
+/// Send one invoice to its customer.
+#[derive(Action, Deserialize, Serialize, JsonSchema)]
+#[action(name = "send_invoice", effect = external_commitment, reconcile = "get_invoice",
+         credential = "billing-api")]
+#[http(post = "/v1/invoices/{invoice_id}/send", result = Invoice)]
+#[serde(deny_unknown_fields)]
+struct SendInvoice {
+    invoice_id: String,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct Invoice {
+    id: String,
+    state: String,
+}
+
+/// The spans this test's thread exports while it lives.
+struct Traces {
+    exporter: InMemorySpanExporter,
+    _provider: SdkTracerProvider,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl Traces {
+    fn install() -> Self {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        // Only what sallyport records: no code locations, threads, targets or timings.
+        let layer = tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("sallyport-tests"))
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_tracked_inactivity(false);
+        let guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+        Self {
+            exporter,
+            _provider: provider,
+            _guard: guard,
+        }
+    }
+
+    /// Every finished span, then forgets them.
+    fn take(&self) -> Vec<SpanData> {
+        let spans = self.exporter.get_finished_spans().expect("spans");
+        self.exporter.reset();
+        spans
+    }
+}
+
+struct Rig {
+    upstream: Upstream,
+    executor: Executor,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(reply: Reply, consent: ConsentDecision) -> Rig {
+    rig_with(reply, consent, ConsentMode::Blocking).await
+}
+
+async fn rig_with(reply: Reply, consent: ConsentDecision, mode: ConsentMode) -> Rig {
+    let upstream = Upstream::start(move |_| reply.clone()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let vault = Arc::new(MemoryVault::new());
+    vault.set(
+        CredentialMeta::new(
+            "billing-api",
+            CredentialKind::Bearer,
+            Binding::url(upstream.url()),
+        ),
+        Secret::new(CREDENTIAL),
+    );
+    let channel = HttpChannel::builder()
+        .base_url(upstream.url())
+        .total_timeout(Duration::from_millis(400))
+        .build()
+        .expect("channel");
+    let catalog = Catalog::builder()
+        .action::<GetInvoice>()
+        .action::<CreateInvoice>()
+        .action::<SendInvoice>()
+        .build()
+        .expect("catalog");
+    let executor = Executor::builder(catalog)
+        .journal(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"))
+        .vault_arc(vault)
+        .consent(FnConsent::new(move |_| {
+            let decision = consent.clone();
+            async move { decision }
+        }))
+        .consent_mode(mode)
+        .channel(channel)
+        .build()
+        .expect("executor");
+    Rig {
+        upstream,
+        executor,
+        _dir: dir,
+    }
+}
+
+fn session() -> Session {
+    Session::new("chat-otel").allow("project", ["proj_1"])
+}
+
+fn invoice() -> Reply {
+    Reply::Json(201, json!({"id": "inv_1", "state": "open"}))
+}
+
+/// A span's attributes as strings (integers as their digits).
+fn attributes(span: &SpanData) -> BTreeMap<String, String> {
+    span.attributes
+        .iter()
+        .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+        .collect()
+}
+
+fn expected(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// The one span named `name`.
+fn named<'a>(spans: &'a [SpanData], name: &str) -> &'a SpanData {
+    let found: Vec<&SpanData> = spans.iter().filter(|s| s.name == name).collect();
+    assert_eq!(found.len(), 1, "spans named {name:?}: {:?}", names(spans));
+    found[0]
+}
+
+fn names(spans: &[SpanData]) -> Vec<String> {
+    let mut names: Vec<String> = spans.iter().map(|s| s.name.to_string()).collect();
+    names.sort();
+    names
+}
+
+fn assert_child(child: &SpanData, parent: &SpanData) {
+    assert_eq!(child.parent_span_id, parent.span_context.span_id());
+    assert_eq!(
+        child.span_context.trace_id(),
+        parent.span_context.trace_id()
+    );
+}
+
+/// No span, attribute, event, link or status of `spans` carries a canary.
+fn assert_clean(spans: &[SpanData], more: &[&str]) {
+    let text = format!("{spans:?}");
+    for canary in [CREDENTIAL, ARGUMENT].iter().chain(more) {
+        assert!(
+            !text.contains(canary),
+            "an exported span carries {canary:?}:\n{text}"
+        );
+    }
+}
+
+fn ids(result: &ActionResult) -> (String, String) {
+    (
+        result.attempt_id.as_str().to_owned(),
+        result
+            .receipt_id
+            .as_ref()
+            .expect("receipt")
+            .as_str()
+            .to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_completed_call_is_one_execute_tool_span_with_consent_and_dispatch_children() {
+    let traces = Traces::install();
+    let rig = rig(invoice(), ConsentDecision::Approve).await;
+    let options = CallOptions::new().with_tool_call_id(CALL_ID);
+    let session = session();
+    let call = rig.executor.call_with(
+        "create_invoice",
+        json!({"project_id": "proj_1", "memo": ARGUMENT}),
+        &session,
+        &options,
+    );
+    assert_send(&call);
+    let result = call.await;
+    assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+    assert_eq!(rig.upstream.requests(), 1);
+
+    let spans = traces.take();
+    assert_eq!(
+        names(&spans),
+        [
+            "execute_tool create_invoice",
+            span::CONSENT_WAIT,
+            span::DISPATCH
+        ]
+    );
+    let call = named(&spans, "execute_tool create_invoice");
+    assert_eq!(call.parent_span_id, SpanId::INVALID);
+    assert_eq!(call.status, SpanStatus::Unset);
+    let (attempt, receipt) = ids(&result);
+    assert_eq!(
+        attributes(call),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "create_invoice"),
+            (attr::GEN_AI_TOOL_CALL_ID, CALL_ID),
+            (attr::EFFECT_CLASS, "external_commitment"),
+            (attr::STATUS, "completed"),
+            (attr::CONSENT, "approved"),
+            (attr::DISPATCHES, "1"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    let consent = named(&spans, span::CONSENT_WAIT);
+    assert_child(consent, call);
+    assert_eq!(attributes(consent), expected(&[]));
+    let dispatch = named(&spans, span::DISPATCH);
+    assert_child(dispatch, call);
+    assert_eq!(
+        attributes(dispatch),
+        expected(&[(attr::CHANNEL, "http"), (attr::DISPATCHES, "1")])
+    );
+    // The human was asked before anything was sent.
+    assert!(consent.end_time <= dispatch.start_time);
+
+    // The canaries did travel: the credential and the argument to the upstream, the key with
+    // the request and into the journal.
+    let received = &rig.upstream.received()[0];
+    let key = received
+        .header("idempotency-key")
+        .expect("an idempotency key")
+        .to_owned();
+    assert_eq!(
+        received.header("authorization"),
+        Some(format!("Bearer {CREDENTIAL}").as_str())
+    );
+    assert!(String::from_utf8_lossy(&received.body).contains(ARGUMENT));
+    assert_clean(&spans, &[&key]);
+}
+
+#[tokio::test]
+async fn an_out_of_scope_call_is_an_error_span_with_no_children_and_no_dispatch() {
+    let traces = Traces::install();
+    let rig = rig(invoice(), ConsentDecision::Approve).await;
+    let result = rig
+        .executor
+        .call(
+            "create_invoice",
+            json!({"project_id": "proj_999", "memo": ARGUMENT}),
+            &session(),
+        )
+        .await;
+    assert_eq!(result.code_str(), Some("out_of_scope"));
+    assert_eq!(rig.upstream.requests(), 0);
+
+    let spans = traces.take();
+    assert_eq!(names(&spans), ["execute_tool create_invoice"]);
+    let call = &spans[0];
+    assert_eq!(call.status, SpanStatus::error(""));
+    let (attempt, receipt) = ids(&result);
+    // No tool-call id was given, none is made up.
+    assert_eq!(
+        attributes(call),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "create_invoice"),
+            (attr::EFFECT_CLASS, "external_commitment"),
+            (attr::ERROR_TYPE, "out_of_scope"),
+            (attr::STATUS, "rejected"),
+            (attr::ORIGIN, "executor"),
+            (attr::CODE, "out_of_scope"),
+            (attr::DISPATCHES, "0"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    // The refused project is an argument too: the reason names it, the span does not.
+    assert!(result.reason.as_deref().unwrap().contains("proj_999"));
+    assert_clean(&spans, &["proj_999"]);
+}
+
+#[tokio::test]
+async fn an_unknown_field_from_json_text_is_invalid_arguments_with_the_call_id() {
+    let traces = Traces::install();
+    let rig = rig(invoice(), ConsentDecision::Approve).await;
+    let arguments = json!({"project_id": "proj_1", "memo": "m", "token": ARGUMENT}).to_string();
+    let options = CallOptions::new().with_tool_call_id(CALL_ID);
+    let result = rig
+        .executor
+        .call_json_with("create_invoice", &arguments, &session(), &options)
+        .await;
+    assert_eq!(result.code_str(), Some("invalid_arguments"));
+    assert_eq!(result.divergences[0].path, "/token");
+    assert_eq!(rig.upstream.requests(), 0);
+
+    let spans = traces.take();
+    assert_eq!(names(&spans), ["execute_tool create_invoice"]);
+    let (attempt, receipt) = ids(&result);
+    assert_eq!(
+        attributes(&spans[0]),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "create_invoice"),
+            (attr::GEN_AI_TOOL_CALL_ID, CALL_ID),
+            (attr::EFFECT_CLASS, "external_commitment"),
+            (attr::ERROR_TYPE, "invalid_arguments"),
+            (attr::STATUS, "rejected"),
+            (attr::ORIGIN, "executor"),
+            (attr::CODE, "invalid_arguments"),
+            (attr::DISPATCHES, "0"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    assert_clean(&spans, &[]);
+}
+
+#[tokio::test]
+async fn an_action_outside_the_catalog_keeps_the_span_name_fixed() {
+    let traces = Traces::install();
+    let rig = rig(invoice(), ConsentDecision::Approve).await;
+    let result = rig
+        .executor
+        .call("delete_everything", json!({"memo": ARGUMENT}), &session())
+        .await;
+    assert_eq!(result.code_str(), Some("unknown_action"));
+
+    let spans = traces.take();
+    assert_eq!(names(&spans), ["execute_tool"]);
+    let (attempt, receipt) = ids(&result);
+    assert_eq!(
+        attributes(&spans[0]),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "delete_everything"),
+            (attr::ERROR_TYPE, "unknown_action"),
+            (attr::STATUS, "rejected"),
+            (attr::ORIGIN, "executor"),
+            (attr::CODE, "unknown_action"),
+            (attr::DISPATCHES, "0"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    assert_clean(&spans, &[]);
+}
+
+#[tokio::test]
+async fn a_consent_denial_shows_the_wait_and_no_dispatch() {
+    let traces = Traces::install();
+    let rig = rig(
+        invoice(),
+        ConsentDecision::Deny {
+            reason: Some("not this month".into()),
+        },
+    )
+    .await;
+    let result = rig
+        .executor
+        .call(
+            "create_invoice",
+            json!({"project_id": "proj_1", "memo": ARGUMENT}),
+            &session(),
+        )
+        .await;
+    assert_eq!(result.code_str(), Some("consent_denied"));
+    assert_eq!(rig.upstream.requests(), 0);
+
+    let spans = traces.take();
+    assert_eq!(
+        names(&spans),
+        ["execute_tool create_invoice", span::CONSENT_WAIT]
+    );
+    let call = named(&spans, "execute_tool create_invoice");
+    assert_child(named(&spans, span::CONSENT_WAIT), call);
+    assert_eq!(call.status, SpanStatus::error(""));
+    let (attempt, receipt) = ids(&result);
+    assert_eq!(
+        attributes(call),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "create_invoice"),
+            (attr::EFFECT_CLASS, "external_commitment"),
+            (attr::ERROR_TYPE, "consent_denied"),
+            (attr::STATUS, "rejected"),
+            (attr::ORIGIN, "executor"),
+            (attr::CODE, "consent_denied"),
+            (attr::CONSENT, "denied"),
+            (attr::DISPATCHES, "0"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    // The human's reason goes to the agent, not into the trace.
+    assert_clean(&spans, &["not this month"]);
+}
+
+#[tokio::test]
+async fn a_request_that_left_and_timed_out_is_an_unknown_span_with_one_dispatch() {
+    let traces = Traces::install();
+    let rig = rig(
+        Reply::CommitThenDrop(Drop::Hang(Duration::from_secs(5))),
+        ConsentDecision::Approve,
+    )
+    .await;
+    let options = CallOptions::new().with_tool_call_id(CALL_ID);
+    let result = rig
+        .executor
+        .call_with(
+            "send_invoice",
+            json!({"invoice_id": "inv_1"}),
+            &session(),
+            &options,
+        )
+        .await;
+    assert_eq!(result.status, Status::Unknown, "{}", result.to_json());
+    assert_eq!(result.code_str(), Some("timeout_after_send"));
+    assert_eq!(rig.upstream.requests(), 1);
+
+    let spans = traces.take();
+    assert_eq!(
+        names(&spans),
+        [
+            "execute_tool send_invoice",
+            span::CONSENT_WAIT,
+            span::DISPATCH
+        ]
+    );
+    let call = named(&spans, "execute_tool send_invoice");
+    let dispatch = named(&spans, span::DISPATCH);
+    assert_child(dispatch, call);
+    assert_child(named(&spans, span::CONSENT_WAIT), call);
+    assert_eq!(call.status, SpanStatus::error(""));
+    // The dispatch span holds the wait for the answer that never came.
+    let waited = dispatch
+        .end_time
+        .duration_since(dispatch.start_time)
+        .expect("ends after it starts");
+    assert!(waited >= Duration::from_millis(400), "{waited:?}");
+    let (attempt, receipt) = ids(&result);
+    assert_eq!(
+        attributes(call),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "send_invoice"),
+            (attr::GEN_AI_TOOL_CALL_ID, CALL_ID),
+            (attr::EFFECT_CLASS, "external_commitment"),
+            (attr::ERROR_TYPE, "timeout_after_send"),
+            (attr::STATUS, "unknown"),
+            (attr::ORIGIN, "upstream"),
+            (attr::CODE, "timeout_after_send"),
+            (attr::CONSENT, "approved"),
+            (attr::DISPATCHES, "1"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    assert_eq!(
+        attributes(dispatch),
+        expected(&[(attr::CHANNEL, "http"), (attr::DISPATCHES, "1")])
+    );
+    // The span and the audit record tell the same story.
+    let audit = audit_event(&rig._dir.path().join("journal.db"), &attempt);
+    assert_eq!(audit["receipt_id"], Value::from(receipt));
+    assert_eq!(audit["dispatches"], 1);
+    assert_clean(&spans, &[]);
+}
+
+#[tokio::test]
+async fn a_parked_call_is_pending_with_deferred_consent_and_no_dispatch() {
+    let traces = Traces::install();
+    // The provider cannot ask now: the call stays parked for another front end.
+    let rig = rig_with(
+        invoice(),
+        ConsentDecision::Unavailable,
+        ConsentMode::Deferred,
+    )
+    .await;
+    let result = rig
+        .executor
+        .call(
+            "create_invoice",
+            json!({"project_id": "proj_1", "memo": ARGUMENT}),
+            &session(),
+        )
+        .await;
+    assert_eq!(result.status, Status::Pending, "{}", result.to_json());
+    assert_eq!(result.code_str(), Some("awaiting_approval"));
+    assert_eq!(rig.upstream.requests(), 0);
+
+    let spans = traces.take();
+    assert_eq!(
+        names(&spans),
+        ["execute_tool create_invoice", span::CONSENT_WAIT]
+    );
+    let call = named(&spans, "execute_tool create_invoice");
+    assert_child(named(&spans, span::CONSENT_WAIT), call);
+    // Pending is no failure.
+    assert_eq!(call.status, SpanStatus::Unset);
+    let (attempt, receipt) = ids(&result);
+    assert_eq!(
+        attributes(call),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "create_invoice"),
+            (attr::EFFECT_CLASS, "external_commitment"),
+            (attr::STATUS, "pending"),
+            (attr::ORIGIN, "executor"),
+            (attr::CODE, "awaiting_approval"),
+            (attr::CONSENT, "deferred"),
+            (attr::DISPATCHES, "0"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    assert_clean(&spans, &[]);
+}
+
+#[tokio::test]
+async fn a_parked_call_approved_at_once_is_carried_out_inside_its_span() {
+    let traces = Traces::install();
+    let rig = rig_with(invoice(), ConsentDecision::Approve, ConsentMode::Deferred).await;
+    let result = rig
+        .executor
+        .call(
+            "create_invoice",
+            json!({"project_id": "proj_1", "memo": ARGUMENT}),
+            &session(),
+        )
+        .await;
+    assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+    assert_eq!(rig.upstream.requests(), 1);
+
+    let spans = traces.take();
+    assert_eq!(
+        names(&spans),
+        [
+            "execute_tool create_invoice",
+            span::CONSENT_WAIT,
+            span::DISPATCH
+        ]
+    );
+    let call = named(&spans, "execute_tool create_invoice");
+    assert_child(named(&spans, span::CONSENT_WAIT), call);
+    assert_child(named(&spans, span::DISPATCH), call);
+    let (attempt, receipt) = ids(&result);
+    // The consent is the approval's, the ids the attempt's that carried the call out.
+    assert_eq!(
+        attributes(call),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "create_invoice"),
+            (attr::EFFECT_CLASS, "external_commitment"),
+            (attr::STATUS, "completed"),
+            (attr::CONSENT, "approved"),
+            (attr::DISPATCHES, "1"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    let key = rig.upstream.received()[0]
+        .header("idempotency-key")
+        .expect("an idempotency key")
+        .to_owned();
+    assert_clean(&spans, &[&key]);
+}
+
+#[tokio::test]
+async fn a_typed_read_is_one_span_with_a_dispatch_child_and_no_consent_wait() {
+    let traces = Traces::install();
+    let rig = rig(invoice(), ConsentDecision::Approve).await;
+    let input = GetInvoice {
+        invoice_id: "inv_1".into(),
+    };
+    let result = rig.executor.run(&input, &session()).await;
+    assert_eq!(result.status(), Status::Completed);
+    let result = result.result;
+    assert_eq!(rig.upstream.requests(), 1);
+
+    let spans = traces.take();
+    assert_eq!(names(&spans), ["execute_tool get_invoice", span::DISPATCH]);
+    let call = named(&spans, "execute_tool get_invoice");
+    assert_child(named(&spans, span::DISPATCH), call);
+    let (attempt, receipt) = ids(&result);
+    assert_eq!(
+        attributes(call),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "get_invoice"),
+            (attr::EFFECT_CLASS, "observe"),
+            (attr::STATUS, "completed"),
+            (attr::CONSENT, "not_required"),
+            (attr::DISPATCHES, "1"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+        ])
+    );
+    assert_clean(&spans, &[]);
+}
+
+#[tokio::test]
+async fn a_tool_call_id_or_action_name_carrying_a_credential_is_scrubbed() {
+    let traces = Traces::install();
+    let rig = rig(invoice(), ConsentDecision::Approve).await;
+    let options = CallOptions::new().with_tool_call_id(format!("call_{CREDENTIAL}"));
+    let result = rig
+        .executor
+        .call_with(
+            &format!("get_{CREDENTIAL}"),
+            json!({}),
+            &session(),
+            &options,
+        )
+        .await;
+    assert_eq!(result.code_str(), Some("unknown_action"));
+
+    let spans = traces.take();
+    assert_eq!(names(&spans), ["execute_tool"]);
+    let attributes = attributes(&spans[0]);
+    assert!(attributes[attr::GEN_AI_TOOL_CALL_ID].starts_with("call_"));
+    assert!(attributes[attr::GEN_AI_TOOL_NAME].starts_with("get_"));
+    assert_clean(&spans, &[]);
+}
+
+fn assert_send<T: Send>(_: &T) {}
