@@ -13,6 +13,7 @@ use rig_core::completion::{CompletionRequest, Message};
 use rig_core::message::{ToolResultContent, UserContent};
 use rig_core::test_utils::{MockCompletionModel, MockTurn};
 use sallyport_core::consent::{ConsentDecision, FnConsent};
+use sallyport_core::drift::{Baseline, BaselineGuard};
 use sallyport_core::journal::SqliteJournal;
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
 use sallyport_core::{Action, Catalog, Executor, Session};
@@ -549,4 +550,23 @@ async fn a_bound_session_is_used_when_the_run_carries_none_and_the_context_wins_
         .expect("decodes")
         .expect("published");
     assert_eq!(published.0.code_str(), Some("out_of_scope"));
+}
+
+#[tokio::test]
+async fn an_action_the_baseline_has_not_approved_is_not_offered() {
+    let bench = bench().await;
+    let catalog = bench.executor.catalog();
+    let approved = Baseline::empty()
+        .approve(
+            catalog,
+            &["get_deployment".to_owned(), "get_invoice".to_owned()],
+        )
+        .expect("approve");
+    let guard = Arc::new(BaselineGuard::new(catalog, approved));
+    let tools = RigTools::new(bench.executor.clone()).baseline(guard);
+    let names: Vec<String> = tools.tools().iter().map(|t| t.name().to_string()).collect();
+    assert_eq!(names, vec!["get_deployment", "get_invoice"]);
+    assert!(tools.tool("send_invoice").is_none());
+    assert!(tools.tool("get_invoice").is_some());
+    assert!(!tools.offers("no_such_action"));
 }
