@@ -183,12 +183,16 @@ fn session() -> Session {
         .allow("customer", ["cus_7"])
 }
 
+/// One tool call as the probe saw it: the tool, the upstream's request count right after it,
+/// and the executor's answer the tool published.
+type Seen = (String, u64, Option<CallResult>);
+
 /// Snapshots, after every tool call rig dispatches, the upstream's request count and the
 /// executor's published answer.
 #[derive(Clone)]
 struct Probe {
     upstream: Arc<Upstream>,
-    seen: Arc<Mutex<Vec<(String, u64, Option<CallResult>)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl AgentHook for Probe {
