@@ -117,6 +117,10 @@ fn spec(checked: &Checked) -> TokenStream {
             let json = &field.json_name;
             spec.extend(quote!(.with_audit_note_field(#json)));
         }
+        if field.policy.is_some() {
+            let json = &field.json_name;
+            spec.extend(quote!(.with_policy_field(#json)));
+        }
     }
     if let Some(reconcile) = action.reconcile.get() {
         spec.extend(quote!(.with_reconcile(#reconcile)));

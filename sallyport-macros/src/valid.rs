@@ -253,10 +253,32 @@ fn snake_case(name: &str) -> String {
         .to_owned()
 }
 
-/// Field-level rules: one `#[audit_note]`, and scope tags on fields the agent sends.
+/// Field-level rules: one `#[audit_note]`, and scope tags and `#[policy]` on fields the
+/// agent sends.
 fn check_fields(input: &Input, errs: &mut Errors) {
     let mut audit_note: Option<&Field> = None;
     for field in &input.fields {
+        if let Some(span) = field.policy {
+            let ident = field.ident;
+            if !field.deserialized {
+                errs.at(
+                    span,
+                    format!(
+                        "field `{ident}` is skipped by serde, so the agent never sends it and the \
+                         policy would never see it"
+                    ),
+                );
+            }
+            if field.flatten {
+                errs.at(
+                    span,
+                    format!(
+                        "field `{ident}` is `#[serde(flatten)]`; mark the fields inside it \
+                         `#[policy]` instead"
+                    ),
+                );
+            }
+        }
         if let Some(span) = field.audit_note {
             if let Some(first) = audit_note {
                 errs.at(
