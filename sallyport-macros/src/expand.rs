@@ -386,4 +386,22 @@ mod tests {
             "unknown consent rule `never`; expected one of `none`, `session`, `per_call`"
         );
     }
+
+    #[test]
+    fn policy_fields_are_named_on_the_card_by_their_json_name() {
+        let input: DeriveInput = parse_quote! {
+            /// Create one invoice.
+            #[action(name = "create_invoice", effect = reversible_change)]
+            struct CreateInvoice {
+                #[policy] #[serde(rename = "amountCents")] amount_cents: u64,
+                customer_id: String,
+            }
+        };
+        let expanded = expand_to_string(&input);
+        assert!(
+            expanded.contains(&quote!(.with_policy_field("amountCents")).to_string()),
+            "{expanded}"
+        );
+        assert_eq!(expanded.matches("with_policy_field").count(), 1, "{expanded}");
+    }
 }

@@ -1074,4 +1074,30 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn policy_fields_must_be_sent_by_the_agent() {
+        let input: DeriveInput = parse_quote! {
+            /// Create one invoice.
+            #[action(name = "create_invoice", effect = reversible_change)]
+            struct CreateInvoice {
+                #[policy] amount_cents: u64,
+                #[policy] #[serde(skip)] internal: u32,
+                #[policy] #[serde(flatten)] extra: Extra,
+                #[policy(amount)] currency: String,
+                #[policy] #[policy] twice: String,
+            }
+        };
+        assert_eq!(
+            errors(&input),
+            [
+                "`#[policy]` takes no arguments: it shows the field to the host's policy",
+                "duplicate `#[policy]` on this field",
+                "field `internal` is skipped by serde, so the agent never sends it and the \
+                 policy would never see it",
+                "field `extra` is `#[serde(flatten)]`; mark the fields inside it `#[policy]` \
+                 instead",
+            ]
+        );
+    }
 }
