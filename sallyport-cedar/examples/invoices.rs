@@ -52,8 +52,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let customer = [ScopedValue::new("customer", "customer_id", "cus_7")];
     let cases = [
         ("billing, 50.00", &billing, 5_000, CallCounts::default()),
-        ("billing, 2,500.00", &billing, 250_000, CallCounts::default()),
-        ("billing, 6th this hour", &billing, 5_000, CallCounts::new(1, 5, 5)),
+        (
+            "billing, 2,500.00",
+            &billing,
+            250_000,
+            CallCounts::default(),
+        ),
+        (
+            "billing, 6th this hour",
+            &billing,
+            5_000,
+            CallCounts::new(1, 5, 5),
+        ),
         ("sales, 50.00", &sales, 5_000, CallCounts::default()),
     ];
     for (label, session, amount, calls) in cases {

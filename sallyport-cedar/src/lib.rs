@@ -162,9 +162,10 @@ impl CedarPolicy {
     pub fn from_file(catalog: &Catalog, path: impl AsRef<Path>) -> Result<Self, CedarError> {
         let path = path.as_ref();
         let text = read(path)?;
-        let name = path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         Self::new(catalog, name, Some(path.to_owned()), &text)
     }
 
@@ -217,12 +218,14 @@ impl CedarPolicy {
         }
         match load(&self.validator, &self.name, text) {
             Ok(policies) => {
-                *self.current.write().unwrap_or_else(PoisonError::into_inner) =
-                    Arc::new(Loaded {
-                        text: text.to_owned(),
-                        policies,
-                    });
-                *self.last_error.write().unwrap_or_else(PoisonError::into_inner) = None;
+                *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Loaded {
+                    text: text.to_owned(),
+                    policies,
+                });
+                *self
+                    .last_error
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner) = None;
                 let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
                 tracing::info!(policy = %self.name, generation, "Cedar policies replaced");
                 Ok(true)
@@ -300,7 +303,10 @@ impl CedarPolicy {
     fn rejected(&self, error: CedarError) -> CedarError {
         let text = error_text(&error);
         tracing::warn!(policy = %self.name, error = %text, "Cedar policies not replaced; the last good ones stay in force");
-        *self.last_error.write().unwrap_or_else(PoisonError::into_inner) = Some(text);
+        *self
+            .last_error
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(text);
         error
     }
 
@@ -312,12 +318,16 @@ impl CedarPolicy {
             session_type,
             EntityId::new(request.session.id().as_str()),
         );
-        let action = EntityUid::from_type_name_and_id(
-            type_name("Action")?,
-            EntityId::new(request.action),
-        );
-        let context = Context::from_json_value(context_json(request), Some((&self.schema, &action)))
-            .map_err(|e| format!("the call's context does not fit the policy schema: {}", cedar_message(&e)))?;
+        let action =
+            EntityUid::from_type_name_and_id(type_name("Action")?, EntityId::new(request.action));
+        let context =
+            Context::from_json_value(context_json(request), Some((&self.schema, &action)))
+                .map_err(|e| {
+                    format!(
+                        "the call's context does not fit the policy schema: {}",
+                        cedar_message(&e)
+                    )
+                })?;
         let mut resources: BTreeSet<(String, String)> = request
             .objects
             .iter()
@@ -333,8 +343,12 @@ impl CedarPolicy {
             entities.push(Entity::with_uid(uid.clone()));
             uids.push((uid, kind, value));
         }
-        let entities = Entities::from_entities(entities, Some(&self.schema))
-            .map_err(|e| format!("the call's entities do not fit the policy schema: {}", cedar_message(&e)))?;
+        let entities = Entities::from_entities(entities, Some(&self.schema)).map_err(|e| {
+            format!(
+                "the call's entities do not fit the policy schema: {}",
+                cedar_message(&e)
+            )
+        })?;
         let mut verdict = PolicyVerdict::Allow;
         let mut reason: Option<String> = None;
         let mut rules: Vec<String> = Vec::new();
@@ -346,10 +360,15 @@ impl CedarPolicy {
                 context.clone(),
                 Some(&self.schema),
             )
-            .map_err(|e| format!("the call does not fit the policy schema: {}", cedar_message(&e)))?;
-            let response = self
-                .authorizer
-                .is_authorized(&cedar_request, &loaded.policies, &entities);
+            .map_err(|e| {
+                format!(
+                    "the call does not fit the policy schema: {}",
+                    cedar_message(&e)
+                )
+            })?;
+            let response =
+                self.authorizer
+                    .is_authorized(&cedar_request, &loaded.policies, &entities);
             let diagnostics = response.diagnostics();
             if let Some(error) = diagnostics.errors().next() {
                 return Ok(PolicyDecision::deny(format!(
@@ -410,7 +429,9 @@ impl CedarPolicy {
             }
         }
         let mut decision = match (verdict, reason) {
-            (PolicyVerdict::RequireConsent, Some(reason)) => PolicyDecision::require_consent(reason),
+            (PolicyVerdict::RequireConsent, Some(reason)) => {
+                PolicyDecision::require_consent(reason)
+            }
             _ => PolicyDecision::allow(),
         };
         for rule in rules {
@@ -426,9 +447,8 @@ impl Policy for CedarPolicy {
     }
 
     fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision {
-        self.evaluate(request).unwrap_or_else(|reason| {
-            PolicyDecision::deny(format!("{reason}; the call is denied"))
-        })
+        self.evaluate(request)
+            .unwrap_or_else(|reason| PolicyDecision::deny(format!("{reason}; the call is denied")))
     }
 }
 
@@ -557,8 +577,12 @@ fn principal_entity(request: &PolicyRequest<'_>, uid: EntityUid) -> Result<Entit
         .attributes()
         .iter()
         .map(|(k, v)| (k.clone(), RestrictedExpression::new_string(v.clone())));
-    Entity::new_with_tags(uid, attrs, [], tags)
-        .map_err(|e| format!("the session does not fit the policy schema: {}", cedar_message(&e)))
+    Entity::new_with_tags(uid, attrs, [], tags).map_err(|e| {
+        format!(
+            "the session does not fit the policy schema: {}",
+            cedar_message(&e)
+        )
+    })
 }
 
 #[cfg(test)]
@@ -598,7 +622,8 @@ mod tests {
             ScopedValue::new("project", "from", from),
             ScopedValue::new("project", "to", to),
         ];
-        let arguments = visible_arguments(&spec, &json!({"from": from, "to": to, "archive": archive}));
+        let arguments =
+            visible_arguments(&spec, &json!({"from": from, "to": to, "archive": archive}));
         policy.decide(&PolicyRequest::new(
             &session,
             &spec,
@@ -634,7 +659,10 @@ mod tests {
         for (from, to) in [("prod", "dev"), ("dev", "prod")] {
             let decision = decide(&policy, from, to, None);
             assert_eq!(decision.verdict, PolicyVerdict::Deny, "{from} -> {to}");
-            assert_eq!(decision.reason.as_deref(), Some("prod is frozen for project prod"));
+            assert_eq!(
+                decision.reason.as_deref(),
+                Some("prod is frozen for project prod")
+            );
             assert_eq!(decision.rules, ["prod-is-frozen"]);
         }
         // A consent permit on one object requires consent for the call.
@@ -642,7 +670,9 @@ mod tests {
         assert_eq!(decision.verdict, PolicyVerdict::RequireConsent);
         assert_eq!(
             decision.reason.as_deref(),
-            Some("policy `archiving-needs-a-human` requires a human's approval for project archive")
+            Some(
+                "policy `archiving-needs-a-human` requires a human's approval for project archive"
+            )
         );
         assert_eq!(decision.rules, ["alice-moves", "archiving-needs-a-human"]);
         // An absent optional argument is an absent attribute (`has` is false).
@@ -662,7 +692,10 @@ mod tests {
             action["context"]["attributes"]["args"],
             json!({"type": "Record", "attributes": {"archive": {"type": "Boolean", "required": false}}})
         );
-        assert_eq!(schema[""]["entityTypes"]["Session"]["tags"], json!({"type": "String"}));
+        assert_eq!(
+            schema[""]["entityTypes"]["Session"]["tags"],
+            json!({"type": "String"})
+        );
         let policy = CedarPolicy::from_text(&catalog(), "repos.cedar", POLICIES).expect("load");
         let text = policy.schema_text();
         assert!(text.contains("entity Session"), "{text}");

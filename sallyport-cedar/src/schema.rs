@@ -200,7 +200,10 @@ fn cedar_type(
         Some(Value::Array(ts)) => {
             let names: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
             let nullable = names.contains(&"null");
-            (names.into_iter().filter(|t| *t != "null").collect(), nullable)
+            (
+                names.into_iter().filter(|t| *t != "null").collect(),
+                nullable,
+            )
         }
         _ => return Err("its schema names no type".to_owned()),
     };
@@ -266,15 +269,15 @@ mod tests {
             t(json!({"enum": ["EUR", "USD"]})),
             Ok((json!({"type": "String"}), false))
         );
-        assert!(t(json!({"type": "number"})).unwrap_err().contains("floating point"));
+        assert!(
+            t(json!({"type": "number"}))
+                .unwrap_err()
+                .contains("floating point")
+        );
         assert!(t(json!({"type": "object"})).is_err());
         let defs = json!({"Currency": {"type": "string", "enum": ["EUR"]}});
         assert_eq!(
-            cedar_type(
-                &json!({"$ref": "#/$defs/Currency"}),
-                defs.as_object(),
-                0
-            ),
+            cedar_type(&json!({"$ref": "#/$defs/Currency"}), defs.as_object(), 0),
             Ok((json!({"type": "String"}), false))
         );
     }

@@ -103,6 +103,7 @@ impl std::fmt::Debug for Executor {
             .field("actions", &self.inner.catalog.len())
             .field("channels", &self.inner.channels.keys().collect::<Vec<_>>())
             .field("drift_mode", &self.inner.drift_mode)
+            .field("policy", &self.inner.policy.as_ref().map(|p| p.name()))
             .finish_non_exhaustive()
     }
 }

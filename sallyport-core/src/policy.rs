@@ -344,8 +344,13 @@ mod tests {
         let session = Session::new("chat-1").with_attribute("team", "billing");
         let decide = |amount: i64, hour: u64| {
             let arguments = visible_arguments(&spec, &serde_json::json!({ "amount": amount }));
-            let request =
-                PolicyRequest::new(&session, &spec, &[], &arguments, CallCounts::new(0, hour, hour));
+            let request = PolicyRequest::new(
+                &session,
+                &spec,
+                &[],
+                &arguments,
+                CallCounts::new(0, hour, hour),
+            );
             assert_eq!(request.action, "create_invoice");
             assert_eq!(request.session.attribute("team"), Some("billing"));
             ByAmount.decide(&request)

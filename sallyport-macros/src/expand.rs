@@ -402,6 +402,10 @@ mod tests {
             expanded.contains(&quote!(.with_policy_field("amountCents")).to_string()),
             "{expanded}"
         );
-        assert_eq!(expanded.matches("with_policy_field").count(), 1, "{expanded}");
+        assert_eq!(
+            expanded.matches("with_policy_field").count(),
+            1,
+            "{expanded}"
+        );
     }
 }

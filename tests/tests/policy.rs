@@ -225,7 +225,9 @@ async fn a_denial_is_rejected_policy_denied_with_no_request_and_one_record_namin
     assert_eq!(result.code, Some(RefusalCode::PolicyDenied.into()));
     assert_eq!(
         result.reason.as_deref(),
-        Some("policy `scripted` denied this call: invoices are frozen until April; nothing was sent")
+        Some(
+            "policy `scripted` denied this call: invoices are frozen until April; nothing was sent"
+        )
     );
     assert_eq!(rig.upstream.requests(), 0);
     assert_eq!(rig.records(&result), 1);
@@ -246,9 +248,11 @@ async fn a_denial_is_rejected_policy_denied_with_no_request_and_one_record_namin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn required_consent_parks_an_action_whose_rule_asks_no_one_and_it_is_decided_again_on_resume()
- {
+{
     let rig = rig(true).await;
-    rig.policy.answer(PolicyDecision::require_consent("a human checks invoices today"));
+    rig.policy.answer(PolicyDecision::require_consent(
+        "a human checks invoices today",
+    ));
     let parked = rig.call(500).await;
     assert_eq!(parked.status, Status::Pending, "{}", parked.summary());
     assert_eq!(parked.code, Some(RefusalCode::AwaitingApproval.into()));
@@ -272,10 +276,16 @@ async fn required_consent_parks_an_action_whose_rule_asks_no_one_and_it_is_decid
     assert_eq!(rig.upstream.requests(), 1);
     let seen = rig.policy.seen();
     assert_eq!(seen.len(), 2);
-    assert_eq!(seen[1].calls, CallCounts::new(0, 0, 0), "the resumed call is the first");
+    assert_eq!(
+        seen[1].calls,
+        CallCounts::new(0, 0, 0),
+        "the resumed call is the first"
+    );
 
     // A policy that denies by the time a parked call resumes stops it unsent.
-    rig.policy.answer(PolicyDecision::require_consent("a human checks invoices today"));
+    rig.policy.answer(PolicyDecision::require_consent(
+        "a human checks invoices today",
+    ));
     let parked = rig.call(900).await;
     assert_eq!(parked.status, Status::Pending);
     assert_eq!(

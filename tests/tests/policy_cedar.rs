@@ -144,7 +144,11 @@ async fn a_call_the_policy_permits_is_sent_and_its_record_names_the_permit() {
         .await;
     assert_eq!(result.status, Status::Completed, "{}", result.summary());
     assert_eq!(rig.upstream.requests(), 1);
-    assert_eq!(rig.asks.load(Ordering::SeqCst), 0, "the action's rule asks no one");
+    assert_eq!(
+        rig.asks.load(Ordering::SeqCst),
+        0,
+        "the action's rule asks no one"
+    );
     let audit = rig.audit(&result);
     assert_eq!(
         audit["policy"],
@@ -154,18 +158,27 @@ async fn a_call_the_policy_permits_is_sent_and_its_record_names_the_permit() {
     // A call naming no object is authorized on `Unscoped::"get_invoice"`.
     let read = rig
         .executor
-        .call("get_invoice", json!({"invoice_id": "inv_1"}), &Session::new("s2"))
+        .call(
+            "get_invoice",
+            json!({"invoice_id": "inv_1"}),
+            &Session::new("s2"),
+        )
         .await;
     assert_eq!(read.status, Status::Completed, "{}", read.summary());
     assert_eq!(rig.upstream.requests(), 2);
-    assert_eq!(rig.audit(&read)["policy"]["rules"], json!(["anyone-reads-invoices"]));
+    assert_eq!(
+        rig.audit(&read)["policy"]["rules"],
+        json!(["anyone-reads-invoices"])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_call_is_rejected_policy_denied_sends_nothing_and_has_one_record() {
     let rig = rig(&example_policies(), ConsentDecision::Approve).await;
     // No permit matches a session outside the billing team.
-    let outsider = Session::new("s1").allow_any("customer").with_attribute("team", "sales");
+    let outsider = Session::new("s1")
+        .allow_any("customer")
+        .with_attribute("team", "sales");
     let result = rig
         .executor
         .call("create_invoice", invoice("cus_7", 5_000), &outsider)
@@ -175,10 +188,16 @@ async fn a_denied_call_is_rejected_policy_denied_sends_nothing_and_has_one_recor
     assert_eq!(result.code_str(), Some("policy_denied"));
     assert_eq!(
         result.reason.as_deref(),
-        Some("policy `invoices.cedar` denied this call: no policy permits this call for customer cus_7; nothing was sent")
+        Some(
+            "policy `invoices.cedar` denied this call: no policy permits this call for customer cus_7; nothing was sent"
+        )
     );
     assert_eq!(rig.upstream.requests(), 0);
-    assert_eq!(rig.asks.load(Ordering::SeqCst), 0, "no human is asked about a denied call");
+    assert_eq!(
+        rig.asks.load(Ordering::SeqCst),
+        0,
+        "no human is asked about a denied call"
+    );
     assert_eq!(rig.records(&result), 1);
     let audit = rig.audit(&result);
     assert_eq!(audit["code"], "policy_denied");
@@ -190,12 +209,18 @@ async fn a_denied_call_is_rejected_policy_denied_sends_nothing_and_has_one_recor
     // A forbid names itself and gives its @reason.
     let held = rig
         .executor
-        .call("create_invoice", invoice("cus_on_hold", 5_000), &billing("s1"))
+        .call(
+            "create_invoice",
+            invoice("cus_on_hold", 5_000),
+            &billing("s1"),
+        )
         .await;
     assert_eq!(held.code, Some(RefusalCode::PolicyDenied.into()));
     assert_eq!(
         held.reason.as_deref(),
-        Some("policy `invoices.cedar` denied this call: this customer's account is on hold for customer cus_on_hold; nothing was sent")
+        Some(
+            "policy `invoices.cedar` denied this call: this customer's account is on hold for customer cus_on_hold; nothing was sent"
+        )
     );
     assert_eq!(rig.records(&held), 1);
     assert_eq!(
@@ -290,7 +315,12 @@ async fn the_sixth_invoice_in_an_hour_is_denied_by_the_rate_policy() {
             .executor
             .call("create_invoice", invoice("cus_7", 100 + n), &session)
             .await;
-        assert_eq!(result.status, Status::Completed, "call {n}: {}", result.summary());
+        assert_eq!(
+            result.status,
+            Status::Completed,
+            "call {n}: {}",
+            result.summary()
+        );
     }
     assert_eq!(rig.upstream.requests(), 5);
     let sixth = rig
@@ -301,7 +331,9 @@ async fn the_sixth_invoice_in_an_hour_is_denied_by_the_rate_policy() {
     assert_eq!(sixth.code, Some(RefusalCode::PolicyDenied.into()));
     assert_eq!(
         sixth.reason.as_deref(),
-        Some("policy `invoices.cedar` denied this call: at most 5 invoices per session per hour for customer cus_7; nothing was sent")
+        Some(
+            "policy `invoices.cedar` denied this call: at most 5 invoices per session per hour for customer cus_7; nothing was sent"
+        )
     );
     assert_eq!(rig.upstream.requests(), 5, "the sixth was not sent");
     assert_eq!(
@@ -335,10 +367,16 @@ fn a_policy_naming_an_unknown_action_fails_validation_at_load_with_cedars_messag
     };
     assert_eq!(name, "bad.cedar");
     assert!(
-        message.contains(r#"for policy `nobody-deletes`, unrecognized action `Action::"delete_everything"`"#),
+        message.contains(
+            r#"for policy `nobody-deletes`, unrecognized action `Action::"delete_everything"`"#
+        ),
         "{message}"
     );
-    assert!(error.to_string().contains("do not validate against the catalog's schema"));
+    assert!(
+        error
+            .to_string()
+            .contains("do not validate against the catalog's schema")
+    );
 
     // So do a context attribute the call does not have and a type error.
     let unknown_arg = r#"forbid (principal, action == Action::"create_invoice", resource)
@@ -352,12 +390,16 @@ fn a_policy_naming_an_unknown_action_fails_validation_at_load_with_cedars_messag
 
     // And @consent only on a permit, only "required".
     let forbid_consent = r#"@consent("required") forbid (principal, action, resource);"#;
-    let error =
-        CedarPolicy::from_text(&catalog(), "c.cedar", forbid_consent).expect_err("invalid");
+    let error = CedarPolicy::from_text(&catalog(), "c.cedar", forbid_consent).expect_err("invalid");
     assert!(matches!(error, CedarError::Annotation { .. }), "{error:?}");
     let other_value = r#"@consent("maybe") permit (principal, action, resource);"#;
     let error = CedarPolicy::from_text(&catalog(), "c.cedar", other_value).expect_err("invalid");
-    assert!(error.to_string().contains(r#"the only value is "required""#), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains(r#"the only value is "required""#),
+        "{error}"
+    );
 
     // The example's policies validate.
     CedarPolicy::from_file(&catalog(), example_policies()).expect("the example loads");
@@ -373,9 +415,10 @@ async fn reloading_the_file_changes_the_decision_and_a_broken_file_keeps_the_las
     )
     .expect("write");
     let rig = rig(&file, ConsentDecision::Approve).await;
+    let session = billing("s1");
     let call = || {
         rig.executor
-            .call("create_invoice", invoice("cus_7", 100), &billing("s1"))
+            .call("create_invoice", invoice("cus_7", 100), &session)
     };
     assert_eq!(call().await.status, Status::Completed);
 
@@ -391,13 +434,23 @@ async fn reloading_the_file_changes_the_decision_and_a_broken_file_keeps_the_las
     let frozen = call().await;
     assert_eq!(frozen.code, Some(RefusalCode::PolicyDenied.into()));
     assert!(
-        frozen.reason.as_deref().unwrap_or_default().contains("invoicing is frozen"),
+        frozen
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("invoicing is frozen"),
         "{frozen:?}"
     );
-    assert!(!rig.policy.reload().expect("reload"), "same text: nothing changes");
+    assert!(
+        !rig.policy.reload().expect("reload"),
+        "same text: nothing changes"
+    );
 
-    std::fs::write(&file, r#"permit (principal, action == Action::"no_such_action", resource);"#)
-        .expect("write");
+    std::fs::write(
+        &file,
+        r#"permit (principal, action == Action::"no_such_action", resource);"#,
+    )
+    .expect("write");
     let error = rig.policy.reload().expect_err("the broken file is refused");
     assert!(matches!(error, CedarError::Validation { .. }), "{error:?}");
     let kept = rig.policy.last_error().expect("the error is kept");
@@ -405,10 +458,7 @@ async fn reloading_the_file_changes_the_decision_and_a_broken_file_keeps_the_las
     assert_eq!(rig.policy.generation(), 1, "the last good set stays");
     assert_eq!(call().await.code, Some(RefusalCode::PolicyDenied.into()));
     std::fs::write(&file, "permit (principal, action").expect("write");
-    assert!(matches!(
-        rig.policy.reload(),
-        Err(CedarError::Parse { .. })
-    ));
+    assert!(matches!(rig.policy.reload(), Err(CedarError::Parse { .. })));
     assert_eq!(call().await.code, Some(RefusalCode::PolicyDenied.into()));
     assert_eq!(rig.upstream.requests(), 1, "only the first call was sent");
 
@@ -421,7 +471,10 @@ async fn reloading_the_file_changes_the_decision_and_a_broken_file_keeps_the_las
     .expect("write");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while rig.policy.generation() < 2 {
-        assert!(tokio::time::Instant::now() < deadline, "the watcher reloaded");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watcher reloaded"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     watch.abort();

@@ -55,7 +55,16 @@ pub(super) fn preflight(
 ) -> Result<(), Refusal> {
     let scrubber = inner.current_scrubber();
     let purpose = Purpose::Preflight;
-    authorized(inner, &scrubber, action, session, arguments, purpose, |_| {}).map(|_| ())
+    authorized(
+        inner,
+        &scrubber,
+        action,
+        session,
+        arguments,
+        purpose,
+        |_| {},
+    )
+    .map(|_| ())
 }
 
 /// Stages 1–4, telling `fill` about each value as it is made.
@@ -98,14 +107,22 @@ async fn pipeline(
     let action = guard.record().action.clone();
     let attempt = guard.record().attempt_id.clone();
     let purpose = Purpose::Call(&attempt);
-    let authorized = authorized(inner, &scrubber, &action, session, arguments, purpose, |step| {
-        let record = guard.record_mut();
-        match step {
-            Step::Resolved(v) => record.resolved(v),
-            Step::Validated(v) => record.validated(v),
-            Step::Authorized(v) => record.authorized(v),
-        }
-    })?;
+    let authorized = authorized(
+        inner,
+        &scrubber,
+        &action,
+        session,
+        arguments,
+        purpose,
+        |step| {
+            let record = guard.record_mut();
+            match step {
+                Step::Resolved(v) => record.resolved(v),
+                Step::Validated(v) => record.validated(v),
+                Step::Authorized(v) => record.authorized(v),
+            }
+        },
+    )?;
     let approved = definition::check(inner.definition_guard.as_deref(), authorized)?;
     let unlocked = vault::unlock(inner.vault.as_ref(), &inner.unusable, approved).await?;
     guard.record_mut().unlocked(&unlocked);

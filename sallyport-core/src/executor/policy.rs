@@ -21,8 +21,7 @@ use super::validate::Validated;
 use crate::journal::AttemptId;
 use crate::outcome::{Refusal, RefusalCode};
 use crate::policy::{
-    CallCounts, Policy, PolicyDecision, PolicyNote, PolicyRequest, PolicyVerdict,
-    visible_arguments,
+    CallCounts, Policy, PolicyDecision, PolicyNote, PolicyRequest, PolicyVerdict, visible_arguments,
 };
 use crate::scrub::Scrubber;
 use crate::session::Session;
@@ -178,8 +177,7 @@ pub(super) fn check(
         Instant::now(),
         purpose,
         |calls| {
-            let request =
-                PolicyRequest::new(session, spec, validated.objects(), &arguments, calls);
+            let request = PolicyRequest::new(session, spec, validated.objects(), &arguments, calls);
             policy.decide(&request)
         },
     );

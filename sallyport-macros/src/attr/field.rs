@@ -89,7 +89,10 @@ pub(super) fn parse_field<'a>(
                     "`#[policy]` takes no arguments: it shows the field to the host's policy",
                 ));
             } else if parsed.policy.is_some() {
-                errs.push(Error::new_spanned(attr, "duplicate `#[policy]` on this field"));
+                errs.push(Error::new_spanned(
+                    attr,
+                    "duplicate `#[policy]` on this field",
+                ));
             } else {
                 parsed.policy = Some(path.span());
             }
