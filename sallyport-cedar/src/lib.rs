@@ -473,7 +473,7 @@ fn load(validator: &Validator, name: &str, text: &str) -> Result<PolicySet, Ceda
     };
     if let Some(template) = parsed.templates().next() {
         return Err(annotation(
-            &template.id().to_string(),
+            template.id().as_ref(),
             "templates (policies with ?principal or ?resource slots) are not supported; write static policies".to_owned(),
         ));
     }

@@ -143,7 +143,7 @@ pub struct Refusal {
     /// executor sets its `receipt_id` to the refusal's audit record.
     pub decision: Option<Box<crate::drift::DriftDecision>>,
     /// The host policy's decision, for `policy_denied`: the audit record names it.
-    pub policy: Option<crate::policy::PolicyNote>,
+    pub policy: Option<Box<crate::policy::PolicyNote>>,
 }
 
 impl Refusal {
@@ -161,7 +161,7 @@ impl Refusal {
     /// Attaches the host policy's decision behind a `policy_denied` refusal.
     #[must_use]
     pub fn with_policy(mut self, note: crate::policy::PolicyNote) -> Self {
-        self.policy = Some(note);
+        self.policy = Some(Box::new(note));
         self
     }
 

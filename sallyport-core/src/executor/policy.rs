@@ -71,8 +71,11 @@ pub(super) enum Purpose<'a> {
 /// the last day.
 #[derive(Debug, Default)]
 pub(crate) struct CallLog {
-    windows: Mutex<HashMap<(String, String), Arc<Mutex<Window>>>>,
+    windows: Mutex<Windows>,
 }
+
+/// The windows by (session id, action name).
+type Windows = HashMap<(String, String), Arc<Mutex<Window>>>;
 
 /// One session's calls of one action: when each was let through, oldest first.
 #[derive(Debug, Default)]

@@ -302,7 +302,7 @@ pub(super) async fn refusal(
         event.divergences = refusal.divergences;
     }
     if let Some(note) = refusal.policy {
-        event.policy = Some(note);
+        event.policy = Some(*note);
     }
     if let Some(mut decision) = refusal.decision {
         // The decision is audited by this record: its receipt is the record's.
