@@ -249,10 +249,12 @@ impl CedarPolicy {
         self.replace(&text)
     }
 
-    /// Re-reads the policy file every `every` on the current tokio runtime
-    /// ([`CedarPolicy::reload`]); a file that is missing or does not load leaves the current
-    /// policies in force (logged once per distinct text). Stops when the returned task is
-    /// aborted. Policies made from text have no file: the task ends at once.
+    /// Re-reads the policy file every `every` on the current tokio runtime and replaces the
+    /// policies ([`CedarPolicy::replace`]) with a new text once two consecutive reads agree,
+    /// so a file caught half-written is never loaded (write it atomically all the same: a
+    /// temporary file, then a rename). A file that is missing or does not load leaves the
+    /// current policies in force (logged once per distinct text). Stops when the returned task
+    /// is aborted. Policies made from text have no file: the task ends at once.
     pub fn watch(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
         let policy = Arc::clone(self);
         tokio::spawn(async move {
@@ -260,6 +262,7 @@ impl CedarPolicy {
                 return;
             };
             let mut seen = policy.read().text.clone();
+            let mut pending: Option<String> = None;
             let mut ticker = tokio::time::interval(every);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -268,11 +271,17 @@ impl CedarPolicy {
                     continue;
                 };
                 if text == seen {
+                    pending = None;
+                    continue;
+                }
+                if pending.as_deref() != Some(text.as_str()) {
+                    pending = Some(text);
                     continue;
                 }
                 // Errors are logged and kept by `replace`.
                 let _ = policy.replace(&text);
                 seen = text;
+                pending = None;
             }
         })
     }

@@ -464,13 +464,13 @@ async fn reloading_the_file_changes_the_decision_and_a_broken_file_keeps_the_las
 
     // The watcher picks a good file up by itself and clears the error.
     let watch = rig.policy.watch(Duration::from_millis(20));
-    std::fs::write(
-        &file,
-        r#"@id("thawed") permit (principal, action == Action::"create_invoice", resource);"#,
-    )
-    .expect("write");
+    let thawed =
+        r#"@id("thawed") permit (principal, action == Action::"create_invoice", resource);"#;
+    let staged = dir.path().join(".live.cedar.tmp");
+    std::fs::write(&staged, thawed).expect("write");
+    std::fs::rename(&staged, &file).expect("rename");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while rig.policy.generation() < 2 {
+    while rig.policy.text() != thawed {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the watcher reloaded"
@@ -478,9 +478,14 @@ async fn reloading_the_file_changes_the_decision_and_a_broken_file_keeps_the_las
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     watch.abort();
+    assert_eq!(
+        rig.policy.generation(),
+        2,
+        "the broken file was never loaded"
+    );
     assert_eq!(rig.policy.last_error(), None);
-    let thawed = call().await;
-    assert_eq!(thawed.status, Status::Completed, "{}", thawed.summary());
-    assert_eq!(rig.audit(&thawed)["policy"]["rules"], json!(["thawed"]));
+    let after = call().await;
+    assert_eq!(after.status, Status::Completed, "{}", after.summary());
+    assert_eq!(rig.audit(&after)["policy"]["rules"], json!(["thawed"]));
     assert_eq!(rig.upstream.requests(), 2);
 }
