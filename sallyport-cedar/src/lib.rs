@@ -106,7 +106,7 @@ pub const REASON_ANNOTATION: &str = "reason";
 pub const ID_ANNOTATION: &str = "id";
 
 /// Cedar policies validated against a catalog's schema, reloadable. See the
-/// [crate](crate) docs.
+/// [crate] docs.
 pub struct CedarPolicy {
     name: String,
     path: Option<PathBuf>,

@@ -8,7 +8,7 @@
 //! call the policy let through and a later stage refused still counts in the call counts:
 //! rate limits fail closed.
 //!
-//! The call counts ([`CallLog`]) are kept here, in memory, per process: per session and
+//! The call counts (`CallLog`) are kept here, in memory, per process: per session and
 //! action, the instants of the calls the policy let through in the last day. Deciding and
 //! counting happen under one lock per (session, action), so two concurrent calls cannot both
 //! see the last free slot.
