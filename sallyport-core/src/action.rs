@@ -296,6 +296,14 @@ pub struct ActionSpec {
     /// The input field holding the agent's audit note (free text, stored and shown to the
     /// human, never parsed). Channels do not send it upstream unless they are told to.
     pub audit_note_field: Option<Cow<'static, str>>,
+    /// Input fields the host's policy sees (`#[policy]`), by the name the agent sends. Not
+    /// part of the canonical definition: it changes what the host's [`Policy`] reads, not
+    /// what is sent, and a Cedar policy that reads a field no longer visible fails schema
+    /// validation when it is loaded.
+    ///
+    /// [`Policy`]: crate::policy::Policy
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub policy_fields: Vec<Cow<'static, str>>,
     /// A sentence for the card's `Scope:` line.
     pub scope_text: Option<Cow<'static, str>>,
     /// A sentence for the card's `Result:` line.
@@ -325,6 +333,7 @@ impl ActionSpec {
             reconcile: None,
             credential: None,
             audit_note_field: None,
+            policy_fields: Vec::new(),
             scope_text: None,
             result_text: None,
             target: Target::None,
@@ -429,6 +438,16 @@ impl ActionSpec {
         self
     }
 
+    /// Shows input field `field` (as the agent spells it) to the host's policy.
+    #[must_use]
+    pub fn with_policy_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        let field = field.into();
+        if !self.policy_fields.contains(&field) {
+            self.policy_fields.push(field);
+        }
+        self
+    }
+
     /// Sets the card's `Scope:` sentence.
     #[must_use]
     pub fn with_scope_text(mut self, text: impl Into<Cow<'static, str>>) -> Self {
@@ -529,6 +548,10 @@ impl ActionSpec {
         if !self.data_classes.is_empty() {
             let classes: Vec<&str> = self.data_classes.iter().map(DataClass::as_str).collect();
             out.push_str(&format!("Data: {}\n", classes.join(", ")));
+        }
+        if !self.policy_fields.is_empty() {
+            let fields: Vec<&str> = self.policy_fields.iter().map(AsRef::as_ref).collect();
+            out.push_str(&format!("Policy sees: {}\n", fields.join(", ")));
         }
         if self.naturally_idempotent {
             out.push_str(

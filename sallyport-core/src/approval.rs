@@ -333,6 +333,7 @@ impl Approval {
             upstream_status: None,
             approval: Some(note),
             reconciled: None,
+            policy: None,
         }
     }
 }

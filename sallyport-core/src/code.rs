@@ -146,6 +146,8 @@ codes! {
         ChannelUnavailable => "channel_unavailable",
         /// An object is outside the session's scope.
         OutOfScope => "out_of_scope",
+        /// The host's policy ([`Policy`](crate::policy::Policy)) denied the call.
+        PolicyDenied => "policy_denied",
         /// The action's own precondition does not hold.
         PreconditionFailed => "precondition_failed",
         /// An approved call, prepared again before sending, is no longer the request the
@@ -478,6 +480,7 @@ mod tests {
             (JournalUnavailable, "journal_unavailable"),
             (ChannelUnavailable, "channel_unavailable"),
             (OutOfScope, "out_of_scope"),
+            (PolicyDenied, "policy_denied"),
             (PreconditionFailed, "precondition_failed"),
             (RequestChanged, "request_changed"),
             (ReviewRequired, "review_required"),

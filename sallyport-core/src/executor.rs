@@ -6,6 +6,7 @@
 //!  3 decode      JSON -> typed input struct                             else invalid_arguments
 //!  4 authorize   every scoped field is inside the session's scope;      else out_of_scope
 //!                the channel's static checks on the concrete request    else invalid_request
+//!                the host's policy lets the call through                else policy_denied
 //!  5 definition  the live definition matches the approved baseline      else definition_drift | review_required
 //!  6 vault       vault unlocked, credential resolvable and usable       else vault_locked | credential_unavailable
 //!  7 precheck    the action's own read-only preconditions               else precondition_failed
@@ -39,6 +40,7 @@ pub mod dispatch;
 pub mod filter;
 pub mod intent;
 pub mod normalize;
+pub mod policy;
 pub mod precheck;
 pub mod reconcile;
 pub mod record;
@@ -103,6 +105,7 @@ impl std::fmt::Debug for Executor {
             .field("actions", &self.inner.catalog.len())
             .field("channels", &self.inner.channels.keys().collect::<Vec<_>>())
             .field("drift_mode", &self.inner.drift_mode)
+            .field("policy", &self.inner.policy.as_ref().map(|p| p.name()))
             .finish_non_exhaustive()
     }
 }
@@ -126,6 +129,10 @@ pub(crate) struct Inner {
     pub(crate) journal_unwritable: std::sync::atomic::AtomicBool,
     /// Deferred consent: modes, expiry, lease, this instance's name.
     pub(crate) approvals: approvals::Settings,
+    /// The host's policy, asked at stage 4.
+    pub(crate) policy: Option<Arc<dyn crate::policy::Policy>>,
+    /// Per-session call counts for the policy, in memory.
+    pub(crate) call_log: policy::CallLog,
 }
 
 impl Inner {

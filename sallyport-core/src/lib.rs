@@ -124,6 +124,7 @@ pub mod executor;
 mod ids;
 pub mod journal;
 pub mod outcome;
+pub mod policy;
 pub mod scrub;
 pub mod session;
 pub mod target;

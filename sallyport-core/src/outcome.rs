@@ -142,6 +142,8 @@ pub struct Refusal {
     /// The definition drift decision, for `definition_drift` and `review_required`. The
     /// executor sets its `receipt_id` to the refusal's audit record.
     pub decision: Option<Box<crate::drift::DriftDecision>>,
+    /// The host policy's decision, for `policy_denied`: the audit record names it.
+    pub policy: Option<Box<crate::policy::PolicyNote>>,
 }
 
 impl Refusal {
@@ -152,7 +154,15 @@ impl Refusal {
             reason: reason.into(),
             divergences: Vec::new(),
             decision: None,
+            policy: None,
         }
+    }
+
+    /// Attaches the host policy's decision behind a `policy_denied` refusal.
+    #[must_use]
+    pub fn with_policy(mut self, note: crate::policy::PolicyNote) -> Self {
+        self.policy = Some(Box::new(note));
+        self
     }
 
     /// Attaches the definition drift decision behind a `definition_drift` or

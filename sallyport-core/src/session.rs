@@ -48,7 +48,16 @@ impl fmt::Display for SessionId {
 /// assert!(!session.permits("workspace", "ws_1"));
 /// ```
 ///
-/// A session serializes (id, requester and scope) so that a call parked for a later approval
+/// The host may attach attributes for its policy ([`crate::policy`]): who the session acts
+/// for, a team, a tier. They are the host's, never the agent's.
+///
+/// ```
+/// use sallyport_core::Session;
+/// let session = Session::new("chat-42").with_attribute("team", "billing");
+/// assert_eq!(session.attribute("team"), Some("billing"));
+/// ```
+///
+/// A session serializes (id, requester, scope and attributes) so that a call parked for a later approval
 /// can be checked against the scope it was made under when it resumes in another process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
@@ -57,6 +66,8 @@ pub struct Session {
     requester: Option<String>,
     #[serde(default)]
     scopes: BTreeMap<String, ScopeSet>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    attributes: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,7 +84,27 @@ impl Session {
             id: SessionId::new(id),
             requester: None,
             scopes: BTreeMap::new(),
+            attributes: BTreeMap::new(),
         }
+    }
+
+    /// Sets attribute `name` to `value` for the host's policy (a team, a tier, a role). Set
+    /// by the host, never by the agent; a policy reads them (Cedar: as tags of the
+    /// `Session` principal).
+    #[must_use]
+    pub fn with_attribute(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.attributes.insert(name.into(), value.into());
+        self
+    }
+
+    /// The value of attribute `name`, when the host set one.
+    pub fn attribute(&self, name: &str) -> Option<&str> {
+        self.attributes.get(name).map(String::as_str)
+    }
+
+    /// Every attribute the host set, by name.
+    pub fn attributes(&self) -> &BTreeMap<String, String> {
+        &self.attributes
     }
 
     /// Names who the session acts for (a user, a service account), as an approver is shown

@@ -117,6 +117,10 @@ fn spec(checked: &Checked) -> TokenStream {
             let json = &field.json_name;
             spec.extend(quote!(.with_audit_note_field(#json)));
         }
+        if field.policy.is_some() {
+            let json = &field.json_name;
+            spec.extend(quote!(.with_policy_field(#json)));
+        }
     }
     if let Some(reconcile) = action.reconcile.get() {
         spec.extend(quote!(.with_reconcile(#reconcile)));
@@ -380,6 +384,28 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "unknown consent rule `never`; expected one of `none`, `session`, `per_call`"
+        );
+    }
+
+    #[test]
+    fn policy_fields_are_named_on_the_card_by_their_json_name() {
+        let input: DeriveInput = parse_quote! {
+            /// Create one invoice.
+            #[action(name = "create_invoice", effect = reversible_change)]
+            struct CreateInvoice {
+                #[policy] #[serde(rename = "amountCents")] amount_cents: u64,
+                customer_id: String,
+            }
+        };
+        let expanded = expand_to_string(&input);
+        assert!(
+            expanded.contains(&quote!(.with_policy_field("amountCents")).to_string()),
+            "{expanded}"
+        );
+        assert_eq!(
+            expanded.matches("with_policy_field").count(),
+            1,
+            "{expanded}"
         );
     }
 }

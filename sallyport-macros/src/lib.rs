@@ -151,6 +151,9 @@ use syn::{DeriveInput, parse_macro_input};
 ///   must hold identifiers: `String`, an integer, or an `Option` or `Vec` of them.
 /// - `#[audit_note]`: at most one `String` or `Option<String>` field, the agent's free-text
 ///   reason, stored and shown to the human, never parsed.
+/// - `#[policy]`: the host's policy (`sallyport_core::policy`) sees the field's value
+///   (in Cedar, as `context.args.<name>`). Fields without it are never shown to the policy.
+///   The field must be one the agent sends (not `#[serde(skip)]` or `#[serde(flatten)]`).
 /// - `#[ssh(allow_leading_dash)]`: on an `#[ssh]` action, the field's value may begin with
 ///   `-` where the remote program would read it as an option. Without it the SSH channel
 ///   refuses such a value before consent (`--checkpoint-action=exec=sh` is an option to `tar`,
@@ -167,7 +170,10 @@ use syn::{DeriveInput, parse_macro_input};
 /// type that cannot hold an identifier, a missing doc comment, enums, tuple structs and
 /// generic structs, and `#[ssh(allow_leading_dash)]` on a field outside an `#[ssh]` action's
 /// argv.
-#[proc_macro_derive(Action, attributes(action, http, ssh, channel, scope, audit_note))]
+#[proc_macro_derive(
+    Action,
+    attributes(action, http, ssh, channel, scope, audit_note, policy)
+)]
 pub fn derive_action(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     expand::derive(&input)

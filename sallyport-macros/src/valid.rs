@@ -253,10 +253,32 @@ fn snake_case(name: &str) -> String {
         .to_owned()
 }
 
-/// Field-level rules: one `#[audit_note]`, and scope tags on fields the agent sends.
+/// Field-level rules: one `#[audit_note]`, and scope tags and `#[policy]` on fields the
+/// agent sends.
 fn check_fields(input: &Input, errs: &mut Errors) {
     let mut audit_note: Option<&Field> = None;
     for field in &input.fields {
+        if let Some(span) = field.policy {
+            let ident = field.ident;
+            if !field.deserialized {
+                errs.at(
+                    span,
+                    format!(
+                        "field `{ident}` is skipped by serde, so the agent never sends it and the \
+                         policy would never see it"
+                    ),
+                );
+            }
+            if field.flatten {
+                errs.at(
+                    span,
+                    format!(
+                        "field `{ident}` is `#[serde(flatten)]`; mark the fields inside it \
+                         `#[policy]` instead"
+                    ),
+                );
+            }
+        }
         if let Some(span) = field.audit_note {
             if let Some(first) = audit_note {
                 errs.at(
@@ -1049,6 +1071,32 @@ mod tests {
                 "missing `effect` in #[action]; every action declares what it does to the world, \
                  it is never inferred: add `effect = …` with one of `observe`, \
                  `reversible_change`, `external_commitment`, `irreversible_or_broad`",
+            ]
+        );
+    }
+
+    #[test]
+    fn policy_fields_must_be_sent_by_the_agent() {
+        let input: DeriveInput = parse_quote! {
+            /// Create one invoice.
+            #[action(name = "create_invoice", effect = reversible_change)]
+            struct CreateInvoice {
+                #[policy] amount_cents: u64,
+                #[policy] #[serde(skip)] internal: u32,
+                #[policy] #[serde(flatten)] extra: Extra,
+                #[policy(amount)] currency: String,
+                #[policy] #[policy] twice: String,
+            }
+        };
+        assert_eq!(
+            errors(&input),
+            [
+                "`#[policy]` takes no arguments: it shows the field to the host's policy",
+                "duplicate `#[policy]` on this field",
+                "field `internal` is skipped by serde, so the agent never sends it and the \
+                 policy would never see it",
+                "field `extra` is `#[serde(flatten)]`; mark the fields inside it `#[policy]` \
+                 instead",
             ]
         );
     }

@@ -17,8 +17,9 @@ use sallyport_core::outcome::{Refusal, RefusalCode};
 #[derive(Debug, Clone)]
 #[allow(
     clippy::large_enum_variant,
-    reason = "a test script of a few steps; rig-core turns on serde_json's `preserve_order`, \
-              whose maps make `ChannelOutcome` large enough to trip the lint in builds with it"
+    reason = "a test script of a few steps; rig-core and cedar-policy turn on serde_json's \
+              `preserve_order`, whose maps make `ChannelOutcome` large enough to trip the \
+              lint in builds with it"
 )]
 pub enum Step {
     /// Report this outcome after one send.

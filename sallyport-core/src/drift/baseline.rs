@@ -485,6 +485,7 @@ impl BaselineGuard {
                 upstream_status: None,
                 approval: None,
                 reconciled: None,
+                policy: None,
             };
             journal.append(event).await?;
             self.set_receipt(&decision);

@@ -345,12 +345,14 @@ pub(crate) fn push_divergences(
 /// Names the fields the schema object at `schema_path`'s parent declares.
 fn allowed_fields(root: &Value, schema_path: &str) -> String {
     let parent = schema_path.rsplit_once('/').map_or("", |(p, _)| p);
-    let names: Vec<&str> = root
+    let mut names: Vec<&str> = root
         .pointer(parent)
         .and_then(|s| s.get("properties"))
         .and_then(Value::as_object)
         .map(|props| props.keys().map(String::as_str).collect())
         .unwrap_or_default();
+    // Sorted whatever the map's order (serde_json's `preserve_order` keeps document order).
+    names.sort_unstable();
     if names.is_empty() {
         "no such field".to_owned()
     } else {

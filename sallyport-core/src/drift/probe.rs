@@ -422,6 +422,7 @@ impl Prober {
             upstream_status,
             approval: None,
             reconciled: None,
+            policy: None,
         };
         match self.journal.append(event).await {
             Ok(record) => Some(record.event.receipt_id),

@@ -1,14 +1,18 @@
 //! Stage 4, authorize: every scoped object is inside the session's scope, else
 //! `out_of_scope`; the action's channel is configured, else `channel_unavailable`; and the
-//! channel accepts the concrete call and prepares its request, else `invalid_request`.
+//! channel accepts the concrete call and prepares its request, else `invalid_request`; and
+//! the host's policy, when there is one, lets the call through, else `policy_denied`
+//! ([`super::policy`]).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use super::Inner;
+use super::policy::{self, PolicyCheck, Purpose};
 use super::validate::Validated;
 use crate::channel::{CallView, Channel, PreparedRequest, RequestSummary};
 use crate::outcome::{Refusal, RefusalCode};
+use crate::scrub::Scrubber;
 use crate::session::Session;
 use crate::vault::Credential;
 
@@ -18,6 +22,7 @@ pub struct Authorized {
     validated: Validated,
     channel: Arc<dyn Channel>,
     request: Box<dyn PreparedRequest>,
+    policy: PolicyCheck,
 }
 
 impl fmt::Debug for Authorized {
@@ -26,6 +31,7 @@ impl fmt::Debug for Authorized {
             .field("validated", &self.validated)
             .field("channel", &self.channel.name())
             .field("request", &self.request)
+            .field("policy", &self.policy)
             .finish()
     }
 }
@@ -51,17 +57,24 @@ impl Authorized {
         self.request.summary()
     }
 
+    /// What the host's policy decided (nothing without a policy).
+    pub fn policy(&self) -> &PolicyCheck {
+        &self.policy
+    }
+
     /// Binds the credential resolved at stage 6 to the prepared request.
     pub(super) fn bind(&mut self, credential: &Credential) -> Result<(), Refusal> {
         self.request.bind(credential)
     }
 }
 
-/// Checks scope and lets the channel prepare the request.
+/// Checks scope, lets the channel prepare the request, and asks the host's policy.
 pub(super) fn authorize(
-    channels: &HashMap<String, Arc<dyn Channel>>,
+    inner: &Inner,
+    scrubber: &Scrubber,
     session: &Session,
     validated: Validated,
+    purpose: Purpose<'_>,
 ) -> Result<Authorized, Refusal> {
     for object in validated.objects() {
         if !session.permits(&object.kind, &object.value) {
@@ -78,7 +91,7 @@ pub(super) fn authorize(
     let channel = spec
         .target
         .channel_name()
-        .and_then(|name| channels.get(name))
+        .and_then(|name| inner.channels.get(name))
         .cloned()
         .ok_or_else(|| {
             Refusal::new(
@@ -91,9 +104,18 @@ pub(super) fn authorize(
         arguments: validated.arguments(),
         input: validated.input(),
     })?;
+    let policy = policy::check(
+        inner.policy.as_deref(),
+        &inner.call_log,
+        scrubber,
+        session,
+        &validated,
+        purpose,
+    )?;
     Ok(Authorized {
         validated,
         channel,
         request,
+        policy,
     })
 }

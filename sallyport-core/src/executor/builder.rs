@@ -68,6 +68,7 @@ pub struct ExecutorBuilder {
     definition_guard: Option<Arc<dyn DefinitionGuard>>,
     baseline_lockfile: Option<std::path::PathBuf>,
     approvals: super::approvals::Settings,
+    policy: Option<Arc<dyn crate::policy::Policy>>,
 }
 
 impl std::fmt::Debug for ExecutorBuilder {
@@ -93,6 +94,7 @@ impl ExecutorBuilder {
             definition_guard: None,
             baseline_lockfile: None,
             approvals: super::approvals::Settings::default(),
+            policy: None,
         }
     }
 
@@ -234,6 +236,19 @@ impl ExecutorBuilder {
         self
     }
 
+    /// The host's policy, asked at stage 4 for every call that passed the scope check: it
+    /// allows, denies (`policy_denied`) or requires a human's approval of the one call
+    /// whatever the action's consent rule. See [`crate::policy`].
+    pub fn policy(self, policy: impl crate::policy::Policy) -> Self {
+        self.policy_arc(Arc::new(policy))
+    }
+
+    /// The policy, shared (keep a handle to reload it, as `sallyport-cedar` does).
+    pub fn policy_arc(mut self, policy: Arc<dyn crate::policy::Policy>) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
     /// Settings that weaken safety, for tests and demos.
     pub fn dangerous(self) -> DangerousExecutorBuilder {
         DangerousExecutorBuilder { inner: self }
@@ -299,6 +314,8 @@ impl ExecutorBuilder {
             unusable: Default::default(),
             journal_unwritable: Default::default(),
             approvals: self.approvals,
+            policy: self.policy,
+            call_log: Default::default(),
         });
         if let Some(channel) = approvals_channel {
             channel.attach(&inner);

@@ -98,6 +98,9 @@ pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
     for object in &mut event.objects {
         object.value = scrubber.scrub(&object.value).into_owned();
     }
+    if let Some(reason) = event.policy.as_mut().and_then(|p| p.reason.as_mut()) {
+        *reason = scrub_cut(scrubber, reason);
+    }
 }
 
 /// Scrubs a code: a channel may report a code of its own making, so it passes the scrubber

@@ -1,5 +1,7 @@
 //! Stage 8, consent: per the action's rule, a human approves the exact prepared request,
-//! else `consent_denied`, `consent_timeout` or `consent_unavailable`.
+//! else `consent_denied`, `consent_timeout` or `consent_unavailable`. When the host's policy
+//! required consent for the call (stage 4), the rule is `per_call` whatever the action's:
+//! a human is asked for this one call, and no session grant covers it or is made from it.
 //!
 //! With deferred consent the call is parked instead ([`crate::approval`]): the approval is
 //! stored with the call's own record and the call ends `pending` / `awaiting_approval`; a
@@ -86,7 +88,12 @@ pub(super) async fn consent(
     let spec = entry.spec();
     let hash = entry.definition_hash();
     let done = |checked, decision| Ok(Consented { checked, decision });
-    match spec.consent {
+    let rule = if authorized.policy().requires_consent() {
+        ConsentRule::PerCall
+    } else {
+        spec.consent
+    };
+    match rule {
         ConsentRule::None => return done(checked, ConsentOutcome::NotRequired),
         ConsentRule::Session if inner.grants.has(session_id, &spec.name, hash) => {
             return done(checked, ConsentOutcome::SessionGrant);
@@ -116,7 +123,7 @@ pub(super) async fn consent(
         summary: spec.summary.to_string(),
         effect: spec.effect,
         externality: spec.externality,
-        rule: spec.consent,
+        rule,
         objects: validated.objects().to_vec(),
         note: validated.note().map(str::to_owned),
         request: unlocked.summary().0.clone(),
@@ -144,7 +151,7 @@ pub(super) async fn consent(
     let ask = crate::telemetry::consent_wait(provider.ask(&request));
     let decision = tokio::time::timeout(inner.consent_timeout, ask).await;
     let approve = |ttl| {
-        if spec.consent == ConsentRule::Session {
+        if rule == ConsentRule::Session {
             inner.grants.grant(session_id, &spec.name, hash, ttl);
             ConsentOutcome::ApprovedForSession
         } else {
@@ -246,7 +253,7 @@ async fn park(
         summary: request.summary.clone(),
         effect: spec.effect,
         externality: spec.externality,
-        rule: spec.consent,
+        rule: request.rule,
         data_classes: spec.data_classes.clone(),
         session: session.clone(),
         objects: request.objects.clone(),

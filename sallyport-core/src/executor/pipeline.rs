@@ -8,6 +8,7 @@ use super::authorize::{self, Authorized};
 use super::cancel::CallGuard;
 use super::consent::ConsentRefused;
 use super::intent::NotIntended;
+use super::policy::Purpose;
 use super::validate::{self, Limits};
 use super::{
     consent, definition, dispatch, filter, intent, normalize, precheck, record, resolve, vault,
@@ -53,7 +54,17 @@ pub(super) fn preflight(
     arguments: Value,
 ) -> Result<(), Refusal> {
     let scrubber = inner.current_scrubber();
-    authorized(inner, &scrubber, action, session, arguments, |_| {}).map(|_| ())
+    let purpose = Purpose::Preflight;
+    authorized(
+        inner,
+        &scrubber,
+        action,
+        session,
+        arguments,
+        purpose,
+        |_| {},
+    )
+    .map(|_| ())
 }
 
 /// Stages 1–4, telling `fill` about each value as it is made.
@@ -63,6 +74,7 @@ fn authorized(
     action: &str,
     session: &Session,
     arguments: Value,
+    purpose: Purpose<'_>,
     mut fill: impl FnMut(Step<'_>),
 ) -> Result<Authorized, Refusal> {
     let resolved = resolve::resolve(&inner.catalog, action)?;
@@ -73,7 +85,7 @@ fn authorized(
     };
     let validated = validate::validate(limits, scrubber, resolved, arguments)?;
     fill(Step::Validated(&validated));
-    let authorized = authorize::authorize(&inner.channels, session, validated)?;
+    let authorized = authorize::authorize(inner, scrubber, session, validated, purpose)?;
     fill(Step::Authorized(&authorized));
     Ok(authorized)
 }
@@ -93,14 +105,24 @@ async fn pipeline(
 ) -> Result<Ended, Refusal> {
     let scrubber = std::sync::Arc::clone(&guard.record().scrubber);
     let action = guard.record().action.clone();
-    let authorized = authorized(inner, &scrubber, &action, session, arguments, |step| {
-        let record = guard.record_mut();
-        match step {
-            Step::Resolved(v) => record.resolved(v),
-            Step::Validated(v) => record.validated(v),
-            Step::Authorized(v) => record.authorized(v),
-        }
-    })?;
+    let attempt = guard.record().attempt_id.clone();
+    let purpose = Purpose::Call(&attempt);
+    let authorized = authorized(
+        inner,
+        &scrubber,
+        &action,
+        session,
+        arguments,
+        purpose,
+        |step| {
+            let record = guard.record_mut();
+            match step {
+                Step::Resolved(v) => record.resolved(v),
+                Step::Validated(v) => record.validated(v),
+                Step::Authorized(v) => record.authorized(v),
+            }
+        },
+    )?;
     let approved = definition::check(inner.definition_guard.as_deref(), authorized)?;
     let unlocked = vault::unlock(inner.vault.as_ref(), &inner.unusable, approved).await?;
     guard.record_mut().unlocked(&unlocked);
@@ -176,6 +198,7 @@ async fn resumed(
         &approval.action,
         session,
         arguments,
+        Purpose::Resume(&approval.attempt_id),
         |step| {
             let record = guard.record_mut();
             match step {

@@ -276,6 +276,7 @@ impl Executor {
             approval: approval
                 .map(|a| ApprovalNote::new(a.approval_id.clone(), ApprovalStep::Resumed)),
             reconciled: Some(ReconcileNote::new(check, evidence, result.status)),
+            policy: None,
         };
         super::cancel::scrub_event(&self.inner.current_scrubber(), &mut event);
         let receipt = event.receipt_id.clone();

@@ -41,6 +41,8 @@ pub(crate) struct CallRecord {
     request: Option<String>,
     consent: Option<ConsentOutcome>,
     divergences: Vec<crate::drift::Divergence>,
+    /// The host policy's decision, once stage 4 asked it.
+    policy: Option<crate::policy::PolicyNote>,
     /// The approval this call carries out, and the claim it holds: its end is stored with
     /// [`Journal::settle_approval`], which finishes the approval in the same transaction.
     pub(crate) settle: Option<(ApprovalId, Claim)>,
@@ -67,6 +69,7 @@ impl CallRecord {
             request: None,
             consent: None,
             divergences: Vec::new(),
+            policy: None,
             settle: None,
             scrubber,
         }
@@ -84,6 +87,7 @@ impl CallRecord {
 
     pub(super) fn authorized(&mut self, authorized: &Authorized) {
         self.request = Some(authorized.summary().0);
+        self.policy = authorized.policy().note().cloned();
     }
 
     pub(super) fn unlocked(&mut self, unlocked: &Unlocked) {
@@ -134,6 +138,7 @@ impl CallRecord {
                 crate::approval::ApprovalNote::new(id.clone(), ApprovalStep::Resumed)
             }),
             reconciled: None,
+            policy: self.policy.clone(),
         }
     }
 }
@@ -295,6 +300,9 @@ pub(super) async fn refusal(
     );
     if event.divergences.is_empty() {
         event.divergences = refusal.divergences;
+    }
+    if let Some(note) = refusal.policy {
+        event.policy = Some(*note);
     }
     if let Some(mut decision) = refusal.decision {
         // The decision is audited by this record: its receipt is the record's.

@@ -160,6 +160,10 @@ pub struct AuditEvent {
     /// (see [`crate::Executor::reconcile`]): the read-only check it ran and its receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconciled: Option<ReconcileNote>,
+    /// The host policy's decision on this call (`policy: {name, decision, reason, rules}`),
+    /// when the executor has a [`Policy`](crate::policy::Policy) and the call reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::policy::PolicyNote>,
 }
 
 /// How the reconciler settled an attempt its owner left unresolved: the reconcile action it
@@ -213,6 +217,7 @@ impl AuditEvent {
             upstream_status: None,
             approval: None,
             reconciled: None,
+            policy: None,
         }
     }
 }

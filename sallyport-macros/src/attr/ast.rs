@@ -181,6 +181,8 @@ pub(crate) struct Field<'a> {
     pub(crate) scope: Option<Ident>,
     /// `#[audit_note]`: the attribute's span.
     pub(crate) audit_note: Option<Span>,
+    /// `#[policy]`: the attribute's span; the host's policy sees the field.
+    pub(crate) policy: Option<Span>,
     /// `#[ssh(allow_leading_dash)]` on the field: the key's span.
     pub(crate) allow_leading_dash: Option<Span>,
 }

@@ -1,5 +1,5 @@
-//! The attributes on a field: `#[scope(kind)]`, `#[audit_note]`, `#[ssh(allow_leading_dash)]`
-//! and the serde renames that decide the name the agent sends.
+//! The attributes on a field: `#[scope(kind)]`, `#[audit_note]`, `#[policy]`,
+//! `#[ssh(allow_leading_dash)]` and the serde renames that decide the name the agent sends.
 
 use syn::ext::IdentExt as _;
 use syn::parse::ParseStream;
@@ -27,6 +27,7 @@ pub(super) fn parse_field<'a>(
         flatten: false,
         scope: None,
         audit_note: None,
+        policy: None,
         allow_leading_dash: None,
     };
     let mut renamed = None;
@@ -80,6 +81,20 @@ pub(super) fn parse_field<'a>(
                 ));
             } else {
                 parsed.audit_note = Some(path.span());
+            }
+        } else if path.is_ident("policy") {
+            if !matches!(attr.meta, Meta::Path(_)) {
+                errs.push(Error::new_spanned(
+                    attr,
+                    "`#[policy]` takes no arguments: it shows the field to the host's policy",
+                ));
+            } else if parsed.policy.is_some() {
+                errs.push(Error::new_spanned(
+                    attr,
+                    "duplicate `#[policy]` on this field",
+                ));
+            } else {
+                parsed.policy = Some(path.span());
             }
         } else if path.is_ident("ssh") {
             parse_ssh_field(attr, &mut parsed, errs);

@@ -1,0 +1,393 @@
+//! The host's policy, consulted at the authorize stage (4): who may call which action, on
+//! what, how often, and which calls need a human although the action's rule says none.
+//!
+//! A [`Policy`] sees a [`PolicyRequest`] for every call that passed the scope check and the
+//! channel's static checks: the session (its id and the attributes the host set with
+//! [`Session::with_attribute`]), the action and its card (effect class, data classes,
+//! externality, consent rule), the scoped objects the call names, the arguments the author
+//! marked `#[policy]`, and how often this session called this action lately
+//! ([`CallCounts`]). It answers with a [`PolicyDecision`]:
+//!
+//! | verdict | what the executor does |
+//! |---|---|
+//! | [`PolicyVerdict::Allow`] | the call goes on; the action's consent rule applies |
+//! | [`PolicyVerdict::Deny`] | `rejected` / `policy_denied` with the policy's reason; nothing is sent; one audit record names the policy |
+//! | [`PolicyVerdict::RequireConsent`] | the call goes on, and stage 8 asks a human for this one call whatever the action's rule (a session grant does not cover it) |
+//!
+//! Every call's audit record names the policy's decision (`policy: {name, decision, reason,
+//! rules}`) when a policy is configured. A policy runs synchronously inside the pipeline and
+//! must be fast: evaluate in memory (Cedar, a table); a remote decision point belongs behind
+//! a cache the policy reads.
+//!
+//! ```
+//! use sallyport_core::policy::{Policy, PolicyDecision, PolicyRequest};
+//! use sallyport_core::EffectClass;
+//!
+//! /// Interns may read, nothing else; external commitments always need a human.
+//! #[derive(Debug)]
+//! struct InternsRead;
+//!
+//! impl Policy for InternsRead {
+//!     fn name(&self) -> &str {
+//!         "interns-read"
+//!     }
+//!
+//!     fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision {
+//!         let intern = request.session.attribute("role") == Some("intern");
+//!         match request.effect {
+//!             EffectClass::Observe => PolicyDecision::allow(),
+//!             _ if intern => PolicyDecision::deny("interns may only read"),
+//!             EffectClass::ExternalCommitment => {
+//!                 PolicyDecision::require_consent("external commitments need a human")
+//!             }
+//!             _ => PolicyDecision::allow(),
+//!         }
+//!     }
+//! }
+//! ```
+//!
+//! # Call counts
+//!
+//! [`PolicyRequest::calls`] counts the *earlier* calls of this action in this session that
+//! the policy let through (allowed or sent to consent) within the last minute, hour and day,
+//! whatever happened to them afterwards: a call a human then denied still counts, so a rate
+//! limit fails closed. Calls the policy denied do not count (an agent that keeps trying does
+//! not lock itself out for longer). The executor keeps these counts in memory, per process:
+//! they start at zero when the process starts, and executors in other processes keep their
+//! own. A parked call resumed after its approval is decided again (a policy changed since
+//! can still stop it) and is not counted twice.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::action::{ActionSpec, ConsentRule, DataClass, EffectClass, Externality, ScopedValue};
+use crate::session::Session;
+
+/// The host's policy: decides every call that passed the scope check. See the
+/// [module](self) docs.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a sallyport policy",
+    label = "this type does not implement `Policy`",
+    note = "implement `sallyport_core::policy::Policy` (`name` and `decide`), or use `sallyport_cedar::CedarPolicy`"
+)]
+pub trait Policy: fmt::Debug + Send + Sync + 'static {
+    /// The policy's name, as the audit record names it (`invoices.cedar`, `interns-read`).
+    fn name(&self) -> &str;
+
+    /// Decides one call. Called once per call, synchronously, before consent; it must not
+    /// block. A policy that cannot decide (an evaluation error, a state it cannot read)
+    /// should deny: the executor sends nothing then.
+    fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision;
+}
+
+impl<P: Policy + ?Sized> Policy for Arc<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision {
+        (**self).decide(request)
+    }
+}
+
+/// What a policy sees of one call.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct PolicyRequest<'a> {
+    /// The session: its id, requester and the attributes the host set.
+    pub session: &'a Session,
+    /// The action's name.
+    pub action: &'a str,
+    /// The objects the call names (its `#[scope(kind)]` fields), each already inside the
+    /// session's scope.
+    pub objects: &'a [ScopedValue],
+    /// The action's effect class.
+    pub effect: EffectClass,
+    /// The data classes the action reads or returns.
+    pub data_classes: &'a [DataClass],
+    /// Whether the action's effect is visible outside the organisation.
+    pub externality: Externality,
+    /// The action's own consent rule.
+    pub consent: ConsentRule,
+    /// The arguments the author marked `#[policy]`, by the name the agent sends, as the
+    /// payload check let them through. A field the call left out is absent.
+    pub arguments: &'a Map<String, Value>,
+    /// How often this session called this action lately.
+    pub calls: CallCounts,
+}
+
+impl<'a> PolicyRequest<'a> {
+    /// A request for a call of `spec` in `session`, naming `objects`, with the policy-visible
+    /// `arguments` and the `calls` counts. The executor makes these; a host makes one to
+    /// test its policy.
+    pub fn new(
+        session: &'a Session,
+        spec: &'a ActionSpec,
+        objects: &'a [ScopedValue],
+        arguments: &'a Map<String, Value>,
+        calls: CallCounts,
+    ) -> Self {
+        Self {
+            session,
+            action: &spec.name,
+            objects,
+            effect: spec.effect,
+            data_classes: &spec.data_classes,
+            externality: spec.externality,
+            consent: spec.consent,
+            arguments,
+            calls,
+        }
+    }
+}
+
+/// How many earlier calls of one action one session made that the policy let through,
+/// within the last minute, hour and day (kept in memory, per process; see the
+/// [module](self) docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CallCounts {
+    /// Within the last 60 seconds.
+    pub minute: u64,
+    /// Within the last 3,600 seconds.
+    pub hour: u64,
+    /// Within the last 86,400 seconds.
+    pub day: u64,
+}
+
+impl CallCounts {
+    /// Counts for the last minute, hour and day.
+    pub fn new(minute: u64, hour: u64, day: u64) -> Self {
+        Self { minute, hour, day }
+    }
+}
+
+/// A policy's verdict on one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PolicyVerdict {
+    /// The call goes on under the action's own consent rule.
+    Allow,
+    /// The call is refused (`policy_denied`); nothing is sent.
+    Deny,
+    /// The call goes on, and a human must approve this one call.
+    RequireConsent,
+}
+
+impl PolicyVerdict {
+    /// The snake-case string of the audit record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Deny => "deny",
+            Self::RequireConsent => "require_consent",
+        }
+    }
+}
+
+impl fmt::Display for PolicyVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A policy's answer: the verdict, a reason, and the rules that decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PolicyDecision {
+    /// The verdict.
+    pub verdict: PolicyVerdict,
+    /// Why, in words the agent may read (a deny's reason is the refusal's reason). Never
+    /// put a secret here; it is scrubbed like every text that leaves the executor.
+    pub reason: Option<String>,
+    /// The rules that decided, by id (a Cedar policy's `@id`), for the audit record.
+    pub rules: Vec<String>,
+}
+
+impl PolicyDecision {
+    /// Allows the call.
+    pub fn allow() -> Self {
+        Self {
+            verdict: PolicyVerdict::Allow,
+            reason: None,
+            rules: Vec::new(),
+        }
+    }
+
+    /// Denies the call, with a reason the agent may read.
+    pub fn deny(reason: impl Into<String>) -> Self {
+        Self {
+            verdict: PolicyVerdict::Deny,
+            reason: Some(reason.into()),
+            rules: Vec::new(),
+        }
+    }
+
+    /// Lets the call go on only if a human approves this one call.
+    pub fn require_consent(reason: impl Into<String>) -> Self {
+        Self {
+            verdict: PolicyVerdict::RequireConsent,
+            reason: Some(reason.into()),
+            rules: Vec::new(),
+        }
+    }
+
+    /// Names a rule that decided.
+    #[must_use]
+    pub fn with_rule(mut self, rule: impl Into<String>) -> Self {
+        self.rules.push(rule.into());
+        self
+    }
+
+    /// Sets the reason.
+    #[must_use]
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
+/// The audit record's account of a policy decision: `policy: {name, decision, reason,
+/// rules}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PolicyNote {
+    /// The policy's [`Policy::name`].
+    pub name: String,
+    /// Its verdict.
+    pub decision: PolicyVerdict,
+    /// Its reason (scrubbed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The rules that decided.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
+}
+
+impl PolicyNote {
+    /// The note of `decision` by the policy named `name`.
+    pub fn new(name: impl Into<String>, decision: &PolicyDecision) -> Self {
+        Self {
+            name: name.into(),
+            decision: decision.verdict,
+            reason: decision.reason.clone(),
+            rules: decision.rules.clone(),
+        }
+    }
+}
+
+/// The policy-visible arguments of a call: the fields of `arguments` that `spec` marks
+/// `#[policy]`, in the order the card lists them.
+pub fn visible_arguments(spec: &ActionSpec, arguments: &Value) -> Map<String, Value> {
+    let mut visible = Map::new();
+    if let Value::Object(all) = arguments {
+        for field in &spec.policy_fields {
+            if let Some(value) = all.get(field.as_ref()) {
+                visible.insert(field.to_string(), value.clone());
+            }
+        }
+    }
+    visible
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct ByAmount;
+
+    impl Policy for ByAmount {
+        fn name(&self) -> &str {
+            "by-amount"
+        }
+
+        fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision {
+            let amount = request.arguments.get("amount").and_then(Value::as_i64);
+            match amount {
+                Some(a) if a > 10_000 => {
+                    PolicyDecision::deny("amounts over 10000 need finance").with_rule("cap")
+                }
+                Some(a) if a > 1_000 => PolicyDecision::require_consent("large amount"),
+                _ if request.calls.hour >= 5 => PolicyDecision::deny("five an hour"),
+                _ => PolicyDecision::allow(),
+            }
+        }
+    }
+
+    fn spec() -> ActionSpec {
+        ActionSpec::new("create_invoice", EffectClass::ReversibleChange)
+            .with_policy_field("amount")
+            .with_policy_field("currency")
+    }
+
+    #[test]
+    fn only_the_fields_marked_policy_visible_reach_the_policy() {
+        let spec = spec();
+        let arguments = serde_json::json!({"amount": 5, "customer_id": "cus_1", "currency": "EUR"});
+        let visible = visible_arguments(&spec, &arguments);
+        assert_eq!(
+            Value::Object(visible),
+            serde_json::json!({"amount": 5, "currency": "EUR"})
+        );
+        let absent = visible_arguments(&spec, &serde_json::json!({"customer_id": "cus_1"}));
+        assert!(absent.is_empty());
+    }
+
+    #[test]
+    fn a_hand_written_policy_decides_from_arguments_and_counts() {
+        let spec = spec();
+        let session = Session::new("chat-1").with_attribute("team", "billing");
+        let decide = |amount: i64, hour: u64| {
+            let arguments = visible_arguments(&spec, &serde_json::json!({ "amount": amount }));
+            let request = PolicyRequest::new(
+                &session,
+                &spec,
+                &[],
+                &arguments,
+                CallCounts::new(0, hour, hour),
+            );
+            assert_eq!(request.action, "create_invoice");
+            assert_eq!(request.session.attribute("team"), Some("billing"));
+            ByAmount.decide(&request)
+        };
+        assert_eq!(decide(10, 0), PolicyDecision::allow());
+        assert_eq!(
+            decide(20_000, 0),
+            PolicyDecision::deny("amounts over 10000 need finance").with_rule("cap")
+        );
+        assert_eq!(decide(2_000, 0).verdict, PolicyVerdict::RequireConsent);
+        assert_eq!(decide(10, 5), PolicyDecision::deny("five an hour"));
+    }
+
+    #[test]
+    fn a_policy_note_serializes_to_the_audit_shape_and_back() {
+        let decision = PolicyDecision::deny("over the cap").with_rule("cap");
+        let note = PolicyNote::new("invoices.cedar", &decision);
+        let json = serde_json::to_string(&note).unwrap();
+        assert_eq!(
+            json,
+            r#"{"name":"invoices.cedar","decision":"deny","reason":"over the cap","rules":["cap"]}"#
+        );
+        assert_eq!(serde_json::from_str::<PolicyNote>(&json).unwrap(), note);
+        let allow = PolicyNote::new("p", &PolicyDecision::allow());
+        assert_eq!(
+            serde_json::to_string(&allow).unwrap(),
+            r#"{"name":"p","decision":"allow"}"#
+        );
+        for verdict in [
+            PolicyVerdict::Allow,
+            PolicyVerdict::Deny,
+            PolicyVerdict::RequireConsent,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&verdict).unwrap(),
+                format!("\"{}\"", verdict.as_str())
+            );
+        }
+    }
+}
