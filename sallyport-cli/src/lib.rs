@@ -76,6 +76,7 @@ mod console;
 mod exit;
 mod prompt;
 mod reconcile;
+mod scaffold;
 mod vault;
 
 use std::ffi::OsString;
@@ -160,5 +161,6 @@ fn dispatch(cli: &Cli, executor: Option<&Executor>) -> Result<(), exit::Failure>
         args::Command::Approvals(cmd) => approvals::run(cli, cmd, executor),
         args::Command::Reconcile { json, min_age } => reconcile::run(executor, *json, *min_age),
         args::Command::Console(a) => console::run(cli, a, executor),
+        args::Command::Scaffold(a) => scaffold::run(a),
     }
 }
