@@ -8,8 +8,8 @@
 //!   `#[schemars(regex(…))]`, `minLength`/`maxLength`/`minItems`/`maxItems` as
 //!   `#[schemars(length(…))]`, `minimum`/`maximum` as `#[schemars(range(…))]`; string enums as
 //!   Rust enums; nested objects as structs that refuse unknown fields; `$ref`s followed;
-//! - the `#[http(…)]` template (method, path, `query(…)`, `header(…)`, `result = …`; a `202`
-//!   success is `pending`);
+//! - the `#[http(…)]` template (method, path, `query(…)`, `header(…)`, `result = …`; the
+//!   channel's default mapping already reads a `202` as `pending`);
 //! - a result struct from the success response (its scalar fields; nested objects are listed
 //!   in a comment, for the author to add if the agent needs them);
 //! - the doc comment from the summary and description (links and HTML made plain);

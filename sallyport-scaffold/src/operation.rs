@@ -173,7 +173,13 @@ fn generate_inner(
             continue;
         }
         let hint = format!("{type_name}{}", pascal(name));
-        match cx.field(name, schema, required, &hint, 1) {
+        // A header's field has a snake-case name (`X-Request-Tag` → `x_request_tag`): the
+        // agent sends a field, the channel writes the header.
+        let json = match where_ {
+            Place::Header(_) => crate::text::snake(name),
+            _ => name.clone(),
+        };
+        match cx.field(&json, schema, required, &hint, 1) {
             Ok(field) => {
                 let mut code = field.code;
                 // The parameter's own description says more than its schema's.
@@ -193,7 +199,7 @@ fn generate_inner(
                         "    // Tag with #[scope(kind)] if a session should be limited to some values.\n",
                     );
                 }
-                fields.push((name.clone(), where_, code));
+                fields.push((json, where_, code));
             }
             Err(reason) => {
                 refuse(reason.clone())?;
