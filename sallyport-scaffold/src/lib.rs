@@ -292,6 +292,7 @@ impl<'d> Scaffold<'d> {
              //! should not offer are left out with a comment saying why.\n",
         );
         code.push('\n');
+        code.push_str("use schemars::JsonSchema;\nuse serde::{Deserialize, Serialize};\n\n");
         for item in types.code() {
             code.push_str(item);
             code.push('\n');

@@ -392,7 +392,7 @@ fn generate_inner(
         }
     }
     code.push_str(
-        "#[derive(Debug, sallyport_core::Action, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]\n",
+        "#[derive(Debug, sallyport_core::Action, Deserialize, Serialize, JsonSchema)]\n",
     );
     code.push_str("#[action(\n");
     code.push_str(&format!("    name = {},\n", literal(&action)));

@@ -380,7 +380,7 @@ impl<'a> Cx<'a> {
                 None => code.push_str(&format!("/// The values `{name}` admits.\n")),
             }
             code.push_str(
-                "#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]\n",
+                "#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]\n",
             );
             code.push_str(&format!("pub enum {name} {{\n"));
             for (variant, value) in &variants {
@@ -447,7 +447,7 @@ impl<'a> Cx<'a> {
                 None => code.push_str(&format!("/// The `{name}` object.\n")),
             }
             code.push_str(
-                "#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]\n#[serde(deny_unknown_fields)]\n",
+                "#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]\n#[serde(deny_unknown_fields)]\n",
             );
             code.push_str(&format!("pub struct {name} {{\n"));
             for field in &fields {
@@ -609,7 +609,7 @@ impl<'a> Cx<'a> {
                 Some(d) => code.push_str(&format!("/// {d}\n")),
                 None => code.push_str(&format!("/// What `{name}` keeps of the answer.\n")),
             }
-            code.push_str("#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]\n");
+            code.push_str("#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]\n");
             code.push_str(&format!("pub struct {name} {{\n"));
             code.push_str(&fields);
             if !left_out.is_empty() {
