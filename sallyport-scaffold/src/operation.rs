@@ -374,10 +374,10 @@ fn generate_inner(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let mut doc = plain(summary, 1);
-    if let Some(first) = doc.first_mut() {
-        if !first.ends_with(['.', '!', '?']) {
-            first.push('.');
-        }
+    if let Some(first) = doc.first_mut()
+        && !first.ends_with(['.', '!', '?'])
+    {
+        first.push('.');
     }
     doc.extend(plain(description, 2));
     if doc.is_empty() {

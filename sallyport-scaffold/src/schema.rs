@@ -163,10 +163,10 @@ impl<'a> Cx<'a> {
     ) -> Result<Mapped, String> {
         let resolved = self.resolve(schema)?;
         let schema = resolved.schema;
-        if let Some(pointer) = &resolved.pointer {
-            if self.stack.contains(pointer) {
-                return Err("it contains itself (a recursive schema)".to_owned());
-            }
+        if let Some(pointer) = &resolved.pointer
+            && self.stack.contains(pointer)
+        {
+            return Err("it contains itself (a recursive schema)".to_owned());
         }
         let (types, nullable) = types_of(schema);
         let hint = resolved

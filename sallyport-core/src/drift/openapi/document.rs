@@ -409,7 +409,7 @@ mod tests {
     }
 
     /// The guard of `POST /items` whose body is `schema`, in an OpenAPI 3.0.3 document.
-    fn guard_30(schema: serde_json::Value) -> crate::drift::openapi::OperationGuard {
+    fn guard_30(schema: &serde_json::Value) -> crate::drift::openapi::OperationGuard {
         let doc = serde_json::json!({
             "openapi": "3.0.3",
             "info": {"title": "t", "version": "1"},
@@ -431,7 +431,7 @@ mod tests {
     /// Whether the guard lets `{"v": value}` through in strict mode, and the divergence kinds.
     fn accepts(
         guard: &crate::drift::openapi::OperationGuard,
-        value: serde_json::Value,
+        value: &serde_json::Value,
     ) -> Vec<String> {
         let body = serde_json::json!({ "v": value });
         let request =
@@ -453,54 +453,54 @@ mod tests {
             v,
             serde_json::json!({"nullable": true, "description": "anything"})
         );
-        let guard = guard_30(serde_json::json!({"nullable": true}));
+        let guard = guard_30(&serde_json::json!({"nullable": true}));
         for value in [
             serde_json::json!(null),
             serde_json::json!("x"),
             serde_json::json!(3),
         ] {
-            assert_eq!(accepts(&guard, value), Vec::<String>::new());
+            assert_eq!(accepts(&guard, &value), Vec::<String>::new());
         }
     }
 
     #[test]
     fn nullable_without_a_type_does_not_widen_an_all_of_or_an_enum_to_null() {
-        let guard = guard_30(serde_json::json!({
+        let guard = guard_30(&serde_json::json!({
             "nullable": true, "allOf": [{"$ref": "#/components/schemas/Name"}]
         }));
         assert_eq!(
-            accepts(&guard, serde_json::json!("x")),
+            accepts(&guard, &serde_json::json!("x")),
             Vec::<String>::new()
         );
         assert_eq!(
-            accepts(&guard, serde_json::json!(null)),
+            accepts(&guard, &serde_json::json!(null)),
             ["type_mismatch /body/v"]
         );
-        let guard = guard_30(serde_json::json!({"nullable": true, "enum": ["a", "b"]}));
+        let guard = guard_30(&serde_json::json!({"nullable": true, "enum": ["a", "b"]}));
         assert_eq!(
-            accepts(&guard, serde_json::json!("a")),
+            accepts(&guard, &serde_json::json!("a")),
             Vec::<String>::new()
         );
         assert_eq!(
-            accepts(&guard, serde_json::json!(null)),
+            accepts(&guard, &serde_json::json!(null)),
             ["constraint_violation /body/v"]
         );
     }
 
     #[test]
     fn nullable_beside_a_type_admits_null() {
-        let guard = guard_30(serde_json::json!({"type": "string", "nullable": true}));
+        let guard = guard_30(&serde_json::json!({"type": "string", "nullable": true}));
         assert_eq!(
-            accepts(&guard, serde_json::json!(null)),
+            accepts(&guard, &serde_json::json!(null)),
             Vec::<String>::new()
         );
         assert_eq!(
-            accepts(&guard, serde_json::json!(2)),
+            accepts(&guard, &serde_json::json!(2)),
             ["type_mismatch /body/v"]
         );
-        let guard = guard_30(serde_json::json!({"type": "string"}));
+        let guard = guard_30(&serde_json::json!({"type": "string"}));
         assert_eq!(
-            accepts(&guard, serde_json::json!(null)),
+            accepts(&guard, &serde_json::json!(null)),
             ["type_mismatch /body/v"]
         );
     }
