@@ -391,9 +391,7 @@ fn generate_inner(
             code.push_str(&format!("/// {line}\n"));
         }
     }
-    code.push_str(
-        "#[derive(Debug, sallyport_core::Action, Deserialize, Serialize, JsonSchema)]\n",
-    );
+    code.push_str("#[derive(Debug, sallyport_core::Action, Deserialize, Serialize, JsonSchema)]\n");
     code.push_str("#[action(\n");
     code.push_str(&format!("    name = {},\n", literal(&action)));
     code.push_str(&decisions);
