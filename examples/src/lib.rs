@@ -2,6 +2,7 @@
 //! the quickstart, the examples and the MCP demo serve, and the embedded defaults they share.
 
 pub mod catalog;
+pub mod github;
 pub mod setup;
 pub mod upstream;
 

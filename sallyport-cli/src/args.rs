@@ -20,6 +20,7 @@ Exit codes:
  10  approvals approve/deny: the approval expired before anyone decided; nothing is sent
  11  reconcile: an abandoned attempt is still unknown (its check could not tell); it stays
      unresolved and nothing was resent
+ 12  scaffold: none of the operations could be generated (each is listed with the reason)
 
 DATA_DIR is $XDG_DATA_HOME (or ~/.local/share) on Linux, ~/Library/Application Support on
 macOS and %APPDATA% on Windows.
@@ -179,6 +180,11 @@ pub enum Command {
     /// Serve the web console for approvals and the audit trail (the plain binary records
     /// decisions only; see `console --help`).
     Console(crate::console::ConsoleArgs),
+    /// Write a Rust module of actions from operations of an OpenAPI 3.0/3.1 document (JSON
+    /// or YAML). Effect, consent and retry are left as `choose` for you to decide (it does not
+    /// compile until you do). Operations it cannot express are listed with the reason; exit 12
+    /// when none could be generated.
+    Scaffold(crate::scaffold::ScaffoldArgs),
 }
 
 /// `sallyport vault …`

@@ -37,6 +37,9 @@ pub enum Exit {
     /// 11 — `reconcile`: an abandoned attempt is still unknown (its check could not tell);
     /// it stays unresolved and nothing was resent.
     Unsettled = 11,
+    /// 12 — `scaffold`: none of the operations could be generated (each was listed with the
+    /// reason).
+    NothingGenerated = 12,
 }
 
 impl From<Exit> for ExitCode {

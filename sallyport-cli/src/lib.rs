@@ -69,6 +69,16 @@
 //! }
 //! ```
 
+//! # Scaffolding
+//!
+//! `sallyport scaffold --openapi FILE --operation ID [--operation ID …] [--out FILE]
+//! [--force] [--credential NAME]` writes a Rust module of actions from operations of an
+//! OpenAPI 3.0 / 3.1 document ([`sallyport_scaffold`]). Effect, consent and retry are left as
+//! `choose` (the module does not compile until the author decides); operations it cannot
+//! express are printed to standard error with the reason, and it exits
+//! [`Exit::NothingGenerated`] only when none could be generated. `--out` refuses an existing
+//! file unless `--force` (it may hold the author's decisions).
+
 mod approvals;
 mod args;
 mod audit;
@@ -76,6 +86,7 @@ mod console;
 mod exit;
 mod prompt;
 mod reconcile;
+mod scaffold;
 mod vault;
 
 use std::ffi::OsString;
@@ -160,5 +171,6 @@ fn dispatch(cli: &Cli, executor: Option<&Executor>) -> Result<(), exit::Failure>
         args::Command::Approvals(cmd) => approvals::run(cli, cmd, executor),
         args::Command::Reconcile { json, min_age } => reconcile::run(executor, *json, *min_age),
         args::Command::Console(a) => console::run(cli, a, executor),
+        args::Command::Scaffold(a) => scaffold::run(a),
     }
 }

@@ -31,12 +31,26 @@ pub(crate) fn routes(catalog: &Catalog) -> Vec<ActionRoute> {
         .collect()
 }
 
-/// The document, the drift mode its checks run in, and one compiled guard per action.
+/// What the channel knows about one action's operation.
+#[derive(Clone)]
+enum CachedGuard {
+    /// The compiled guard.
+    Checked(Arc<OperationGuard>),
+    /// No guard, and the mode lets the action through unchecked.
+    Unchecked,
+    /// The guard could not be compiled (strict mode): every call is refused with this
+    /// reason at once, without compiling it again.
+    Failed(String),
+}
+
+/// The document, the drift mode its checks run in, and what is known of each action's guard.
 pub(crate) struct OpenApiGuards {
     document: Arc<OpenApi>,
     mode: DriftMode,
-    /// `None`: the action has no operation and the mode lets it through unchecked.
-    guards: Mutex<HashMap<String, Option<Arc<OperationGuard>>>>,
+    guards: Mutex<HashMap<String, CachedGuard>>,
+    /// How many times an operation's guard was compiled on a call (not in `build()`).
+    #[cfg(test)]
+    compiled_on_call: std::sync::atomic::AtomicUsize,
 }
 
 impl OpenApiGuards {
@@ -55,10 +69,10 @@ impl OpenApiGuards {
         for (action, method, path) in routes {
             match document.operation(&OperationSelector::route(method.as_str(), path.as_str())) {
                 Ok(guard) => {
-                    guards.insert(action.clone(), Some(Arc::new(guard)));
+                    guards.insert(action.clone(), CachedGuard::Checked(Arc::new(guard)));
                 }
                 Err(OpenApiError::NoOperation(_)) if mode != DriftMode::Strict => {
-                    guards.insert(action.clone(), None);
+                    guards.insert(action.clone(), CachedGuard::Unchecked);
                 }
                 Err(source) => {
                     return Err(BuildError::OpenApi {
@@ -72,6 +86,8 @@ impl OpenApiGuards {
             document,
             mode,
             guards: Mutex::new(guards),
+            #[cfg(test)]
+            compiled_on_call: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -81,7 +97,8 @@ impl OpenApiGuards {
     }
 
     /// The guard of `action` (compiled now if `build()` did not), or `None` when the action is
-    /// sent unchecked.
+    /// sent unchecked. An operation is compiled at most once: a guard that failed to compile
+    /// is remembered with its reason, so a broken operation fails fast on every later call.
     ///
     /// # Errors
     ///
@@ -92,37 +109,135 @@ impl OpenApiGuards {
         action: &str,
         target: &HttpTarget,
     ) -> Result<Option<Arc<OperationGuard>>, Refusal> {
-        // A poisoned map holds only finished guards: a panic cannot leave one half-built.
+        // A poisoned map holds only finished entries: a panic cannot leave one half-built.
         let mut guards = self.guards.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(guard) = guards.get(action) {
-            return Ok(guard.clone());
-        }
-        let selector = OperationSelector::route(target.method.as_str(), target.path.as_ref());
-        let guard = match self.document.operation(&selector) {
-            Ok(guard) => Some(Arc::new(guard)),
-            Err(_) if self.mode != DriftMode::Strict => None,
-            Err(OpenApiError::NoOperation(_)) => {
-                return Err(Refusal::new(
-                    RefusalCode::InvalidRequest,
-                    format!(
-                        "the upstream's OpenAPI document has no operation {} {}",
-                        target.method.as_str(),
-                        target.path
-                    ),
-                ));
-            }
-            Err(e) => {
-                return Err(Refusal::new(
-                    RefusalCode::InvalidRequest,
-                    format!(
-                        "the upstream's OpenAPI operation {} {} cannot be checked: {e}",
-                        target.method.as_str(),
-                        target.path
-                    ),
-                ));
+        let cached = match guards.get(action) {
+            Some(cached) => cached.clone(),
+            None => {
+                let cached = self.compile_one(target);
+                guards.insert(action.to_owned(), cached.clone());
+                cached
             }
         };
-        guards.insert(action.to_owned(), guard.clone());
-        Ok(guard)
+        drop(guards);
+        match cached {
+            CachedGuard::Checked(guard) => Ok(Some(guard)),
+            CachedGuard::Unchecked => Ok(None),
+            CachedGuard::Failed(reason) => Err(Refusal::new(RefusalCode::InvalidRequest, reason)),
+        }
+    }
+
+    /// Compiles the guard of one action's route, on its first call.
+    fn compile_one(&self, target: &HttpTarget) -> CachedGuard {
+        #[cfg(test)]
+        self.compiled_on_call
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let selector = OperationSelector::route(target.method.as_str(), target.path.as_ref());
+        match self.document.operation(&selector) {
+            Ok(guard) => CachedGuard::Checked(Arc::new(guard)),
+            Err(_) if self.mode != DriftMode::Strict => CachedGuard::Unchecked,
+            Err(OpenApiError::NoOperation(_)) => CachedGuard::Failed(format!(
+                "the upstream's OpenAPI document has no operation {} {}",
+                target.method.as_str(),
+                target.path
+            )),
+            Err(e) => CachedGuard::Failed(format!(
+                "the upstream's OpenAPI operation {} {} cannot be checked: {e}",
+                target.method.as_str(),
+                target.path
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use sallyport_core::target::HttpMethod;
+
+    use super::*;
+
+    /// A document whose `POST /loops` body schema refers back to itself through `allOf` (its
+    /// guard can never compile) and whose `GET /fine` is ordinary.
+    fn document() -> Arc<OpenApi> {
+        let doc = serde_json::json!({
+            "openapi": "3.1.0",
+            "info": {"title": "t", "version": "1"},
+            "paths": {
+                "/loops": {"post": {
+                    "operationId": "loop",
+                    "requestBody": {"content": {"application/json": {"schema":
+                        {"$ref": "#/components/schemas/Loop"}}}},
+                    "responses": {"200": {"description": "ok"}}
+                }},
+                "/fine": {"get": {"operationId": "fine", "responses": {"200": {"description": "ok"}}}}
+            },
+            "components": {"schemas": {"Loop": {"allOf": [{"$ref": "#/components/schemas/Loop"}]}}}
+        });
+        Arc::new(OpenApi::from_value(doc).expect("document"))
+    }
+
+    #[test]
+    fn a_guard_that_failed_to_compile_is_refused_from_the_cache_with_its_reason() {
+        let guards = OpenApiGuards::compile(document(), DriftMode::Strict, &[]).expect("guards");
+        let target = HttpTarget::new(HttpMethod::Post, "/loops");
+        let first = guards.guard("loop_action", &target).expect_err("refused");
+        assert_eq!(first.code, RefusalCode::InvalidRequest);
+        assert!(
+            first
+                .reason
+                .starts_with("the upstream's OpenAPI operation POST /loops cannot be checked: "),
+            "{}",
+            first.reason
+        );
+        assert!(
+            first.reason.contains("refers back to itself"),
+            "{}",
+            first.reason
+        );
+        for _ in 0..3 {
+            let again = guards.guard("loop_action", &target).expect_err("refused");
+            assert_eq!(again, first);
+        }
+        assert_eq!(guards.compiled_on_call.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_missing_operation_is_compiled_once_and_a_good_guard_is_reused() {
+        let guards = OpenApiGuards::compile(document(), DriftMode::Strict, &[]).expect("guards");
+        let missing = HttpTarget::new(HttpMethod::Delete, "/nowhere");
+        for _ in 0..2 {
+            let refusal = guards.guard("gone", &missing).expect_err("refused");
+            assert_eq!(
+                refusal.reason,
+                "the upstream's OpenAPI document has no operation DELETE /nowhere"
+            );
+        }
+        let fine = HttpTarget::new(HttpMethod::Get, "/fine");
+        let a = guards.guard("fine", &fine).expect("ok").expect("a guard");
+        let b = guards.guard("fine", &fine).expect("ok").expect("a guard");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.operation_id(), Some("fine"));
+        assert_eq!(guards.compiled_on_call.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn outside_strict_mode_a_broken_guard_is_cached_as_unchecked() {
+        let guards = OpenApiGuards::compile(document(), DriftMode::Warn, &[]).expect("guards");
+        let target = HttpTarget::new(HttpMethod::Post, "/loops");
+        assert!(
+            guards
+                .guard("loop_action", &target)
+                .expect("sent")
+                .is_none()
+        );
+        assert!(
+            guards
+                .guard("loop_action", &target)
+                .expect("sent")
+                .is_none()
+        );
+        assert_eq!(guards.compiled_on_call.load(Ordering::Relaxed), 1);
     }
 }

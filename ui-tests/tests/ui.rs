@@ -2,10 +2,11 @@
 //!
 //! `ui/*.rs` hold one mistake each, and each `.stderr` the exact diagnostic; `ui/pass/` must
 //! compile and run without a warning; `ui/stages/*.rs` each try to forge one executor stage's
-//! value outside its module; `ui/secrets/` tries to print or serialize a secret. One
-//! `TestCases` holds them all, so trybuild builds the dependency graph once (a second test
-//! binary made it check the whole graph again). Regenerate the diagnostics with
-//! `TRYBUILD=overwrite cargo test -p sallyport-ui-tests --test ui`, then read every changed file.
+//! value outside its module; `ui/secrets/` tries to print or serialize a secret; `ui/scaffold/`
+//! holds what `sallyport scaffold` writes. One `TestCases` holds them all, so trybuild builds
+//! the dependency graph once (a second test binary made it check the whole graph again).
+//! Regenerate the diagnostics with `TRYBUILD=overwrite cargo test -p sallyport-ui-tests --test
+//! ui`, then read every changed file.
 
 #[test]
 fn ui() {
@@ -15,5 +16,10 @@ fn ui() {
     cases.compile_fail("ui/stages/*.rs");
     // Secret types cannot be serialized or displayed.
     cases.compile_fail("ui/secrets/*.rs");
+    // What `sallyport scaffold` writes does not compile until each decision is made, and the
+    // error names the decision and its choices; a module whose document made them compiles
+    // and its catalog builds (`tests/tests/scaffold.rs` checks both files are the generator's).
+    cases.compile_fail("ui/scaffold/*.rs");
     cases.pass("ui/pass/*.rs");
+    cases.pass("ui/scaffold/pass/*.rs");
 }

@@ -90,6 +90,9 @@ pub(super) fn parse_str(input: ParseStream, usage: &str) -> syn::Result<LitStr> 
     }
 }
 
+/// The placeholder `sallyport scaffold` writes for a decision it leaves to the author.
+const CHOOSE: &str = "choose";
+
 pub(super) fn parse_keyword<K: Keyword>(input: ParseStream, key: &Ident) -> syn::Result<Kw<K>> {
     let unknown = |span: Span, text: &str| {
         Error::new(
@@ -116,6 +119,16 @@ pub(super) fn parse_keyword<K: Keyword>(input: ParseStream, key: &Ident) -> syn:
     let text = ident.unraw().to_string();
     match K::from_name(&text) {
         Some(value) => Ok(Kw { value, ident }),
+        // `sallyport scaffold` writes `choose` where only the author can decide.
+        None if text == CHOOSE => Err(Error::new(
+            ident.span(),
+            format!(
+                "choose the {} of this action: replace `{key} = choose` with {}; sallyport never \
+                 guesses what an action does to the world",
+                K::WHAT,
+                one_of(K::NAMES)
+            ),
+        )),
         None => Err(unknown(ident.span(), &text)),
     }
 }

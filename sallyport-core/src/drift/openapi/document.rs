@@ -301,6 +301,16 @@ pub(super) fn local_pointer(reference: &str) -> Option<String> {
 
 /// OpenAPI 3.0 schema dialect → JSON Schema 2020-12: `nullable: true` adds `null` to the
 /// type; boolean `exclusiveMinimum`/`exclusiveMaximum` become numbers.
+///
+/// `nullable: true` without a `type` in the same schema object changes nothing, as OAS 3.0.3
+/// says ("adds `null` to the allowed types specified by the `type` keyword, only if `type` is
+/// explicitly defined within the same Schema Object"): such a schema already allows `null`
+/// unless another of its keywords refuses it, and "other Schema Object constraints retain
+/// their defined behavior". So `{nullable: true}` accepts `null` and everything else, while
+/// `{nullable: true, allOf: [{type: string}]}` or `{nullable: true, enum: [a, b]}` refuse
+/// `null`: the guard does not widen a `$ref`, `allOf` or `enum` it cannot see a type on.
+/// (An `enum` beside `type` and `nullable` refuses `null` too unless it lists it, for the
+/// same reason.)
 fn upgrade_30(value: &mut Value, depth: usize) {
     if depth > 256 {
         return;
@@ -395,6 +405,103 @@ mod tests {
         assert_eq!(
             v["properties"]["n"],
             serde_json::json!({"type": "integer", "exclusiveMinimum": 3})
+        );
+    }
+
+    /// The guard of `POST /items` whose body is `schema`, in an OpenAPI 3.0.3 document.
+    fn guard_30(schema: &serde_json::Value) -> crate::drift::openapi::OperationGuard {
+        let doc = serde_json::json!({
+            "openapi": "3.0.3",
+            "info": {"title": "t", "version": "1"},
+            "paths": {"/items": {"post": {
+                "operationId": "create",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                    "type": "object", "properties": {"v": schema}
+                }}}},
+                "responses": {"201": {"description": "ok"}}
+            }}},
+            "components": {"schemas": {"Name": {"type": "string"}}}
+        });
+        crate::drift::openapi::OpenApi::from_value(doc)
+            .expect("document")
+            .operation(&crate::drift::openapi::OperationSelector::id("create"))
+            .expect("guard")
+    }
+
+    /// Whether the guard lets `{"v": value}` through in strict mode, and the divergence kinds.
+    fn accepts(
+        guard: &crate::drift::openapi::OperationGuard,
+        value: &serde_json::Value,
+    ) -> Vec<String> {
+        let body = serde_json::json!({ "v": value });
+        let request =
+            crate::drift::openapi::OutgoingRequest::new("POST", "/items").with_body(&body);
+        let decision = guard.check(crate::drift::DriftMode::Strict, &request);
+        assert_eq!(decision.allowed, decision.divergences.is_empty());
+        decision
+            .divergences
+            .iter()
+            .map(|d| format!("{} {}", d.kind.as_str(), d.path))
+            .collect()
+    }
+
+    #[test]
+    fn nullable_without_a_type_changes_nothing_and_a_bare_schema_accepts_null() {
+        let mut v = serde_json::json!({"nullable": true, "description": "anything"});
+        upgrade_30(&mut v, 0);
+        assert_eq!(
+            v,
+            serde_json::json!({"nullable": true, "description": "anything"})
+        );
+        let guard = guard_30(&serde_json::json!({"nullable": true}));
+        for value in [
+            serde_json::json!(null),
+            serde_json::json!("x"),
+            serde_json::json!(3),
+        ] {
+            assert_eq!(accepts(&guard, &value), Vec::<String>::new());
+        }
+    }
+
+    #[test]
+    fn nullable_without_a_type_does_not_widen_an_all_of_or_an_enum_to_null() {
+        let guard = guard_30(&serde_json::json!({
+            "nullable": true, "allOf": [{"$ref": "#/components/schemas/Name"}]
+        }));
+        assert_eq!(
+            accepts(&guard, &serde_json::json!("x")),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            accepts(&guard, &serde_json::json!(null)),
+            ["type_mismatch /body/v"]
+        );
+        let guard = guard_30(&serde_json::json!({"nullable": true, "enum": ["a", "b"]}));
+        assert_eq!(
+            accepts(&guard, &serde_json::json!("a")),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            accepts(&guard, &serde_json::json!(null)),
+            ["constraint_violation /body/v"]
+        );
+    }
+
+    #[test]
+    fn nullable_beside_a_type_admits_null() {
+        let guard = guard_30(&serde_json::json!({"type": "string", "nullable": true}));
+        assert_eq!(
+            accepts(&guard, &serde_json::json!(null)),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            accepts(&guard, &serde_json::json!(2)),
+            ["type_mismatch /body/v"]
+        );
+        let guard = guard_30(&serde_json::json!({"type": "string"}));
+        assert_eq!(
+            accepts(&guard, &serde_json::json!(null)),
+            ["type_mismatch /body/v"]
         );
     }
 

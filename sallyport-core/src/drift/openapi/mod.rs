@@ -17,7 +17,9 @@
 //! value (`allOf` → `$ref` to itself, `A` → `anyOf` → `B` → `$ref` `A`, …) could never be
 //! checked: compiling an operation that uses one fails with [`OpenApiError::Cycle`]. OpenAPI
 //! 3.0's `nullable` and boolean `exclusiveMinimum`/`exclusiveMaximum` are rewritten to their
-//! JSON Schema 2020-12 forms first.
+//! JSON Schema 2020-12 forms first. `nullable: true` adds `null` only to a `type` in the same
+//! schema object; without one it changes nothing (OAS 3.0.3), so `{nullable: true}` accepts
+//! anything and `{nullable: true, allOf: […]}` accepts `null` only if the `allOf` does.
 //!
 //! [`check_catalog`] compares every HTTP action's request shape with the operation it targets
 //! and reports what would fail: a field the upstream now requires that the action never sends,
@@ -123,6 +125,18 @@ impl fmt::Display for OperationSelector {
     }
 }
 
+/// Where one operation sits in the document (what [`OpenApi::locate`] finds).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OperationLocation {
+    /// The HTTP method, lowercase as the document spells it.
+    pub method: String,
+    /// The path template, as the document spells it.
+    pub path: String,
+    /// JSON pointer to the operation object in [`OpenApi::document`].
+    pub pointer: String,
+}
+
 /// An OpenAPI 3.0 or 3.1 document, parsed and indexed once. Cheap to clone (clones share the
 /// parsed document), and safe to share between threads.
 #[derive(Clone)]
@@ -177,6 +191,22 @@ impl OpenApi {
     /// The `openapi` version string.
     pub fn version(&self) -> &str {
         &self.document.version
+    }
+
+    /// The document as the guards read it: an OpenAPI 3.0 document's `nullable` and boolean
+    /// `exclusiveMinimum`/`exclusiveMaximum` already rewritten to their JSON Schema 2020-12
+    /// forms. For tools that read the document (a code generator), without a second parse.
+    pub fn document(&self) -> &Value {
+        &self.document.root
+    }
+
+    /// Where the operation `selector` names sits in the document, if it has one.
+    pub fn locate(&self, selector: &OperationSelector) -> Option<OperationLocation> {
+        self.document.find(selector).map(|op| OperationLocation {
+            method: op.method.to_owned(),
+            path: op.path.clone(),
+            pointer: op.pointer.clone(),
+        })
     }
 
     /// Compiles the guard for one operation: only the schemas its parameters and request body
