@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use deadpool_postgres::ClientWrapper;
+use deadpool_postgres::Transaction;
 use sallyport_core::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
     Verdict,
@@ -172,7 +172,7 @@ fn parse(body: &str) -> Option<Approval> {
 
 /// The approval as it stands, locked for the rest of the batch's transaction.
 async fn locked(
-    tx: &ClientWrapper,
+    tx: &Transaction<'_>,
     id: &ApprovalId,
 ) -> Result<Option<Approval>, tokio_postgres::Error> {
     Ok(tx
@@ -181,7 +181,7 @@ async fn locked(
         .and_then(|row| parse(&row.get::<_, String>(0))))
 }
 
-async fn store(tx: &ClientWrapper, approval: &Approval) -> Result<(), ApplyError> {
+async fn store(tx: &Transaction<'_>, approval: &Approval) -> Result<(), ApplyError> {
     tx.execute(
         sql::UPDATE_APPROVAL,
         &[
@@ -201,7 +201,7 @@ fn ms(value: u64) -> i64 {
 /// Applies one change inside the batch's transaction.
 pub(crate) async fn apply(
     shared: &Shared,
-    tx: &ClientWrapper,
+    tx: &Transaction<'_>,
     op: &ApprovalOp,
     epochs: &HashMap<String, i64>,
     lease_ms: i64,

@@ -10,78 +10,21 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'intent_written', $9, $9, $10,
 ON CONFLICT DO NOTHING
 RETURNING epoch";
 
-/// A batch's fresh intents, one row per array element (`$1`–`$8`, in the batch's order),
-/// all leased to owner `$10` at epoch 1. A taken attempt id or key inserts nothing for that
-/// row; the ids returned are the rows written. No attempt id appears twice in one call.
-pub(crate) const INSERT_INTENTS: &str = "
-INSERT INTO sallyport_attempts (attempt_id, action, session_id, idempotency_key, fingerprint,
-    definition_hash, effect, arguments, phase, created_at, updated_at, owner, lease_until, epoch)
-SELECT r.attempt_id, r.action, r.session_id, r.idempotency_key, r.fingerprint,
-    r.definition_hash, r.effect, r.arguments, 'intent_written', $9, $9, $10,
-    now() + $11::BIGINT * interval '1 millisecond', 1
-FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[],
-    $8::TEXT[]) WITH ORDINALITY
-    AS r(attempt_id, action, session_id, idempotency_key, fingerprint, definition_hash, effect,
-         arguments, n)
-ORDER BY r.n
-ON CONFLICT DO NOTHING
-RETURNING attempt_id";
-
-/// A batch's observe calls' attempt rows, written already closed with their outcomes
-/// (`$9`–`$11`) and no lease, as [`INSERT_INTENTS`] writes intents.
-pub(crate) const INSERT_CLOSED_ROWS: &str = "
+/// An observe call's attempt row, written already closed with its outcome.
+pub(crate) const INSERT_CLOSED: &str = "
 INSERT INTO sallyport_attempts (attempt_id, action, session_id, idempotency_key, fingerprint,
     definition_hash, effect, arguments, phase, dispatches, status, created_at, updated_at,
     owner, lease_until, epoch)
-SELECT r.attempt_id, r.action, r.session_id, r.idempotency_key, r.fingerprint,
-    r.definition_hash, r.effect, r.arguments, r.phase, r.dispatches, r.status, $12, $12, $13,
-    now(), 1
-FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[],
-    $8::TEXT[], $9::TEXT[], $10::BIGINT[], $11::TEXT[]) WITH ORDINALITY
-    AS r(attempt_id, action, session_id, idempotency_key, fingerprint, definition_hash, effect,
-         arguments, phase, dispatches, status, n)
-ORDER BY r.n
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, now(), 1)
 ON CONFLICT DO NOTHING
-RETURNING attempt_id";
+RETURNING epoch";
 
-/// A batch's dispatch notes, one per attempt: its highest request number `$2`, noted only
-/// on an open attempt and by the holder of epoch `$3` (any, when null).
-pub(crate) const NOTE_DISPATCHES: &str = "
-UPDATE sallyport_attempts a
-SET phase = CASE WHEN a.phase = 'intent_written' THEN 'dispatched' ELSE a.phase END,
-    dispatches = greatest(a.dispatches, d.n), updated_at = $4
-FROM unnest($1::TEXT[], $2::BIGINT[], $3::BIGINT[]) AS d(attempt_id, n, epoch)
-WHERE a.attempt_id = d.attempt_id AND a.status IS NULL AND (d.epoch IS NULL OR a.epoch = d.epoch)";
-
-/// A batch's attempt closes, as [`CLOSE_ATTEMPT`] closes one (fenced by epoch `$5`, when
-/// not null); the ids returned are the rows closed. No attempt id appears twice in one call.
-pub(crate) const CLOSE_ATTEMPTS: &str = "
-UPDATE sallyport_attempts a
-SET phase = c.phase, status = c.status, dispatches = greatest(a.dispatches, c.dispatches),
-    updated_at = $6
-FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[])
-    AS c(attempt_id, phase, status, dispatches, epoch)
-WHERE a.attempt_id = c.attempt_id AND (c.epoch IS NULL OR a.epoch = c.epoch)
-RETURNING a.attempt_id";
-
-/// A batch's reconciler closes, whoever holds each attempt, only while no record closes it:
-/// the row lock orders two reconcilers, and the second finds `status` set and gets no row.
-/// The epoch is raised, so the old owner, should it wake up, is fenced. The ids returned are
-/// the rows settled. No attempt id appears twice in one call.
-pub(crate) const SETTLE_ATTEMPTS: &str = "
-UPDATE sallyport_attempts a
-SET phase = s.phase, status = s.status, dispatches = greatest(a.dispatches, s.dispatches),
-    updated_at = $5, epoch = a.epoch + 1
-FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[])
-    AS s(attempt_id, phase, status, dispatches)
-WHERE a.attempt_id = s.attempt_id AND a.status IS NULL
-  AND NOT EXISTS (SELECT 1 FROM sallyport_audit r WHERE r.attempt_id = a.attempt_id)
-RETURNING a.attempt_id";
-
-/// A batch's audit records, one row per array element.
-pub(crate) const INSERT_RECORDS: &str = "
-INSERT INTO sallyport_audit (seq, receipt_id, attempt_id, prev_hash, hash, event)
-SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[])";
+/// Request number `$2` of an open attempt, by the holder of epoch `$4` (any, when null).
+pub(crate) const NOTE_DISPATCH: &str = "
+UPDATE sallyport_attempts
+SET phase = CASE WHEN phase = 'intent_written' THEN 'dispatched' ELSE phase END,
+    dispatches = greatest(dispatches, $2), updated_at = $3
+WHERE attempt_id = $1 AND status IS NULL AND ($4::BIGINT IS NULL OR epoch = $4)";
 
 /// Closes an attempt with its outcome; with an epoch `$6`, only while it is still that
 /// epoch (a row taken over since returns nothing: the append is fenced).
@@ -91,6 +34,17 @@ SET phase = $2, status = $3, dispatches = greatest(dispatches, $4), updated_at =
 WHERE attempt_id = $1 AND ($6::BIGINT IS NULL OR epoch = $6)
 RETURNING epoch";
 
+/// Closes an attempt for the reconciler, whoever holds it, only while no record closes it:
+/// the row lock orders two reconcilers, and the second finds `status` set and gets no row.
+/// The epoch is raised, so the old owner, should it wake up, is fenced.
+pub(crate) const SETTLE_ATTEMPT: &str = "
+UPDATE sallyport_attempts a
+SET phase = $2, status = $3, dispatches = greatest(a.dispatches, $4), updated_at = $5,
+    epoch = a.epoch + 1
+WHERE a.attempt_id = $1 AND a.status IS NULL
+  AND NOT EXISTS (SELECT 1 FROM sallyport_audit r WHERE r.attempt_id = a.attempt_id)
+RETURNING a.epoch";
+
 /// The chain's head, locked until the batch's transaction ends: every process's appends
 /// pass through this one row.
 pub(crate) const LOCK_HEAD: &str =
@@ -99,6 +53,11 @@ pub(crate) const LOCK_HEAD: &str =
 /// Moves the chain's head.
 pub(crate) const SET_HEAD: &str =
     "UPDATE sallyport_chain_head SET seq = $1, hash = $2 WHERE id = 1";
+
+/// One audit record.
+pub(crate) const INSERT_RECORD: &str = "
+INSERT INTO sallyport_audit (seq, receipt_id, attempt_id, prev_hash, hash, event)
+VALUES ($1, $2, $3, $4, $5, $6)";
 
 /// A signed head (replacing one at the same position).
 pub(crate) const INSERT_SIGNED_HEAD: &str = "

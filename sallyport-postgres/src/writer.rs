@@ -24,17 +24,15 @@
 //! for the inserts and the commit only. A taken key or a fenced close is a row that was not
 //! returned, never an SQL error, so one bad write does not abort the others.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use deadpool_postgres::{ClientWrapper, Object};
-use futures_util::future::{OptionFuture, join_all};
+use futures_util::future::join_all;
 use sallyport_core::approval::Transition;
 use sallyport_core::journal::{AttemptId, chain_hash};
 use sallyport_core::journal::{AuditEvent, AuditRecord, ChainHead, Intent, JournalError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Row, Statement};
 
 use crate::approvals::ApprovalOp;
 use crate::error::PostgresError;
@@ -116,308 +114,151 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
     }
 }
 
-/// One transaction for the batch on a connection from the pool; every write's outcome, or
-/// the failure that undid them all. A connection whose batch failed is closed, not handed
-/// back: its transaction may still be open.
+/// One transaction for the batch; every write's outcome, or the failure that undid them all.
 async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresError> {
-    let client = shared
-        .pool
-        .get()
-        .await
-        .map_err(|e| shared.redactor.other(&e))?;
-    let outcome = transact(shared, &client, ops).await;
-    if outcome.is_err() {
-        drop(Object::take(client));
+    let redact = &shared.redactor;
+    let pg = |e: tokio_postgres::Error| redact.postgres(&e);
+    let mut client = shared.pool.get().await.map_err(|e| redact.other(&e))?;
+    let tx = client.transaction().await.map_err(pg)?;
+    if !ops.iter().any(Op::is_durable) {
+        // Nothing in the batch is sent on the strength of this commit: a server crash may
+        // lose its last few milliseconds of records (never a durable intent: a synchronous
+        // commit flushes everything before it). A process crash loses nothing.
+        tx.batch_execute("SET LOCAL synchronous_commit TO off")
+            .await
+            .map_err(pg)?;
     }
-    outcome
-}
-
-/// The statements a batch may run, prepared on its connection (once: the pool's
-/// connections keep them cached).
-struct Prepared {
-    insert_intents: Statement,
-    insert_closed: Statement,
-    note_dispatches: Statement,
-    close_attempts: Statement,
-    settle_attempts: Statement,
-    lock_head: Statement,
-    insert_records: Statement,
-    set_head: Statement,
-    insert_signed_head: Statement,
-}
-
-impl Prepared {
-    async fn on(client: &ClientWrapper) -> Result<Self, tokio_postgres::Error> {
-        let (
-            insert_intents,
-            insert_closed,
-            note_dispatches,
-            close_attempts,
-            settle_attempts,
-            lock_head,
-            insert_records,
-            set_head,
-            insert_signed_head,
-        ) = futures_util::try_join!(
-            client.prepare_cached(sql::INSERT_INTENTS),
-            client.prepare_cached(sql::INSERT_CLOSED_ROWS),
-            client.prepare_cached(sql::NOTE_DISPATCHES),
-            client.prepare_cached(sql::CLOSE_ATTEMPTS),
-            client.prepare_cached(sql::SETTLE_ATTEMPTS),
-            client.prepare_cached(sql::LOCK_HEAD),
-            client.prepare_cached(sql::INSERT_RECORDS),
-            client.prepare_cached(sql::SET_HEAD),
-            client.prepare_cached(sql::INSERT_SIGNED_HEAD),
-        )?;
-        Ok(Self {
-            insert_intents,
-            insert_closed,
-            note_dispatches,
-            close_attempts,
-            settle_attempts,
-            lock_head,
-            insert_records,
-            set_head,
-            insert_signed_head,
-        })
-    }
-}
-
-/// Splits a batch's writes of one kind into rounds: round `k` holds the `k`-th write naming
-/// each attempt, in the order they were made. One statement writes a round, so no statement
-/// names an attempt twice, and the rounds run one after another, as the writes were made.
-fn rounds<'a>(writes: impl IntoIterator<Item = (&'a str, usize)>) -> Vec<Vec<usize>> {
-    let mut seen: HashMap<&str, usize> = HashMap::new();
-    let mut rounds: Vec<Vec<usize>> = Vec::new();
-    for (attempt, i) in writes {
-        let k = seen.entry(attempt).or_insert(0);
-        if *k == rounds.len() {
-            rounds.push(Vec::new());
-        }
-        rounds[*k].push(i);
-        *k += 1;
-    }
-    rounds
-}
-
-/// The attempt ids a statement's `RETURNING attempt_id` gave back.
-fn returned(rows: &[Row]) -> HashSet<String> {
-    rows.iter().map(|row| row.get::<_, String>(0)).collect()
-}
-
-/// The attempt rows of one round of intents (`Op::Intent`) or observe calls (`Op::Observe`),
-/// in one statement; the attempt ids written.
-async fn insert_attempts(
-    client: &ClientWrapper,
-    statement: &Statement,
-    ops: &[Op],
-    round: &[usize],
-    (at, owner, lease_ms): (&String, &String, i64),
-) -> Result<HashSet<String>, tokio_postgres::Error> {
-    let n = round.len();
-    let (mut ids, mut actions, mut sessions, mut keys) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut fingerprints, mut definitions, mut effects, mut arguments) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut phases, mut dispatches, mut statuses) = (Vec::new(), Vec::new(), Vec::new());
-    let mut observing = false;
-    for &i in round {
-        let (intent, event) = match &ops[i] {
-            Op::Intent(intent, _) => (intent, None),
-            Op::Observe(intent, event, _) => (intent, Some(event)),
-            _ => continue,
-        };
-        ids.push(intent.attempt_id.as_str());
-        actions.push(intent.action.as_str());
-        sessions.push(intent.session_id.as_str());
-        keys.push(intent.idempotency_key.as_str());
-        fingerprints.push(intent.fingerprint.as_str());
-        definitions.push(intent.definition_hash.as_str());
-        effects.push(intent.effect.as_str());
-        arguments.push(intent.arguments.to_string());
-        if let Some(event) = event {
-            observing = true;
-            phases.push(event.phase.as_str());
-            dispatches.push(i64::from(event.dispatches));
-            statuses.push(event.status.as_str());
-        }
-    }
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
-        &ids,
-        &actions,
-        &sessions,
-        &keys,
-        &fingerprints,
-        &definitions,
-        &effects,
-        &arguments,
-    ];
-    if observing {
-        params.extend([
-            &phases as &(dyn ToSql + Sync),
-            &dispatches,
-            &statuses,
-            at,
-            owner,
-        ]);
-    } else {
-        params.extend([at as &(dyn ToSql + Sync), owner, &lease_ms]);
-    }
-    Ok(returned(&client.query(statement, &params).await?))
-}
-
-/// One round of attempt closes (`Op::Append`), fenced by the epochs held; the attempt ids
-/// closed.
-async fn close_attempts(
-    client: &ClientWrapper,
-    statement: &Statement,
-    ops: &[Op],
-    round: &[usize],
-    epochs: &HashMap<String, i64>,
-    at: &String,
-) -> Result<HashSet<String>, tokio_postgres::Error> {
-    let n = round.len();
-    let (mut ids, mut phases, mut statuses, mut dispatches, mut fences) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for &i in round {
-        let Op::Append(event, _) = &ops[i] else {
-            continue;
-        };
-        ids.push(event.attempt_id.as_str());
-        phases.push(event.phase.as_str());
-        statuses.push(event.status.as_str());
-        dispatches.push(i64::from(event.dispatches));
-        fences.push(epochs.get(event.attempt_id.as_str()).copied());
-    }
-    let rows = client
-        .query(
-            statement,
-            &[&ids, &phases, &statuses, &dispatches, &fences, at],
-        )
-        .await?;
-    Ok(returned(&rows))
-}
-
-/// One round of reconciler closes (`Op::Settle`); the attempt ids settled.
-async fn settle_attempts(
-    client: &ClientWrapper,
-    statement: &Statement,
-    ops: &[Op],
-    round: &[usize],
-    at: &String,
-) -> Result<HashSet<String>, tokio_postgres::Error> {
-    let n = round.len();
-    let (mut ids, mut phases, mut statuses, mut dispatches) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for &i in round {
-        let Op::Settle(event, _) = &ops[i] else {
-            continue;
-        };
-        ids.push(event.attempt_id.as_str());
-        phases.push(event.phase.as_str());
-        statuses.push(event.status.as_str());
-        dispatches.push(i64::from(event.dispatches));
-    }
-    let rows = client
-        .query(statement, &[&ids, &phases, &statuses, &dispatches, at])
-        .await?;
-    Ok(returned(&rows))
-}
-
-/// The batch's dispatch notes, one per attempt with its highest request number (noting
-/// `n` then `m` is noting `max(n, m)`), in one statement.
-async fn note_dispatches(
-    client: &ClientWrapper,
-    statement: &Statement,
-    notes: &[(&str, i64, Option<i64>)],
-    at: &String,
-) -> Result<u64, tokio_postgres::Error> {
-    let ids: Vec<&str> = notes.iter().map(|n| n.0).collect();
-    let ns: Vec<i64> = notes.iter().map(|n| n.1).collect();
-    let fences: Vec<Option<i64>> = notes.iter().map(|n| n.2).collect();
-    client.execute(statement, &[&ids, &ns, &fences, at]).await
-}
-
-/// Runs the batch as one transaction in as few flights as it allows (a flight: statements
-/// sent together, their answers awaited together; the server runs them in order):
-///
-/// 1. `BEGIN`, the attempt rows, the dispatch notes, the closes, the reconciler's closes,
-///    and the chain head locked; for a batch that appends nothing (a batch of intents),
-///    `COMMIT` too: one round trip.
-/// 2. The records (hashed here, on the head the first flight read), the head moved and
-///    signed, and `COMMIT`.
-///
-/// A batch with approval changes runs them between the two, one at a time (each reads what
-/// the last wrote), and locks the head after them. A statement that fails makes every later
-/// one in the transaction fail and its `COMMIT` a rollback: the first error, in the order
-/// the statements were sent, is the batch's.
-async fn transact(
-    shared: &Shared,
-    client: &ClientWrapper,
-    ops: &[Op],
-) -> Result<Vec<Done>, PostgresError> {
-    let pg = |e: tokio_postgres::Error| shared.redactor.postgres(&e);
-    let st = Prepared::on(client).await.map_err(pg)?;
     let epochs = shared.epochs_snapshot(ops);
     let lease_ms = shared.lease_ms();
     let at = crate::now();
     let mut done: Vec<Done> = ops.iter().map(|_| Done::Written).collect();
 
-    let attempt_of = |want: fn(&Op) -> Option<&str>| {
-        rounds(
-            ops.iter()
-                .enumerate()
-                .filter_map(|(i, op)| want(op).map(|attempt| (attempt, i))),
-        )
-    };
-    let intents = attempt_of(|op| match op {
-        Op::Intent(intent, _) => Some(intent.attempt_id.as_str()),
-        _ => None,
-    });
-    let observes = attempt_of(|op| match op {
-        Op::Observe(intent, ..) => Some(intent.attempt_id.as_str()),
-        _ => None,
-    });
-    let closes = attempt_of(|op| match op {
-        Op::Append(event, _) => Some(event.attempt_id.as_str()),
-        _ => None,
-    });
-    let settles = attempt_of(|op| match op {
-        Op::Settle(event, _) => Some(event.attempt_id.as_str()),
-        _ => None,
-    });
-    let mut notes: Vec<(&str, i64, Option<i64>)> = Vec::new();
-    for op in ops {
-        let Op::Dispatch(attempt, n) = op else {
-            continue;
+    // 1. Attempt rows.
+    let insert_intent = tx.prepare_cached(sql::INSERT_INTENT).await.map_err(pg)?;
+    let insert_closed = tx.prepare_cached(sql::INSERT_CLOSED).await.map_err(pg)?;
+    let rows = join_all(ops.iter().enumerate().filter_map(|(i, op)| {
+        let (intent, event) = match op {
+            Op::Intent(intent, _) => (intent, None),
+            Op::Observe(intent, event, _) => (intent, Some(event)),
+            _ => return None,
         };
-        match notes.iter_mut().find(|note| note.0 == attempt.as_str()) {
-            Some(note) => note.1 = note.1.max(i64::from(*n)),
-            None => notes.push((
-                attempt.as_str(),
-                i64::from(*n),
-                epochs.get(attempt.as_str()).copied(),
-            )),
+        let (insert_intent, insert_closed, tx, at, owner) =
+            (&insert_intent, &insert_closed, &tx, &at, &shared.owner);
+        Some(async move {
+            let arguments = intent.arguments.to_string();
+            let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
+                Box::new(intent.attempt_id.as_str().to_owned()),
+                Box::new(intent.action.clone()),
+                Box::new(intent.session_id.clone()),
+                Box::new(intent.idempotency_key.as_str().to_owned()),
+                Box::new(intent.fingerprint.clone()),
+                Box::new(intent.definition_hash.clone()),
+                Box::new(intent.effect.as_str().to_owned()),
+                Box::new(arguments),
+            ];
+            let statement = match event {
+                None => {
+                    params.push(Box::new(at.clone()));
+                    params.push(Box::new(owner.clone()));
+                    params.push(Box::new(lease_ms));
+                    insert_intent
+                }
+                Some(event) => {
+                    params.push(Box::new(event.phase.as_str().to_owned()));
+                    params.push(Box::new(i64::from(event.dispatches)));
+                    params.push(Box::new(event.status.as_str().to_owned()));
+                    params.push(Box::new(at.clone()));
+                    params.push(Box::new(owner.clone()));
+                    insert_closed
+                }
+            };
+            let refs: Vec<&(dyn ToSql + Sync)> = params
+                .iter()
+                .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                .collect();
+            (i, tx.query(statement, &refs).await)
+        })
+    }))
+    .await;
+    for (i, result) in rows {
+        if result.map_err(pg)?.is_empty() {
+            done[i] = Done::Duplicate;
         }
     }
-    // Approval compare-and-sets, one after another (each reads what the last wrote).
+
+    // 2. Dispatch notes.
+    let note = tx.prepare_cached(sql::NOTE_DISPATCH).await.map_err(pg)?;
+    let notes = join_all(ops.iter().filter_map(|op| {
+        let Op::Dispatch(attempt, n) = op else {
+            return None;
+        };
+        let epoch = epochs.get(attempt.as_str()).copied();
+        let (note, tx, at) = (&note, &tx, &at);
+        Some(async move {
+            tx.execute(note, &[&attempt.as_str(), &i64::from(*n), at, &epoch])
+                .await
+        })
+    }))
+    .await;
+    for result in notes {
+        result.map_err(pg)?;
+    }
+
+    // 3. Attempt closes, fenced by the epoch this journal holds.
+    let close = tx.prepare_cached(sql::CLOSE_ATTEMPT).await.map_err(pg)?;
+    let closes = join_all(ops.iter().enumerate().filter_map(|(i, op)| {
+        let Op::Append(event, _) = op else {
+            return None;
+        };
+        let epoch = epochs.get(event.attempt_id.as_str()).copied();
+        let (close, tx, at) = (&close, &tx, &at);
+        Some(async move {
+            let result = tx
+                .query(
+                    close,
+                    &[
+                        &event.attempt_id.as_str(),
+                        &event.phase.as_str(),
+                        &event.status.as_str(),
+                        &i64::from(event.dispatches),
+                        at,
+                        &epoch,
+                    ],
+                )
+                .await;
+            (i, epoch.is_some(), result)
+        })
+    }))
+    .await;
+    for (i, fenced_if_missing, result) in closes {
+        if result.map_err(pg)?.is_empty() && fenced_if_missing {
+            done[i] = Done::Fenced;
+        }
+    }
+    // The reconciler's closes: one statement at a time, each a compare-and-set.
+    for (i, op) in ops.iter().enumerate() {
+        let Op::Settle(event, _) = op else {
+            continue;
+        };
+        let rows = tx
+            .query(
+                sql::SETTLE_ATTEMPT,
+                &[
+                    &event.attempt_id.as_str(),
+                    &event.phase.as_str(),
+                    &event.status.as_str(),
+                    &i64::from(event.dispatches),
+                    &at,
+                ],
+            )
+            .await
+            .map_err(pg)?;
+        if rows.is_empty() {
+            done[i] = Done::Fenced;
+        }
+    }
+
+    // 4. Approval compare-and-sets, one after another (each reads what the last wrote).
     // Rows are locked in approval-id order, so two processes' batches never wait on each
     // other in a cycle; changes to one approval keep the order they were made in.
     let mut changes: Vec<(usize, &ApprovalOp)> = ops
@@ -429,113 +270,13 @@ async fn transact(
         })
         .collect();
     changes.sort_by(|a, b| a.1.approval_id().as_str().cmp(b.1.approval_id().as_str()));
-    let may_append = ops.iter().any(|op| op.event().is_some());
-    let lock_now = may_append && changes.is_empty();
-    let commit_now = !may_append && changes.is_empty();
-    // Nothing in a batch without a durable write is sent on the strength of its commit: a
-    // server crash may lose its last few milliseconds of records (never a durable intent: a
-    // synchronous commit flushes everything before it). A process crash loses nothing.
-    let begin = if ops.iter().any(Op::is_durable) {
-        "BEGIN"
-    } else {
-        "BEGIN; SET LOCAL synchronous_commit TO off"
-    };
-    let row_facts = (&at, &shared.owner, lease_ms);
-
-    // Flight 1.
-    let (began, intents_written, observes_written, noted, closed, settled, head, committed) = futures_util::join!(
-        client.batch_execute(begin),
-        join_all(intents.iter().map(|round| insert_attempts(
-            client,
-            &st.insert_intents,
-            ops,
-            round,
-            row_facts
-        ))),
-        join_all(observes.iter().map(|round| insert_attempts(
-            client,
-            &st.insert_closed,
-            ops,
-            round,
-            row_facts
-        ))),
-        OptionFuture::from((!notes.is_empty()).then(|| note_dispatches(
-            client,
-            &st.note_dispatches,
-            &notes,
-            &at
-        ))),
-        join_all(closes.iter().map(|round| close_attempts(
-            client,
-            &st.close_attempts,
-            ops,
-            round,
-            &epochs,
-            &at
-        ))),
-        join_all(settles.iter().map(|round| settle_attempts(
-            client,
-            &st.settle_attempts,
-            ops,
-            round,
-            &at
-        ))),
-        OptionFuture::from(lock_now.then(|| client.query_one(&st.lock_head, &[]))),
-        OptionFuture::from(commit_now.then(|| client.batch_execute("COMMIT"))),
-    );
-    began.map_err(pg)?;
-    for (written, rounds) in [(intents_written, &intents), (observes_written, &observes)] {
-        for (written, round) in written.into_iter().zip(rounds) {
-            let written = written.map_err(pg)?;
-            for &i in round {
-                let (Op::Intent(intent, _) | Op::Observe(intent, ..)) = &ops[i] else {
-                    continue;
-                };
-                if !written.contains(intent.attempt_id.as_str()) {
-                    done[i] = Done::Duplicate;
-                }
-            }
-        }
-    }
-    noted.transpose().map_err(pg)?;
-    for (closed, round) in closed.into_iter().zip(&closes) {
-        let closed = closed.map_err(pg)?;
-        for &i in round {
-            let Op::Append(event, _) = &ops[i] else {
-                continue;
-            };
-            let attempt = event.attempt_id.as_str();
-            // An append for an attempt this journal holds no epoch for (a refusal before
-            // any intent) closes nothing and is still recorded.
-            if !closed.contains(attempt) && epochs.contains_key(attempt) {
-                done[i] = Done::Fenced;
-            }
-        }
-    }
-    for (settled, round) in settled.into_iter().zip(&settles) {
-        let settled = settled.map_err(pg)?;
-        for &i in round {
-            let Op::Settle(event, _) = &ops[i] else {
-                continue;
-            };
-            if !settled.contains(event.attempt_id.as_str()) {
-                done[i] = Done::Fenced;
-            }
-        }
-    }
-    let head = head.transpose().map_err(pg)?;
-    if let Some(committed) = committed {
-        committed.map_err(pg)?;
-        return Ok(done);
-    }
-
     for (i, op) in changes {
-        done[i] = crate::approvals::apply(shared, client, op, &epochs, lease_ms, &at)
+        done[i] = crate::approvals::apply(shared, &tx, op, &epochs, lease_ms, &at)
             .await
             .map_err(|e| e.into_postgres(shared))?;
     }
 
-    // Flight 2: the chain.
+    // 5. The chain.
     let appending: Vec<usize> = ops
         .iter()
         .enumerate()
@@ -549,89 +290,85 @@ async fn transact(
         })
         .map(|(i, _)| i)
         .collect();
-    if appending.is_empty() {
-        client.batch_execute("COMMIT").await.map_err(pg)?;
-        return Ok(done);
+    if !appending.is_empty() {
+        let head = tx.query_one(sql::LOCK_HEAD, &[]).await.map_err(pg)?;
+        let mut seq: i64 = head.get(0);
+        let mut hash: String = head.get(1);
+        let mut records = Vec::with_capacity(appending.len());
+        for &i in &appending {
+            let Some(event) = ops[i].event() else {
+                continue;
+            };
+            let json = serde_json::to_string(event)
+                .map_err(|e| PostgresError::own(format!("cannot serialize an audit event: {e}")))?;
+            seq += 1;
+            let next = chain_hash(&hash, seq.cast_unsigned(), &json);
+            records.push((
+                i,
+                json,
+                AuditRecord {
+                    seq: seq.cast_unsigned(),
+                    prev_hash: std::mem::replace(&mut hash, next.clone()),
+                    hash: next,
+                    event: event.clone(),
+                },
+            ));
+        }
+        let insert = tx.prepare_cached(sql::INSERT_RECORD).await.map_err(pg)?;
+        let inserted = join_all(records.iter().map(|(_, json, record)| {
+            let (insert, tx) = (&insert, &tx);
+            async move {
+                let seq = record.seq.cast_signed();
+                tx.execute(
+                    insert,
+                    &[
+                        &seq,
+                        &record.event.receipt_id.as_str(),
+                        &record.event.attempt_id.as_str(),
+                        &record.prev_hash,
+                        &record.hash,
+                        json,
+                    ],
+                )
+                .await
+            }
+        }))
+        .await;
+        for result in inserted {
+            result.map_err(pg)?;
+        }
+        tx.execute(sql::SET_HEAD, &[&seq, &hash])
+            .await
+            .map_err(pg)?;
+        if let Some(key) = &shared.signing_key {
+            let signed = key.sign(
+                &ChainHead {
+                    count: seq.cast_unsigned(),
+                    hash: hash.clone(),
+                },
+                at.clone(),
+            );
+            tx.execute(
+                sql::INSERT_SIGNED_HEAD,
+                &[
+                    &seq,
+                    &signed.hash,
+                    &signed.key_id,
+                    &signed.signature,
+                    &signed.signed_at,
+                ],
+            )
+            .await
+            .map_err(pg)?;
+        }
+        for (i, _, record) in records {
+            done[i] = match std::mem::replace(&mut done[i], Done::Written) {
+                Done::Transition(t, _) => Done::TransitionRecord(t, Box::new(record)),
+                _ => Done::Record(Box::new(record)),
+            };
+        }
     }
-    let head = match head {
-        Some(head) => head,
-        None => client.query_one(&st.lock_head, &[]).await.map_err(pg)?,
-    };
-    let mut seq: i64 = head.get(0);
-    let mut hash: String = head.get(1);
-    let mut records = Vec::with_capacity(appending.len());
-    let mut jsons = Vec::with_capacity(appending.len());
-    for &i in &appending {
-        let Some(event) = ops[i].event() else {
-            continue;
-        };
-        let json = serde_json::to_string(event)
-            .map_err(|e| PostgresError::own(format!("cannot serialize an audit event: {e}")))?;
-        seq += 1;
-        let next = chain_hash(&hash, seq.cast_unsigned(), &json);
-        jsons.push(json);
-        records.push((
-            i,
-            AuditRecord {
-                seq: seq.cast_unsigned(),
-                prev_hash: std::mem::replace(&mut hash, next.clone()),
-                hash: next,
-                event: event.clone(),
-            },
-        ));
-    }
-    let seqs: Vec<i64> = records.iter().map(|(_, r)| r.seq.cast_signed()).collect();
-    let receipts: Vec<&str> = records
-        .iter()
-        .map(|(_, r)| r.event.receipt_id.as_str())
-        .collect();
-    let attempts: Vec<&str> = records
-        .iter()
-        .map(|(_, r)| r.event.attempt_id.as_str())
-        .collect();
-    let prev_hashes: Vec<&str> = records.iter().map(|(_, r)| r.prev_hash.as_str()).collect();
-    let hashes: Vec<&str> = records.iter().map(|(_, r)| r.hash.as_str()).collect();
-    let signed = shared.signing_key.as_ref().map(|key| {
-        key.sign(
-            &ChainHead {
-                count: seq.cast_unsigned(),
-                hash: hash.clone(),
-            },
-            at.clone(),
-        )
-    });
-    let record_params: [&(dyn ToSql + Sync); 6] =
-        [&seqs, &receipts, &attempts, &prev_hashes, &hashes, &jsons];
-    let head_params: [&(dyn ToSql + Sync); 2] = [&seq, &hash];
-    let signed_params: Option<[&(dyn ToSql + Sync); 5]> = signed.as_ref().map(|signed| {
-        [
-            &seq as &(dyn ToSql + Sync),
-            &signed.hash,
-            &signed.key_id,
-            &signed.signature,
-            &signed.signed_at,
-        ]
-    });
-    let (inserted, moved, signed, committed) = futures_util::join!(
-        client.execute(&st.insert_records, &record_params),
-        client.execute(&st.set_head, &head_params),
-        OptionFuture::from(
-            signed_params
-                .as_ref()
-                .map(|params| client.execute(&st.insert_signed_head, params))
-        ),
-        client.batch_execute("COMMIT"),
-    );
-    inserted.map_err(pg)?;
-    moved.map_err(pg)?;
-    signed.transpose().map_err(pg)?;
-    committed.map_err(pg)?;
-    for (i, record) in records {
-        done[i] = match std::mem::replace(&mut done[i], Done::Written) {
-            Done::Transition(t, _) => Done::TransitionRecord(t, Box::new(record)),
-            _ => Done::Record(Box::new(record)),
-        };
-    }
+    tx.commit().await.map_err(pg)?;
     Ok(done)
 }
 
