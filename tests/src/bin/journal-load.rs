@@ -1,7 +1,7 @@
 //! A load driver for the two journals, side by side in one run (issue 15's benchmark).
 //!
 //! ```text
-//! cargo run --release -p sallyport-tests --bin journal-load -- [SECONDS] [WARM_UP_SECONDS]
+//! cargo run --release -p sallyport-tests --bin journal-load -- [SECONDS] [WARM_UP_SECONDS] [BACKENDS] [CASES]
 //! ```
 //!
 //! For SQLite (a fresh file) and PostgreSQL (a fresh database on the server
@@ -19,6 +19,18 @@
 //! for `SECONDS` (default 4) after `WARM_UP_SECONDS` (default 1), and prints calls/s and the
 //! per-call latency's p50 and p99 as one table row.
 //!
+//! `BACKENDS` (comma-separated, default `sqlite,postgres`) picks the journals; `discard`, a
+//! journal that keeps nothing, is a diagnostic only: what the executor and the no-op channel
+//! cost without any journal. `CASES` (default `tasks,processes,append`) picks the cases;
+//! `tasks16` runs only the 16-task case.
+//!
+//! The task cases also print where the CPU went in the measured window, per call: this
+//! process's threads (the executor, the journal's writers, the driver), the PostgreSQL
+//! backends connected to the case's database, and the server's other processes (the WAL
+//! writer among them, shared with anything else the server serves), each as time on a CPU
+//! and time spent runnable but waiting for one (`/proc/…/schedstat`; "—" where the kernel
+//! does not keep it).
+//!
 //! A load driver, not criterion: the figures wanted are a throughput at a fixed number of
 //! concurrent writers and the latency of one call under that load, which a closed loop
 //! measures directly (criterion times whole iterations), and the process cases need
@@ -32,7 +44,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sallyport_core::consent::{ConsentDecision, FnConsent};
-use sallyport_core::journal::{AuditEvent, Intent, Journal, SqliteJournal};
+use sallyport_core::journal::{
+    AttemptId, AuditEvent, AuditRecord, Intent, Journal, JournalError, SqliteJournal,
+    UnresolvedAttempt, VerifyReport,
+};
 use sallyport_core::{Action, Catalog, Executor, Session, Status};
 use sallyport_postgres::PostgresJournal;
 use sallyport_tests::postgres::TestDb;
@@ -57,6 +72,8 @@ struct PayInvoice {
 enum Backend {
     Sqlite,
     Postgres,
+    /// Keeps nothing: diagnostic only.
+    Discard,
 }
 
 impl Backend {
@@ -64,13 +81,50 @@ impl Backend {
         match self {
             Self::Sqlite => "sqlite",
             Self::Postgres => "postgres",
+            Self::Discard => "discard",
         }
     }
 
     fn parse(name: &str) -> Option<Self> {
-        [Self::Sqlite, Self::Postgres]
+        [Self::Sqlite, Self::Postgres, Self::Discard]
             .into_iter()
             .find(|b| b.name() == name)
+    }
+}
+
+/// A journal that keeps nothing: what a call costs without one. A diagnostic for this
+/// driver, never a way to run sallyport.
+struct DiscardJournal;
+
+#[async_trait::async_trait]
+impl Journal for DiscardJournal {
+    async fn write_intent(&self, _intent: &Intent) -> Result<(), JournalError> {
+        Ok(())
+    }
+
+    fn note_dispatch(&self, _attempt: &AttemptId, _n: u32) {}
+
+    async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError> {
+        Ok(AuditRecord {
+            seq: 1,
+            prev_hash: String::new(),
+            hash: String::new(),
+            event,
+        })
+    }
+
+    fn append_detached(&self, _event: AuditEvent) {}
+
+    async fn verify(&self) -> Result<VerifyReport, JournalError> {
+        Err(JournalError::Stopped)
+    }
+
+    async fn records(&self) -> Result<Vec<AuditRecord>, JournalError> {
+        Ok(Vec::new())
+    }
+
+    async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {
+        Ok(Vec::new())
     }
 }
 
@@ -85,6 +139,7 @@ async fn open(backend: Backend, location: &str) -> Arc<dyn Journal> {
                 .await
                 .expect("connect the PostgreSQL journal"),
         ),
+        Backend::Discard => Arc::new(DiscardJournal),
     }
 }
 
@@ -104,17 +159,105 @@ fn executor(journal: Arc<dyn Journal>) -> Arc<Executor> {
     )
 }
 
-/// Latencies (µs) of the calls that ended inside the measured window.
+/// Latencies (µs) of the calls that ended inside the measured window, and the CPU spent in
+/// it.
 #[derive(Default)]
 struct Samples {
     latencies_us: Vec<u64>,
+    cpu: Option<Cpu>,
 }
 
-/// Runs `writers` closed loops of `one` for warm-up + measure; the measured calls' latencies.
+/// Nanoseconds on a CPU and runnable but waiting for one, as `/proc/…/schedstat` counts
+/// them.
+#[derive(Clone, Copy, Default)]
+struct Sched {
+    run_ns: u64,
+    wait_ns: u64,
+}
+
+impl Sched {
+    /// One task's (a thread's, or a single-threaded process's) counters.
+    fn of(path: &str) -> Option<Self> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let mut fields = text.split_whitespace().map(str::parse::<u64>);
+        Some(Self {
+            run_ns: fields.next()?.ok()?,
+            wait_ns: fields.next()?.ok()?,
+        })
+    }
+
+    fn add(&mut self, other: Self) {
+        self.run_ns += other.run_ns;
+        self.wait_ns += other.wait_ns;
+    }
+
+    fn since(self, earlier: Self) -> Self {
+        Self {
+            run_ns: self.run_ns.saturating_sub(earlier.run_ns),
+            wait_ns: self.wait_ns.saturating_sub(earlier.wait_ns),
+        }
+    }
+}
+
+/// Where the CPU went: this process, the backends of the case's database, the server's
+/// other processes.
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    driver: Sched,
+    backends: Sched,
+    server: Sched,
+}
+
+impl Cpu {
+    /// The counters now. `database`: the case's PostgreSQL database, if any (its backends
+    /// show it in their command line).
+    fn now(database: Option<&str>) -> Option<Self> {
+        let mut cpu = Self::default();
+        for thread in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let path = format!("{}/schedstat", thread.path().display());
+            cpu.driver.add(Sched::of(&path)?);
+        }
+        for process in std::fs::read_dir("/proc").ok()?.flatten() {
+            let dir = process.path();
+            let is_postgres = std::fs::read_to_string(dir.join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == "postgres");
+            if !is_postgres {
+                continue;
+            }
+            let Some(sched) = Sched::of(&format!("{}/schedstat", dir.display())) else {
+                continue;
+            };
+            let command = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+            let ours = database.is_some_and(|db| {
+                String::from_utf8_lossy(&command)
+                    .split(' ')
+                    .any(|word| word == db)
+            });
+            if ours {
+                cpu.backends.add(sched);
+            } else {
+                cpu.server.add(sched);
+            }
+        }
+        Some(cpu)
+    }
+
+    fn since(self, earlier: Self) -> Self {
+        Self {
+            driver: self.driver.since(earlier.driver),
+            backends: self.backends.since(earlier.backends),
+            server: self.server.since(earlier.server),
+        }
+    }
+}
+
+/// Runs `writers` closed loops of `one` for warm-up + measure; the measured calls' latencies
+/// and the CPU spent meanwhile (`database`: the case's PostgreSQL database, if any).
 async fn closed_loop<F, Fut>(
     writers: usize,
     warm_up: Duration,
     measure: Duration,
+    database: Option<String>,
     one: F,
 ) -> Samples
 where
@@ -125,6 +268,13 @@ where
     let counter = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let window = (start + warm_up, start + warm_up + measure);
+    let cpu = tokio::spawn(async move {
+        tokio::time::sleep_until(window.0.into()).await;
+        let before = Cpu::now(database.as_deref());
+        tokio::time::sleep_until(window.1.into()).await;
+        let after = Cpu::now(database.as_deref());
+        Some(after?.since(before?))
+    });
     let tasks: Vec<_> = (0..writers)
         .map(|_| {
             let (one, counter) = (Arc::clone(&one), Arc::clone(&counter));
@@ -152,6 +302,7 @@ where
             .latencies_us
             .extend(task.await.expect("writer task"));
     }
+    samples.cpu = cpu.await.expect("CPU sampler");
     samples
 }
 
@@ -193,18 +344,45 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn row(backend: Backend, case: &str, writers: usize, measure: Duration, mut latencies: Vec<u64>) {
+fn row(
+    backend: Backend,
+    case: &str,
+    writers: usize,
+    measure: Duration,
+    mut latencies: Vec<u64>,
+    cpu: Option<Cpu>,
+) {
     latencies.sort_unstable();
     let rate = latencies.len() as f64 / measure.as_secs_f64();
+    // Per call: µs on a CPU / µs runnable, waiting for one.
+    let per_call = |sched: Sched| {
+        let calls = latencies.len().max(1) as f64;
+        format!(
+            "{:.0} / {:.0}",
+            sched.run_ns as f64 / 1e3 / calls,
+            sched.wait_ns as f64 / 1e3 / calls
+        )
+    };
+    let (driver, backends, server) = match cpu {
+        Some(cpu) => (
+            per_call(cpu.driver),
+            per_call(cpu.backends),
+            per_call(cpu.server),
+        ),
+        None => ("—".to_owned(), "—".to_owned(), "—".to_owned()),
+    };
     println!(
-        "| {:<8} | {:<16} | {:>2} | {:>9.0} | {:>9} | {:>9} | {:>7} |",
+        "| {:<8} | {:<16} | {:>2} | {:>9.0} | {:>9} | {:>9} | {:>7} | {:>11} | {:>11} | {:>11} |",
         backend.name(),
         case,
         writers,
         rate,
         format!("{} µs", percentile(&latencies, 0.50)),
         format!("{} µs", percentile(&latencies, 0.99)),
-        latencies.len()
+        latencies.len(),
+        driver,
+        backends,
+        server,
     );
 }
 
@@ -235,6 +413,7 @@ async fn child(args: &[String]) -> ExitCode {
         1,
         Duration::from_millis(warm_up),
         Duration::from_millis(measure),
+        None,
         pay(executor),
     )
     .await;
@@ -293,47 +472,85 @@ fn main() -> ExitCode {
         Duration::from_secs_f64(args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default))
     };
     let (measure, warm_up) = (seconds(0, 4.0), seconds(1, 1.0));
+    let Some(backends) = args
+        .get(2)
+        .map_or("sqlite,postgres", String::as_str)
+        .split(',')
+        .map(Backend::parse)
+        .collect::<Option<Vec<_>>>()
+    else {
+        eprintln!("BACKENDS: a comma-separated list of sqlite, postgres, discard");
+        return ExitCode::from(2);
+    };
+    let cases: Vec<&str> = args
+        .get(3)
+        .map_or("tasks,processes,append", String::as_str)
+        .split(',')
+        .collect();
+    let task_writers: &[usize] = if cases.contains(&"tasks") {
+        &[1, 4, 16]
+    } else if cases.contains(&"tasks16") {
+        &[16]
+    } else {
+        &[]
+    };
     runtime.block_on(async {
         let dir = tempfile::tempdir().expect("tempdir");
         println!(
-            "| journal  | case             |  n |   calls/s |       p50 |       p99 |   calls |"
+            "| journal  | case             |  n |   calls/s |       p50 |       p99 |   calls | CPU/call: driver | PG backends | PG other |"
         );
         println!(
-            "|----------|------------------|---:|----------:|----------:|----------:|--------:|"
+            "|----------|------------------|---:|----------:|----------:|----------:|--------:|------------:|------------:|------------:|"
         );
-        for backend in [Backend::Sqlite, Backend::Postgres] {
-            for writers in [1, 4, 16] {
+        for &backend in &backends {
+            for &writers in task_writers {
                 let (location, db) = location(backend, &dir, &format!("tasks{writers}")).await;
                 let journal = open(backend, &location).await;
-                let samples = closed_loop(writers, warm_up, measure, pay(executor(journal))).await;
+                let database = db.as_ref().map(|db| db.name.clone());
+                let samples =
+                    closed_loop(writers, warm_up, measure, database, pay(executor(journal))).await;
                 row(
                     backend,
                     "calls, tasks",
                     writers,
                     measure,
                     samples.latencies_us,
+                    samples.cpu,
                 );
                 drop(db);
             }
         }
-        for backend in [Backend::Sqlite, Backend::Postgres] {
-            for writers in [1, 4, 16] {
-                let (location, db) = location(backend, &dir, &format!("procs{writers}")).await;
-                // Migrated once here, so the children only connect.
-                drop(open(backend, &location).await);
-                let latencies = tokio::task::block_in_place(|| {
-                    processes(backend, &location, writers, warm_up, measure)
-                });
-                row(backend, "calls, processes", writers, measure, latencies);
-                drop(db);
+        if cases.contains(&"processes") {
+            for &backend in &backends {
+                for writers in [1, 4, 16] {
+                    let (location, db) =
+                        location(backend, &dir, &format!("procs{writers}")).await;
+                    // Migrated once here, so the children only connect.
+                    drop(open(backend, &location).await);
+                    let latencies = tokio::task::block_in_place(|| {
+                        processes(backend, &location, writers, warm_up, measure)
+                    });
+                    row(backend, "calls, processes", writers, measure, latencies, None);
+                    drop(db);
+                }
             }
         }
-        for backend in [Backend::Sqlite, Backend::Postgres] {
-            let (location, db) = location(backend, &dir, "append").await;
-            let journal = open(backend, &location).await;
-            let samples = closed_loop(4, warm_up, measure, append(journal)).await;
-            row(backend, "append, tasks", 4, measure, samples.latencies_us);
-            drop(db);
+        if cases.contains(&"append") {
+            for &backend in &backends {
+                let (location, db) = location(backend, &dir, "append").await;
+                let journal = open(backend, &location).await;
+                let database = db.as_ref().map(|db| db.name.clone());
+                let samples = closed_loop(4, warm_up, measure, database, append(journal)).await;
+                row(
+                    backend,
+                    "append, tasks",
+                    4,
+                    measure,
+                    samples.latencies_us,
+                    samples.cpu,
+                );
+                drop(db);
+            }
         }
     });
     ExitCode::SUCCESS
@@ -346,7 +563,7 @@ async fn location(
     case: &str,
 ) -> (String, Option<TestDb>) {
     match backend {
-        Backend::Sqlite => (
+        Backend::Sqlite | Backend::Discard => (
             dir.path()
                 .join(format!("{case}.db"))
                 .to_string_lossy()
