@@ -112,6 +112,7 @@
 pub mod action;
 pub mod after_send;
 pub mod approval;
+mod approval_model;
 pub mod catalog;
 pub mod channel;
 mod clock;
@@ -119,6 +120,7 @@ pub mod code;
 pub mod consent;
 pub mod danger;
 pub mod drift;
+mod drift_model;
 pub mod executor;
 mod ids;
 pub mod journal;

@@ -301,7 +301,7 @@ impl ExecutorBuilder {
             approvals: self.approvals,
         });
         if let Some(channel) = approvals_channel {
-            channel.attach(&inner);
+            channel.attach(Arc::new(super::approvals::Host::new(&inner)));
         }
         Ok(Executor { inner })
     }
