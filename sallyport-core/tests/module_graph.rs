@@ -152,9 +152,9 @@ fn without_inline_tests(code: &str) -> String {
         };
         let name_end = body.find(|c: char| !is_ident(c)).unwrap_or(body.len());
         let after_name = body[name_end..].trim_start();
-        if after_name.starts_with(';') {
+        if let Some(after) = after_name.strip_prefix(';') {
             // A file module: its file is excluded by `test_only_files`.
-            rest = &after_name[1..];
+            rest = after;
             continue;
         }
         let Some(open) = after_name.strip_prefix('{') else {
