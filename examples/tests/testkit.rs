@@ -268,3 +268,61 @@ async fn an_action_the_bench_cannot_invent_arguments_for_asks_for_an_example() {
         &Verdict::Passed
     );
 }
+
+/// The twelve GitHub actions `sallyport scaffold` wrote (`examples/src/github.rs`, decisions
+/// made by hand) go on the same bench. Every check holds but one, and that one is the decision
+/// the scaffold leaves to the author: the five state-changing actions declare no reconcile
+/// action, so after a lost answer the agent could not check what happened. The report names
+/// each and says what to add.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scaffolded_github_actions_go_on_the_bench_and_it_names_the_missing_reconcile_actions()
+{
+    let catalog = sallyport_examples::github::catalog().expect("the GitHub catalog builds");
+    let report = sallyport_testkit::bench(&catalog).run().await;
+    println!("{report}");
+    assert_eq!(report.actions.len(), 12, "{report}");
+    let mut failures: Vec<(&str, Check)> = report
+        .failures()
+        .map(|(a, c)| (a.action.as_str(), c.check))
+        .collect();
+    failures.sort();
+    assert_eq!(
+        failures,
+        [
+            ("issues_create", Check::TimeoutAfterCommit),
+            ("issues_create_comment", Check::TimeoutAfterCommit),
+            ("issues_update", Check::TimeoutAfterCommit),
+            ("pulls_create", Check::TimeoutAfterCommit),
+            ("repos_create_release", Check::TimeoutAfterCommit),
+        ],
+        "{report}"
+    );
+    for (action, check) in report.failures() {
+        assert!(
+            matches!(&check.verdict, Verdict::Failed { fix } if fix.contains("declare a reconcile action")),
+            "{} {}: {:?}",
+            action.action,
+            check.check,
+            check.verdict
+        );
+    }
+    // What does apply to every action held: unknown fields, leaks, a revoked credential and a
+    // dropped call, for reads and writes alike.
+    for action in &report.actions {
+        for check in [
+            Check::Arguments,
+            Check::UnknownField,
+            Check::SensitiveData,
+            Check::RevokedCredential,
+            Check::DroppedCall,
+        ] {
+            assert_eq!(
+                action.check(check).map(|c| &c.verdict),
+                Some(&Verdict::Passed),
+                "{} {check}:\n{report}",
+                action.action
+            );
+        }
+    }
+    assert_eq!(report.journal_intact, Some(true), "{report}");
+}

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::action::{Action, ActionSpec, ScopedValue, SpecError};
-use crate::drift::{CanonicalError, PayloadGuard, canonical_hash, try_canonical_hash};
+use crate::drift_model::{CanonicalError, PayloadGuard, canonical_hash, try_canonical_hash};
 
 /// The decoded input of one call, type-erased.
 pub(crate) struct Decoded {

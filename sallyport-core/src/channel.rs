@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::action::ActionSpec;
 use crate::code::Code;
 use crate::journal::{AttemptId, IdempotencyKey, Journal};
-use crate::outcome::{Next, Origin, Refusal, RefusalCode, Status};
+use crate::outcome::{ActionResult, Next, Origin, Refusal, RefusalCode, Status};
 use crate::scrub::Scrubber;
 use crate::vault::{Credential, Vault, VaultError, VaultState};
 
@@ -105,7 +105,7 @@ impl PreparedRequest for DescribedRequest {
     }
 
     fn fingerprint(&self) -> [u8; 32] {
-        let arguments = crate::drift::canonical_json(&self.arguments);
+        let arguments = crate::drift_model::canonical_json(&self.arguments);
         fingerprint([self.summary.as_bytes(), arguments.as_bytes()])
     }
 }
@@ -198,6 +198,24 @@ impl SendPermit {
         if context.journal_sends {
             context.journal.note_dispatch(&context.attempt_id, n);
         }
+    }
+}
+
+// Here rather than in `outcome`, which sits below channels and must not import them.
+impl ActionResult {
+    /// Takes status, origin, code, reason, data and `next` from `outcome` (the answer of the
+    /// approval status check), keeping this call's ids.
+    pub(crate) fn apply(&mut self, outcome: &ChannelOutcome) {
+        self.status = outcome.status;
+        self.origin = matches!(
+            outcome.status,
+            Status::Rejected | Status::Unknown | Status::Pending
+        )
+        .then_some(outcome.origin);
+        self.code = outcome.code.clone();
+        self.reason = outcome.reason.clone();
+        self.data = outcome.data.clone();
+        self.next = outcome.next.clone();
     }
 }
 

@@ -31,6 +31,7 @@ mod cancel;
 mod options;
 mod pipeline;
 mod resume;
+mod spans;
 mod typed;
 
 pub mod authorize;
@@ -213,7 +214,7 @@ impl Executor {
         options: &CallOptions,
     ) -> ActionResult {
         let call = self.untraced_call(action, arguments, session);
-        crate::telemetry::traced(&self.inner, action, options, call).await
+        crate::executor::spans::traced(&self.inner, action, options, call).await
     }
 
     async fn untraced_call(
@@ -274,7 +275,7 @@ impl Executor {
         options: &CallOptions,
     ) -> ActionResult {
         let call = self.untraced_json(action, arguments, session);
-        crate::telemetry::traced(&self.inner, action, options, call).await
+        crate::executor::spans::traced(&self.inner, action, options, call).await
     }
 
     async fn untraced_json(
@@ -358,7 +359,8 @@ impl Executor {
                         ),
                     ),
                 );
-                crate::telemetry::traced(&self.inner, A::NAME, &CallOptions::new(), refused).await
+                crate::executor::spans::traced(&self.inner, A::NAME, &CallOptions::new(), refused)
+                    .await
             }
         };
         TypedResult::new(result)

@@ -46,11 +46,11 @@ pub struct ActionResult {
     pub next: Option<Next>,
     /// Details of a payload drift refusal or warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub divergences: Vec<crate::drift::Divergence>,
+    pub divergences: Vec<crate::drift_model::Divergence>,
     /// The definition drift decision (partner form) of a `definition_drift` or
     /// `review_required` refusal; the full decision is in the audit record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift: Option<crate::drift::PartnerDecision>,
+    pub drift: Option<crate::drift_model::PartnerDecision>,
     /// The attempt this call created.
     pub attempt_id: AttemptId,
     /// The audit record of this call; a human can look it up.
@@ -77,21 +77,6 @@ impl ActionResult {
             receipt_id: None,
             approval_id: None,
         }
-    }
-
-    /// Takes status, origin, code, reason, data and `next` from `outcome` (the answer of the
-    /// approval status check), keeping this call's ids.
-    pub(crate) fn apply(&mut self, outcome: &crate::channel::ChannelOutcome) {
-        self.status = outcome.status;
-        self.origin = matches!(
-            outcome.status,
-            Status::Rejected | Status::Unknown | Status::Pending
-        )
-        .then_some(outcome.origin);
-        self.code = outcome.code.clone();
-        self.reason = outcome.reason.clone();
-        self.data = outcome.data.clone();
-        self.next = outcome.next.clone();
     }
 
     /// The code as its wire string (`"out_of_scope"`, …), if there is one.
@@ -138,12 +123,12 @@ pub struct Refusal {
     /// A short reason, safe to show the agent.
     pub reason: String,
     /// Payload divergences, for `invalid_arguments`.
-    pub divergences: Vec<crate::drift::Divergence>,
+    pub divergences: Vec<crate::drift_model::Divergence>,
     /// The definition drift decision, for `definition_drift` and `review_required`. The
     /// executor sets its `receipt_id` to the refusal's audit record.
-    pub decision: Option<Box<crate::drift::DriftDecision>>,
+    pub decision: Option<Box<crate::drift_model::DriftDecision>>,
     /// The host policy's decision, for `policy_denied`: the audit record names it.
-    pub policy: Option<Box<crate::policy::PolicyNote>>,
+    pub policy: Option<Box<crate::policy_model::PolicyNote>>,
 }
 
 impl Refusal {
@@ -160,7 +145,7 @@ impl Refusal {
 
     /// Attaches the host policy's decision behind a `policy_denied` refusal.
     #[must_use]
-    pub fn with_policy(mut self, note: crate::policy::PolicyNote) -> Self {
+    pub fn with_policy(mut self, note: crate::policy_model::PolicyNote) -> Self {
         self.policy = Some(Box::new(note));
         self
     }
@@ -168,14 +153,14 @@ impl Refusal {
     /// Attaches the definition drift decision behind a `definition_drift` or
     /// `review_required` refusal.
     #[must_use]
-    pub fn with_decision(mut self, decision: crate::drift::DriftDecision) -> Self {
+    pub fn with_decision(mut self, decision: crate::drift_model::DriftDecision) -> Self {
         self.decision = Some(Box::new(decision));
         self
     }
 
     /// Attaches payload divergences.
     #[must_use]
-    pub fn with_divergences(mut self, divergences: Vec<crate::drift::Divergence>) -> Self {
+    pub fn with_divergences(mut self, divergences: Vec<crate::drift_model::Divergence>) -> Self {
         self.divergences = divergences;
         self
     }

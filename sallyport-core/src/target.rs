@@ -82,7 +82,7 @@ impl ResultShape {
             let typed: T = serde_json::from_value(value).map_err(|e| {
                 format!(
                     "response does not match the declared result: {}",
-                    crate::drift::describe_serde_error(&e)
+                    crate::drift_model::describe_serde_error(&e)
                 )
             })?;
             serde_json::to_value(typed).map_err(|e| e.to_string())

@@ -14,8 +14,8 @@
 //!   journal that keeps nothing), which split the cost between the channel and the journal.
 //!
 //! An upstream that answers 2 ms after each request arrives (a realistic fast API; the same
-//! server with `Upstream::set_delay`, so the wait is a timer, not work on the machine's two
-//! cores):
+//! server with `Upstream::set_delay`, so the wait is tokio's timer, not work on the machine's
+//! two cores; the timer's 1 ms tick makes the wait 2–3 ms, never less):
 //!
 //! - `http_2ms_sequential/{executor,raw_reqwest}`: one observe GET at a time (target executor
 //!   <= 1.03x raw).

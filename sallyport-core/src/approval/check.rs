@@ -1,6 +1,6 @@
 //! The built-in `check_approval` action and the channel that answers it from the journal.
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -13,7 +13,7 @@ use crate::channel::{
     CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
 };
 use crate::code::RefusalCode;
-use crate::executor::Executor;
+use crate::journal::Journal;
 use crate::outcome::{Next, Origin, Refusal, Status};
 use crate::target::Target;
 
@@ -50,7 +50,19 @@ impl Action for CheckApproval {
 /// Answers `check_approval` from the journal; an approved call not yet carried out is
 /// carried out first, by the executor that answers.
 pub(crate) struct ApprovalsChannel {
-    executor: OnceLock<Weak<crate::executor::Inner>>,
+    host: OnceLock<Arc<dyn ApprovalHost>>,
+}
+
+/// What `check_approval` needs of the executor it belongs to. A trait, so this module does
+/// not import the executor, which sits above it (the executor implements it on a weak
+/// reference to itself: the channel does not keep its executor alive).
+#[async_trait]
+pub(crate) trait ApprovalHost: Send + Sync {
+    /// The executor's journal; `None` once the executor is gone.
+    fn journal(&self) -> Option<Arc<dyn Journal>>;
+    /// Carries out approval `id` if it is approved and not yet carried out (what came of it
+    /// is in the journal).
+    async fn resume(&self, id: &ApprovalId);
 }
 
 impl std::fmt::Debug for ApprovalsChannel {
@@ -62,20 +74,13 @@ impl std::fmt::Debug for ApprovalsChannel {
 impl ApprovalsChannel {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
-            executor: OnceLock::new(),
+            host: OnceLock::new(),
         })
     }
 
     /// Connects the channel to the executor it belongs to (once, when it is built).
-    pub(crate) fn attach(&self, inner: &Arc<crate::executor::Inner>) {
-        let _ = self.executor.set(Arc::downgrade(inner));
-    }
-
-    fn executor(&self) -> Option<Executor> {
-        self.executor
-            .get()
-            .and_then(Weak::upgrade)
-            .map(Executor::from_inner)
+    pub(crate) fn attach(&self, host: Arc<dyn ApprovalHost>) {
+        let _ = self.host.set(host);
     }
 }
 
@@ -110,7 +115,10 @@ impl Channel for ApprovalsChannel {
                 .unwrap_or_default()
                 .to_owned(),
         );
-        let Some(executor) = self.executor() else {
+        let Some(host) = self.host.get() else {
+            return unavailable();
+        };
+        let Some(journal) = host.journal() else {
             return unavailable();
         };
         let permit = match call.context.permit().await {
@@ -118,7 +126,6 @@ impl Channel for ApprovalsChannel {
             Err(outcome) => return outcome,
         };
         permit.sending();
-        let journal = executor.journal();
         let mut approval = match journal.approval(&id).await {
             // An agent learns only about its own session's calls.
             Ok(Some(a)) if a.session.id().as_str() == call.context.session_id() => a,
@@ -134,7 +141,7 @@ impl Channel for ApprovalsChannel {
         };
         // An approved call waits for an executor that holds its action: this one, now.
         if approval.state == ApprovalState::Approved {
-            let _ = executor.resume_approval(&id).await;
+            host.resume(&id).await;
         }
         // An awaiting approval past its expiry is recorded as expired by whoever sees it.
         if approval.state == ApprovalState::Awaiting

@@ -47,10 +47,12 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::DefinitionGuard;
-use super::classify::{self, ScoringRule, Verdict};
-use super::decision::{CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, DriftDecision};
-use super::{canonical_json, try_canonical_hash};
 use crate::catalog::{Catalog, Entry};
+use crate::drift_model::classify::{self, ScoringRule, Verdict};
+use crate::drift_model::decision::{
+    CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, DriftDecision,
+};
+use crate::drift_model::{canonical_json, try_canonical_hash};
 use crate::journal::{AttemptId, AuditEvent, Journal, JournalError, Phase, ReceiptId};
 use crate::outcome::{Origin, Refusal, RefusalCode, Status};
 

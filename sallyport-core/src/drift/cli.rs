@@ -33,8 +33,8 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::baseline::{BASELINE_FORMAT, Baseline, BaselineError, BaselineGuard, DEFAULT_LOCKFILE};
-use super::decision::DriftStatus;
 use crate::catalog::Catalog;
+use crate::drift_model::DriftStatus;
 
 /// How a baseline command ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -9,50 +9,28 @@
 //! application's own `main` can call.
 
 pub mod baseline;
-mod canonical;
-mod classify;
 pub mod cli;
-mod decision;
 pub mod openapi;
-mod payload;
 pub mod probe;
 
 pub use self::baseline::{Baseline, BaselineEntry, BaselineError, BaselineGuard};
-pub use self::canonical::{
-    CanonicalError, MAX_CANONICAL_DEPTH, MAX_EXACT_INTEGER, canonical_hash, canonical_json,
-    try_canonical_hash, try_canonical_json,
-};
-pub use self::classify::{SCORING_TABLE, ScoringRule, compare_definitions};
-pub use self::decision::{
-    CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, DefinitionGuard, DriftDecision,
-    DriftStatus, PartnerDecision, ReasonCode, RecommendedAction, Severity,
-};
-
-pub use self::payload::{
-    Divergence, DivergenceKind, DriftMode, MAX_DEPTH, PayloadDecision, PayloadGuard, Verdict,
+pub use crate::drift_model::{
+    CanonicalError, CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, Divergence,
+    DivergenceKind, DriftDecision, DriftMode, DriftStatus, MAX_CANONICAL_DEPTH, MAX_DEPTH,
+    MAX_EXACT_INTEGER, PartnerDecision, PayloadDecision, PayloadGuard, ReasonCode,
+    RecommendedAction, SCORING_TABLE, ScoringRule, Severity, Verdict, canonical_hash,
+    canonical_json, compare_definitions, describe_serde_error, try_canonical_hash,
+    try_canonical_json,
 };
 
-/// Describes a serde_json error without the observed value (which may be anything the agent
-/// sent): quoted fragments are elided.
-pub fn describe_serde_error(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    let mut out = String::with_capacity(text.len());
-    let mut in_quote = false;
-    for c in text.chars() {
-        match c {
-            '"' => {
-                if !in_quote {
-                    out.push_str("\"…\"");
-                }
-                in_quote = !in_quote;
-            }
-            _ if in_quote => {}
-            _ => out.push(c),
-        }
-    }
-    // serde appends " at line L column C", which says nothing about a JSON value.
-    match out.find(" at line ") {
-        Some(i) => out[..i].to_owned(),
-        None => out,
-    }
+/// Decides whether a live definition may be called (stage 5 of the executor). The baseline
+/// guard ([`BaselineGuard`]) implements it; without one, every registered action is
+/// callable.
+pub trait DefinitionGuard: Send + Sync + 'static {
+    /// Checks `action`'s live definition hash.
+    ///
+    /// # Errors
+    ///
+    /// A refusal (`definition_drift`, `review_required`) when the call must not go ahead.
+    fn check(&self, action: &str, live_hash: &str) -> Result<(), crate::outcome::Refusal>;
 }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::BaselineGuard;
-use super::decision::DefinitionChange;
+use crate::drift_model::DefinitionChange;
 use crate::journal::{AttemptId, AuditEvent, Journal, Phase, ReceiptId};
 use crate::outcome::{Origin, Status};
 

@@ -141,3 +141,26 @@ impl Executor {
         }
     }
 }
+
+/// The executor as `check_approval`'s channel sees it: a weak reference, so the channel
+/// (which the executor holds) does not keep the executor alive.
+pub(super) struct Host(std::sync::Weak<super::Inner>);
+
+impl Host {
+    pub(super) fn new(inner: &Arc<super::Inner>) -> Self {
+        Self(Arc::downgrade(inner))
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::approval::ApprovalHost for Host {
+    fn journal(&self) -> Option<Arc<dyn crate::journal::Journal>> {
+        self.0.upgrade().map(|inner| Arc::clone(&inner.journal))
+    }
+
+    async fn resume(&self, id: &ApprovalId) {
+        if let Some(inner) = self.0.upgrade() {
+            let _ = Executor::from_inner(inner).resume_approval(id).await;
+        }
+    }
+}

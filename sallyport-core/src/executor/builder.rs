@@ -318,7 +318,7 @@ impl ExecutorBuilder {
             call_log: Default::default(),
         });
         if let Some(channel) = approvals_channel {
-            channel.attach(&inner);
+            channel.attach(Arc::new(super::approvals::Host::new(&inner)));
         }
         Ok(Executor { inner })
     }

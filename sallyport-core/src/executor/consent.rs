@@ -148,7 +148,7 @@ pub(super) async fn consent(
     let Some(provider) = provider else {
         return Err(park(inner, record, session, &checked, request).await);
     };
-    let ask = crate::telemetry::consent_wait(provider.ask(&request));
+    let ask = crate::executor::spans::consent_wait(provider.ask(&request));
     let decision = tokio::time::timeout(inner.consent_timeout, ask).await;
     let approve = |ttl| {
         if rule == ConsentRule::Session {
@@ -225,7 +225,7 @@ async fn park(
     let entry = validated.entry();
     let spec = entry.spec();
     let fingerprint = super::intent::fingerprint_of(authorized);
-    crate::telemetry::consented(ConsentOutcome::Deferred);
+    crate::executor::spans::consented(ConsentOutcome::Deferred);
     let now = approval::now_ms();
     // The same call again, in the same session, while an approval of it lives: the answer
     // is where that approval stands, and no one is asked twice.
@@ -280,7 +280,7 @@ async fn park(
     };
     // A provider that answers in time decides through the same path as every other front
     // end; one that cannot ask, or does not answer, leaves the call parked.
-    let ask = crate::telemetry::consent_wait(provider.ask(&request));
+    let ask = crate::executor::spans::consent_wait(provider.ask(&request));
     let verdict = match tokio::time::timeout(inner.consent_timeout, ask).await {
         Ok(ConsentDecision::Approve | ConsentDecision::ApproveForSession { .. }) => {
             (Verdict::Approve, None)

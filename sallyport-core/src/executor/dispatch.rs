@@ -78,7 +78,7 @@ pub(super) async fn dispatch(
         credential: unlocked.credential(),
         context: &context,
     });
-    let outcome = crate::telemetry::dispatch(channel.name(), &context, send).await;
+    let outcome = crate::executor::spans::dispatch(channel.name(), &context, send).await;
     let sends = context.sends();
     Dispatched {
         intended,

@@ -133,7 +133,7 @@ async fn pipeline(
         Ok(consented) => consented,
         Err(ConsentRefused::Refused { decision, refusal }) => {
             guard.record_mut().consent_refused(decision);
-            crate::telemetry::consented(decision);
+            crate::executor::spans::consented(decision);
             return Err(refusal);
         }
         // The parked call's record is written: nothing is left for the guard to record.
@@ -147,7 +147,7 @@ async fn pipeline(
         }
     };
     guard.record_mut().consented(&consented);
-    crate::telemetry::consented(consented.decision());
+    crate::executor::spans::consented(consented.decision());
     let intended = intent::intend(inner, &attempt_id, &session_id, consented).await?;
     let dispatched = dispatch::dispatch(inner, guard, intended).await;
     let normalized = normalize::normalize(inner, &action, dispatched);
@@ -226,7 +226,7 @@ async fn resumed(
         .map_err(NotIntended::Refused)?;
     let consented = consent::approved(checked, approval).map_err(NotIntended::Refused)?;
     guard.record_mut().consented(&consented);
-    crate::telemetry::consented(consented.decision());
+    crate::executor::spans::consented(consented.decision());
     let attempt_id = guard.record().attempt_id.clone();
     let session_id = guard.record().session_id.clone();
     let intended = intent::intend_approved(

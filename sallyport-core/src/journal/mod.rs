@@ -49,7 +49,9 @@ pub use self::phase::Phase;
 pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
 pub use self::sqlite::{MAX_BATCH, SqliteJournal, SqliteJournalBuilder};
 use crate::action::{EffectClass, ScopedValue};
-use crate::approval::{Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition};
+use crate::approval_model::{
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+};
 pub use crate::ids::{AttemptId, IdempotencyKey, ReceiptId};
 use crate::ids::{Origin, Status};
 
@@ -143,11 +145,11 @@ pub struct AuditEvent {
     pub consent: Option<crate::code::ConsentOutcome>,
     /// Payload drift divergences seen (warn and shadow modes record them here).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub divergences: Vec<crate::drift::Divergence>,
+    pub divergences: Vec<crate::drift_model::Divergence>,
     /// The definition drift decision behind a `definition_drift` or `review_required`
     /// refusal; its `receipt_id` is this record's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift_decision: Option<Box<crate::drift::DriftDecision>>,
+    pub drift_decision: Option<Box<crate::drift_model::DriftDecision>>,
     /// How many requests the channel handed to the transport.
     pub dispatches: u32,
     /// The upstream's status (HTTP status or exit code), if any.
@@ -155,7 +157,7 @@ pub struct AuditEvent {
     pub upstream_status: Option<i64>,
     /// The approval this record is a step of (requested, decided, expired, resumed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<crate::approval::ApprovalNote>,
+    pub approval: Option<crate::approval_model::ApprovalNote>,
     /// The evidence behind this record when the reconciler settled an unresolved attempt
     /// (see [`crate::Executor::reconcile`]): the read-only check it ran and its receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,7 +165,7 @@ pub struct AuditEvent {
     /// The host policy's decision on this call (`policy: {name, decision, reason, rules}`),
     /// when the executor has a [`Policy`](crate::policy::Policy) and the call reached it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy: Option<crate::policy::PolicyNote>,
+    pub policy: Option<crate::policy_model::PolicyNote>,
 }
 
 /// How the reconciler settled an attempt its owner left unresolved: the reconcile action it

@@ -320,7 +320,7 @@ mod tests {
             "parent": {"name": "p", "colour": "red"}});
         let request = super::super::OutgoingRequest::new("POST", "/things").with_body(&body);
         let paths: Vec<String> = guard
-            .check(crate::drift::DriftMode::Strict, &request)
+            .check(crate::drift_model::DriftMode::Strict, &request)
             .divergences
             .into_iter()
             .map(|d| format!("{} {}", d.kind.as_str(), d.path))

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::OpenApiError;
 use super::OperationSelector;
-use crate::drift::canonical_hash;
+use crate::drift_model::canonical_hash;
 
 /// The URI the document is registered under as a JSON Schema resource. It names nothing
 /// outside this process: no `$ref` can make the validator fetch anything.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::document::escape;
-use crate::drift::payload::{json_type, push_divergences};
-use crate::drift::{Divergence, DivergenceKind, DriftMode, PayloadDecision, Verdict};
+use crate::drift_model::payload::{json_type, push_divergences};
+use crate::drift_model::{Divergence, DivergenceKind, DriftMode, PayloadDecision, Verdict};
 
 /// One parameter check.
 pub(super) struct ParamCheck {

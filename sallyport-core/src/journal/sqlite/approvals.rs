@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 use super::combine::Failure;
 use super::statements::{self as sql, Head, exec, key_failure};
-use crate::approval::{
+use crate::approval_model::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
     Verdict,
 };

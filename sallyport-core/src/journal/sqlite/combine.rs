@@ -8,7 +8,9 @@ use tokio::sync::oneshot;
 
 use super::approvals::ClaimRequest;
 use super::batch::Writer;
-use crate::approval::{Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition};
+use crate::approval_model::{
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+};
 use crate::journal::signing::{HeadVerifyingKey, SignedHead};
 use crate::journal::{
     AttemptId, AuditEvent, AuditRecord, Intent, JournalError, UnresolvedAttempt, VerifyReport,

@@ -57,7 +57,9 @@ use super::{
     AttemptId, AuditEvent, AuditRecord, Intent, Journal, JournalError, UnresolvedAttempt,
     VerifyReport,
 };
-use crate::approval::{Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition};
+use crate::approval_model::{
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+};
 use crate::outcome::ActionResult;
 
 /// Configures a [`SqliteJournal`].

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::journal::ReceiptId;
+use crate::ids::ReceiptId;
 
 /// The `schema_version` of every decision this build writes.
 pub const DECISION_SCHEMA_VERSION: &str = "0.1";
@@ -326,16 +326,4 @@ pub struct PartnerDecision {
     pub recommended_action: RecommendedAction,
     /// The audit record.
     pub receipt_id: Option<ReceiptId>,
-}
-
-/// Decides whether a live definition may be called (stage 5 of the executor). The baseline
-/// guard ([`BaselineGuard`](crate::drift::BaselineGuard)) implements it; without one, every
-/// registered action is callable.
-pub trait DefinitionGuard: Send + Sync + 'static {
-    /// Checks `action`'s live definition hash.
-    ///
-    /// # Errors
-    ///
-    /// A refusal (`definition_drift`, `review_required`) when the call must not go ahead.
-    fn check(&self, action: &str, live_hash: &str) -> Result<(), crate::outcome::Refusal>;
 }

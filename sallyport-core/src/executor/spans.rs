@@ -1,0 +1,195 @@
+//! The hooks that put each call, its consent wait and its dispatch in spans named by
+//! [`crate::telemetry`] (which holds only the names, so it imports nothing of the executor).
+//! Without the `otel` feature every hook hands its future back unchanged.
+
+use std::future::Future;
+
+use crate::channel::DispatchContext;
+use crate::code::ConsentOutcome;
+use crate::executor::{CallOptions, Inner};
+#[cfg(feature = "otel")]
+use crate::telemetry::{OPERATION_EXECUTE_TOOL, TARGET, attr, span};
+
+/// Longest action name and tool-call id a span keeps.
+#[cfg(feature = "otel")]
+const MAX_NAME: usize = 128;
+
+/// Runs `call` (one whole call, to its answer) inside its `execute_tool` span and records
+/// the answer on it.
+#[cfg(feature = "otel")]
+pub(crate) fn traced<F>(
+    inner: &Inner,
+    action: &str,
+    options: &CallOptions,
+    call: F,
+) -> impl Future<Output = crate::ActionResult> + use<F>
+where
+    F: Future<Output = crate::ActionResult>,
+{
+    use tracing::Instrument as _;
+
+    let span = enabled::call_span(inner, action, options);
+    let recorded = span.clone();
+    enabled::CALL.scope(
+        enabled::CallState::default(),
+        async move {
+            let result = call.await;
+            enabled::finish(&recorded, &result);
+            result
+        }
+        .instrument(span),
+    )
+}
+
+/// Without the feature: `call` itself.
+#[cfg(not(feature = "otel"))]
+pub(crate) fn traced<F>(
+    _inner: &Inner,
+    _action: &str,
+    _options: &CallOptions,
+    call: F,
+) -> impl Future<Output = crate::ActionResult> + use<F>
+where
+    F: Future<Output = crate::ActionResult>,
+{
+    call
+}
+
+/// The consent stage decided `outcome`; the call span names the last decision of the call.
+pub(crate) fn consented(outcome: ConsentOutcome) {
+    #[cfg(feature = "otel")]
+    enabled::with_call(|state| state.consent.set(Some(outcome)));
+    #[cfg(not(feature = "otel"))]
+    let _ = outcome;
+}
+
+/// `ask`, the wait on a consent provider, inside a `sallyport.consent_wait` span.
+#[cfg(feature = "otel")]
+pub(crate) fn consent_wait<F: Future>(ask: F) -> impl Future<Output = F::Output> {
+    use tracing::Instrument as _;
+    ask.instrument(tracing::info_span!(target: TARGET, span::CONSENT_WAIT))
+}
+
+/// Without the feature: `ask` itself.
+#[cfg(not(feature = "otel"))]
+pub(crate) fn consent_wait<F: Future>(ask: F) -> F {
+    ask
+}
+
+/// `send`, the channel's dispatch, inside a `sallyport.dispatch` span that records the sends
+/// `context` counted; they are added to the call's total.
+#[cfg(feature = "otel")]
+pub(crate) async fn dispatch<F: Future>(
+    channel: &str,
+    context: &DispatchContext,
+    send: F,
+) -> F::Output {
+    use tracing::Instrument as _;
+    let span = tracing::info_span!(
+        target: TARGET,
+        span::DISPATCH,
+        { attr::CHANNEL } = channel,
+        { attr::DISPATCHES } = tracing::field::Empty,
+    );
+    let outcome = send.instrument(span.clone()).await;
+    let sends = context.sends();
+    span.record(attr::DISPATCHES, sends);
+    enabled::with_call(|state| state.sends.set(state.sends.get().saturating_add(sends)));
+    outcome
+}
+
+/// Without the feature: `send` itself.
+#[cfg(not(feature = "otel"))]
+pub(crate) fn dispatch<F: Future>(_channel: &str, _context: &DispatchContext, send: F) -> F {
+    send
+}
+
+#[cfg(feature = "otel")]
+mod enabled {
+    use std::cell::Cell;
+
+    use tracing::Span;
+    use tracing::field::Empty;
+
+    use super::{MAX_NAME, OPERATION_EXECUTE_TOOL, TARGET, attr};
+    use crate::ActionResult;
+    use crate::code::ConsentOutcome;
+    use crate::executor::{CallOptions, Inner};
+
+    /// What the stages of one call tell its span. One per call, set for the call's future
+    /// (a task-local value, so the stages need no handle and a call nested in a consent
+    /// provider has its own).
+    #[derive(Default)]
+    pub(super) struct CallState {
+        pub(super) consent: Cell<Option<ConsentOutcome>>,
+        pub(super) sends: Cell<u32>,
+    }
+
+    tokio::task_local! {
+        pub(super) static CALL: CallState;
+    }
+
+    /// Runs `f` on the current call's state; outside a traced call (a call resumed from a
+    /// front end), nothing.
+    pub(super) fn with_call(f: impl FnOnce(&CallState)) {
+        let _ = CALL.try_with(f);
+    }
+
+    pub(super) fn call_span(inner: &Inner, action: &str, options: &CallOptions) -> Span {
+        let scrubber = inner.current_scrubber();
+        let tool = scrubber.bounded(action, MAX_NAME);
+        let spec = inner.catalog.get(action).map(|entry| entry.spec());
+        // Only a catalog name makes a span name: span names stay few.
+        let name = match spec {
+            Some(spec) => format!("{OPERATION_EXECUTE_TOOL} {}", spec.name),
+            None => OPERATION_EXECUTE_TOOL.to_owned(),
+        };
+        let call_id = options
+            .tool_call_id()
+            .map(|id| scrubber.bounded(id, MAX_NAME));
+        tracing::info_span!(
+            target: TARGET,
+            super::span::EXECUTE_TOOL,
+            otel.name = name,
+            otel.status_code = Empty,
+            { attr::GEN_AI_OPERATION_NAME } = OPERATION_EXECUTE_TOOL,
+            { attr::GEN_AI_TOOL_NAME } = tool,
+            { attr::GEN_AI_TOOL_CALL_ID } = call_id,
+            { attr::EFFECT_CLASS } = spec.map(|s| s.effect.as_str()),
+            { attr::ERROR_TYPE } = Empty,
+            { attr::STATUS } = Empty,
+            { attr::ORIGIN } = Empty,
+            { attr::CODE } = Empty,
+            { attr::CONSENT } = Empty,
+            { attr::DISPATCHES } = Empty,
+            { attr::RECEIPT_ID } = Empty,
+            { attr::ATTEMPT_ID } = Empty,
+        )
+    }
+
+    /// Records the call's answer on its span, each field once.
+    pub(super) fn finish(span: &Span, result: &ActionResult) {
+        span.record(attr::STATUS, result.status.as_str());
+        if let Some(origin) = result.origin {
+            span.record(attr::ORIGIN, origin.as_str());
+        }
+        let code = result.code_str();
+        if let Some(code) = code {
+            span.record(attr::CODE, code);
+        }
+        if result.is_error() {
+            span.record(attr::ERROR_TYPE, code.unwrap_or("_OTHER"));
+            span.record("otel.status_code", "error");
+        }
+        if let Some(receipt) = &result.receipt_id {
+            span.record(attr::RECEIPT_ID, receipt.as_str());
+        }
+        span.record(attr::ATTEMPT_ID, result.attempt_id.as_str());
+        with_call(|state| {
+            if let Some(consent) = state.consent.get() {
+                span.record(attr::CONSENT, consent.as_str());
+            }
+            span.record(attr::DISPATCHES, state.sends.get());
+        });
+    }
+}
