@@ -346,8 +346,8 @@ async fn an_agent_loop_is_told_the_truth_after_every_call() {
         told[2].0,
         format!(
             "create_deployment: rejected (invalid_arguments) — arguments do not match the \
-             schema: unknown_field at /force: expected no such field; known fields: project_id, \
-             build_id, reason, found boolean. Nothing was sent. Fix the arguments as described \
+             schema: unknown_field at /force: expected no such field; known fields: build_id, \
+             project_id, reason, found boolean. Nothing was sent. Fix the arguments as described \
              and call again.\n{invalid}"
         )
     );

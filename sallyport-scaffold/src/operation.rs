@@ -214,14 +214,20 @@ fn generate_inner(
         let required = body.get("required") == Some(&Value::Bool(true));
         let content = body.get("content").and_then(Value::as_object);
         let json = content.and_then(|c| {
-            c.iter()
+            crate::schema::sorted(c)
+                .into_iter()
                 .find(|(media, _)| is_json(media))
                 .map(|(_, v)| v.get("schema").cloned().unwrap_or(Value::Null))
         });
         match json {
             None => {
                 let media: Vec<&str> = content
-                    .map(|c| c.keys().map(String::as_str).collect())
+                    .map(|c| {
+                        crate::schema::sorted(c)
+                            .into_iter()
+                            .map(|(k, _)| k.as_str())
+                            .collect()
+                    })
                     .unwrap_or_default();
                 if media.is_empty() && !required {
                     skipped.push("    // Left out the request body: the document declares no media type for it.\n".to_owned());
@@ -472,8 +478,8 @@ fn success(
     let Some(content) = response.get("content").and_then(Value::as_object) else {
         return Ok(("()".to_owned(), None));
     };
-    let Some(schema) = content
-        .iter()
+    let Some(schema) = crate::schema::sorted(content)
+        .into_iter()
         .find(|(m, _)| is_json(m))
         .and_then(|(_, v)| v.get("schema"))
     else {
@@ -513,7 +519,11 @@ fn security(root: &Value, op: &Value) -> Result<Option<String>, String> {
                 return Err(format!(
                     "its security requirement needs {} credentials at once ({}); an action attaches one",
                     schemes.len(),
-                    schemes.keys().cloned().collect::<Vec<_>>().join(" and ")
+                    crate::schema::sorted(schemes)
+                        .into_iter()
+                        .map(|(k, _)| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
                 ));
             }
         }

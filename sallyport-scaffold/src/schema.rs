@@ -510,7 +510,7 @@ impl<'a> Cx<'a> {
             }
             let part = self.resolve(part)?.schema;
             if let Some(props) = part.get("properties").and_then(Value::as_object) {
-                for (name, prop) in props {
+                for (name, prop) in sorted(props) {
                     if !shape.properties.iter().any(|(n, _)| n == name) {
                         shape.properties.push((name.clone(), prop.clone()));
                     }
@@ -830,4 +830,13 @@ fn number_range(schema: &Value) -> Option<String> {
         float("minimum").or_else(|| float("exclusiveMinimum")),
         float("maximum").or_else(|| float("exclusiveMaximum")),
     )
+}
+
+/// A JSON object's entries sorted by key: what is generated must not depend on whether
+/// serde_json keeps document order (its `preserve_order` feature, which any crate in the
+/// build can turn on) or sorts.
+pub(crate) fn sorted(map: &serde_json::Map<String, Value>) -> Vec<(&String, &Value)> {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    entries
 }
