@@ -117,6 +117,16 @@ impl CheckReport {
         }
     }
 
+    /// Passed if `held`, else failed with `fix`; `lines` (what was observed) joined by `; `.
+    pub(crate) fn judged(check: Check, held: bool, lines: &[String], fix: &str) -> Self {
+        let observed = lines.join("; ");
+        if held {
+            Self::passed(check, observed)
+        } else {
+            Self::failed(check, observed, fix)
+        }
+    }
+
     pub(crate) fn not_applicable(check: Check, reason: impl Into<String>) -> Self {
         Self {
             check,

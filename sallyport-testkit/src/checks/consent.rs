@@ -130,16 +130,12 @@ pub(super) async fn order(s: &Subject<'_>) -> CheckReport {
             ));
         }
     }
-    let observed = lines.join("; ");
-    if held {
-        CheckReport::passed(check, observed)
-    } else {
-        CheckReport::failed(
-            check,
-            observed,
-            "consent must follow every static check and precede the request: keep argument and \
-             scope checks in the input schema and `#[scope(…)]` tags, and build the request only \
-             in the channel's `prepare`",
-        )
-    }
+    CheckReport::judged(
+        check,
+        held,
+        &lines,
+        "consent must follow every static check and precede the request: keep argument and \
+         scope checks in the input schema and `#[scope(…)]` tags, and build the request only \
+         in the channel's `prepare`",
+    )
 }

@@ -112,16 +112,12 @@ pub(super) async fn recorded(s: &Subject<'_>) -> CheckReport {
         }
         Err(e) => return not_run(check, &e),
     }
-    let observed = lines.join("; ");
-    if held {
-        CheckReport::passed(check, observed)
-    } else {
-        CheckReport::failed(
-            check,
-            observed,
-            "a dropped call must be recorded: a custom channel must take a `SendPermit` and call \
-             `sending()` right before the request leaves, and must not send from a task that \
-             outlives the call",
-        )
-    }
+    CheckReport::judged(
+        check,
+        held,
+        &lines,
+        "a dropped call must be recorded: a custom channel must take a `SendPermit` and call \
+         `sending()` right before the request leaves, and must not send from a task that \
+         outlives the call",
+    )
 }

@@ -78,15 +78,11 @@ pub(super) async fn out_of_scope(s: &Subject<'_>) -> CheckReport {
             requests(sent)
         ));
     }
-    let observed = lines.join("; ");
-    if held {
-        CheckReport::passed(check, observed)
-    } else {
-        CheckReport::failed(
-            check,
-            observed,
-            "make the scoped field name the object the call touches (`#[scope(kind)]` on the \
-             field that is sent), so the executor can refuse objects outside the session",
-        )
-    }
+    CheckReport::judged(
+        check,
+        held,
+        &lines,
+        "make the scoped field name the object the call touches (`#[scope(kind)]` on the \
+         field that is sent), so the executor can refuse objects outside the session",
+    )
 }
