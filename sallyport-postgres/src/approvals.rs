@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use deadpool_postgres::Transaction;
+use deadpool_postgres::Client;
 use sallyport_core::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
     Verdict,
@@ -171,17 +171,14 @@ fn parse(body: &str) -> Option<Approval> {
 }
 
 /// The approval as it stands, locked for the rest of the batch's transaction.
-async fn locked(
-    tx: &Transaction<'_>,
-    id: &ApprovalId,
-) -> Result<Option<Approval>, tokio_postgres::Error> {
+async fn locked(tx: &Client, id: &ApprovalId) -> Result<Option<Approval>, tokio_postgres::Error> {
     Ok(tx
         .query_opt(sql::LOCK_APPROVAL, &[&id.as_str()])
         .await?
         .and_then(|row| parse(&row.get::<_, String>(0))))
 }
 
-async fn store(tx: &Transaction<'_>, approval: &Approval) -> Result<(), ApplyError> {
+async fn store(tx: &Client, approval: &Approval) -> Result<(), ApplyError> {
     tx.execute(
         sql::UPDATE_APPROVAL,
         &[
@@ -201,7 +198,7 @@ fn ms(value: u64) -> i64 {
 /// Applies one change inside the batch's transaction.
 pub(crate) async fn apply(
     shared: &Shared,
-    tx: &Transaction<'_>,
+    tx: &Client,
     op: &ApprovalOp,
     epochs: &HashMap<String, i64>,
     lease_ms: i64,

@@ -13,6 +13,10 @@ use crate::schema::{MigrateError, SCHEMA_VERSION, migrate};
 use crate::shared::Shared;
 use crate::{PostgresJournal, lease, writer};
 
+/// How many writer tasks take intents from the journal's intent queue. With two, the next
+/// batch of intents is sent while the last one waits for its synchronous commit.
+const INTENT_WRITERS: usize = 2;
+
 /// Configures a [`PostgresJournal`]: [`PostgresJournal::builder`].
 #[must_use]
 pub struct PostgresJournalBuilder {
@@ -48,7 +52,7 @@ impl PostgresJournalBuilder {
             lease: Duration::from_secs(30),
             renew_every: None,
             signing_key: None,
-            pool_size: 4,
+            pool_size: 5,
             connect_timeout: Duration::from_secs(5),
             #[cfg(feature = "tls")]
             tls: None,
@@ -87,8 +91,8 @@ impl PostgresJournalBuilder {
         self
     }
 
-    /// How many connections the journal's pool keeps at most (default 4: one for each of
-    /// the two writers, the rest for reads and the heartbeat).
+    /// How many connections the journal's pool keeps at most (default 5: one for each of
+    /// the three writers, the rest for reads and the heartbeat).
     pub fn pool_size(mut self, connections: usize) -> Self {
         self.pool_size = connections.max(2);
         self
@@ -205,7 +209,14 @@ impl PostgresJournalBuilder {
         ));
         let (intents, queued_intents) = mpsc::unbounded_channel();
         let (records, queued_records) = mpsc::unbounded_channel();
-        tokio::spawn(writer::run(Arc::clone(&shared), queued_intents));
+        let queued_intents = Arc::new(tokio::sync::Mutex::new(queued_intents));
+        for _ in 0..INTENT_WRITERS {
+            tokio::spawn(writer::run(
+                Arc::clone(&shared),
+                Arc::clone(&queued_intents),
+            ));
+        }
+        let queued_records = Arc::new(tokio::sync::Mutex::new(queued_records));
         tokio::spawn(writer::run(Arc::clone(&shared), queued_records));
         let heartbeat = tokio::spawn(lease::heartbeat(Arc::downgrade(&shared), renew_every));
         Ok(PostgresJournal {

@@ -12,11 +12,13 @@
 //! * **One chain.** Every process's appends pass through one chain-head row locked
 //!   `FOR UPDATE`, so records get consecutive positions and link up whoever wrote them. The
 //!   hashing and the verification are core's ([`sallyport_core::journal::chain`]).
-//! * **Group commit.** Each journal has two writer tasks, one for intents and one for
-//!   everything else (dispatch notes, records, approval changes): writes made while a batch
-//!   commits wait and go out together as that writer's next transaction, their statements
-//!   pipelined, so many concurrent calls share one round trip and one commit. An intent's
-//!   synchronous commit so never waits behind records, nor records behind it.
+//! * **Group commit.** Each journal has writer tasks for intents (two, sharing one queue)
+//!   and one for everything else (dispatch notes, records, approval changes): writes made
+//!   while a batch commits wait and go out together as a writer's next transaction, so many
+//!   concurrent calls share one commit. A batch is sent in at most two flights of pipelined
+//!   statements (a batch of intents in one: `BEGIN`, the rows, `COMMIT`), so it costs one or
+//!   two round trips, not one per statement. An intent's synchronous commit never waits
+//!   behind records, nor records behind it.
 //! * **Leases and fencing.** Each in-flight attempt is leased to its journal's owner name,
 //!   renewed by a heartbeat. When a process dies its leases expire, and
 //!   [`PostgresJournal::claim_expired`] (a reconciler's first step) takes them over,

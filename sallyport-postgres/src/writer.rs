@@ -1,37 +1,41 @@
-//! The writers: two tasks per journal, each taking every write queued for it and applying
-//! them as one transaction (group commit). While a batch commits, new writes queue; the next
-//! batch takes them all, so 16 concurrent calls share a commit instead of paying one each.
+//! The writers: tasks that each take every write queued for them and apply them as one
+//! transaction (group commit). While a batch commits, new writes queue; the next batch
+//! takes them all, so 16 concurrent calls share a commit instead of paying one each.
 //!
-//! One writer takes the intents, the other everything else (dispatch notes, records,
-//! observe calls, approval changes), so the two commit side by side on two connections:
+//! Two writers share the intents' queue (while one waits for its batch's flush, the other
+//! can send the next), one takes everything else (dispatch notes, records, observe calls,
+//! approval changes), so intents and records commit side by side on their own connections:
 //! a batch of intents waits for its synchronous commit (its fsync) without holding back the
 //! records of calls already sent, and records never wait behind an fsync they do not need.
 //! Nothing is weakened: a batch holding a durable intent still commits synchronously before
 //! any of its calls is answered, and a record batch commits synchronously when it holds an
 //! approval change or a durable observe call; otherwise it never did (a server crash may
-//! lose its last milliseconds of records, never an intent). The two never wait on each
-//! other's locks: an intent only inserts a new attempt row; the chain head, the approval
+//! lose its last milliseconds of records, never an intent). Intents and records never wait
+//! on each other's locks: an intent only inserts a new attempt row; the chain head, the approval
 //! rows and every update of an existing attempt row belong to the record writer. A write
 //! for an attempt reaches the record writer after its intent was answered (the intent
 //! writer keeps the epoch before it answers, so the write is fenced by it); a cancelled
 //! call's record, made while its intent was still queued, waits there until it is.
 //!
-//! A batch runs in five steps, the first three pipelined (their statements sent without
-//! waiting for one another's answers): attempt rows (intents and observe calls), dispatch
-//! notes, attempt closes (fenced by epoch); then the approval store's compare-and-sets, one
-//! by one in approval-id order; then the chain: the head row locked `FOR UPDATE`, the
-//! records inserted, the head moved and signed. The chain lock is taken last, so it is held
-//! for the inserts and the commit only. A taken key or a fenced close is a row that was not
-//! returned, never an SQL error, so one bad write does not abort the others.
+//! A batch is one transaction sent in two flights, the statements of each sent without
+//! waiting for one another's answers: `BEGIN`, attempt rows (intents and observe calls),
+//! dispatch notes, attempt closes (fenced by epoch) and the chain head locked `FOR UPDATE`;
+//! then the records, the head moved and signed, and `COMMIT`. A dispatch note for an
+//! attempt the same batch closes is folded into the close. Approval compare-and-sets and
+//! the reconciler's closes run one by one between the flights (approvals in approval-id
+//! order), and the head is then locked after them, so it is held for the inserts and the
+//! commit only. A taken key or a fenced close is a row that was not returned, never an SQL
+//! error, so one bad write does not abort the others.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use deadpool_postgres::Client;
 use futures_util::future::join_all;
 use sallyport_core::approval::Transition;
 use sallyport_core::journal::{AttemptId, chain_hash};
 use sallyport_core::journal::{AuditEvent, AuditRecord, ChainHead, Intent, JournalError};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 
 use crate::approvals::ApprovalOp;
@@ -97,17 +101,26 @@ pub(crate) enum Done {
     TransitionRecord(Box<Transition>, Box<AuditRecord>),
 }
 
-/// The writer task: batches until the journal is dropped (its queue then closes) and every
-/// queued write has been applied.
-pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Op>) {
-    while let Some(first) = queue.recv().await {
-        let mut ops = vec![first];
-        while ops.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(op) => ops.push(op),
-                Err(_) => break,
+/// A writer task: batches until the journal is dropped (its queue then closes) and every
+/// queued write has been applied. Several writers may share one queue: each takes what is
+/// queued when it gets the queue, and lets go of it while its batch commits, so the next
+/// writer's batch can be on its way while this one waits for its flush.
+pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<Mutex<mpsc::UnboundedReceiver<Op>>>) {
+    loop {
+        let ops = {
+            let mut queue = queue.lock().await;
+            let Some(first) = queue.recv().await else {
+                return;
+            };
+            let mut ops = vec![first];
+            while ops.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(op) => ops.push(op),
+                    Err(_) => break,
+                }
             }
-        }
+            ops
+        };
         shared.after_their_intents(&ops).await;
         let outcome = write_batch(&shared, &ops).await;
         answer(&shared, ops, outcome);
@@ -116,34 +129,108 @@ pub(crate) async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<
 
 /// One transaction for the batch; every write's outcome, or the failure that undid them all.
 async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresError> {
+    let client = shared
+        .pool
+        .get()
+        .await
+        .map_err(|e| shared.redactor.other(&e))?;
+    let outcome = apply_batch(shared, &client, ops).await;
+    if outcome.is_err() && !client.is_closed() {
+        // A statement failed, so the transaction may still be open (aborted): end it before
+        // the connection goes back to the pool. Where the failure came with a pipelined
+        // `COMMIT`, the server already rolled back and only warns that none is open.
+        let _ = client.batch_execute("ROLLBACK").await;
+    }
+    outcome
+}
+
+/// The batch's statements, sent in two flights, each without waiting for the answers of
+/// the statements before it (a round trip costs two wake-ups and two context switches,
+/// which on two cores is CPU the calls need): first `BEGIN`, the attempt rows, the dispatch
+/// notes, the closes and the chain-head lock; then the records, the head and `COMMIT`. An
+/// approval or a reconciler's close, each a compare-and-set that reads what the one before
+/// it wrote, runs one at a time between the two, and the head is then locked after them.
+/// A statement that fails aborts the transaction, so the `COMMIT` sent behind it rolls
+/// back: the batch is written whole or not at all, as with one statement at a time.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the two flights read best in one place"
+)]
+async fn apply_batch(
+    shared: &Shared,
+    client: &Client,
+    ops: &[Op],
+) -> Result<Vec<Done>, PostgresError> {
     let redact = &shared.redactor;
     let pg = |e: tokio_postgres::Error| redact.postgres(&e);
-    let mut client = shared.pool.get().await.map_err(|e| redact.other(&e))?;
-    let tx = client.transaction().await.map_err(pg)?;
-    if !ops.iter().any(Op::is_durable) {
-        // Nothing in the batch is sent on the strength of this commit: a server crash may
-        // lose its last few milliseconds of records (never a durable intent: a synchronous
-        // commit flushes everything before it). A process crash loses nothing.
-        tx.batch_execute("SET LOCAL synchronous_commit TO off")
-            .await
-            .map_err(pg)?;
-    }
+    let prepare = |sql: &'static str| async move { client.prepare_cached(sql).await };
     let epochs = shared.epochs_snapshot(ops);
     let lease_ms = shared.lease_ms();
     let at = crate::now();
     let mut done: Vec<Done> = ops.iter().map(|_| Done::Written).collect();
+    let one_at_a_time = ops
+        .iter()
+        .any(|op| matches!(op, Op::Approval(_) | Op::Settle(..)));
+    let may_append = ops.iter().any(|op| op.event().is_some());
 
-    // 1. Attempt rows.
-    let insert_intent = tx.prepare_cached(sql::INSERT_INTENT).await.map_err(pg)?;
-    let insert_closed = tx.prepare_cached(sql::INSERT_CLOSED).await.map_err(pg)?;
-    let rows = join_all(ops.iter().enumerate().filter_map(|(i, op)| {
-        let (intent, event) = match op {
-            Op::Intent(intent, _) => (intent, None),
-            Op::Observe(intent, event, _) => (intent, Some(event)),
+    // A dispatch note for an attempt that the same batch closes says nothing the close does
+    // not: the close takes the highest request number of both, and is fenced the same way.
+    let mut closed_here: HashMap<&str, u32> = HashMap::new();
+    for op in ops {
+        if let Op::Append(event, _) = op {
+            closed_here.insert(event.attempt_id.as_str(), event.dispatches);
+        }
+    }
+    for op in ops {
+        if let Op::Dispatch(attempt, n) = op
+            && let Some(dispatches) = closed_here.get_mut(attempt.as_str())
+        {
+            *dispatches = (*dispatches).max(*n);
+        }
+    }
+
+    let has = |f: fn(&Op) -> bool| ops.iter().any(f);
+    let insert_intent = if has(|op| matches!(op, Op::Intent(..))) {
+        Some(prepare(sql::INSERT_INTENT).await.map_err(pg)?)
+    } else {
+        None
+    };
+    let insert_closed = if has(|op| matches!(op, Op::Observe(..))) {
+        Some(prepare(sql::INSERT_CLOSED).await.map_err(pg)?)
+    } else {
+        None
+    };
+    let note = if has(|op| matches!(op, Op::Dispatch(..))) {
+        Some(prepare(sql::NOTE_DISPATCH).await.map_err(pg)?)
+    } else {
+        None
+    };
+    let close = if has(|op| matches!(op, Op::Append(..))) {
+        Some(prepare(sql::CLOSE_ATTEMPT).await.map_err(pg)?)
+    } else {
+        None
+    };
+    let lock_head = if may_append {
+        Some(prepare(sql::LOCK_HEAD).await.map_err(pg)?)
+    } else {
+        None
+    };
+
+    // Flight 1. A batch nothing is sent on the strength of commits asynchronously: a server
+    // crash may lose its last few milliseconds of records (never a durable intent: a
+    // synchronous commit flushes everything before it). A process crash loses nothing.
+    let begin = if ops.iter().any(Op::is_durable) {
+        "BEGIN"
+    } else {
+        "BEGIN; SET LOCAL synchronous_commit TO off"
+    };
+    let rows = ops.iter().enumerate().filter_map(|(i, op)| {
+        let (statement, intent, event) = match op {
+            Op::Intent(intent, _) => (insert_intent.as_ref()?, intent, None),
+            Op::Observe(intent, event, _) => (insert_closed.as_ref()?, intent, Some(event)),
             _ => return None,
         };
-        let (insert_intent, insert_closed, tx, at, owner) =
-            (&insert_intent, &insert_closed, &tx, &at, &shared.owner);
+        let (at, owner) = (&at, &shared.owner);
         Some(async move {
             let arguments = intent.arguments.to_string();
             let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
@@ -156,12 +243,11 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
                 Box::new(intent.effect.as_str().to_owned()),
                 Box::new(arguments),
             ];
-            let statement = match event {
+            match event {
                 None => {
                     params.push(Box::new(at.clone()));
                     params.push(Box::new(owner.clone()));
                     params.push(Box::new(lease_ms));
-                    insert_intent
                 }
                 Some(event) => {
                     params.push(Box::new(event.phase.as_str().to_owned()));
@@ -169,58 +255,51 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
                     params.push(Box::new(event.status.as_str().to_owned()));
                     params.push(Box::new(at.clone()));
                     params.push(Box::new(owner.clone()));
-                    insert_closed
                 }
-            };
+            }
             let refs: Vec<&(dyn ToSql + Sync)> = params
                 .iter()
                 .map(|p| p.as_ref() as &(dyn ToSql + Sync))
                 .collect();
-            (i, tx.query(statement, &refs).await)
+            (i, client.query(statement, &refs).await)
         })
-    }))
-    .await;
-    for (i, result) in rows {
-        if result.map_err(pg)?.is_empty() {
-            done[i] = Done::Duplicate;
-        }
-    }
-
-    // 2. Dispatch notes.
-    let note = tx.prepare_cached(sql::NOTE_DISPATCH).await.map_err(pg)?;
-    let notes = join_all(ops.iter().filter_map(|op| {
+    });
+    let notes = ops.iter().filter_map(|op| {
         let Op::Dispatch(attempt, n) = op else {
             return None;
         };
-        let epoch = epochs.get(attempt.as_str()).copied();
-        let (note, tx, at) = (&note, &tx, &at);
+        if closed_here.contains_key(attempt.as_str()) {
+            return None;
+        }
+        let (note, epoch, at) = (note.as_ref()?, epochs.get(attempt.as_str()).copied(), &at);
         Some(async move {
-            tx.execute(note, &[&attempt.as_str(), &i64::from(*n), at, &epoch])
+            client
+                .execute(note, &[&attempt.as_str(), &i64::from(*n), at, &epoch])
                 .await
         })
-    }))
-    .await;
-    for result in notes {
-        result.map_err(pg)?;
-    }
-
-    // 3. Attempt closes, fenced by the epoch this journal holds.
-    let close = tx.prepare_cached(sql::CLOSE_ATTEMPT).await.map_err(pg)?;
-    let closes = join_all(ops.iter().enumerate().filter_map(|(i, op)| {
+    });
+    // Attempt closes, fenced by the epoch this journal holds.
+    let closes = ops.iter().enumerate().filter_map(|(i, op)| {
         let Op::Append(event, _) = op else {
             return None;
         };
-        let epoch = epochs.get(event.attempt_id.as_str()).copied();
-        let (close, tx, at) = (&close, &tx, &at);
+        let close = close.as_ref()?;
+        let attempt = event.attempt_id.as_str();
+        let epoch = epochs.get(attempt).copied();
+        let dispatches = closed_here
+            .get(attempt)
+            .copied()
+            .unwrap_or(event.dispatches);
+        let at = &at;
         Some(async move {
-            let result = tx
+            let result = client
                 .query(
                     close,
                     &[
-                        &event.attempt_id.as_str(),
+                        &attempt,
                         &event.phase.as_str(),
                         &event.status.as_str(),
-                        &i64::from(event.dispatches),
+                        &i64::from(dispatches),
                         at,
                         &epoch,
                     ],
@@ -228,55 +307,86 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
                 .await;
             (i, epoch.is_some(), result)
         })
-    }))
-    .await;
+    });
+    let head = async {
+        match &lock_head {
+            Some(lock) if !one_at_a_time => Some(client.query_one(lock, &[]).await),
+            _ => None,
+        }
+    };
+    // `join!` polls in order, and each statement is sent when first polled: the server
+    // receives them in this order.
+    let (began, rows, notes, closes, head) = futures_util::join!(
+        client.batch_execute(begin),
+        join_all(rows),
+        join_all(notes),
+        join_all(closes),
+        head,
+    );
+    began.map_err(pg)?;
+    for (i, result) in rows {
+        if result.map_err(pg)?.is_empty() {
+            done[i] = Done::Duplicate;
+        }
+    }
+    for result in notes {
+        result.map_err(pg)?;
+    }
     for (i, fenced_if_missing, result) in closes {
         if result.map_err(pg)?.is_empty() && fenced_if_missing {
             done[i] = Done::Fenced;
         }
     }
-    // The reconciler's closes: one statement at a time, each a compare-and-set.
-    for (i, op) in ops.iter().enumerate() {
-        let Op::Settle(event, _) = op else {
-            continue;
-        };
-        let rows = tx
-            .query(
-                sql::SETTLE_ATTEMPT,
-                &[
-                    &event.attempt_id.as_str(),
-                    &event.phase.as_str(),
-                    &event.status.as_str(),
-                    &i64::from(event.dispatches),
-                    &at,
-                ],
-            )
-            .await
-            .map_err(pg)?;
-        if rows.is_empty() {
-            done[i] = Done::Fenced;
+    let mut head = head.transpose().map_err(pg)?;
+
+    if one_at_a_time {
+        // The reconciler's closes: one statement at a time, each a compare-and-set.
+        let settle = prepare(sql::SETTLE_ATTEMPT).await.map_err(pg)?;
+        for (i, op) in ops.iter().enumerate() {
+            let Op::Settle(event, _) = op else {
+                continue;
+            };
+            let rows = client
+                .query(
+                    &settle,
+                    &[
+                        &event.attempt_id.as_str(),
+                        &event.phase.as_str(),
+                        &event.status.as_str(),
+                        &i64::from(event.dispatches),
+                        &at,
+                    ],
+                )
+                .await
+                .map_err(pg)?;
+            if rows.is_empty() {
+                done[i] = Done::Fenced;
+            }
+        }
+        // Approval compare-and-sets, one after another (each reads what the last wrote).
+        // Rows are locked in approval-id order, so two processes' batches never wait on
+        // each other in a cycle; changes to one approval keep the order they were made in.
+        let mut changes: Vec<(usize, &ApprovalOp)> = ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| match op {
+                Op::Approval(op) => Some((i, op.as_ref())),
+                _ => None,
+            })
+            .collect();
+        changes.sort_by(|a, b| a.1.approval_id().as_str().cmp(b.1.approval_id().as_str()));
+        for (i, op) in changes {
+            done[i] = crate::approvals::apply(shared, client, op, &epochs, lease_ms, &at)
+                .await
+                .map_err(|e| e.into_postgres(shared))?;
+        }
+        // The chain lock last, so that it is held for the inserts and the commit only.
+        if let Some(lock) = &lock_head {
+            head = Some(client.query_one(lock, &[]).await.map_err(pg)?);
         }
     }
 
-    // 4. Approval compare-and-sets, one after another (each reads what the last wrote).
-    // Rows are locked in approval-id order, so two processes' batches never wait on each
-    // other in a cycle; changes to one approval keep the order they were made in.
-    let mut changes: Vec<(usize, &ApprovalOp)> = ops
-        .iter()
-        .enumerate()
-        .filter_map(|(i, op)| match op {
-            Op::Approval(op) => Some((i, op.as_ref())),
-            _ => None,
-        })
-        .collect();
-    changes.sort_by(|a, b| a.1.approval_id().as_str().cmp(b.1.approval_id().as_str()));
-    for (i, op) in changes {
-        done[i] = crate::approvals::apply(shared, &tx, op, &epochs, lease_ms, &at)
-            .await
-            .map_err(|e| e.into_postgres(shared))?;
-    }
-
-    // 5. The chain.
+    // The chain.
     let appending: Vec<usize> = ops
         .iter()
         .enumerate()
@@ -290,11 +400,11 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
         })
         .map(|(i, _)| i)
         .collect();
-    if !appending.is_empty() {
-        let head = tx.query_one(sql::LOCK_HEAD, &[]).await.map_err(pg)?;
+    let mut records = Vec::with_capacity(appending.len());
+    let mut chain_end = None;
+    if let Some(head) = head.filter(|_| !appending.is_empty()) {
         let mut seq: i64 = head.get(0);
         let mut hash: String = head.get(1);
-        let mut records = Vec::with_capacity(appending.len());
         for &i in &appending {
             let Some(event) = ops[i].event() else {
                 continue;
@@ -314,12 +424,41 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
                 },
             ));
         }
-        let insert = tx.prepare_cached(sql::INSERT_RECORD).await.map_err(pg)?;
-        let inserted = join_all(records.iter().map(|(_, json, record)| {
-            let (insert, tx) = (&insert, &tx);
-            async move {
-                let seq = record.seq.cast_signed();
-                tx.execute(
+        chain_end = Some((seq, hash));
+    }
+    let insert = if records.is_empty() {
+        None
+    } else {
+        Some(prepare(sql::INSERT_RECORD).await.map_err(pg)?)
+    };
+    let set_head = if chain_end.is_some() {
+        Some(prepare(sql::SET_HEAD).await.map_err(pg)?)
+    } else {
+        None
+    };
+    let signed = match (&chain_end, &shared.signing_key) {
+        (Some((seq, hash)), Some(key)) => Some(key.sign(
+            &ChainHead {
+                count: seq.cast_unsigned(),
+                hash: hash.clone(),
+            },
+            at.clone(),
+        )),
+        _ => None,
+    };
+    let insert_signed = if signed.is_some() {
+        Some(prepare(sql::INSERT_SIGNED_HEAD).await.map_err(pg)?)
+    } else {
+        None
+    };
+
+    // Flight 2.
+    let inserted = records.iter().filter_map(|(_, json, record)| {
+        let insert = insert.as_ref()?;
+        Some(async move {
+            let seq = record.seq.cast_signed();
+            client
+                .execute(
                     insert,
                     &[
                         &seq,
@@ -331,44 +470,51 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
                     ],
                 )
                 .await
-            }
-        }))
-        .await;
-        for result in inserted {
-            result.map_err(pg)?;
+        })
+    });
+    let moved = async {
+        match (&set_head, &chain_end) {
+            (Some(set), Some((seq, hash))) => Some(client.execute(set, &[seq, hash]).await),
+            _ => None,
         }
-        tx.execute(sql::SET_HEAD, &[&seq, &hash])
-            .await
-            .map_err(pg)?;
-        if let Some(key) = &shared.signing_key {
-            let signed = key.sign(
-                &ChainHead {
-                    count: seq.cast_unsigned(),
-                    hash: hash.clone(),
-                },
-                at.clone(),
-            );
-            tx.execute(
-                sql::INSERT_SIGNED_HEAD,
-                &[
-                    &seq,
-                    &signed.hash,
-                    &signed.key_id,
-                    &signed.signature,
-                    &signed.signed_at,
-                ],
-            )
-            .await
-            .map_err(pg)?;
+    };
+    let signed_row = async {
+        match (&insert_signed, &signed, &chain_end) {
+            (Some(statement), Some(signed), Some((seq, _))) => Some(
+                client
+                    .execute(
+                        statement,
+                        &[
+                            seq,
+                            &signed.hash,
+                            &signed.key_id,
+                            &signed.signature,
+                            &signed.signed_at,
+                        ],
+                    )
+                    .await,
+            ),
+            _ => None,
         }
-        for (i, _, record) in records {
-            done[i] = match std::mem::replace(&mut done[i], Done::Written) {
-                Done::Transition(t, _) => Done::TransitionRecord(t, Box::new(record)),
-                _ => Done::Record(Box::new(record)),
-            };
-        }
+    };
+    let (inserted, moved, signed_row, committed) = futures_util::join!(
+        join_all(inserted),
+        moved,
+        signed_row,
+        client.batch_execute("COMMIT"),
+    );
+    for result in inserted {
+        result.map_err(pg)?;
     }
-    tx.commit().await.map_err(pg)?;
+    moved.transpose().map_err(pg)?;
+    signed_row.transpose().map_err(pg)?;
+    committed.map_err(pg)?;
+    for (i, _, record) in records {
+        done[i] = match std::mem::replace(&mut done[i], Done::Written) {
+            Done::Transition(t, _) => Done::TransitionRecord(t, Box::new(record)),
+            _ => Done::Record(Box::new(record)),
+        };
+    }
     Ok(done)
 }
 

@@ -103,6 +103,89 @@ async fn writes_are_applied_in_the_order_they_were_made() {
 }
 
 #[tokio::test]
+async fn a_dispatch_note_folded_into_a_close_in_its_batch_keeps_the_higher_request_number() {
+    // Notes and closes for 40 attempts queued at once, so that most batches hold an
+    // attempt's note and its close together (the writer then sends the close alone); every
+    // row must still end with the note's higher number and the close's phase and status.
+    let db = TestDb::create().await;
+    let journal = db.journal("a").await;
+    let mut intents = Vec::new();
+    for _ in 0..40 {
+        let intent = intent();
+        journal.write_intent(&intent).await.expect("intent");
+        intents.push(intent);
+    }
+    let closes = intents.iter().map(|intent| {
+        journal.note_dispatch(&intent.attempt_id, 3);
+        let mut closing = event(intent);
+        closing.dispatches = 1;
+        journal.append(closing)
+    });
+    for record in futures_util::future::join_all(closes).await {
+        record.expect("append");
+    }
+    for intent in &intents {
+        assert_eq!(
+            row(&db, intent.attempt_id.as_str()).await,
+            Some(("finished".to_owned(), Some("completed".to_owned()), 3)),
+            "attempt {}",
+            intent.attempt_id
+        );
+    }
+    assert!(journal.verify().await.expect("verify").is_intact());
+}
+
+#[tokio::test]
+async fn a_batch_that_fails_midway_writes_nothing_and_leaves_every_connection_usable() {
+    // A batch is sent in two flights. Made to fail in each from outside: a constraint the
+    // close breaks fails the first flight (before `COMMIT` was sent), a row put in the
+    // chain's next position fails the second (beside its `COMMIT`). Each time the whole
+    // batch must be undone, and the connection must come back to the pool out of its failed
+    // transaction, so every later batch works.
+    let db = TestDb::create().await;
+    let journal = db.journal("a").await;
+    let first = intent();
+    journal.write_intent(&first).await.expect("intent");
+    journal.append(event(&first)).await.expect("append");
+    let sql = db.sql().await;
+    let faults = [
+        (
+            "ALTER TABLE sallyport_attempts ADD CONSTRAINT no_completed
+             CHECK (status IS DISTINCT FROM 'completed') NOT VALID",
+            "ALTER TABLE sallyport_attempts DROP CONSTRAINT no_completed",
+        ),
+        (
+            "INSERT INTO sallyport_audit (seq, receipt_id, attempt_id, prev_hash, hash, event)
+             SELECT seq + 1, 'squatter', 'a', 'p', 'h', '{}' FROM sallyport_chain_head",
+            "DELETE FROM sallyport_audit WHERE receipt_id = 'squatter'",
+        ),
+    ];
+    for (break_it, mend_it) in faults {
+        sql.batch_execute(break_it).await.expect("break");
+        let blocked = intent();
+        journal.write_intent(&blocked).await.expect("intent");
+        let failed = journal.append(event(&blocked)).await;
+        assert!(matches!(failed, Err(JournalError::Write(_))), "{failed:?}");
+        assert_eq!(
+            row(&db, blocked.attempt_id.as_str()).await,
+            Some(("intent_written".to_owned(), None, 0)),
+            "the failed batch's close was undone with it ({break_it})"
+        );
+        sql.batch_execute(mend_it).await.expect("mend");
+        // More batches than the pool has connections: one left inside the failed
+        // transaction would fail them.
+        journal.append(event(&blocked)).await.expect("append again");
+        for _ in 0..8 {
+            let next = intent();
+            journal.write_intent(&next).await.expect("intent");
+            journal.append(event(&next)).await.expect("append");
+        }
+    }
+    assert_eq!(count(&db, "sallyport_audit").await, 19);
+    assert!(journal.verify().await.expect("verify").is_intact());
+}
+
+#[tokio::test]
 async fn a_reused_idempotency_key_or_attempt_id_is_a_duplicate_in_every_process() {
     let db = TestDb::create().await;
     let a = db.journal("a").await;

@@ -154,6 +154,27 @@ async fn a_process_killed_mid_call_leaves_an_attempt_claimable_once_its_lease_ex
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The dispatch note is written behind the request, by a writer nobody waits for: let it
+    // land, so that what is killed is a call whose request is out and unanswered.
+    let sql = db.sql().await;
+    loop {
+        let dispatched: i64 = sql
+            .query_one(
+                "SELECT count(*) FROM sallyport_attempts WHERE phase = 'dispatched'",
+                &[],
+            )
+            .await
+            .expect("count")
+            .get(0);
+        if dispatched == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the child's dispatch note never landed"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     child.kill().expect("kill -9");
     child.wait().expect("reaped");
 
