@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -133,13 +133,87 @@ struct Shared {
     behaviour: Mutex<Behaviour>,
     /// How long every reply waits after the request arrived, in nanoseconds (0: none).
     delay_nanos: AtomicU64,
+    /// The delay thread, started by the first delayed reply (`None`: it could not start).
+    timer: std::sync::OnceLock<Option<DelayTimer>>,
 }
 
-/// Waits `delay` on tokio's timer (which ticks in whole milliseconds, so the wait is up to
-/// about a millisecond longer; never shorter). No blocking thread: a hand-off to one and
-/// back cost the 2 ms upstream of the HTTP bench more than a millisecond on a busy machine.
-async fn wait_for(delay: Duration) {
-    tokio::time::sleep(delay).await;
+/// Wakes delayed replies at their deadlines from a thread of its own, to within the
+/// kernel's timer slack (tens of microseconds), where tokio's timer rounds every wait up to
+/// its next whole-millisecond tick. On tokio's timer the upstream and a client on the same
+/// runtime wake on the same ticks, so a reply's wait would depend on when, within a
+/// millisecond, its request happened to arrive: a real API's answer time does not.
+struct DelayTimer {
+    due: std::sync::mpsc::Sender<(Instant, tokio::sync::oneshot::Sender<()>)>,
+}
+
+impl DelayTimer {
+    /// Starts the timer thread; it ends when the timer is dropped.
+    fn start() -> io::Result<Self> {
+        let (due, waiting) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("upstream-delay".into())
+            .spawn(move || run_delay_timer(&waiting))?;
+        Ok(Self { due })
+    }
+
+    /// Resolves at `deadline`.
+    async fn wait_until(&self, deadline: Instant) {
+        let (wake, woken) = tokio::sync::oneshot::channel();
+        if self.due.send((deadline, wake)).is_ok() {
+            let _ = woken.await;
+        }
+    }
+}
+
+/// The timer thread: sleeps until the earliest deadline (or a new one), then wakes every
+/// reply that is due.
+fn run_delay_timer(
+    waiting: &std::sync::mpsc::Receiver<(Instant, tokio::sync::oneshot::Sender<()>)>,
+) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    use std::sync::mpsc::RecvTimeoutError;
+
+    let mut due: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
+    let mut wakers: HashMap<u64, tokio::sync::oneshot::Sender<()>> = HashMap::new();
+    let mut next_id = 0_u64;
+    loop {
+        let now = Instant::now();
+        while let Some(Reverse((deadline, id))) = due.peek().copied() {
+            if deadline > now {
+                break;
+            }
+            due.pop();
+            if let Some(wake) = wakers.remove(&id) {
+                let _ = wake.send(());
+            }
+        }
+        let received = match due.peek() {
+            Some(Reverse((deadline, _))) => {
+                waiting.recv_timeout(deadline.saturating_duration_since(now))
+            }
+            None => waiting.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match received {
+            Ok((deadline, wake)) => {
+                due.push(Reverse((deadline, next_id)));
+                wakers.insert(next_id, wake);
+                next_id += 1;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Waits until `delay` after `arrived`: on the delay thread, or (if it could not be
+/// started) on tokio's timer, which may wait up to a millisecond longer. Never shorter.
+async fn wait_for(shared: &Shared, arrived: Instant, delay: Duration) {
+    let deadline = arrived + delay;
+    match shared.timer.get_or_init(|| DelayTimer::start().ok()) {
+        Some(timer) => timer.wait_until(deadline).await,
+        None => tokio::time::sleep_until(deadline.into()).await,
+    }
 }
 
 /// A running upstream. Dropping it stops the server.
@@ -190,6 +264,7 @@ impl Upstream {
             store: Mutex::new(HashMap::new()),
             behaviour: Mutex::new(Arc::new(behaviour)),
             delay_nanos: AtomicU64::new(0),
+            timer: std::sync::OnceLock::new(),
         });
         let app = Router::new()
             .fallback(handle)
@@ -286,6 +361,7 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let arrived = Instant::now();
     let n = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
     let received = Received {
         n,
@@ -320,7 +396,7 @@ async fn handle(
     let reply = behaviour(&received);
     let delay = shared.delay_nanos.load(Ordering::SeqCst);
     if delay > 0 {
-        wait_for(Duration::from_nanos(delay)).await;
+        wait_for(&shared, arrived, Duration::from_nanos(delay)).await;
     }
     respond(&shared, &conn, &received, reply).await
 }
