@@ -152,10 +152,6 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
 /// it wrote, runs one at a time between the two, and the head is then locked after them.
 /// A statement that fails aborts the transaction, so the `COMMIT` sent behind it rolls
 /// back: the batch is written whole or not at all, as with one statement at a time.
-#[allow(
-    clippy::too_many_lines,
-    reason = "the two flights read best in one place"
-)]
 async fn apply_batch(
     shared: &Shared,
     client: &Client,
