@@ -89,6 +89,42 @@ impl ActionResult {
         matches!(self.status, Status::Rejected | Status::Unknown)
     }
 
+    /// What happened in a few words: `create_invoice: unknown (timeout_after_send) — sent, no
+    /// response` (the code and the reason when there are ones). The start of
+    /// [`summary`](Self::summary) and of the texts the agent adapters show a model.
+    pub fn headline(&self) -> String {
+        let mut out = format!("{}: {}", self.action, self.status);
+        if let Some(code) = &self.code {
+            out.push_str(&format!(" ({code})"));
+        }
+        if let Some(reason) = &self.reason {
+            out.push_str(&format!(" — {reason}"));
+        }
+        out
+    }
+
+    /// What an agent should do after the executor refused this call (nothing was sent):
+    /// fix malformed arguments and call again, leave an out-of-scope object alone, respect a
+    /// human's no, tell the user a call needs approval, or otherwise not retry it. Meant for
+    /// `rejected` results of origin [`Origin::Executor`].
+    pub fn refusal_advice(&self) -> &'static str {
+        match self.code.as_ref().and_then(Code::refusal) {
+            Some(RefusalCode::InvalidArguments | RefusalCode::ArgumentsTooLarge) => {
+                "Nothing was sent. Fix the arguments as described and call again."
+            }
+            Some(RefusalCode::OutOfScope) => {
+                "Nothing was sent. This session may not touch that object; do not retry with it."
+            }
+            Some(RefusalCode::ConsentDenied) => {
+                "Nothing was sent. The user said no; do not retry unless the user asks you to."
+            }
+            Some(RefusalCode::ConsentUnavailable | RefusalCode::ConsentTimeout) => {
+                "Nothing was sent. No human could approve the call; tell the user it needs approval."
+            }
+            _ => "Nothing was sent; do not retry the same call.",
+        }
+    }
+
     /// The result as one line of JSON.
     pub fn to_json(&self) -> String {
         // Serializing this type cannot fail: every field is a plain value or a `Value`.
@@ -97,13 +133,7 @@ impl ActionResult {
 
     /// A short plain-text rendering for a model or a log line.
     pub fn summary(&self) -> String {
-        let mut out = format!("{}: {}", self.action, self.status);
-        if let Some(code) = &self.code {
-            out.push_str(&format!(" ({code})"));
-        }
-        if let Some(reason) = &self.reason {
-            out.push_str(&format!(" — {reason}"));
-        }
+        let mut out = self.headline();
         if let Some(next) = &self.next {
             out.push_str(&format!(
                 "; next: call {} with {}",
@@ -173,3 +203,68 @@ impl fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::ActionResult;
+
+    fn result(mut value: serde_json::Value) -> ActionResult {
+        value["attempt_id"] = json!("att_1");
+        value["receipt_id"] = json!("rcpt_1");
+        serde_json::from_value(value).expect("an ActionResult")
+    }
+
+    #[test]
+    fn the_headline_names_the_action_status_code_and_reason_and_the_summary_adds_next() {
+        let unknown = result(json!({
+            "status": "unknown", "action": "create_invoice", "origin": "upstream",
+            "code": "timeout_after_send", "reason": "sent, no response",
+            "next": {"action": "get_invoice", "arguments": {"reference": "inv-1"}}
+        }));
+        assert_eq!(
+            unknown.headline(),
+            "create_invoice: unknown (timeout_after_send) — sent, no response"
+        );
+        assert_eq!(
+            unknown.summary(),
+            "create_invoice: unknown (timeout_after_send) — sent, no response; next: call \
+             get_invoice with {\"reference\":\"inv-1\"}"
+        );
+        let done = result(json!({"status": "completed", "action": "get_invoice"}));
+        assert_eq!(done.headline(), "get_invoice: completed");
+    }
+
+    #[test]
+    fn refusal_advice_follows_the_refusal_code() {
+        let refused = |code: &str| {
+            result(json!({
+                "status": "rejected", "action": "a", "origin": "executor", "code": code
+            }))
+            .refusal_advice()
+        };
+        assert_eq!(
+            refused("invalid_arguments"),
+            "Nothing was sent. Fix the arguments as described and call again."
+        );
+        assert_eq!(refused("arguments_too_large"), refused("invalid_arguments"));
+        assert_eq!(
+            refused("out_of_scope"),
+            "Nothing was sent. This session may not touch that object; do not retry with it."
+        );
+        assert_eq!(
+            refused("consent_denied"),
+            "Nothing was sent. The user said no; do not retry unless the user asks you to."
+        );
+        assert_eq!(
+            refused("consent_timeout"),
+            "Nothing was sent. No human could approve the call; tell the user it needs approval."
+        );
+        assert_eq!(refused("consent_unavailable"), refused("consent_timeout"));
+        assert_eq!(
+            refused("journal_unavailable"),
+            "Nothing was sent; do not retry the same call."
+        );
+    }
+}

@@ -1,19 +1,13 @@
 //! The short text rendering of a result that accompanies `structuredContent`.
 
+use sallyport_core::ActionResult;
 use sallyport_core::outcome::{Origin, Status};
-use sallyport_core::{ActionResult, Code, RefusalCode};
 
 /// A plain-language rendering of `result` that tells the model what happened and what to do
 /// next, e.g. `create_invoice: unknown (timeout_after_send) — sent, no response. It may or may
 /// not have been applied: do not retry; call get_invoice with {…} to find out.`
 pub fn render(result: &ActionResult) -> String {
-    let mut text = format!("{}: {}", result.action, result.status);
-    if let Some(code) = &result.code {
-        text.push_str(&format!(" ({code})"));
-    }
-    if let Some(reason) = &result.reason {
-        text.push_str(&format!(" — {reason}"));
-    }
+    let mut text = result.headline();
     text.push('.');
     let next = result
         .next
@@ -34,24 +28,7 @@ pub fn render(result: &ActionResult) -> String {
             }
             None => "It may or may not have been applied: do not retry; ask the user.".to_owned(),
         },
-        (Status::Rejected, Some(Origin::Executor)) => {
-            let fix = match result.code.as_ref().and_then(Code::refusal) {
-                Some(RefusalCode::InvalidArguments | RefusalCode::ArgumentsTooLarge) => {
-                    "Nothing was sent. Fix the arguments as described and call again."
-                }
-                Some(RefusalCode::OutOfScope) => {
-                    "Nothing was sent. This session may not touch that object; do not retry with it."
-                }
-                Some(RefusalCode::ConsentDenied) => {
-                    "Nothing was sent. The user said no; do not retry unless the user asks you to."
-                }
-                Some(RefusalCode::ConsentUnavailable | RefusalCode::ConsentTimeout) => {
-                    "Nothing was sent. No human could approve the call; tell the user it needs approval."
-                }
-                _ => "Nothing was sent; do not retry the same call.",
-            };
-            fix.to_owned()
-        }
+        (Status::Rejected, Some(Origin::Executor)) => result.refusal_advice().to_owned(),
         (Status::Rejected, _) => {
             "Not applied. Do not retry the same call; tell the user the reason.".to_owned()
         }

@@ -103,13 +103,7 @@ fn kind_of(result: &ActionResult) -> ToolErrorKind {
 /// `create_invoice: unknown (timeout_after_send) — sent, no response. It may or may not have
 /// been applied. Not retryable: …`
 fn model_text(result: &ActionResult) -> String {
-    let mut text = format!("{}: {}", result.action, result.status);
-    if let Some(code) = &result.code {
-        text.push_str(&format!(" ({code})"));
-    }
-    if let Some(reason) = &result.reason {
-        text.push_str(&format!(" — {reason}"));
-    }
+    let mut text = result.headline();
     text.push_str(". ");
     let next = result
         .next
@@ -127,24 +121,7 @@ fn model_text(result: &ActionResult) -> String {
             ),
         }
     } else if result.origin == Some(Origin::Executor) {
-        match refusal_code(result) {
-            Some(RefusalCode::InvalidArguments | RefusalCode::ArgumentsTooLarge) => {
-                "Nothing was sent. Fix the arguments as described and call again.".to_owned()
-            }
-            Some(RefusalCode::OutOfScope) => {
-                "Nothing was sent. This session may not touch that object; do not retry with it."
-                    .to_owned()
-            }
-            Some(RefusalCode::ConsentDenied) => {
-                "Nothing was sent. The user said no; do not retry unless the user asks you to."
-                    .to_owned()
-            }
-            Some(RefusalCode::ConsentUnavailable | RefusalCode::ConsentTimeout) => {
-                "Nothing was sent. No human could approve the call; tell the user it needs approval."
-                    .to_owned()
-            }
-            _ => "Nothing was sent; do not retry the same call.".to_owned(),
-        }
+        result.refusal_advice().to_owned()
     } else {
         "Not applied. Do not retry the same call; tell the user the reason.".to_owned()
     };
