@@ -160,6 +160,14 @@ async fn apply_batch(
     let redact = &shared.redactor;
     let pg = |e: tokio_postgres::Error| redact.postgres(&e);
     let prepare = |sql: &'static str| async move { client.prepare_cached(sql).await };
+    // A statement the batch needs, prepared (once per connection: cached after that).
+    let prepare_if = |needed: bool, sql: &'static str| async move {
+        if needed {
+            client.prepare_cached(sql).await.map(Some)
+        } else {
+            Ok(None)
+        }
+    };
     let epochs = shared.epochs_snapshot(ops);
     let lease_ms = shared.lease_ms();
     let at = crate::now();
@@ -186,31 +194,19 @@ async fn apply_batch(
     }
 
     let has = |f: fn(&Op) -> bool| ops.iter().any(f);
-    let insert_intent = if has(|op| matches!(op, Op::Intent(..))) {
-        Some(prepare(sql::INSERT_INTENT).await.map_err(pg)?)
-    } else {
-        None
-    };
-    let insert_closed = if has(|op| matches!(op, Op::Observe(..))) {
-        Some(prepare(sql::INSERT_CLOSED).await.map_err(pg)?)
-    } else {
-        None
-    };
-    let note = if has(|op| matches!(op, Op::Dispatch(..))) {
-        Some(prepare(sql::NOTE_DISPATCH).await.map_err(pg)?)
-    } else {
-        None
-    };
-    let close = if has(|op| matches!(op, Op::Append(..))) {
-        Some(prepare(sql::CLOSE_ATTEMPT).await.map_err(pg)?)
-    } else {
-        None
-    };
-    let lock_head = if may_append {
-        Some(prepare(sql::LOCK_HEAD).await.map_err(pg)?)
-    } else {
-        None
-    };
+    let insert_intent = prepare_if(has(|op| matches!(op, Op::Intent(..))), sql::INSERT_INTENT)
+        .await
+        .map_err(pg)?;
+    let insert_closed = prepare_if(has(|op| matches!(op, Op::Observe(..))), sql::INSERT_CLOSED)
+        .await
+        .map_err(pg)?;
+    let note = prepare_if(has(|op| matches!(op, Op::Dispatch(..))), sql::NOTE_DISPATCH)
+        .await
+        .map_err(pg)?;
+    let close = prepare_if(has(|op| matches!(op, Op::Append(..))), sql::CLOSE_ATTEMPT)
+        .await
+        .map_err(pg)?;
+    let lock_head = prepare_if(may_append, sql::LOCK_HEAD).await.map_err(pg)?;
 
     // Flight 1. A batch nothing is sent on the strength of commits asynchronously: a server
     // crash may lose its last few milliseconds of records (never a durable intent: a
@@ -422,16 +418,12 @@ async fn apply_batch(
         }
         chain_end = Some((seq, hash));
     }
-    let insert = if records.is_empty() {
-        None
-    } else {
-        Some(prepare(sql::INSERT_RECORD).await.map_err(pg)?)
-    };
-    let set_head = if chain_end.is_some() {
-        Some(prepare(sql::SET_HEAD).await.map_err(pg)?)
-    } else {
-        None
-    };
+    let insert = prepare_if(!records.is_empty(), sql::INSERT_RECORD)
+        .await
+        .map_err(pg)?;
+    let set_head = prepare_if(chain_end.is_some(), sql::SET_HEAD)
+        .await
+        .map_err(pg)?;
     let signed = match (&chain_end, &shared.signing_key) {
         (Some((seq, hash)), Some(key)) => Some(key.sign(
             &ChainHead {
@@ -442,11 +434,9 @@ async fn apply_batch(
         )),
         _ => None,
     };
-    let insert_signed = if signed.is_some() {
-        Some(prepare(sql::INSERT_SIGNED_HEAD).await.map_err(pg)?)
-    } else {
-        None
-    };
+    let insert_signed = prepare_if(signed.is_some(), sql::INSERT_SIGNED_HEAD)
+        .await
+        .map_err(pg)?;
 
     // Flight 2.
     let inserted = records.iter().filter_map(|(_, json, record)| {
