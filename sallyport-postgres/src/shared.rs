@@ -30,7 +30,23 @@ pub(crate) struct Shared {
     pending_intents: Mutex<HashSet<String>>,
     /// Woken whenever the intent writer answers intents.
     intents_answered: Notify,
+    /// The chain head this journal last committed, for a batch to chain on without reading
+    /// it first.
+    head: Mutex<HeadCache>,
 }
+
+/// The chain head this journal last committed, if it is likely still the head.
+#[derive(Default)]
+struct HeadCache {
+    /// Sequence number and hash.
+    known: Option<(i64, String)>,
+    /// Batches still to read the head under its lock before the cache is trusted again:
+    /// set when the head was found moved (another process appends to the same journal).
+    read_first: u32,
+}
+
+/// Batches that read the head first after it was found moved by another process.
+const READ_FIRST_AFTER_MOVE: u32 = 32;
 
 impl Shared {
     pub(crate) fn new(
@@ -51,7 +67,41 @@ impl Shared {
             epochs: Mutex::new(HashMap::new()),
             pending_intents: Mutex::new(HashSet::new()),
             intents_answered: Notify::new(),
+            head: Mutex::new(HeadCache::default()),
         }
+    }
+
+    /// The head cache; each change replaces whole fields, so a poisoned lock is taken over.
+    fn head(&self) -> MutexGuard<'_, HeadCache> {
+        self.head.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The chain head this journal last committed, unless the head was lately found moved
+    /// by another process (then `None` for the next few batches, which read it first).
+    pub(crate) fn cached_head(&self) -> Option<(i64, String)> {
+        let mut head = self.head();
+        if head.read_first > 0 {
+            head.read_first -= 1;
+            return None;
+        }
+        head.known.clone()
+    }
+
+    /// The head this journal just committed.
+    pub(crate) fn keep_head(&self, seq: i64, hash: String) {
+        self.head().known = Some((seq, hash));
+    }
+
+    /// The cached head was not the head: read it first for a while.
+    pub(crate) fn head_moved(&self) {
+        let mut head = self.head();
+        head.known = None;
+        head.read_first = READ_FIRST_AFTER_MOVE;
+    }
+
+    /// A batch failed: whether its head was written is not known.
+    pub(crate) fn forget_head(&self) {
+        self.head().known = None;
     }
 
     /// The epochs map; a holder that panicked left it consistent (each change is one

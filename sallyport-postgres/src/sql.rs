@@ -50,6 +50,34 @@ RETURNING a.epoch";
 pub(crate) const LOCK_HEAD: &str =
     "SELECT seq, hash FROM sallyport_chain_head WHERE id = 1 FOR UPDATE";
 
+/// [`CLOSE_ATTEMPT`] for a batch sent in one flight, whose record is already on its way:
+/// a close fenced since (no row at epoch `$6`) fails with `22012` (division by zero),
+/// which aborts the transaction, so the record is never committed.
+pub(crate) const CLOSE_ATTEMPT_OR_ABORT: &str = "
+WITH closed AS (
+    UPDATE sallyport_attempts
+    SET phase = $2, status = $3, dispatches = greatest(dispatches, $4), updated_at = $5
+    WHERE attempt_id = $1 AND epoch = $6
+    RETURNING 1
+)
+SELECT 1 / count(*) FROM closed";
+
+/// Moves the chain's head from `$1`, `$2` to `$3`, `$4`, for a batch that chained its
+/// records on the head it last wrote: a head that has moved since (another process
+/// appended) fails with `22012` (division by zero), which aborts the transaction. The row
+/// lock orders it behind any batch holding the head, and the condition is checked again on
+/// the row as that batch left it.
+pub(crate) const MOVE_HEAD_FROM: &str = "
+WITH moved AS (
+    UPDATE sallyport_chain_head SET seq = $3, hash = $4
+    WHERE id = 1 AND seq = $1 AND hash = $2
+    RETURNING 1
+)
+SELECT 1 / count(*) FROM moved";
+
+/// The SQLSTATE of the two statements above failing on purpose.
+pub(crate) const ABORTED_ON_PURPOSE: &str = "22012";
+
 /// Moves the chain's head.
 pub(crate) const SET_HEAD: &str =
     "UPDATE sallyport_chain_head SET seq = $1, hash = $2 WHERE id = 1";

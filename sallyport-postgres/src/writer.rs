@@ -26,6 +26,15 @@
 //! order), and the head is then locked after them, so it is held for the inserts and the
 //! commit only. A taken key or a fenced close is a row that was not returned, never an SQL
 //! error, so one bad write does not abort the others.
+//!
+//! Two kinds of batch take one flight. One that appends no record (intents, dispatch
+//! notes) sends its `COMMIT` behind its rows. One of closes and their records, when this
+//! journal knows the head it last committed, chains the records on that head before
+//! anything is sent, and moves the head with a compare-and-set: should another process
+//! have moved the head, or taken over an attempt a close is fenced from, the statement
+//! fails on purpose, the transaction rolls back, and the batch goes again in two flights
+//! (see [`single_flight`]). A journal alone on its database thus pays one round trip per
+//! batch; several appending at once fall back to reading the head for a while.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -135,6 +144,9 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
         .await
         .map_err(|e| shared.redactor.other(&e))?;
     let outcome = apply_batch(shared, &client, ops).await;
+    if outcome.is_err() {
+        shared.forget_head();
+    }
     if outcome.is_err() && !client.is_closed() {
         // A statement failed, so the transaction may still be open (aborted): end it before
         // the connection goes back to the pool. Where the failure came with a pipelined
@@ -151,7 +163,9 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
 /// approval or a reconciler's close, each a compare-and-set that reads what the one before
 /// it wrote, runs one at a time between the two, and the head is then locked after them.
 /// A statement that fails aborts the transaction, so the `COMMIT` sent behind it rolls
-/// back: the batch is written whole or not at all, as with one statement at a time.
+/// back: the batch is written whole or not at all, as with one statement at a time. A
+/// batch with no record to chain and nothing to read back sends its `COMMIT` in the first
+/// flight, so a batch of intents costs one round trip (and its flush), not two.
 async fn apply_batch(
     shared: &Shared,
     client: &Client,
@@ -193,6 +207,35 @@ async fn apply_batch(
         }
     }
 
+    // A batch nothing is sent on the strength of commits asynchronously: a server crash
+    // may lose its last few milliseconds of records (never a durable intent: a synchronous
+    // commit flushes everything before it). A process crash loses nothing.
+    let begin = if ops.iter().any(Op::is_durable) {
+        "BEGIN"
+    } else {
+        "BEGIN; SET LOCAL synchronous_commit TO off"
+    };
+
+    // Closes and their records, with the head this journal last wrote: one flight.
+    let closes_only = ops
+        .iter()
+        .all(|op| matches!(op, Op::Append(..) | Op::Dispatch(..)));
+    if may_append
+        && closes_only
+        && let Some(head) = shared.cached_head()
+    {
+        let batch = Batch {
+            ops,
+            begin,
+            closed_here: &closed_here,
+            epochs: &epochs,
+            at: &at,
+        };
+        if let Some(done) = single_flight(shared, client, &batch, head).await? {
+            return Ok(done);
+        }
+    }
+
     let has = |f: fn(&Op) -> bool| ops.iter().any(f);
     let insert_intent = prepare_if(has(|op| matches!(op, Op::Intent(..))), sql::INSERT_INTENT)
         .await
@@ -208,14 +251,7 @@ async fn apply_batch(
         .map_err(pg)?;
     let lock_head = prepare_if(may_append, sql::LOCK_HEAD).await.map_err(pg)?;
 
-    // Flight 1. A batch nothing is sent on the strength of commits asynchronously: a server
-    // crash may lose its last few milliseconds of records (never a durable intent: a
-    // synchronous commit flushes everything before it). A process crash loses nothing.
-    let begin = if ops.iter().any(Op::is_durable) {
-        "BEGIN"
-    } else {
-        "BEGIN; SET LOCAL synchronous_commit TO off"
-    };
+    // Flight 1.
     let rows = ops.iter().enumerate().filter_map(|(i, op)| {
         let (statement, intent, event) = match op {
             Op::Intent(intent, _) => (insert_intent.as_ref()?, intent, None),
@@ -306,14 +342,27 @@ async fn apply_batch(
             _ => None,
         }
     };
+    // A batch that appends nothing and has no compare-and-set to read back (intents,
+    // dispatch notes) needs no answer before its end: its `COMMIT` goes in the same flight.
+    // Nothing in it can fail quietly: a taken key or a fenced close is a row not returned,
+    // and an error aborts the transaction, so the `COMMIT` behind it rolls back.
+    let commit_now = !may_append && !one_at_a_time;
+    let early_commit = async {
+        if commit_now {
+            Some(client.batch_execute("COMMIT").await)
+        } else {
+            None
+        }
+    };
     // `join!` polls in order, and each statement is sent when first polled: the server
     // receives them in this order.
-    let (began, rows, notes, closes, head) = futures_util::join!(
+    let (began, rows, notes, closes, head, early_commit) = futures_util::join!(
         client.batch_execute(begin),
         join_all(rows),
         join_all(notes),
         join_all(closes),
         head,
+        early_commit,
     );
     began.map_err(pg)?;
     for (i, result) in rows {
@@ -330,6 +379,10 @@ async fn apply_batch(
         }
     }
     let mut head = head.transpose().map_err(pg)?;
+    if let Some(committed) = early_commit {
+        committed.map_err(pg)?;
+        return Ok(done);
+    }
 
     if one_at_a_time {
         // The reconciler's closes: one statement at a time, each a compare-and-set.
@@ -392,56 +445,302 @@ async fn apply_batch(
         })
         .map(|(i, _)| i)
         .collect();
-    let mut records = Vec::with_capacity(appending.len());
-    let mut chain_end = None;
-    if let Some(head) = head.filter(|_| !appending.is_empty()) {
-        let mut seq: i64 = head.get(0);
-        let mut hash: String = head.get(1);
-        for &i in &appending {
-            let Some(event) = ops[i].event() else {
-                continue;
-            };
-            let json = serde_json::to_string(event)
-                .map_err(|e| PostgresError::own(format!("cannot serialize an audit event: {e}")))?;
-            seq += 1;
-            let next = chain_hash(&hash, seq.cast_unsigned(), &json);
-            records.push((
-                i,
-                json,
-                AuditRecord {
-                    seq: seq.cast_unsigned(),
-                    prev_hash: std::mem::replace(&mut hash, next.clone()),
-                    hash: next,
-                    event: event.clone(),
-                },
-            ));
-        }
-        chain_end = Some((seq, hash));
-    }
-    let insert = prepare_if(!records.is_empty(), sql::INSERT_RECORD)
-        .await
-        .map_err(pg)?;
-    let set_head = prepare_if(chain_end.is_some(), sql::SET_HEAD)
-        .await
-        .map_err(pg)?;
-    let signed = match (&chain_end, &shared.signing_key) {
-        (Some((seq, hash)), Some(key)) => Some(key.sign(
-            &ChainHead {
-                count: seq.cast_unsigned(),
-                hash: hash.clone(),
-            },
-            at.clone(),
-        )),
-        _ => None,
+    let (records, chain_end) = match head.filter(|_| !appending.is_empty()) {
+        Some(head) => chain(ops, &appending, head.get(0), head.get(1))?,
+        None => (Vec::new(), None),
     };
-    let insert_signed = prepare_if(signed.is_some(), sql::INSERT_SIGNED_HEAD)
-        .await
-        .map_err(pg)?;
+    let tail = Tail::prepare(shared, client, &records, chain_end, &at).await?;
 
     // Flight 2.
-    let inserted = records.iter().filter_map(|(_, json, record)| {
-        let insert = insert.as_ref()?;
+    let moved = async {
+        match (&tail.set_head, &tail.chain_end) {
+            (Some(set), Some((seq, hash))) => Some(client.execute(set, &[seq, hash]).await),
+            _ => None,
+        }
+    };
+    let (inserted, moved, signed_row, committed) = futures_util::join!(
+        tail.insert_records(client, &records),
+        moved,
+        tail.insert_signed(client),
+        client.batch_execute("COMMIT"),
+    );
+    inserted.map_err(pg)?;
+    moved.transpose().map_err(pg)?;
+    signed_row.map_err(pg)?;
+    committed.map_err(pg)?;
+    if let Some((seq, hash)) = tail.chain_end {
+        shared.keep_head(seq, hash);
+    }
+    for (i, _, record) in records {
+        done[i] = match std::mem::replace(&mut done[i], Done::Written) {
+            Done::Transition(t, _) => Done::TransitionRecord(t, Box::new(record)),
+            _ => Done::Record(Box::new(record)),
+        };
+    }
+    Ok(done)
+}
+
+/// What a batch sent in one flight needs of [`apply_batch`]'s reading of it.
+struct Batch<'a> {
+    ops: &'a [Op],
+    begin: &'static str,
+    /// Attempts the batch closes → the highest request number noted for each.
+    closed_here: &'a HashMap<&'a str, u32>,
+    epochs: &'a HashMap<String, i64>,
+    at: &'a String,
+}
+
+/// A batch of closes, dispatch notes and their records in one flight, the records chained
+/// on `head`, the head this journal last committed: `BEGIN`, the notes, the closes, the
+/// head moved from `head` to the chain's new end, the records, the signed head, `COMMIT`.
+/// The answers are read only at the end, so what the two-flight path learns before it
+/// chains (that a close was fenced, that the head moved) must abort the transaction
+/// instead: those two statements fail on purpose ([`sql::ABORTED_ON_PURPOSE`]), and the
+/// pipelined `COMMIT` rolls back. `Ok(None)` then: nothing was written, and the caller
+/// sends the batch again in two flights, which reads the head under its lock and reports a
+/// fenced close as such. Locks are taken in the two-flight order (attempt rows, then the
+/// head, then the records), so a batch of each kind never waits on the other in a cycle.
+async fn single_flight(
+    shared: &Shared,
+    client: &Client,
+    batch: &Batch<'_>,
+    (seq, hash): ChainEnd,
+) -> Result<Option<Vec<Done>>, PostgresError> {
+    let pg = |e: tokio_postgres::Error| shared.redactor.postgres(&e);
+    let ops = batch.ops;
+    let has_note = ops.iter().any(|op| {
+        matches!(op, Op::Dispatch(attempt, _) if !batch.closed_here.contains_key(attempt.as_str()))
+    });
+    let note = if has_note {
+        Some(
+            client
+                .prepare_cached(sql::NOTE_DISPATCH)
+                .await
+                .map_err(pg)?,
+        )
+    } else {
+        None
+    };
+    let close = client
+        .prepare_cached(sql::CLOSE_ATTEMPT)
+        .await
+        .map_err(pg)?;
+    let close_fenced = client
+        .prepare_cached(sql::CLOSE_ATTEMPT_OR_ABORT)
+        .await
+        .map_err(pg)?;
+    let move_head = client
+        .prepare_cached(sql::MOVE_HEAD_FROM)
+        .await
+        .map_err(pg)?;
+    let appending: Vec<usize> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| op.event().is_some())
+        .map(|(i, _)| i)
+        .collect();
+    let (records, chain_end) = chain(ops, &appending, seq, hash.clone())?;
+    let tail = Tail::prepare(shared, client, &records, chain_end, batch.at).await?;
+
+    let at = batch.at;
+    let notes = ops.iter().filter_map(|op| {
+        let Op::Dispatch(attempt, n) = op else {
+            return None;
+        };
+        if batch.closed_here.contains_key(attempt.as_str()) {
+            return None;
+        }
+        let (note, epoch) = (note.as_ref()?, batch.epochs.get(attempt.as_str()).copied());
         Some(async move {
+            client
+                .execute(note, &[&attempt.as_str(), &i64::from(*n), at, &epoch])
+                .await
+                .map(drop)
+        })
+    });
+    let closes = ops.iter().filter_map(|op| {
+        let Op::Append(event, _) = op else {
+            return None;
+        };
+        let attempt = event.attempt_id.as_str();
+        let epoch = batch.epochs.get(attempt).copied();
+        let dispatches = batch
+            .closed_here
+            .get(attempt)
+            .copied()
+            .unwrap_or(event.dispatches);
+        // Without an epoch the close is not fenced, and a missing row changes nothing.
+        let statement = if epoch.is_some() {
+            &close_fenced
+        } else {
+            &close
+        };
+        let (close, phase, status) = (statement, event.phase.as_str(), event.status.as_str());
+        Some(async move {
+            client
+                .query(
+                    close,
+                    &[
+                        &attempt,
+                        &phase,
+                        &status,
+                        &i64::from(dispatches),
+                        at,
+                        &epoch,
+                    ],
+                )
+                .await
+                .map(drop)
+        })
+    });
+    let moved = async {
+        match &tail.chain_end {
+            Some((end, end_hash)) => client
+                .query(&move_head, &[&seq, &hash, end, end_hash])
+                .await
+                .map(drop),
+            None => Ok(()),
+        }
+    };
+    let (began, notes, closes, moved, inserted, signed_row, committed) = futures_util::join!(
+        client.batch_execute(batch.begin),
+        join_all(notes),
+        join_all(closes),
+        moved,
+        tail.insert_records(client, &records),
+        tail.insert_signed(client),
+        client.batch_execute("COMMIT"),
+    );
+    let mut failure: Option<PostgresError> = None;
+    let mut on_purpose = false;
+    let results = [began, moved, inserted, signed_row, committed]
+        .into_iter()
+        .chain(notes)
+        .chain(closes);
+    for result in results {
+        if let Err(e) = result {
+            let e = pg(e);
+            on_purpose |= e.code() == Some(sql::ABORTED_ON_PURPOSE);
+            failure.get_or_insert(e);
+        }
+    }
+    if on_purpose {
+        // The pipelined `COMMIT` ended the aborted transaction; make sure none is open.
+        shared.head_moved();
+        client.batch_execute("ROLLBACK").await.map_err(pg)?;
+        return Ok(None);
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if let Some((end, end_hash)) = tail.chain_end {
+        shared.keep_head(end, end_hash);
+    }
+    let mut done: Vec<Done> = ops.iter().map(|_| Done::Written).collect();
+    for (i, _, record) in records {
+        done[i] = Done::Record(Box::new(record));
+    }
+    Ok(Some(done))
+}
+
+/// A record chained: its operation's index, its event as stored, and the record.
+type Chained = (usize, String, AuditRecord);
+
+/// A chain's end: the last record's sequence number and hash.
+type ChainEnd = (i64, String);
+
+/// The records of the operations at `appending`, chained on from the head at `seq`, `hash`;
+/// and the chain's new end.
+fn chain(
+    ops: &[Op],
+    appending: &[usize],
+    mut seq: i64,
+    mut hash: String,
+) -> Result<(Vec<Chained>, Option<ChainEnd>), PostgresError> {
+    let mut records = Vec::with_capacity(appending.len());
+    for &i in appending {
+        let Some(event) = ops[i].event() else {
+            continue;
+        };
+        let json = serde_json::to_string(event)
+            .map_err(|e| PostgresError::own(format!("cannot serialize an audit event: {e}")))?;
+        seq += 1;
+        let next = chain_hash(&hash, seq.cast_unsigned(), &json);
+        records.push((
+            i,
+            json,
+            AuditRecord {
+                seq: seq.cast_unsigned(),
+                prev_hash: std::mem::replace(&mut hash, next.clone()),
+                hash: next,
+                event: event.clone(),
+            },
+        ));
+    }
+    Ok((records, Some((seq, hash))))
+}
+
+/// The end of a batch that appends: its record inserts and its signed head, prepared.
+struct Tail {
+    insert: Option<tokio_postgres::Statement>,
+    set_head: Option<tokio_postgres::Statement>,
+    insert_signed: Option<tokio_postgres::Statement>,
+    signed: Option<sallyport_core::journal::SignedHead>,
+    chain_end: Option<ChainEnd>,
+}
+
+impl Tail {
+    /// The statements a batch ending the chain at `chain_end` needs, and its head signed.
+    async fn prepare(
+        shared: &Shared,
+        client: &Client,
+        records: &[Chained],
+        chain_end: Option<ChainEnd>,
+        at: &str,
+    ) -> Result<Self, PostgresError> {
+        let pg = |e: tokio_postgres::Error| shared.redactor.postgres(&e);
+        let prepare_if = |needed: bool, sql: &'static str| async move {
+            if needed {
+                client.prepare_cached(sql).await.map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let signed = match (&chain_end, &shared.signing_key) {
+            (Some((seq, hash)), Some(key)) => Some(key.sign(
+                &ChainHead {
+                    count: seq.cast_unsigned(),
+                    hash: hash.clone(),
+                },
+                at.to_owned(),
+            )),
+            _ => None,
+        };
+        Ok(Self {
+            insert: prepare_if(!records.is_empty(), sql::INSERT_RECORD)
+                .await
+                .map_err(pg)?,
+            set_head: prepare_if(chain_end.is_some(), sql::SET_HEAD)
+                .await
+                .map_err(pg)?,
+            insert_signed: prepare_if(signed.is_some(), sql::INSERT_SIGNED_HEAD)
+                .await
+                .map_err(pg)?,
+            signed,
+            chain_end,
+        })
+    }
+
+    /// Inserts the records, each statement sent without waiting for the one before.
+    async fn insert_records(
+        &self,
+        client: &Client,
+        records: &[Chained],
+    ) -> Result<(), tokio_postgres::Error> {
+        let Some(insert) = &self.insert else {
+            return Ok(());
+        };
+        let inserted = records.iter().map(|(_, json, record)| async move {
             let seq = record.seq.cast_signed();
             client
                 .execute(
@@ -456,52 +755,33 @@ async fn apply_batch(
                     ],
                 )
                 .await
-        })
-    });
-    let moved = async {
-        match (&set_head, &chain_end) {
-            (Some(set), Some((seq, hash))) => Some(client.execute(set, &[seq, hash]).await),
-            _ => None,
+        });
+        for result in join_all(inserted).await {
+            result?;
         }
-    };
-    let signed_row = async {
-        match (&insert_signed, &signed, &chain_end) {
-            (Some(statement), Some(signed), Some((seq, _))) => Some(
-                client
-                    .execute(
-                        statement,
-                        &[
-                            seq,
-                            &signed.hash,
-                            &signed.key_id,
-                            &signed.signature,
-                            &signed.signed_at,
-                        ],
-                    )
-                    .await,
-            ),
-            _ => None,
+        Ok(())
+    }
+
+    /// Writes the signed head, when the journal signs.
+    async fn insert_signed(&self, client: &Client) -> Result<(), tokio_postgres::Error> {
+        if let (Some(statement), Some(signed), Some((seq, _))) =
+            (&self.insert_signed, &self.signed, &self.chain_end)
+        {
+            client
+                .execute(
+                    statement,
+                    &[
+                        seq,
+                        &signed.hash,
+                        &signed.key_id,
+                        &signed.signature,
+                        &signed.signed_at,
+                    ],
+                )
+                .await?;
         }
-    };
-    let (inserted, moved, signed_row, committed) = futures_util::join!(
-        join_all(inserted),
-        moved,
-        signed_row,
-        client.batch_execute("COMMIT"),
-    );
-    for result in inserted {
-        result.map_err(pg)?;
+        Ok(())
     }
-    moved.transpose().map_err(pg)?;
-    signed_row.transpose().map_err(pg)?;
-    committed.map_err(pg)?;
-    for (i, _, record) in records {
-        done[i] = match std::mem::replace(&mut done[i], Done::Written) {
-            Done::Transition(t, _) => Done::TransitionRecord(t, Box::new(record)),
-            _ => Done::Record(Box::new(record)),
-        };
-    }
-    Ok(done)
 }
 
 /// Sends each write its outcome once the batch is committed (or failed), and keeps the

@@ -191,6 +191,65 @@ async fn two_journals_claiming_at_once_never_claim_one_attempt_twice() {
     assert_eq!(seen, written);
 }
 
+/// Appends one closed attempt through `journal` and returns its record's position.
+async fn close_one(journal: &sallyport_postgres::PostgresJournal) -> u64 {
+    let intent = intent();
+    journal.write_intent(&intent).await.expect("intent");
+    journal.append(event(&intent)).await.expect("append").seq
+}
+
+#[tokio::test]
+async fn a_journal_whose_last_head_was_moved_by_another_chains_on_the_new_head() {
+    // Each journal chains its next batch on the head it last wrote, without reading it;
+    // when another journal moved it meanwhile, the batch must be undone and chained again.
+    let db = TestDb::create().await;
+    let a = db.journal("a").await;
+    let b = db.journal("b").await;
+    assert_eq!(close_one(&a).await, 1);
+    assert_eq!(close_one(&b).await, 2);
+    assert_eq!(close_one(&a).await, 3, "a's cached head (1) had moved");
+    assert_eq!(close_one(&a).await, 4);
+    assert_eq!(close_one(&b).await, 5, "b's cached head (2) had moved");
+    let report = a.verify().await.expect("verify");
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.records, 5);
+    let records = b.records().await.expect("records");
+    let seqs: Vec<u64> = records.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    for pair in records.windows(2) {
+        assert_eq!(pair[1].prev_hash, pair[0].hash, "chained on the real head");
+    }
+}
+
+#[tokio::test]
+async fn a_fenced_close_is_refused_even_when_its_batch_was_sent_in_one_flight() {
+    // `old` has appended before, so its next batch of closes goes out in one flight with
+    // its record already chained: the fenced close must undo the record with it.
+    let db = TestDb::create().await;
+    let old = stalled(&db, "old", 200).await;
+    let new = db.journal("new").await;
+    assert_eq!(close_one(&old).await, 1);
+    let intent = intent();
+    old.write_intent(&intent).await.expect("intent");
+    sleep_ms(400).await;
+    assert_eq!(new.claim_expired(10).await.expect("claim").len(), 1);
+    let err = old
+        .append(event(&intent))
+        .await
+        .expect_err("the old owner is fenced");
+    assert!(matches!(err, JournalError::Fenced), "{err:?}");
+    assert_eq!(old.records().await.expect("records").len(), 1);
+    assert_eq!(
+        lease_columns(&db, intent.attempt_id.as_str()).await,
+        ("new".to_owned(), 2, "intent_written".to_owned(), 0)
+    );
+    // The old owner's next close still appends, after the head it last wrote.
+    assert_eq!(close_one(&old).await, 2);
+    let report = new.verify().await.expect("verify");
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.records, 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_journals_appending_800_records_at_once_make_one_chain_without_gaps() {
     const JOURNALS: usize = 4;
