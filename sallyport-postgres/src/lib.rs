@@ -9,15 +9,19 @@
 //!   written, the call is refused with `journal_unavailable` and nothing is sent.
 //! * **Unique reservations.** The attempt id and the idempotency key are unique across all
 //!   processes: a second reservation is [`JournalError::DuplicateKey`].
-//! * **One chain.** Every process's appends pass through one chain-head row locked
-//!   `FOR UPDATE`, so records get consecutive positions and link up whoever wrote them. The
-//!   hashing and the verification are core's ([`sallyport_core::journal::chain`]).
+//! * **One chain.** Every process's appends pass through one chain-head row, so records
+//!   get consecutive positions and link up whoever wrote them: a batch either reads the head
+//!   locked `FOR UPDATE`, or chains on the head its journal last committed and moves it with
+//!   a compare-and-set that rolls the batch back (to be sent again reading the head) if
+//!   another process moved it. The hashing and the verification are core's
+//!   ([`sallyport_core::journal::chain`]).
 //! * **Group commit.** Each journal has writer tasks for intents (two, sharing one queue)
 //!   and one for everything else (dispatch notes, records, approval changes): writes made
 //!   while a batch commits wait and go out together as a writer's next transaction, so many
 //!   concurrent calls share one commit. A batch is sent in at most two flights of pipelined
-//!   statements (a batch of intents in one: `BEGIN`, the rows, `COMMIT`), so it costs one or
-//!   two round trips, not one per statement. An intent's synchronous commit never waits
+//!   statements, so it costs one or two round trips, not one per statement: one for a batch
+//!   of intents (`BEGIN`, the rows, `COMMIT`), and one for a batch of closes and their
+//!   records while no other process appends (the head moved under it sends it again). An intent's synchronous commit never waits
 //!   behind records, nor records behind it.
 //! * **Leases and fencing.** Each in-flight attempt is leased to its journal's owner name,
 //!   renewed by a heartbeat. When a process dies its leases expire, and
