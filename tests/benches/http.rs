@@ -236,6 +236,24 @@ fn bench(c: &mut Criterion) {
         .build()
         .expect("executor")
     });
+    // Diagnostic: the same upstream through the executor with a journal that keeps nothing.
+    let slow_unjournaled = rt.block_on(async {
+        Executor::builder(
+            Catalog::builder()
+                .action::<GetBuild>()
+                .build()
+                .expect("catalog"),
+        )
+        .journal(DiscardJournal)
+        .channel(
+            HttpChannel::builder()
+                .base_url(slow_upstream.url())
+                .build()
+                .expect("channel"),
+        )
+        .build()
+        .expect("executor")
+    });
     let session = Session::new("bench");
     let url = format!("{}/v1/builds/build_1", upstream.url());
     let slow_url = format!("{}/v1/builds/build_1", slow_upstream.url());
@@ -245,6 +263,7 @@ fn bench(c: &mut Criterion) {
     let slow_executor_call = observe_call(&slow_executor, &session);
     let slow_raw_call = move || raw_get(slow_raw.clone(), slow_url.clone());
     let unjournaled_call = observe_call(&unjournaled, &session);
+    let slow_unjournaled_call = observe_call(&slow_unjournaled, &session);
 
     let mut g = c.benchmark_group("http_sequential");
     g.throughput(Throughput::Elements(1));
@@ -300,6 +319,13 @@ fn bench(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("raw_reqwest", "observe_get"), |b| {
         b.to_async(&rt).iter(&slow_raw_call);
     });
+    // Diagnostic: no journal.
+    g.bench_function(
+        BenchmarkId::new("executor_discard_journal", "observe_get"),
+        |b| {
+            b.to_async(&rt).iter(&slow_unjournaled_call);
+        },
+    );
     g.finish();
 
     let mut g = c.benchmark_group("http_2ms_16_in_flight");
@@ -312,6 +338,14 @@ fn bench(c: &mut Criterion) {
         b.to_async(&rt)
             .iter_custom(|iters| in_flight(16, iters, slow_raw_call.clone()));
     });
+    // Diagnostic: no journal.
+    g.bench_function(
+        BenchmarkId::new("executor_discard_journal", "observe_get"),
+        |b| {
+            b.to_async(&rt)
+                .iter_custom(|iters| in_flight(16, iters, slow_unjournaled_call.clone()));
+        },
+    );
     g.finish();
     drop(upstream);
     drop(slow_upstream);
