@@ -213,7 +213,9 @@ impl Executor {
         session: &Session,
         options: &CallOptions,
     ) -> ActionResult {
-        let call = self.untraced_call(action, arguments, session);
+        // The pipeline's future is large (about 19 KB): boxed once here, it is not copied
+        // again by every wrapper around it (the span, the task-local) and by the caller's.
+        let call = Box::pin(self.untraced_call(action, arguments, session));
         crate::executor::spans::traced(&self.inner, action, options, call).await
     }
 
