@@ -188,23 +188,7 @@ fn bench(c: &mut Criterion) {
         .build()
         .expect("executor")
     });
-    let unjournaled = rt.block_on(async {
-        Executor::builder(
-            Catalog::builder()
-                .action::<GetBuild>()
-                .build()
-                .expect("catalog"),
-        )
-        .journal(DiscardJournal)
-        .channel(
-            HttpChannel::builder()
-                .base_url(upstream.url())
-                .build()
-                .expect("channel"),
-        )
-        .build()
-        .expect("executor")
-    });
+    let unjournaled = rt.block_on(unjournaled_executor(upstream.url()));
     // The realistic upstream: same replies, each 2 ms after its request arrived; its own
     // channel, raw client and journal, so nothing is shared with the loopback cases.
     let slow_upstream = rt.block_on(Upstream::start_with(
@@ -237,23 +221,7 @@ fn bench(c: &mut Criterion) {
         .expect("executor")
     });
     // Diagnostic: the same upstream through the executor with a journal that keeps nothing.
-    let slow_unjournaled = rt.block_on(async {
-        Executor::builder(
-            Catalog::builder()
-                .action::<GetBuild>()
-                .build()
-                .expect("catalog"),
-        )
-        .journal(DiscardJournal)
-        .channel(
-            HttpChannel::builder()
-                .base_url(slow_upstream.url())
-                .build()
-                .expect("channel"),
-        )
-        .build()
-        .expect("executor")
-    });
+    let slow_unjournaled = rt.block_on(unjournaled_executor(slow_upstream.url()));
     let session = Session::new("bench");
     let url = format!("{}/v1/builds/build_1", upstream.url());
     let slow_url = format!("{}/v1/builds/build_1", slow_upstream.url());
@@ -349,6 +317,26 @@ fn bench(c: &mut Criterion) {
     g.finish();
     drop(upstream);
     drop(slow_upstream);
+}
+
+/// The HTTP channel to `url` through an executor whose journal keeps nothing (a diagnostic:
+/// what journaling costs is the difference to the journaled executor).
+async fn unjournaled_executor(url: String) -> Executor {
+    Executor::builder(
+        Catalog::builder()
+            .action::<GetBuild>()
+            .build()
+            .expect("catalog"),
+    )
+    .journal(DiscardJournal)
+    .channel(
+        HttpChannel::builder()
+            .base_url(url)
+            .build()
+            .expect("channel"),
+    )
+    .build()
+    .expect("executor")
 }
 
 /// An observe call through `executor` that must complete, as a cloneable, `'static` maker of
