@@ -92,7 +92,8 @@ impl Shared {
         self.head().known = Some((seq, hash));
     }
 
-    /// The cached head was not the head: read it first for a while.
+    /// A batch sent on the cached head was rolled back (the head had moved, or a close in it
+    /// was fenced): read the head first for a while.
     pub(crate) fn head_moved(&self) {
         let mut head = self.head();
         head.known = None;
