@@ -9,7 +9,7 @@ use sallyport_core::journal::HeadSigningKey;
 use tokio::sync::Notify;
 
 use crate::error::Redactor;
-use crate::writer::Op;
+use crate::writer::{ChainEnd, Op};
 
 /// The pool, who this journal is, and the fencing epochs it holds.
 pub(crate) struct Shared {
@@ -39,7 +39,7 @@ pub(crate) struct Shared {
 #[derive(Default)]
 struct HeadCache {
     /// Sequence number and hash.
-    known: Option<(i64, String)>,
+    known: Option<ChainEnd>,
     /// Batches still to read the head under its lock before the cache is trusted again:
     /// set when the head was found moved (another process appends to the same journal).
     read_first: u32,
@@ -78,7 +78,7 @@ impl Shared {
 
     /// The chain head this journal last committed, unless the head was lately found moved
     /// by another process (then `None` for the next few batches, which read it first).
-    pub(crate) fn cached_head(&self) -> Option<(i64, String)> {
+    pub(crate) fn cached_head(&self) -> Option<ChainEnd> {
         let mut head = self.head();
         if head.read_first > 0 {
             head.read_first -= 1;

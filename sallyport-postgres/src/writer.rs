@@ -145,13 +145,15 @@ async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresE
         .map_err(|e| shared.redactor.other(&e))?;
     let outcome = apply_batch(shared, &client, ops).await;
     if outcome.is_err() {
+        // Whether the batch moved the head is not known.
         shared.forget_head();
-    }
-    if outcome.is_err() && !client.is_closed() {
-        // A statement failed, so the transaction may still be open (aborted): end it before
-        // the connection goes back to the pool. Where the failure came with a pipelined
-        // `COMMIT`, the server already rolled back and only warns that none is open.
-        let _ = client.batch_execute("ROLLBACK").await;
+        if !client.is_closed() {
+            // A statement failed, so the transaction may still be open (aborted): end it
+            // before the connection goes back to the pool. Where the failure came with a
+            // pipelined `COMMIT`, the server already rolled back and only warns that none
+            // is open.
+            let _ = client.batch_execute("ROLLBACK").await;
+        }
     }
     outcome
 }
@@ -450,10 +452,13 @@ async fn apply_batch(
         None => (Vec::new(), None),
     };
     let tail = Tail::prepare(shared, client, &records, chain_end, &at).await?;
+    let set_head = prepare_if(tail.chain_end.is_some(), sql::SET_HEAD)
+        .await
+        .map_err(pg)?;
 
     // Flight 2.
     let moved = async {
-        match (&tail.set_head, &tail.chain_end) {
+        match (&set_head, &tail.chain_end) {
             (Some(set), Some((seq, hash))) => Some(client.execute(set, &[seq, hash]).await),
             _ => None,
         }
@@ -647,7 +652,7 @@ async fn single_flight(
 type Chained = (usize, String, AuditRecord);
 
 /// A chain's end: the last record's sequence number and hash.
-type ChainEnd = (i64, String);
+pub(crate) type ChainEnd = (i64, String);
 
 /// The records of the operations at `appending`, chained on from the head at `seq`, `hash`;
 /// and the chain's new end.
@@ -680,10 +685,10 @@ fn chain(
     Ok((records, Some((seq, hash))))
 }
 
-/// The end of a batch that appends: its record inserts and its signed head, prepared.
+/// The end of a batch that appends: its record inserts and its signed head, prepared (how
+/// the head moves is the caller's: set under its lock, or compare-and-set).
 struct Tail {
     insert: Option<tokio_postgres::Statement>,
-    set_head: Option<tokio_postgres::Statement>,
     insert_signed: Option<tokio_postgres::Statement>,
     signed: Option<sallyport_core::journal::SignedHead>,
     chain_end: Option<ChainEnd>,
@@ -718,9 +723,6 @@ impl Tail {
         };
         Ok(Self {
             insert: prepare_if(!records.is_empty(), sql::INSERT_RECORD)
-                .await
-                .map_err(pg)?,
-            set_head: prepare_if(chain_end.is_some(), sql::SET_HEAD)
                 .await
                 .map_err(pg)?,
             insert_signed: prepare_if(signed.is_some(), sql::INSERT_SIGNED_HEAD)
