@@ -13,6 +13,12 @@
 //! - Diagnostics: `executor_null_channel` (the pipeline and journal with a channel that answers
 //!   at once) and `executor_discard_journal` (the HTTP channel through the executor with a
 //!   journal that keeps nothing), which split the cost between the channel and the journal.
+//! - The floor: `raw_reqwest_then_commit` is raw reqwest followed by what the design makes an
+//!   observe call write before its result is returned (one attempt row and one hash-chained
+//!   audit row, committed in one SQLite transaction on the journal's own tables), done with
+//!   bare rusqlite and no sallyport code. One call at a time it is the least any journaled
+//!   executor could cost; in flight it commits once per call, unbatched, so it bounds nothing
+//!   there.
 //!
 //! An upstream that answers 2 ms after each request arrives (a realistic fast API; the same
 //! server with `Upstream::set_delay`, whose replies wait on a timer thread of their own, to
@@ -24,7 +30,14 @@
 //! - `http_2ms_16_in_flight/{executor,raw_reqwest}`: 16 GETs in flight all the time, as
 //!   above (target executor >= 0.95x raw).
 //!
-//! Run: `cargo bench -p sallyport-tests --bench http -- --measurement-time 5 --warm-up-time 2`
+//! The same four cases again as ratios measured in the same moments (`http_ratio_*`; see
+//! [`Ratio`]): a sample alternates executor calls with raw reqwest's, call by call or round
+//! by round, and its value is the ratio itself, so the host's speed, which moves by tens of
+//! percent within minutes, moves both sides of it alike. These are the figures to compare
+//! with the targets; the time groups above give the absolute times.
+//!
+//! Run: `cargo bench -p sallyport-tests --bench http -- --measurement-time 4 --warm-up-time 1`
+//! (the ratio groups alone: `... --bench http -- http_ratio --sample-size 20`)
 
 use std::future::Future;
 use std::sync::Arc;
@@ -136,7 +149,132 @@ impl sallyport_core::journal::Journal for DiscardJournal {
     }
 }
 
-fn bench(c: &mut Criterion) {
+/// The floor of a journaled observe call: what the design makes it write before its result
+/// is returned (an attempt row with its outcome and a hash-chained audit row, in one SQLite
+/// transaction, on the journal's own tables and settings: WAL, `synchronous = NORMAL`), done
+/// with bare rusqlite, one commit per call, and no sallyport code. Diagnostic only.
+struct BareCommit {
+    state: std::sync::Mutex<BareState>,
+}
+
+struct BareState {
+    conn: rusqlite::Connection,
+    seq: u64,
+    head: String,
+}
+
+impl BareCommit {
+    fn open(path: &std::path::Path) -> Self {
+        let conn = rusqlite::Connection::open(path).expect("floor journal");
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .expect("wal");
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .expect("sync");
+        conn.execute_batch(
+            "CREATE TABLE attempts (
+                attempt_id TEXT PRIMARY KEY, action TEXT NOT NULL, session_id TEXT NOT NULL,
+                idempotency_key TEXT NOT NULL UNIQUE, fingerprint TEXT NOT NULL,
+                definition_hash TEXT NOT NULL, effect TEXT NOT NULL, arguments TEXT NOT NULL,
+                phase TEXT NOT NULL, dispatches INTEGER NOT NULL DEFAULT 0, status TEXT,
+                created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+             CREATE TABLE audit (
+                seq INTEGER PRIMARY KEY, receipt_id TEXT NOT NULL, attempt_id TEXT NOT NULL,
+                prev_hash TEXT NOT NULL, hash TEXT NOT NULL, event TEXT NOT NULL);",
+        )
+        .expect("floor schema");
+        Self {
+            state: std::sync::Mutex::new(BareState {
+                conn,
+                seq: 0,
+                head: "0".repeat(64),
+            }),
+        }
+    }
+
+    /// One observe call's rows, of the sizes the executor writes, in one transaction.
+    fn commit(&self) {
+        use sha2::{Digest, Sha256};
+        let mut state = self.state.lock().expect("floor lock");
+        let BareState { conn, seq, head } = &mut *state;
+        *seq += 1;
+        let n = *seq;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let attempt = format!("att_{nanos:024x}{n:08x}");
+        let receipt = format!("rcpt_{nanos:024x}{n:08x}");
+        let at = "2026-12-02T15:16:23.859859751Z";
+        let digest = "6377b0b35782f60cfa371a558f6b943b58c386d0fdd3a94c3a927684069070cc";
+        let event = format!(
+            r#"{{"receipt_id":"{receipt}","attempt_id":"{attempt}","at":"{at}","session_id":"bench","action":"get_build","definition_hash":"{digest}","phase":"finished","status":"completed","request":"GET http://127.0.0.1:38125/v1/builds/build_1","consent":"not_required","dispatches":1,"upstream_status":200}}"#
+        );
+        let mut h = Sha256::new();
+        h.update(head.as_bytes());
+        h.update(b"\n");
+        h.update(n.to_string().as_bytes());
+        h.update(b"\n");
+        h.update(event.as_bytes());
+        let hash = hex::encode(h.finalize());
+        let tx = conn.transaction().expect("begin");
+        tx.prepare_cached(
+            "INSERT INTO attempts (attempt_id, action, session_id, idempotency_key, fingerprint,
+             definition_hash, effect, arguments, phase, dispatches, status, created_at, updated_at)
+             VALUES (?1, 'get_build', 'bench', ?2, ?3, ?3, 'observe', '{\"build_id\":\"build_1\"}',
+             'finished', 1, 'completed', ?4, ?4)",
+        )
+        .expect("prepare")
+        .execute(rusqlite::params![
+            attempt,
+            format!("{nanos:032x}{n:04x}"),
+            digest,
+            at
+        ])
+        .expect("attempt row");
+        tx.prepare_cached(
+            "INSERT INTO audit (seq, receipt_id, attempt_id, prev_hash, hash, event)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .expect("prepare")
+        .execute(rusqlite::params![n, receipt, attempt, &*head, hash, event])
+        .expect("audit row");
+        tx.commit().expect("commit");
+        *head = hash;
+    }
+}
+
+/// One call through one path, as a cloneable maker of `'static` futures.
+type Call = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Everything the benches call, built once per group: the runtime, the two upstreams, and
+/// one call maker per path.
+struct Rig {
+    rt: tokio::runtime::Runtime,
+    executor: Call,
+    raw: Call,
+    floor: Call,
+    null_channel: Call,
+    unjournaled: Call,
+    slow_executor: Call,
+    slow_raw: Call,
+    slow_floor: Call,
+    slow_unjournaled: Call,
+    // Kept alive for the calls above.
+    _upstreams: (Upstream, Upstream),
+    _dir: tempfile::TempDir,
+}
+
+fn call(f: impl Fn() -> BoxFuture<'static, ()> + Send + Sync + 'static) -> Call {
+    Arc::new(f)
+}
+
+/// `call` as a plain closure (what `in_flight` and criterion's `iter` take).
+fn each(call: &Call) -> impl Fn() -> BoxFuture<'static, ()> + Clone + Send + Sync + 'static {
+    let call = Arc::clone(call);
+    move || call()
+}
+
+fn rig() -> Rig {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -231,22 +369,62 @@ fn bench(c: &mut Criterion) {
     let slow_executor_call = observe_call(&slow_executor, &session);
     let slow_raw_call = move || raw_get(slow_raw.clone(), slow_url.clone());
     let unjournaled_call = observe_call(&unjournaled, &session);
+    let bare = Arc::new(BareCommit::open(&dir.path().join("bare.db")));
+    let bare_slow = Arc::new(BareCommit::open(&dir.path().join("bare-2ms.db")));
+    let floor_call = raw_then_commit(raw_call.clone(), bare);
+    let slow_floor_call = raw_then_commit(slow_raw_call.clone(), bare_slow);
     let slow_unjournaled_call = observe_call(&slow_unjournaled, &session);
+
+    Rig {
+        executor: call(executor_call),
+        raw: call(raw_call),
+        floor: call(floor_call),
+        null_channel: call(observe_call(&floor, &session)),
+        unjournaled: call(unjournaled_call),
+        slow_executor: call(slow_executor_call),
+        slow_raw: call(slow_raw_call),
+        slow_floor: call(slow_floor_call),
+        slow_unjournaled: call(slow_unjournaled_call),
+        rt,
+        _upstreams: (upstream, slow_upstream),
+        _dir: dir,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let rig = rig();
+    let rt = &rig.rt;
+    let executor_call = each(&rig.executor);
+    let raw_call = each(&rig.raw);
+    let floor_call = each(&rig.floor);
+    let null_call = each(&rig.null_channel);
+    let unjournaled_call = each(&rig.unjournaled);
+    let slow_executor_call = each(&rig.slow_executor);
+    let slow_raw_call = each(&rig.slow_raw);
+    let slow_floor_call = each(&rig.slow_floor);
+    let slow_unjournaled_call = each(&rig.slow_unjournaled);
 
     let mut g = c.benchmark_group("http_sequential");
     g.throughput(Throughput::Elements(1));
     g.bench_function(BenchmarkId::new("executor", "observe_get"), |b| {
-        b.to_async(&rt).iter(&executor_call);
+        b.to_async(rt).iter(&executor_call);
     });
     g.bench_function(BenchmarkId::new("raw_reqwest", "observe_get"), |b| {
-        b.to_async(&rt).iter(&raw_call);
+        b.to_async(rt).iter(&raw_call);
     });
+    // The floor: raw reqwest and the rows the design requires, with bare rusqlite.
+    g.bench_function(
+        BenchmarkId::new("raw_reqwest_then_commit", "observe_get"),
+        |b| {
+            b.to_async(rt).iter(&floor_call);
+        },
+    );
     // Diagnostic: the executor with a channel that answers at once (no network), so the
     // HTTP channel's own cost is `executor - executor_null_channel` next to `raw_reqwest`.
     g.bench_function(
         BenchmarkId::new("executor_null_channel", "observe_get"),
         |b| {
-            b.to_async(&rt).iter(observe_call(&floor, &session));
+            b.to_async(rt).iter(&null_call);
         },
     );
     // Diagnostic: the HTTP channel through the executor with a journal that keeps nothing,
@@ -254,7 +432,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function(
         BenchmarkId::new("executor_discard_journal", "observe_get"),
         |b| {
-            b.to_async(&rt).iter(&unjournaled_call);
+            b.to_async(rt).iter(&unjournaled_call);
         },
     );
     g.finish();
@@ -262,36 +440,50 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("http_64_in_flight");
     g.throughput(Throughput::Elements(64));
     g.bench_function(BenchmarkId::new("executor", "observe_get"), |b| {
-        b.to_async(&rt)
+        b.to_async(rt)
             .iter_custom(|iters| in_flight(64, iters, executor_call.clone()));
     });
     // Diagnostic, as in the sequential group: no journal.
     g.bench_function(
         BenchmarkId::new("executor_discard_journal", "observe_get"),
         |b| {
-            b.to_async(&rt)
+            b.to_async(rt)
                 .iter_custom(|iters| in_flight(64, iters, unjournaled_call.clone()));
         },
     );
     g.bench_function(BenchmarkId::new("raw_reqwest", "observe_get"), |b| {
-        b.to_async(&rt)
+        b.to_async(rt)
             .iter_custom(|iters| in_flight(64, iters, raw_call.clone()));
     });
+    // The floor, one commit per call (no batching).
+    g.bench_function(
+        BenchmarkId::new("raw_reqwest_then_commit", "observe_get"),
+        |b| {
+            b.to_async(rt)
+                .iter_custom(|iters| in_flight(64, iters, floor_call.clone()));
+        },
+    );
     g.finish();
 
     let mut g = c.benchmark_group("http_2ms_sequential");
     g.throughput(Throughput::Elements(1));
     g.bench_function(BenchmarkId::new("executor", "observe_get"), |b| {
-        b.to_async(&rt).iter(&slow_executor_call);
+        b.to_async(rt).iter(&slow_executor_call);
     });
     g.bench_function(BenchmarkId::new("raw_reqwest", "observe_get"), |b| {
-        b.to_async(&rt).iter(&slow_raw_call);
+        b.to_async(rt).iter(&slow_raw_call);
     });
+    g.bench_function(
+        BenchmarkId::new("raw_reqwest_then_commit", "observe_get"),
+        |b| {
+            b.to_async(rt).iter(&slow_floor_call);
+        },
+    );
     // Diagnostic: no journal.
     g.bench_function(
         BenchmarkId::new("executor_discard_journal", "observe_get"),
         |b| {
-            b.to_async(&rt).iter(&slow_unjournaled_call);
+            b.to_async(rt).iter(&slow_unjournaled_call);
         },
     );
     g.finish();
@@ -299,24 +491,29 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("http_2ms_16_in_flight");
     g.throughput(Throughput::Elements(16));
     g.bench_function(BenchmarkId::new("executor", "observe_get"), |b| {
-        b.to_async(&rt)
+        b.to_async(rt)
             .iter_custom(|iters| in_flight(16, iters, slow_executor_call.clone()));
     });
     g.bench_function(BenchmarkId::new("raw_reqwest", "observe_get"), |b| {
-        b.to_async(&rt)
+        b.to_async(rt)
             .iter_custom(|iters| in_flight(16, iters, slow_raw_call.clone()));
     });
+    g.bench_function(
+        BenchmarkId::new("raw_reqwest_then_commit", "observe_get"),
+        |b| {
+            b.to_async(rt)
+                .iter_custom(|iters| in_flight(16, iters, slow_floor_call.clone()));
+        },
+    );
     // Diagnostic: no journal.
     g.bench_function(
         BenchmarkId::new("executor_discard_journal", "observe_get"),
         |b| {
-            b.to_async(&rt)
+            b.to_async(rt)
                 .iter_custom(|iters| in_flight(16, iters, slow_unjournaled_call.clone()));
         },
     );
     g.finish();
-    drop(upstream);
-    drop(slow_upstream);
 }
 
 /// The HTTP channel to `url` through an executor whose journal keeps nothing (a diagnostic:
@@ -387,6 +584,20 @@ where
     started.elapsed()
 }
 
+/// `raw` followed by the floor's commit, as a cloneable maker of futures.
+fn raw_then_commit(
+    raw: impl Fn() -> BoxFuture<'static, ()> + Clone + Send + Sync + 'static,
+    bare: Arc<BareCommit>,
+) -> impl Fn() -> BoxFuture<'static, ()> + Clone + Send + Sync + 'static {
+    move || {
+        let (call, bare) = (raw(), Arc::clone(&bare));
+        Box::pin(async move {
+            call.await;
+            bare.commit();
+        })
+    }
+}
+
 /// How long the realistic upstream takes to answer.
 const UPSTREAM_DELAY: Duration = Duration::from_millis(2);
 
@@ -410,5 +621,147 @@ async fn raw_get_once(raw: reqwest::Client, url: String) {
     assert_eq!(v["state"], "passed");
 }
 
+/// What the `http_ratio` groups measure: not a time but a ratio, so that both sides of it are
+/// measured in the same moments of a host whose speed moves by tens of percent within
+/// minutes. A sample alternates the executor's calls with raw reqwest's (call by call, or
+/// round by round when calls run in flight, swapping which goes first), and its value is the
+/// executor's time over raw reqwest's (sequential: latency ratio, lower is better) or raw
+/// reqwest's time over the executor's for the same number of calls (in flight: throughput
+/// ratio, higher is better).
+struct Ratio;
+
+impl criterion::measurement::Measurement for Ratio {
+    type Intermediate = ();
+    type Value = f64;
+
+    fn start(&self) {}
+    fn end(&self, (): ()) -> f64 {
+        // Only `iter_custom` is used, which returns the value itself.
+        f64::NAN
+    }
+    fn add(&self, a: &f64, b: &f64) -> f64 {
+        a + b
+    }
+    fn zero(&self) -> f64 {
+        0.0
+    }
+    fn to_f64(&self, value: &f64) -> f64 {
+        *value
+    }
+    fn formatter(&self) -> &dyn criterion::measurement::ValueFormatter {
+        &RatioFormat
+    }
+}
+
+struct RatioFormat;
+
+impl criterion::measurement::ValueFormatter for RatioFormat {
+    fn scale_values(&self, _typical: f64, _values: &mut [f64]) -> &'static str {
+        "x raw"
+    }
+    fn scale_throughputs(
+        &self,
+        _typical: f64,
+        _throughput: &Throughput,
+        _values: &mut [f64],
+    ) -> &'static str {
+        "x raw"
+    }
+    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
+        "ratio"
+    }
+}
+
+/// `iters` calls of each, alternating: the sum of `subject`'s times over `baseline`'s, times
+/// `iters` (criterion divides a sample's value by its iterations).
+async fn latency_ratio(iters: u64, subject: &Call, baseline: &Call) -> f64 {
+    let (mut theirs, mut ours) = (Duration::ZERO, Duration::ZERO);
+    for i in 0..iters {
+        let order = if i % 2 == 0 {
+            [(baseline, &mut theirs), (subject, &mut ours)]
+        } else {
+            [(subject, &mut ours), (baseline, &mut theirs)]
+        };
+        for (call, total) in order {
+            let started = Instant::now();
+            call().await;
+            *total += started.elapsed();
+        }
+    }
+    iters as f64 * ours.as_secs_f64() / theirs.as_secs_f64()
+}
+
+/// `iters` rounds of `ROUND` calls per worker for each, `workers` in flight, alternating:
+/// the baseline's time over `subject`'s for the same calls, times `iters`.
+async fn throughput_ratio(iters: u64, workers: usize, subject: &Call, baseline: &Call) -> f64 {
+    const ROUND: u64 = 4;
+    let (mut theirs, mut ours) = (Duration::ZERO, Duration::ZERO);
+    for i in 0..iters {
+        let order = if i % 2 == 0 {
+            [(baseline, &mut theirs), (subject, &mut ours)]
+        } else {
+            [(subject, &mut ours), (baseline, &mut theirs)]
+        };
+        for (call, total) in order {
+            *total += in_flight(workers, ROUND, each(call)).await;
+        }
+    }
+    iters as f64 * theirs.as_secs_f64() / ours.as_secs_f64()
+}
+
+/// The four issue-13 cases as interleaved ratios (see [`Ratio`]), with the journal-less
+/// executor and the bare-commit floor beside the executor.
+fn ratios(c: &mut Criterion<Ratio>) {
+    let rig = rig();
+    let rt = &rig.rt;
+    let loopback = [
+        ("executor", &rig.executor),
+        ("executor_discard_journal", &rig.unjournaled),
+        ("raw_reqwest_then_commit", &rig.floor),
+    ];
+    let slow = [
+        ("executor", &rig.slow_executor),
+        ("executor_discard_journal", &rig.slow_unjournaled),
+        ("raw_reqwest_then_commit", &rig.slow_floor),
+    ];
+    let mut g = c.benchmark_group("http_ratio_sequential");
+    for (name, subject) in loopback {
+        g.bench_function(BenchmarkId::new(name, "over_raw"), |b| {
+            b.to_async(rt)
+                .iter_custom(|iters| latency_ratio(iters, subject, &rig.raw));
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("http_ratio_64_in_flight");
+    for (name, subject) in loopback {
+        g.bench_function(BenchmarkId::new(name, "over_raw"), |b| {
+            b.to_async(rt)
+                .iter_custom(|iters| throughput_ratio(iters, 64, subject, &rig.raw));
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("http_ratio_2ms_sequential");
+    for (name, subject) in slow {
+        g.bench_function(BenchmarkId::new(name, "over_raw"), |b| {
+            b.to_async(rt)
+                .iter_custom(|iters| latency_ratio(iters, subject, &rig.slow_raw));
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("http_ratio_2ms_16_in_flight");
+    for (name, subject) in slow {
+        g.bench_function(BenchmarkId::new(name, "over_raw"), |b| {
+            b.to_async(rt)
+                .iter_custom(|iters| throughput_ratio(iters, 16, subject, &rig.slow_raw));
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+criterion_group! {
+    name = interleaved;
+    config = Criterion::default().with_measurement(Ratio);
+    targets = ratios
+}
+criterion_main!(benches, interleaved);
