@@ -452,10 +452,50 @@ fn from_parts(
     })
 }
 
+/// The body's bytes, with every object's keys in sorted order (numbers and strings exactly
+/// as serde_json writes them).
+///
+/// Sorted whatever the build: serde_json keeps maps in insertion order when its
+/// `preserve_order` feature is on, and any crate in a build can turn it on (rig-core and
+/// cedar-policy do). Without sorting, the same call would be prepared as different bytes by
+/// two builds, so an approval parked by one process and resumed by another would be refused
+/// as `request_changed` although nothing changed.
 fn encode_body(body: &Value) -> Result<Bytes, Refusal> {
-    serde_json::to_vec(body)
-        .map(Bytes::from)
+    let mut out = Vec::new();
+    write_sorted(body, &mut out)
+        .map(|()| Bytes::from(out))
         .map_err(|_| refuse("the request body could not be encoded as JSON"))
+}
+
+fn write_sorted(value: &Value, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut *out, key)?;
+                out.push(b':');
+                write_sorted(value, out)?;
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_sorted(item, out)?;
+            }
+            out.push(b']');
+        }
+        scalar => serde_json::to_writer(&mut *out, scalar)?,
+    }
+    Ok(())
 }
 
 /// A JSON scalar as text. Objects, arrays and `null` cannot be one value.
@@ -742,5 +782,33 @@ mod tests {
         assert_eq!(plan.query, [("dry_run".to_owned(), "true".to_owned())]);
         assert_eq!(plan.headers[0].0.as_str(), "x-note");
         assert_eq!(plan.body.as_deref(), Some(&b"{\"build_id\":\"b1\"}"[..]));
+    }
+
+    /// The workspace build has serde_json's `preserve_order` on (rig-core and cedar-policy
+    /// turn it on), so `json!` keeps these keys in the order written and an unsorted
+    /// encoding would send them so; a build without it sorts them anyway.
+    #[test]
+    fn a_body_is_encoded_with_sorted_keys_whatever_order_its_map_keeps() {
+        let args = json!({
+            "zeta": 1,
+            "alpha": {"y": [{"b": 2, "a": 1}], "x": "s\"q"},
+            "mid": 2.5,
+            "big": 18_446_744_073_709_551_615_u64
+        });
+        let expected = br#"{"alpha":{"x":"s\"q","y":[{"a":1,"b":2}]},"big":18446744073709551615,"mid":2.5,"zeta":1}"#;
+        let auto = HttpTarget::new(HttpMethod::Post, "/d");
+        let plan = from_template(reqwest::Method::POST, &auto, &args, None, &[]).unwrap();
+        assert_eq!(plan.body.as_deref(), Some(&expected[..]));
+        let fields = HttpTarget::new(HttpMethod::Post, "/d").with_body(HttpBody::Fields(vec![
+            "zeta".into(),
+            "mid".into(),
+            "big".into(),
+            "alpha".into(),
+        ]));
+        let plan = from_template(reqwest::Method::POST, &fields, &args, None, &[]).unwrap();
+        assert_eq!(plan.body.as_deref(), Some(&expected[..]));
+        // And they decode to the arguments they came from.
+        let reparsed: Value = serde_json::from_slice(plan.body.as_deref().unwrap()).unwrap();
+        assert_eq!(reparsed, args);
     }
 }
