@@ -2,6 +2,7 @@
 //! them in batches, and the answers each write gets once its batch is committed.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
 
 use tokio::sync::oneshot;
@@ -31,7 +32,18 @@ pub(super) struct Shared {
     pub(super) thread_ops: Mutex<Vec<Op>>,
     /// The one connection that writes.
     pub(super) writer: Mutex<Writer>,
+    /// How recently calls were seen to finish together: set to [`CONCURRENT`] when a batch
+    /// held the last records of more than one call, lowered by one for each batch that held
+    /// one. While it is above zero, a call's last record waits one turn of
+    /// the scheduler before it is applied, so that the records of calls finishing beside it
+    /// share its transaction (see `SqliteJournal::write_here_batched`); a lone caller never
+    /// waits.
+    pub(super) concurrent: AtomicU8,
 }
+
+/// What [`Shared::concurrent`] is set to when calls finish together: eight batches with one
+/// call's record in a row end the waiting.
+pub(super) const CONCURRENT: u8 = 8;
 
 /// Most batches one task applies for others before it hands the rest to the journal thread.
 const MAX_COMBINE_ROUNDS: usize = 4;
@@ -62,6 +74,14 @@ impl Shared {
     /// Applies one batch of queued writes, if any.
     fn apply_queued(&self, writer: &mut Writer) {
         let ops = std::mem::take(&mut *lock(&self.queued));
+        let records = ops.iter().filter(|op| op.is_call_record()).count();
+        if records > 1 {
+            self.concurrent.store(CONCURRENT, Ordering::Relaxed);
+        } else if records == 1 {
+            let _ = self
+                .concurrent
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
         if !ops.is_empty() {
             writer.write_all(ops);
         }
@@ -182,6 +202,20 @@ impl Op {
             Self::Intent(intent, _) | Self::Observe(intent, ..) | Self::Begin(_, _, intent, _)
                 if intent.durable
         )
+    }
+
+    /// A call's last record, with its caller waiting for it (what `write_here_batched`
+    /// writes).
+    pub(super) fn is_call_record(&self) -> bool {
+        matches!(self, Self::Observe(..) | Self::Append(_, Some(_)))
+    }
+
+    /// A call's record whose caller stopped waiting for it (see `write_here_batched`).
+    pub(super) fn abandoned(&self) -> bool {
+        match self {
+            Self::Observe(_, _, reply) | Self::Append(_, Some(reply)) => reply.is_closed(),
+            _ => false,
+        }
     }
 
     /// Whether the write may extend the chain.

@@ -1,5 +1,7 @@
 //! Batches with failing writes, on a real journal file.
 
+use std::sync::atomic::Ordering;
+
 use rusqlite::Connection;
 
 use super::*;
@@ -150,4 +152,101 @@ async fn a_failing_write_alone_in_its_batch_leaves_nothing_behind() {
         .expect("appended");
     assert_eq!(record.seq, 1);
     assert!(journal.verify().await.expect("verify").is_intact());
+}
+
+/// A call's last record waits one turn of the scheduler before its task applies the queue
+/// (so calls finishing together share a transaction). A call dropped in that turn is
+/// recorded by its guard; its own record must not also be written later by whoever applies
+/// the queue next. Without the take-back both writes stay queued and the next batch writes
+/// them.
+#[tokio::test]
+async fn a_record_dropped_while_it_waits_for_its_batch_is_not_written() {
+    use std::task::{Context, Waker};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+    let observed = Intent::for_bench(false);
+    let refused = AttemptId::generate();
+    let mut cx = Context::from_waker(Waker::noop());
+    // Writes have been arriving together, so a record waits its turn.
+    journal
+        .shared
+        .concurrent
+        .store(combine::CONCURRENT, Ordering::Relaxed);
+    {
+        let mut observe = journal.append_with_intent(&observed, event(&observed.attempt_id));
+        let mut append = journal.append(event(&refused));
+        assert!(
+            observe.as_mut().poll(&mut cx).is_pending(),
+            "it waits its turn"
+        );
+        assert!(
+            append.as_mut().poll(&mut cx).is_pending(),
+            "it waits its turn"
+        );
+        assert_eq!(lock(&journal.shared.queued).len(), 2, "both are queued");
+    }
+    assert!(
+        lock(&journal.shared.queued).is_empty(),
+        "dropped, they take their writes back"
+    );
+    // The next record is applied alone, and the file holds nothing of the dropped two.
+    let kept = Intent::for_bench(false);
+    let record = journal
+        .append_with_intent(&kept, event(&kept.attempt_id))
+        .await
+        .expect("appended");
+    assert_eq!(record.seq, 1);
+    let records = journal.records().await.expect("records");
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].event.attempt_id, kept.attempt_id);
+    assert!(journal.unresolved().await.expect("unresolved").is_empty());
+    assert!(journal.verify().await.expect("verify").is_intact());
+}
+
+/// Two records whose tasks both wait their turn are applied in one transaction, in the
+/// order they were made; a caller alone does not wait.
+#[tokio::test]
+async fn records_queued_while_their_tasks_wait_share_one_batch() {
+    use std::task::{Context, Waker};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+    let (a, b) = (Intent::for_bench(false), Intent::for_bench(false));
+    let mut cx = Context::from_waker(Waker::noop());
+    journal
+        .shared
+        .concurrent
+        .store(combine::CONCURRENT, Ordering::Relaxed);
+    let mut first = journal.append_with_intent(&a, event(&a.attempt_id));
+    let mut second = journal.append_with_intent(&b, event(&b.attempt_id));
+    assert!(first.as_mut().poll(&mut cx).is_pending());
+    assert!(second.as_mut().poll(&mut cx).is_pending());
+    // The first task's next turn applies both writes at once.
+    let first = first.await.expect("first");
+    assert!(
+        lock(&journal.shared.queued).is_empty(),
+        "the first task's batch took the second's write too"
+    );
+    let second = second.await.expect("second");
+    assert_eq!((first.seq, second.seq), (1, 2));
+    // That batch of two keeps records waiting; eight batches of one end it.
+    assert_eq!(
+        journal.shared.concurrent.load(Ordering::Relaxed),
+        combine::CONCURRENT
+    );
+    for _ in 0..combine::CONCURRENT {
+        let intent = Intent::for_bench(false);
+        journal
+            .append_with_intent(&intent, event(&intent.attempt_id))
+            .await
+            .expect("appended");
+    }
+    assert_eq!(journal.shared.concurrent.load(Ordering::Relaxed), 0);
+    let lone = Intent::for_bench(false);
+    let mut alone = journal.append_with_intent(&lone, event(&lone.attempt_id));
+    assert!(
+        alone.as_mut().poll(&mut cx).is_ready(),
+        "a lone record is applied at once, without waiting a turn"
+    );
 }
