@@ -227,7 +227,7 @@ impl SqliteJournal {
         rx.await.map_err(|_| JournalError::Stopped)?
     }
 
-    /// [`Self::write_here`] for a call's last record. While writes have lately been arriving
+    /// [`Self::write_here`] for a call's last record. While calls have lately been finishing
     /// together ([`Shared::concurrent`]), it first lets the other tasks that are ready on this
     /// worker run: calls finishing beside this one queue their records in that time, and one
     /// transaction then takes them all. At 64 calls in flight, batches grew from 1.4 writes to
