@@ -672,29 +672,34 @@ impl criterion::measurement::ValueFormatter for RatioFormat {
     }
 }
 
-/// `iters` calls of each, alternating: the sum of `subject`'s times over `baseline`'s, times
-/// `iters` (criterion divides a sample's value by its iterations).
-async fn latency_ratio(iters: u64, subject: &Call, baseline: &Call) -> f64 {
-    let (mut theirs, mut ours) = (Duration::ZERO, Duration::ZERO);
-    for i in 0..iters {
-        let order = if i % 2 == 0 {
-            [(baseline, &mut theirs), (subject, &mut ours)]
-        } else {
-            [(subject, &mut ours), (baseline, &mut theirs)]
-        };
-        for (call, total) in order {
-            let started = Instant::now();
-            call().await;
-            *total += started.elapsed();
-        }
-    }
-    iters as f64 * ours.as_secs_f64() / theirs.as_secs_f64()
+/// How each side of a ratio is timed.
+#[derive(Clone, Copy)]
+enum Load {
+    /// One call at a time: the ratio is of latencies (the executor's over raw reqwest's).
+    Sequential,
+    /// `ROUND` calls per worker with this many workers in flight: the ratio is of
+    /// throughputs (raw reqwest's time over the executor's for the same calls).
+    InFlight(usize),
 }
 
-/// `iters` rounds of `ROUND` calls per worker for each, `workers` in flight, alternating:
-/// the baseline's time over `subject`'s for the same calls, times `iters`.
-async fn throughput_ratio(iters: u64, workers: usize, subject: &Call, baseline: &Call) -> f64 {
-    const ROUND: u64 = 4;
+/// Calls per worker in one in-flight turn of a ratio.
+const ROUND: u64 = 4;
+
+async fn timed(call: &Call, load: Load) -> Duration {
+    match load {
+        Load::Sequential => {
+            let started = Instant::now();
+            call().await;
+            started.elapsed()
+        }
+        Load::InFlight(workers) => in_flight(workers, ROUND, each(call)).await,
+    }
+}
+
+/// `iters` turns of each of `subject` and `baseline`, alternating which goes first: the
+/// ratio of their summed times (see [`Load`]), times `iters` (criterion divides a sample's
+/// value by its iterations).
+async fn interleaved_ratio(iters: u64, load: Load, subject: &Call, baseline: &Call) -> f64 {
     let (mut theirs, mut ours) = (Duration::ZERO, Duration::ZERO);
     for i in 0..iters {
         let order = if i % 2 == 0 {
@@ -703,10 +708,15 @@ async fn throughput_ratio(iters: u64, workers: usize, subject: &Call, baseline: 
             [(subject, &mut ours), (baseline, &mut theirs)]
         };
         for (call, total) in order {
-            *total += in_flight(workers, ROUND, each(call)).await;
+            *total += timed(call, load).await;
         }
     }
-    iters as f64 * theirs.as_secs_f64() / ours.as_secs_f64()
+    let (ours, theirs) = (ours.as_secs_f64(), theirs.as_secs_f64());
+    iters as f64
+        * match load {
+            Load::Sequential => ours / theirs,
+            Load::InFlight(_) => theirs / ours,
+        }
 }
 
 /// The four issue-13 cases as interleaved ratios (see [`Ratio`]), with the journal-less
@@ -724,38 +734,41 @@ fn ratios(c: &mut Criterion<Ratio>) {
         ("executor_discard_journal", &rig.slow_unjournaled),
         ("raw_reqwest_then_commit", &rig.slow_floor),
     ];
-    let mut g = c.benchmark_group("http_ratio_sequential");
-    for (name, subject) in loopback {
-        g.bench_function(BenchmarkId::new(name, "over_raw"), |b| {
-            b.to_async(rt)
-                .iter_custom(|iters| latency_ratio(iters, subject, &rig.raw));
-        });
+    for (group, subjects, baseline, load) in [
+        (
+            "http_ratio_sequential",
+            &loopback,
+            &rig.raw,
+            Load::Sequential,
+        ),
+        (
+            "http_ratio_64_in_flight",
+            &loopback,
+            &rig.raw,
+            Load::InFlight(64),
+        ),
+        (
+            "http_ratio_2ms_sequential",
+            &slow,
+            &rig.slow_raw,
+            Load::Sequential,
+        ),
+        (
+            "http_ratio_2ms_16_in_flight",
+            &slow,
+            &rig.slow_raw,
+            Load::InFlight(16),
+        ),
+    ] {
+        let mut g = c.benchmark_group(group);
+        for &(name, subject) in subjects {
+            g.bench_function(BenchmarkId::new(name, "over_raw"), |b| {
+                b.to_async(rt)
+                    .iter_custom(|iters| interleaved_ratio(iters, load, subject, baseline));
+            });
+        }
+        g.finish();
     }
-    g.finish();
-    let mut g = c.benchmark_group("http_ratio_64_in_flight");
-    for (name, subject) in loopback {
-        g.bench_function(BenchmarkId::new(name, "over_raw"), |b| {
-            b.to_async(rt)
-                .iter_custom(|iters| throughput_ratio(iters, 64, subject, &rig.raw));
-        });
-    }
-    g.finish();
-    let mut g = c.benchmark_group("http_ratio_2ms_sequential");
-    for (name, subject) in slow {
-        g.bench_function(BenchmarkId::new(name, "over_raw"), |b| {
-            b.to_async(rt)
-                .iter_custom(|iters| latency_ratio(iters, subject, &rig.slow_raw));
-        });
-    }
-    g.finish();
-    let mut g = c.benchmark_group("http_ratio_2ms_16_in_flight");
-    for (name, subject) in slow {
-        g.bench_function(BenchmarkId::new(name, "over_raw"), |b| {
-            b.to_async(rt)
-                .iter_custom(|iters| throughput_ratio(iters, 16, subject, &rig.slow_raw));
-        });
-    }
-    g.finish();
 }
 
 criterion_group!(benches, bench);

@@ -221,6 +221,15 @@ impl SqliteJournal {
     ) -> Result<T, JournalError> {
         let (reply, rx) = oneshot::channel();
         lock(&self.shared.queued).push(make(reply));
+        self.apply_queued_and_wait(rx).await
+    }
+
+    /// Applies the queue on this task (or leaves it to the task holding the connection, or
+    /// the journal thread) and waits for the answer to a write queued before.
+    async fn apply_queued_and_wait<T>(
+        &self,
+        rx: oneshot::Receiver<Result<T, JournalError>>,
+    ) -> Result<T, JournalError> {
         if !self.shared.combine() {
             let _ = self.wake.send(());
         }
@@ -259,10 +268,7 @@ impl SqliteJournal {
         let Some(rx) = waiting.rx.take() else {
             return Err(JournalError::Stopped);
         };
-        if !self.shared.combine() {
-            let _ = self.wake.send(());
-        }
-        rx.await.map_err(|_| JournalError::Stopped)?
+        self.apply_queued_and_wait(rx).await
     }
 }
 
