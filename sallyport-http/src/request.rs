@@ -386,7 +386,7 @@ fn from_template(
         ),
     };
     let body = match body_object {
-        Some(object) => Some(encode_body(&Value::Object(object))?),
+        Some(object) => Some(encode_body(Value::Object(object))?),
         None => None,
     };
     Ok(RequestPlan {
@@ -439,7 +439,7 @@ fn from_parts(
         let value = header_value(name.as_str(), value)?;
         headers.push((name, value));
     }
-    let body = match &parts.body {
+    let body = match parts.body {
         Some(body) => Some(encode_body(body)?),
         None => None,
     };
@@ -460,42 +460,11 @@ fn from_parts(
 /// cedar-policy do). Without sorting, the same call would be prepared as different bytes by
 /// two builds, so an approval parked by one process and resumed by another would be refused
 /// as `request_changed` although nothing changed.
-fn encode_body(body: &Value) -> Result<Bytes, Refusal> {
-    let mut out = Vec::new();
-    write_sorted(body, &mut out)
-        .map(|()| Bytes::from(out))
+fn encode_body(mut body: Value) -> Result<Bytes, Refusal> {
+    body.sort_all_objects();
+    serde_json::to_vec(&body)
+        .map(Bytes::from)
         .map_err(|_| refuse("the request body could not be encoded as JSON"))
-}
-
-fn write_sorted(value: &Value, out: &mut Vec<u8>) -> serde_json::Result<()> {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                serde_json::to_writer(&mut *out, key)?;
-                out.push(b':');
-                write_sorted(value, out)?;
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_sorted(item, out)?;
-            }
-            out.push(b']');
-        }
-        scalar => serde_json::to_writer(&mut *out, scalar)?,
-    }
-    Ok(())
 }
 
 /// A JSON scalar as text. Objects, arrays and `null` cannot be one value.

@@ -40,6 +40,7 @@ mod statements;
 mod tests;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
@@ -121,7 +122,7 @@ impl SqliteJournalBuilder {
         let shared = Arc::new(Shared {
             queued: Mutex::new(Vec::new()),
             thread_ops: Mutex::new(Vec::new()),
-            concurrent: std::sync::atomic::AtomicU8::new(0),
+            concurrent: AtomicU8::new(0),
             writer: Mutex::new(Writer::new(conn, self.signing_key)),
         });
         let (wake, woken) = mpsc::channel::<()>();
@@ -239,9 +240,9 @@ impl SqliteJournal {
     /// [`Self::write_here`] for a call's last record. While calls have lately been finishing
     /// together ([`Shared::concurrent`]), it first lets the other tasks that are ready on this
     /// worker run: calls finishing beside this one queue their records in that time, and one
-    /// transaction then takes them all. At 64 calls in flight, batches grew from 1.4 writes to
-    /// 4.1 and the executor's throughput by about 15% (`http_ratio_64_in_flight` in
-    /// BENCHMARKS.md). A lone caller applies its write at once, as before: the one turn of
+    /// transaction then takes them all. At 64 calls in flight the executor's throughput rose
+    /// by 14–19% (`http_ratio_64_in_flight` in BENCHMARKS.md); with the yield taken every
+    /// time, batches had grown from 1.4 writes to 4.1. A lone caller applies its write at once, as before: the one turn of
     /// the scheduler cost it 5–28 µs in the core bench's hot loop.
     ///
     /// A call whose future is dropped while it waits takes its write back out of the queue
@@ -251,39 +252,33 @@ impl SqliteJournal {
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> Op,
     ) -> Result<T, JournalError> {
-        let (reply, rx) = oneshot::channel();
-        lock(&self.shared.queued).push(make(reply));
+        // Declared before the receiver, so a cancelled task drops the receiver first: its
+        // write is then marked abandoned when `Waiting` looks at the queue.
         let mut waiting = Waiting {
             shared: &self.shared,
-            rx: Some(rx),
+            armed: true,
         };
-        if self
-            .shared
-            .concurrent
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > 0
-        {
+        let (reply, rx) = oneshot::channel();
+        lock(&self.shared.queued).push(make(reply));
+        if self.shared.concurrent.load(Ordering::Relaxed) > 0 {
             tokio::task::yield_now().await;
         }
-        let Some(rx) = waiting.rx.take() else {
-            return Err(JournalError::Stopped);
-        };
+        waiting.armed = false;
         self.apply_queued_and_wait(rx).await
     }
 }
 
-/// A queued write whose task has not yet tried to apply it: dropped that way (the task
-/// was cancelled), it takes the write back out of the queue if it is still there.
-struct Waiting<'a, T> {
+/// A queued write whose task has not yet tried to apply it: dropped armed (the task was
+/// cancelled, its receiver already dropped), it takes the write back out of the queue if it
+/// is still there.
+struct Waiting<'a> {
     shared: &'a Shared,
-    rx: Option<oneshot::Receiver<Result<T, JournalError>>>,
+    armed: bool,
 }
 
-impl<T> Drop for Waiting<'_, T> {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if let Some(rx) = self.rx.take() {
-            // Closing the receiver marks the write as abandoned.
-            drop(rx);
+        if self.armed {
             lock(&self.shared.queued).retain(|op| !op.abandoned());
         }
     }
