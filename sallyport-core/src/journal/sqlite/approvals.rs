@@ -8,12 +8,12 @@ use rusqlite::types::{ToSql, Type};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 use super::combine::Failure;
-use super::statements::{self as sql, Head, exec, key_failure};
+use super::statements::{self as sql, Head, Link, exec, key_failure};
 use crate::approval_model::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
     Verdict,
 };
-use crate::journal::{AuditEvent, AuditRecord, Intent};
+use crate::journal::{AuditEvent, Intent};
 use crate::outcome::ActionResult;
 
 /// Every column a change may move, then the compare-and-set's condition (`?1` is the id,
@@ -93,7 +93,7 @@ fn rewrite(
 }
 
 /// Appends `event` after `head` and closes its attempt (if it has a row), as `append` does.
-fn append(conn: &Connection, event: &AuditEvent, head: &mut Head) -> rusqlite::Result<AuditRecord> {
+fn append(conn: &Connection, event: &AuditEvent, head: &mut Head) -> rusqlite::Result<Link> {
     let record = sql::insert_record(conn, event, head)?;
     sql::close_attempt(conn, event)?;
     Ok(record)
@@ -106,7 +106,7 @@ pub(super) fn park(
     approval: &Approval,
     event: &AuditEvent,
     head: &mut Head,
-) -> Result<AuditRecord, Failure> {
+) -> Result<Link, Failure> {
     let mut stored = approval.clone();
     stored.state = ApprovalState::Awaiting;
     stored.decision = None;
@@ -238,7 +238,7 @@ pub(super) fn settle(
     result: &ActionResult,
     event: &AuditEvent,
     head: &mut Head,
-) -> Result<AuditRecord, Failure> {
+) -> Result<Link, Failure> {
     let Some(Stored { approval, epoch }) = load(conn, id)? else {
         return Err(Failure::Fenced);
     };

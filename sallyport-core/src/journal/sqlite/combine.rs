@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 
 use super::approvals::ClaimRequest;
 use super::batch::Writer;
+use super::statements::Link;
 use crate::approval_model::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
 };
@@ -283,7 +284,8 @@ impl Failure {
 /// What one write produced, answered after the commit.
 pub(super) enum Done {
     Intent(Result<(), Failure>),
-    Record(Box<Result<AuditRecord, Failure>>),
+    /// An appended record's place in the chain; its event is still the operation's.
+    Record(Box<Result<Link, Failure>>),
     /// A compare-and-set's answer; `Unchanged` and `NotFound` wrote nothing and are no failure.
     Transition(Box<Result<Transition, Failure>>),
     /// A reconciler's compare-and-set: whether it appended.
@@ -345,13 +347,14 @@ pub(super) fn reply_all(ops: Vec<Op>, done: Vec<Done>) {
                 let _ = reply.send(r.map_err(Failure::into_error));
             }
             (
-                Op::Append(_, Some(reply))
-                | Op::Observe(_, _, reply)
-                | Op::Park(_, _, reply)
-                | Op::Settle(_, _, _, _, reply),
+                Op::Append(event, Some(reply))
+                | Op::Observe(_, event, reply)
+                | Op::Park(_, event, reply)
+                | Op::Settle(_, _, _, event, reply),
                 Done::Record(r),
             ) => {
-                let _ = reply.send((*r).map_err(Failure::into_error));
+                let record = (*r).map(|link| link.record(*event));
+                let _ = reply.send(record.map_err(Failure::into_error));
             }
             (
                 Op::Decide(_, _, _, reply) | Op::Expire(_, _, _, reply) | Op::Claim(_, reply),

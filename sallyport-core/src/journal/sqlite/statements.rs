@@ -115,12 +115,34 @@ pub(super) fn note_dispatch(
     .map(drop)
 }
 
+/// Where one appended record sits in the chain: its record, less the event it was made from
+/// (the batch hands the event itself to the caller once the batch is committed, so it is not
+/// copied).
+#[derive(Debug)]
+pub(super) struct Link {
+    pub(super) seq: u64,
+    pub(super) prev_hash: String,
+    pub(super) hash: String,
+}
+
+impl Link {
+    /// The record this link and `event` make.
+    pub(super) fn record(self, event: AuditEvent) -> AuditRecord {
+        AuditRecord {
+            seq: self.seq,
+            prev_hash: self.prev_hash,
+            hash: self.hash,
+            event,
+        }
+    }
+}
+
 /// Appends `event` after `head` and moves `head` on to it.
 pub(super) fn insert_record(
     conn: &Connection,
     event: &AuditEvent,
     head: &mut Head,
-) -> rusqlite::Result<AuditRecord> {
+) -> rusqlite::Result<Link> {
     let seq = head.0 + 1;
     let json = serde_json::to_string(event)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
@@ -137,14 +159,13 @@ pub(super) fn insert_record(
             json
         ],
     )?;
-    let record = AuditRecord {
+    let link = Link {
         seq,
         prev_hash: std::mem::replace(&mut head.1, hash.clone()),
         hash,
-        event: event.clone(),
     };
     head.0 = seq;
-    Ok(record)
+    Ok(link)
 }
 
 /// Closes the attempt of `event` with its outcome.
