@@ -18,7 +18,12 @@ macro_rules! id_type {
         impl $name {
             /// A fresh, time-ordered id.
             pub fn generate() -> Self {
-                Self(format!(concat!($prefix, "{}"), uuid::Uuid::now_v7().simple()))
+                let mut buf = uuid::Uuid::encode_buffer();
+                let hex = uuid::Uuid::now_v7().simple().encode_lower(&mut buf);
+                let mut id = String::with_capacity($prefix.len() + hex.len());
+                id.push_str($prefix);
+                id.push_str(hex);
+                Self(id)
             }
 
             /// An id read back from storage.
@@ -73,7 +78,11 @@ pub struct IdempotencyKey(String);
 impl IdempotencyKey {
     /// A fresh random key.
     pub fn generate() -> Self {
-        Self(uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext)).to_string())
+        let mut buf = uuid::Uuid::encode_buffer();
+        let key = uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext))
+            .hyphenated()
+            .encode_lower(&mut buf);
+        Self(key.to_owned())
     }
 
     /// A key read back from storage.

@@ -51,9 +51,11 @@ impl BaseUrl {
         self.0.path().trim_end_matches('/')
     }
 
-    /// `scheme://host:port`, for summaries.
-    pub(crate) fn origin_text(&self) -> String {
-        self.0.origin().ascii_serialization()
+    /// `scheme://host:port`, for summaries: the URL's text up to its path (a base URL has no
+    /// user info, and the URL crate already dropped a default port and punycoded the host,
+    /// so this is the origin's ASCII serialization, without building it anew).
+    pub(crate) fn origin_text(&self) -> &str {
+        &self.0[..url::Position::BeforePath]
     }
 
     /// Whether the host is a loopback address (`127.0.0.0/8`, `::1`, `localhost`).
@@ -188,6 +190,25 @@ mod tests {
             assert!(w2 >= Duration::from_millis(100) && w2 <= Duration::from_millis(200));
             let w5 = b.wait(5);
             assert!(w5 >= Duration::from_millis(150) && w5 <= Duration::from_millis(300));
+        }
+    }
+
+    #[test]
+    fn origin_text_is_the_origins_ascii_serialization() {
+        for text in [
+            "https://api.example.com/v1/",
+            "https://API.Example.com:443/",
+            "http://127.0.0.1:8080",
+            "http://[::1]:8080/x",
+            "https://bücher.example:8443/a/b",
+            "http://localhost",
+        ] {
+            let base = BaseUrl::parse(text).unwrap();
+            assert_eq!(
+                base.origin_text(),
+                base.as_url().origin().ascii_serialization(),
+                "{text}"
+            );
         }
     }
 

@@ -163,9 +163,9 @@ impl PreparedRequest for HttpPrepared {
 
     fn summary(&self) -> RequestSummary {
         let origin = match (&self.base, &self.unbound) {
-            (Some(base), _) => base.origin_text() + base.prefix(),
+            (Some(base), _) => [base.origin_text(), base.prefix()].concat(),
             (None, Some(name)) => match &self.configured {
-                Some(base) => base.origin_text() + base.prefix(),
+                Some(base) => [base.origin_text(), base.prefix()].concat(),
                 None => format!("<base URL of credential `{name}`>"),
             },
             (None, None) => "<no base URL>".to_owned(),

@@ -6,7 +6,8 @@ use serde_json::Value;
 /// whitespace, strings escaped as JCS prescribes, numbers in their shortest round-trip form
 /// (integers without a fraction; other numbers as ECMAScript prints them).
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    // Most values hashed per call (an action's arguments) fit: one allocation, no regrowth.
+    let mut out = String::with_capacity(256);
     write_value(value, &mut out);
     out
 }

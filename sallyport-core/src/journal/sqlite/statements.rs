@@ -17,6 +17,32 @@ use crate::journal::{
 /// The chain's last position and hash, as a batch extends it.
 pub(super) type Head = (u64, String);
 
+thread_local! {
+    /// The buffer each thread serializes a row's JSON into: grown once to the size rows
+    /// take, it is not allocated again (and regrown) for every row.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Serializes `value` as JSON into this thread's scratch buffer and hands `f` the text.
+fn with_json<T: serde::Serialize + ?Sized, R>(
+    value: &T,
+    f: impl FnOnce(&str) -> rusqlite::Result<R>,
+) -> rusqlite::Result<R> {
+    SCRATCH.with(|scratch| {
+        // A reentrant use (none today) gets a buffer of its own rather than a panic.
+        let mut own = Vec::new();
+        let mut borrowed = scratch.try_borrow_mut().ok();
+        let buf = borrowed.as_deref_mut().unwrap_or(&mut own);
+        buf.clear();
+        serde_json::to_writer(&mut *buf, value)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        // serde_json writes only UTF-8.
+        let text = std::str::from_utf8(buf)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        f(text)
+    })
+}
+
 /// Runs one statement through the connection's statement cache (each is parsed once).
 pub(super) fn exec(
     conn: &Connection,
@@ -29,22 +55,24 @@ pub(super) fn exec(
 /// The attempt row of a fresh intent.
 pub(super) fn insert_intent(conn: &Connection, intent: &Intent) -> rusqlite::Result<()> {
     let at = now();
-    exec(
-        conn,
-        "INSERT INTO attempts (attempt_id, action, session_id, idempotency_key, fingerprint, definition_hash, effect, arguments, phase, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'intent_written', ?9, ?9)",
-        params![
-            intent.attempt_id.as_str(),
-            intent.action,
-            intent.session_id,
-            intent.idempotency_key.as_str(),
-            intent.fingerprint,
-            intent.definition_hash,
-            intent.effect.as_str(),
-            intent.arguments.to_string(),
-            at,
-        ],
-    )
+    with_json(&intent.arguments, |arguments| {
+        exec(
+            conn,
+            "INSERT INTO attempts (attempt_id, action, session_id, idempotency_key, fingerprint, definition_hash, effect, arguments, phase, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'intent_written', ?9, ?9)",
+            params![
+                intent.attempt_id.as_str(),
+                intent.action,
+                intent.session_id,
+                intent.idempotency_key.as_str(),
+                intent.fingerprint,
+                intent.definition_hash,
+                intent.effect.as_str(),
+                arguments,
+                at,
+            ],
+        )
+    })
     .map(drop)
 }
 
@@ -56,25 +84,27 @@ pub(super) fn insert_closed_attempt(
     event: &AuditEvent,
 ) -> rusqlite::Result<()> {
     let at = now();
-    exec(
-        conn,
-        "INSERT INTO attempts (attempt_id, action, session_id, idempotency_key, fingerprint, definition_hash, effect, arguments, phase, dispatches, status, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
-        params![
-            intent.attempt_id.as_str(),
-            intent.action,
-            intent.session_id,
-            intent.idempotency_key.as_str(),
-            intent.fingerprint,
-            intent.definition_hash,
-            intent.effect.as_str(),
-            intent.arguments.to_string(),
-            event.phase.as_str(),
-            event.dispatches,
-            event.status.as_str(),
-            at,
-        ],
-    )
+    with_json(&intent.arguments, |arguments| {
+        exec(
+            conn,
+            "INSERT INTO attempts (attempt_id, action, session_id, idempotency_key, fingerprint, definition_hash, effect, arguments, phase, dispatches, status, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
+            params![
+                intent.attempt_id.as_str(),
+                intent.action,
+                intent.session_id,
+                intent.idempotency_key.as_str(),
+                intent.fingerprint,
+                intent.definition_hash,
+                intent.effect.as_str(),
+                arguments,
+                event.phase.as_str(),
+                event.dispatches,
+                event.status.as_str(),
+                at,
+            ],
+        )
+    })
     .map(drop)
 }
 
@@ -144,21 +174,22 @@ pub(super) fn insert_record(
     head: &mut Head,
 ) -> rusqlite::Result<Link> {
     let seq = head.0 + 1;
-    let json = serde_json::to_string(event)
-        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-    let hash = chain_hash(&head.1, seq, &json);
-    exec(
-        conn,
-        "INSERT INTO audit (seq, receipt_id, attempt_id, prev_hash, hash, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            seq,
-            event.receipt_id.as_str(),
-            event.attempt_id.as_str(),
-            head.1,
-            hash,
-            json
-        ],
-    )?;
+    let hash = with_json(event, |json| {
+        let hash = chain_hash(&head.1, seq, json);
+        exec(
+            conn,
+            "INSERT INTO audit (seq, receipt_id, attempt_id, prev_hash, hash, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                seq,
+                event.receipt_id.as_str(),
+                event.attempt_id.as_str(),
+                head.1,
+                hash,
+                json
+            ],
+        )?;
+        Ok(hash)
+    })?;
     let link = Link {
         seq,
         prev_hash: std::mem::replace(&mut head.1, hash.clone()),
