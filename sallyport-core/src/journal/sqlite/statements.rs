@@ -29,15 +29,13 @@ fn with_json<T: serde::Serialize + ?Sized, R>(
     f: impl FnOnce(&str) -> rusqlite::Result<R>,
 ) -> rusqlite::Result<R> {
     SCRATCH.with(|scratch| {
-        // A reentrant use (none today) gets a buffer of its own rather than a panic.
-        let mut own = Vec::new();
-        let mut borrowed = scratch.try_borrow_mut().ok();
-        let buf = borrowed.as_deref_mut().unwrap_or(&mut own);
+        // `f` only runs a statement: nothing borrows the buffer again meanwhile.
+        let mut buf = scratch.borrow_mut();
         buf.clear();
         serde_json::to_writer(&mut *buf, value)
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
         // serde_json writes only UTF-8.
-        let text = std::str::from_utf8(buf)
+        let text = std::str::from_utf8(&buf)
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
         f(text)
     })
