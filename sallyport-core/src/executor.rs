@@ -213,8 +213,10 @@ impl Executor {
         session: &Session,
         options: &CallOptions,
     ) -> ActionResult {
-        // The pipeline's future is large (about 19 KB): boxed once here, it is not copied
-        // again by every wrapper around it (the span, the task-local) and by the caller's.
+        // The pipeline's future is boxed once here, so it is not copied again by every
+        // wrapper around it (the span, the task-local) and by the caller's. Its rare paths
+        // (asking a human, carrying out an approval) are boxed where they start, so this
+        // allocation and copy stay the size of a call that needs no one.
         let call = Box::pin(self.untraced_call(action, arguments, session));
         crate::executor::spans::traced(&self.inner, action, options, call).await
     }
@@ -231,11 +233,14 @@ impl Executor {
         match ended {
             pipeline::Ended::Answer(result) => *result,
             // Approved at once by the consent provider: carried out here, unless another
-            // executor claimed it first (then the answer is where it stands).
-            pipeline::Ended::ApprovedNow(id, parked) => match self.resume_approval(&id).await {
-                Ok(Some(result)) => result,
-                Ok(None) | Err(_) => *parked,
-            },
+            // executor claimed it first (then the answer is where it stands). Boxed: the
+            // rare path's state is not carried by every call's future.
+            pipeline::Ended::ApprovedNow(id, parked) => {
+                match Box::pin(self.resume_approval(&id)).await {
+                    Ok(Some(result)) => result,
+                    Ok(None) | Err(_) => *parked,
+                }
+            }
         }
     }
 

@@ -180,18 +180,30 @@ pub(crate) async fn exchange(
                 body: None,
             });
         }
-        let mut body = BytesMut::new();
+        // A body that arrives in one chunk (the usual case) is kept as that chunk; only a
+        // body in several is copied into one buffer.
+        let mut first: Option<Bytes> = None;
+        let mut joined = BytesMut::new();
+        let mut len: u64 = 0;
         loop {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
-                    if body.len() as u64 + chunk.len() as u64 > cap {
+                    len += chunk.len() as u64;
+                    if len > cap {
                         return Ok(Answer {
                             status,
                             headers,
                             body: None,
                         });
                     }
-                    body.extend_from_slice(&chunk);
+                    match first.take() {
+                        None if joined.is_empty() => first = Some(chunk),
+                        None => joined.extend_from_slice(&chunk),
+                        Some(earlier) => {
+                            joined.extend_from_slice(&earlier);
+                            joined.extend_from_slice(&chunk);
+                        }
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -203,7 +215,7 @@ pub(crate) async fn exchange(
         Ok(Answer {
             status,
             headers,
-            body: Some(body.freeze()),
+            body: Some(first.unwrap_or_else(|| joined.freeze())),
         })
     };
     match tokio::time::timeout(total, run).await {

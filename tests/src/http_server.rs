@@ -110,6 +110,16 @@ pub enum Reply {
         /// How many chunks (use `usize::MAX` for a never-ending body).
         chunks: usize,
     },
+    /// `body` sent in pieces of `chunk` bytes, each written on its own after a yield, no
+    /// `Content-Length`.
+    Chunked {
+        /// Status.
+        status: u16,
+        /// The whole body.
+        body: Bytes,
+        /// Bytes per piece.
+        chunk: usize,
+    },
 }
 
 /// Decides the reply for each request.
@@ -444,6 +454,24 @@ async fn respond(
                     tokio::time::sleep(every).await;
                 }
                 Some((Ok::<_, io::Error>(Bytes::from(vec![b'a'; chunk])), sent + 1))
+            });
+            let mut r = Response::new(Body::from_stream(stream));
+            *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            r
+        }
+        Reply::Chunked {
+            status,
+            body,
+            chunk,
+        } => {
+            let chunk = chunk.max(1);
+            let stream = futures_util::stream::unfold(body, move |mut left| async move {
+                if left.is_empty() {
+                    return None;
+                }
+                tokio::task::yield_now().await;
+                let piece = left.split_to(chunk.min(left.len()));
+                Some((Ok::<_, io::Error>(piece), left))
             });
             let mut r = Response::new(Body::from_stream(stream));
             *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);

@@ -258,6 +258,29 @@ async fn an_observe_call_completes_with_only_the_declared_result_fields() {
 }
 
 #[tokio::test]
+async fn a_body_that_arrives_in_many_chunks_is_read_whole() {
+    let body = serde_json::to_vec(
+        &json!({"id": "dep_1", "state": "running", "internal_url": "http://10.0.0.7/admin"}),
+    )
+    .expect("json");
+    let pieces = body.len().div_ceil(7);
+    let body = bytes::Bytes::from(body);
+    let rig = rig(move |_| Reply::Chunked {
+        status: 200,
+        body: body.clone(),
+        chunk: 7,
+    })
+    .await;
+    assert!(pieces > 5);
+    let r = rig
+        .call("get_deployment", json!({"deployment_id": "dep_1"}))
+        .await;
+    assert_eq!(r.status, Status::Completed, "{:?}", r.reason);
+    assert_eq!(r.data, Some(json!({"id": "dep_1", "state": "running"})));
+    assert_eq!(rig.upstream.requests(), 1);
+}
+
+#[tokio::test]
 async fn path_values_that_would_change_the_path_are_refused_before_consent_and_send_nothing() {
     let rig = rig(|_| ok_resource()).await;
     for bad in [

@@ -87,19 +87,36 @@ impl Drop for CallGuard {
 /// Scrubs every text of an audit event; a text that was cut ([`CUT`] at its end) also loses
 /// a secret fragment left at the cut.
 pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
-    event.action = scrubber.scrub(&event.action).into_owned();
+    scrub_in_place(scrubber, &mut event.action);
     scrub_code(scrubber, &mut event.code);
     for text in [&mut event.reason, &mut event.note, &mut event.request]
         .into_iter()
         .flatten()
     {
-        *text = scrub_cut(scrubber, text);
+        scrub_cut_in_place(scrubber, text);
     }
     for object in &mut event.objects {
-        object.value = scrubber.scrub(&object.value).into_owned();
+        scrub_in_place(scrubber, &mut object.value);
     }
     if let Some(reason) = event.policy.as_mut().and_then(|p| p.reason.as_mut()) {
-        *reason = scrub_cut(scrubber, reason);
+        scrub_cut_in_place(scrubber, reason);
+    }
+}
+
+/// Scrubs `text` where it is: a text with nothing to redact (the usual case) is left as it
+/// is, not copied.
+pub(crate) fn scrub_in_place(scrubber: &Scrubber, text: &mut String) {
+    if let std::borrow::Cow::Owned(clean) = scrubber.scrub(text) {
+        *text = clean;
+    }
+}
+
+/// [`scrub_cut`] where the text is, copying it only when something is redacted.
+fn scrub_cut_in_place(scrubber: &Scrubber, text: &mut String) {
+    if text.ends_with(CUT) {
+        *text = scrub_cut(scrubber, text);
+    } else {
+        scrub_in_place(scrubber, text);
     }
 }
 

@@ -79,6 +79,50 @@ pub(super) async fn consent(
     session: &Session,
     checked: Checked,
 ) -> Result<Consented, ConsentRefused> {
+    match rule_for(inner, session, &checked) {
+        Ok(decision) => Ok(Consented { checked, decision }),
+        // Someone must decide. That path's state (the prompt, the wait, the parking) is
+        // boxed, so the future of a call that needs no one does not carry it: the whole
+        // call's future is allocated and moved once per call.
+        Err(rule) => Box::pin(ask(inner, record, session, checked, rule)).await,
+    }
+}
+
+/// How consent is given without asking anyone (`Ok`), or the rule a human must decide by.
+fn rule_for(
+    inner: &Inner,
+    session: &Session,
+    checked: &Checked,
+) -> Result<ConsentOutcome, ConsentRule> {
+    let authorized = checked.unlocked().approved().authorized();
+    let entry = authorized.validated().entry();
+    let spec = entry.spec();
+    let rule = if authorized.policy().requires_consent() {
+        ConsentRule::PerCall
+    } else {
+        spec.consent
+    };
+    match rule {
+        ConsentRule::None => Ok(ConsentOutcome::NotRequired),
+        ConsentRule::Session
+            if inner
+                .grants
+                .has(session.id().as_str(), &spec.name, entry.definition_hash()) =>
+        {
+            Ok(ConsentOutcome::SessionGrant)
+        }
+        ConsentRule::Session | ConsentRule::PerCall => Err(rule),
+    }
+}
+
+/// Asks a human (or parks the call) under `rule`.
+async fn ask(
+    inner: &Inner,
+    record: &CallRecord,
+    session: &Session,
+    checked: Checked,
+    rule: ConsentRule,
+) -> Result<Consented, ConsentRefused> {
     let attempt_id = &record.attempt_id;
     let session_id = session.id().as_str();
     let unlocked = checked.unlocked();
@@ -88,18 +132,6 @@ pub(super) async fn consent(
     let spec = entry.spec();
     let hash = entry.definition_hash();
     let done = |checked, decision| Ok(Consented { checked, decision });
-    let rule = if authorized.policy().requires_consent() {
-        ConsentRule::PerCall
-    } else {
-        spec.consent
-    };
-    match rule {
-        ConsentRule::None => return done(checked, ConsentOutcome::NotRequired),
-        ConsentRule::Session if inner.grants.has(session_id, &spec.name, hash) => {
-            return done(checked, ConsentOutcome::SessionGrant);
-        }
-        ConsentRule::Session | ConsentRule::PerCall => {}
-    }
     // Deferred consent parks the call (and asks the provider, if any, from there).
     let deferred = inner.approvals.mode_for(&spec.name) == ConsentMode::Deferred;
     let provider = match &inner.consent {

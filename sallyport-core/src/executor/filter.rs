@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::cancel::scrub_code;
+use super::cancel::{scrub_code, scrub_in_place};
 use super::intent::Intended;
 use super::normalize::Normalized;
 use crate::outcome::ActionResult;
@@ -55,7 +55,7 @@ pub(super) fn filter(normalized: Normalized) -> Filtered {
 /// Scrubs every text and value of `result`.
 pub(super) fn scrub_result(scrubber: &Scrubber, result: &mut ActionResult) {
     if let Some(reason) = &mut result.reason {
-        *reason = scrubber.scrub(reason).into_owned();
+        scrub_in_place(scrubber, reason);
     }
     scrub_code(scrubber, &mut result.code);
     if let Some(data) = &mut result.data {

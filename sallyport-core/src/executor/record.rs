@@ -5,6 +5,8 @@
 //! fills it from each stage's typed value as the stage completes, so a refusal, a
 //! cancellation and a finished call all record what was established before they ended.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -20,7 +22,7 @@ use super::vault::Unlocked;
 use crate::action::ScopedValue;
 use crate::approval::{Approval, ApprovalId, ApprovalNote, ApprovalStep, Claim};
 use crate::code::{Code, ConsentOutcome};
-use crate::journal::{AttemptId, AuditEvent, Journal, JournalError, Phase, ReceiptId};
+use crate::journal::{AttemptId, AuditEvent, AuditRecord, Journal, JournalError, Phase, ReceiptId};
 use crate::outcome::{ActionResult, Origin, Refusal, RefusalCode, Status};
 use crate::scrub::Scrubber;
 use crate::session::Session;
@@ -143,29 +145,33 @@ impl CallRecord {
     }
 }
 
-/// Stores a call's last record: with its approval when the call carries one out, else as
-/// a plain append (or, for an observe call not yet journaled, with its attempt).
-async fn store(
-    journal: &dyn Journal,
-    record: &CallRecord,
-    intent: Option<&crate::journal::Intent>,
+/// The journal's write of a call's last record, started.
+type Storing<'a> = Pin<Box<dyn Future<Output = Result<AuditRecord, JournalError>> + Send + 'a>>;
+
+/// Starts storing a call's last record: with its approval when the call carries one out,
+/// else as a plain append (or, for an observe call not yet journaled, with its attempt).
+/// `result` gets the record's receipt id (and the approval's id) now; the caller takes the
+/// receipt id back if the write fails.
+///
+/// Not an `async fn`: the event moves straight into the journal's future, so the caller's
+/// future does not hold a second copy of it while the write is awaited.
+fn store<'a>(
+    journal: &'a dyn Journal,
+    record: &'a CallRecord,
+    intent: Option<&'a crate::journal::Intent>,
     event: AuditEvent,
     result: &mut ActionResult,
-) -> Result<(), JournalError> {
+) -> Storing<'a> {
     result.receipt_id = Some(event.receipt_id.clone());
-    if let Some((id, _)) = &record.settle {
-        result.approval_id = Some(id.clone());
+    match (&record.settle, intent) {
+        (Some((id, claim)), _) => {
+            result.approval_id = Some(id.clone());
+            let settled = result.clone();
+            Box::pin(async move { journal.settle_approval(id, claim, &settled, event).await })
+        }
+        (None, Some(intent)) => journal.append_with_intent(intent, event),
+        (None, None) => journal.append(event),
     }
-    let stored = match (&record.settle, intent) {
-        (Some((id, claim)), _) => journal.settle_approval(id, claim, result, event).await,
-        (None, Some(intent)) => journal.append_with_intent(intent, event).await,
-        (None, None) => journal.append(event).await,
-    };
-    if let Err(e) = stored {
-        result.receipt_id = None;
-        return Err(e);
-    }
-    Ok(())
 }
 
 /// The answer of a parked call, `pending` / `awaiting_approval`, stored with its approval
@@ -233,8 +239,14 @@ fn parked_event(record: &CallRecord, result: &ActionResult, approval: &Approval)
 
 /// Appends the finished call's record and returns the answer with its receipt id. An observe
 /// call's attempt is written here, with the record, in one transaction.
-pub(super) async fn record(inner: &Inner, guard: &CallGuard, filtered: Filtered) -> ActionResult {
-    let journal = inner.journal.as_ref();
+///
+/// The event is made before the returned future is first polled; the future holds only
+/// what the write needs (not the stage value it was made from as well).
+pub(super) fn record<'a>(
+    inner: &'a Inner,
+    guard: &'a CallGuard,
+    filtered: Filtered,
+) -> impl Future<Output = ActionResult> + Send + 'a {
     let (intended, sends, mut result, upstream_status) = filtered.into_parts();
     let record = guard.record();
     let mut event = record.event(
@@ -247,21 +259,27 @@ pub(super) async fn record(inner: &Inner, guard: &CallGuard, filtered: Filtered)
     );
     event.upstream_status = upstream_status;
     scrub_event(&record.scrubber, &mut event);
-    let intent = (!intended.written()).then(|| intended.intent());
-    match store(journal, record, intent, event, &mut result).await {
-        Ok(()) => {
-            inner.journal_unwritable.store(false, Ordering::SeqCst);
-        }
-        Err(e) => {
-            inner.journal_unwritable.store(true, Ordering::SeqCst);
-            tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed after dispatch");
-            if !intended.intent().durable {
-                // No unaudited data reaches the agent. A read changed nothing upstream.
-                result = withheld(&result);
+    // A block, not an `async fn`: its captures are used in place, not copied into locals
+    // beside them.
+    async move {
+        let journal = inner.journal.as_ref();
+        let intent = (!intended.written()).then(|| intended.intent());
+        match store(journal, record, intent, event, &mut result).await {
+            Ok(_) => {
+                inner.journal_unwritable.store(false, Ordering::SeqCst);
+            }
+            Err(e) => {
+                result.receipt_id = None;
+                inner.journal_unwritable.store(true, Ordering::SeqCst);
+                tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed after dispatch");
+                if !intended.intent().durable {
+                    // No unaudited data reaches the agent. A read changed nothing upstream.
+                    result = withheld(&result);
+                }
             }
         }
+        result
     }
-    result
 }
 
 /// The answer to a read whose record could not be written: its data is withheld.
@@ -312,8 +330,9 @@ pub(super) async fn refusal(
     }
     scrub_event(scrubber, &mut event);
     match store(journal, record, None, event, &mut result).await {
-        Ok(()) => {}
+        Ok(_) => {}
         Err(e) => {
+            result.receipt_id = None;
             tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed for a refusal");
             if let Some(drift) = &mut result.drift {
                 drift.receipt_id = None;

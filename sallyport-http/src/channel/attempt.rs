@@ -1,6 +1,7 @@
 //! The attempt loop: send the prepared request, read the answer, and resend only as the
 //! action's retry rule and the shared after-send rules allow.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use sallyport_core::RetryRule;
@@ -30,11 +31,14 @@ impl HttpChannel {
             Ok(target) => target,
             Err(refusal) => return refused(&refusal),
         };
-        let mut headers = prepared.headers.clone();
+        // The prepared headers as they are, or a copy with the idempotency key added.
+        let mut headers = Cow::Borrowed(&prepared.headers);
         if call.spec.retry == RetryRule::IdempotencyKey {
             match self.idempotency_value(call.idempotency_key.as_str()) {
                 Ok(value) => {
-                    headers.insert(self.inner.idempotency_header.clone(), value);
+                    headers
+                        .to_mut()
+                        .insert(self.inner.idempotency_header.clone(), value);
                 }
                 Err(refusal) => return refused(&refusal),
             }
@@ -49,8 +53,6 @@ impl HttpChannel {
             }
         };
         let limits = prepared.limits;
-        let header_name = self.inner.idempotency_header.as_str().to_owned();
-        let attempt_id = call.attempt_id.to_string();
         let mut sent_before = false;
         let mut last: Option<ChannelOutcome> = None;
         for attempt in 1..=limits.max_attempts {
@@ -70,8 +72,8 @@ impl HttpChannel {
                 max_retry_after: limits.max_retry_after,
                 resend: sent_before,
                 credential_attached: call.credential.is_some(),
-                idempotency_header: &header_name,
-                attempt_id: &attempt_id,
+                idempotency_header: self.inner.idempotency_header.as_str(),
+                attempt_id: call.attempt_id.as_str(),
                 scrubber: call.context.scrubber(),
             };
             let step = step_for(&mapping, result, sent_before || hook.fired());
