@@ -112,11 +112,9 @@ pub(crate) fn scrub_in_place(scrubber: &Scrubber, text: &mut String) {
 }
 
 /// [`scrub_cut`] where the text is, copying it only when something is redacted.
-fn scrub_cut_in_place(scrubber: &Scrubber, text: &mut String) {
-    if text.ends_with(CUT) {
-        *text = scrub_cut(scrubber, text);
-    } else {
-        scrub_in_place(scrubber, text);
+pub(crate) fn scrub_cut_in_place(scrubber: &Scrubber, text: &mut String) {
+    if let std::borrow::Cow::Owned(clean) = scrub_cut(scrubber, text) {
+        *text = clean;
     }
 }
 
@@ -132,9 +130,9 @@ pub(crate) fn scrub_code(scrubber: &Scrubber, code: &mut Option<Code>) {
 
 /// `text` scrubbed; when it ends with the [`CUT`] mark, a secret fragment before the mark is
 /// redacted too.
-pub(crate) fn scrub_cut(scrubber: &Scrubber, text: &str) -> String {
+pub(crate) fn scrub_cut<'t>(scrubber: &Scrubber, text: &'t str) -> std::borrow::Cow<'t, str> {
     match text.strip_suffix(CUT) {
-        Some(head) => format!("{}{CUT}", scrubber.scrub_head(head)),
-        None => scrubber.scrub(text).into_owned(),
+        Some(head) => format!("{}{CUT}", scrubber.scrub_head(head)).into(),
+        None => scrubber.scrub(text),
     }
 }

@@ -11,7 +11,7 @@
 use std::fmt;
 
 use super::Inner;
-use super::cancel::scrub_cut;
+use super::cancel::{scrub_cut, scrub_cut_in_place, scrub_in_place};
 use super::precheck::Checked;
 use super::record::{self, CallRecord};
 use crate::action::ConsentRule;
@@ -234,10 +234,10 @@ fn scrub_consent(scrubber: &Scrubber, mut request: ConsentRequest) -> ConsentReq
         .into_iter()
         .chain(request.note.as_mut())
     {
-        *text = scrub_cut(scrubber, text);
+        scrub_cut_in_place(scrubber, text);
     }
     for object in &mut request.objects {
-        object.value = scrubber.scrub(&object.value).into_owned();
+        scrub_in_place(scrubber, &mut object.value);
     }
     request
 }

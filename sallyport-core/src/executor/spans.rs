@@ -135,25 +135,34 @@ mod enabled {
         let _ = CALL.try_with(f);
     }
 
-    /// The call's span. Its fields are computed inside the macro, so only when a subscriber
-    /// wants the span: with none, a call formats and scrubs nothing for it.
+    /// The call's span, made (its name formatted, its texts scrubbed) only when a
+    /// subscriber wants it. The check comes first because the span macro alone still
+    /// computes the fields when no subscriber is set and tracing's `log` feature is on (it
+    /// then writes spans as log records): without a subscriber, a call has no span.
     pub(super) fn call_span(inner: &Inner, action: &str, options: &CallOptions) -> Span {
-        let spec = || inner.catalog.get(action).map(|entry| entry.spec());
-        let bounded = |text: &str| inner.current_scrubber().bounded(text, MAX_NAME);
+        if !tracing::span_enabled!(target: TARGET, tracing::Level::INFO) {
+            return Span::none();
+        }
+        let scrubber = inner.current_scrubber();
+        let tool = scrubber.bounded(action, MAX_NAME);
+        let spec = inner.catalog.get(action).map(|entry| entry.spec());
         // Only a catalog name makes a span name: span names stay few.
-        let name = || match spec() {
+        let name = match spec {
             Some(spec) => format!("{OPERATION_EXECUTE_TOOL} {}", spec.name),
             None => OPERATION_EXECUTE_TOOL.to_owned(),
         };
+        let call_id = options
+            .tool_call_id()
+            .map(|id| scrubber.bounded(id, MAX_NAME));
         tracing::info_span!(
             target: TARGET,
             super::span::EXECUTE_TOOL,
-            otel.name = name(),
+            otel.name = name,
             otel.status_code = Empty,
             { attr::GEN_AI_OPERATION_NAME } = OPERATION_EXECUTE_TOOL,
-            { attr::GEN_AI_TOOL_NAME } = bounded(action),
-            { attr::GEN_AI_TOOL_CALL_ID } = options.tool_call_id().map(bounded),
-            { attr::EFFECT_CLASS } = spec().map(|s| s.effect.as_str()),
+            { attr::GEN_AI_TOOL_NAME } = tool,
+            { attr::GEN_AI_TOOL_CALL_ID } = call_id,
+            { attr::EFFECT_CLASS } = spec.map(|s| s.effect.as_str()),
             { attr::ERROR_TYPE } = Empty,
             { attr::STATUS } = Empty,
             { attr::ORIGIN } = Empty,
