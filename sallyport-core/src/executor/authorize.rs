@@ -22,6 +22,9 @@ pub struct Authorized {
     validated: Validated,
     channel: Arc<dyn Channel>,
     request: Box<dyn PreparedRequest>,
+    /// The request's summary, rendered once when the request was prepared and again only
+    /// when binding a credential changed the request.
+    summary: RequestSummary,
     policy: PolicyCheck,
 }
 
@@ -52,9 +55,10 @@ impl Authorized {
         self.request.as_ref()
     }
 
-    /// The request's summary now (after the vault stage bound the credential, with the real destination).
-    pub fn summary(&self) -> RequestSummary {
-        self.request.summary()
+    /// The request's summary now (after the vault stage bound the credential, with the real
+    /// destination).
+    pub fn summary(&self) -> &RequestSummary {
+        &self.summary
     }
 
     /// What the host's policy decided (nothing without a policy).
@@ -64,7 +68,9 @@ impl Authorized {
 
     /// Binds the credential resolved at stage 6 to the prepared request.
     pub(super) fn bind(&mut self, credential: &Credential) -> Result<(), Refusal> {
-        self.request.bind(credential)
+        self.request.bind(credential)?;
+        self.summary = self.request.summary();
+        Ok(())
     }
 }
 
@@ -115,6 +121,7 @@ pub(super) fn authorize(
     Ok(Authorized {
         validated,
         channel,
+        summary: request.summary(),
         request,
         policy,
     })

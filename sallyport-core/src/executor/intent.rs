@@ -145,7 +145,7 @@ pub(super) async fn intend_approved(
 pub(super) fn fingerprint_of(authorized: &Authorized) -> String {
     let entry = authorized.validated().entry();
     let request = authorized.request().fingerprint();
-    hex::encode(fingerprint([
+    crate::ids::hex_lower(&fingerprint([
         entry.spec().name.as_bytes(),
         entry.definition_hash().as_bytes(),
         request.as_slice(),

@@ -88,13 +88,17 @@ impl CallRecord {
     }
 
     pub(super) fn authorized(&mut self, authorized: &Authorized) {
-        self.request = Some(authorized.summary().0);
+        self.request = Some(authorized.summary().0.clone());
         self.policy = authorized.policy().note().cloned();
     }
 
     pub(super) fn unlocked(&mut self, unlocked: &Unlocked) {
-        // Bound to the credential, the summary names the real destination.
-        self.request = Some(unlocked.summary().0.clone());
+        // Bound to the credential, the summary names the real destination (without one it
+        // is the summary already recorded, not copied again).
+        let summary = &unlocked.summary().0;
+        if self.request.as_ref() != Some(summary) {
+            self.request = Some(summary.clone());
+        }
         self.scrubber = Arc::clone(unlocked.scrubber());
     }
 

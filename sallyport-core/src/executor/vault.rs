@@ -21,7 +21,6 @@ pub struct Unlocked {
     approved: Approved,
     credential: Option<Credential>,
     scrubber: Arc<Scrubber>,
-    summary: RequestSummary,
 }
 
 impl fmt::Debug for Unlocked {
@@ -54,9 +53,9 @@ impl Unlocked {
     }
 
     /// The request's summary with the credential bound: the real destination, as the human
-    /// and the audit record see it. Rendered once here.
+    /// and the audit record see it.
     pub fn summary(&self) -> &RequestSummary {
-        &self.summary
+        self.approved.authorized().summary()
     }
 
     /// The name and version of the resolved credential.
@@ -131,12 +130,10 @@ pub(super) async fn unlock(
         }
         None => Arc::new(Scrubber::empty()),
     };
-    let summary = approved.authorized().summary();
     Ok(Unlocked {
         approved,
         credential,
         scrubber,
-        summary,
     })
 }
 

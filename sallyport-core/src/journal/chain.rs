@@ -36,10 +36,10 @@ pub fn chain_hash(prev_hash: &str, seq: u64, event_json: &str) -> String {
     let mut h = Sha256::new();
     h.update(prev_hash.as_bytes());
     h.update(b"\n");
-    h.update(seq.to_string().as_bytes());
+    h.update(itoa::Buffer::new().format(seq).as_bytes());
     h.update(b"\n");
     h.update(event_json.as_bytes());
-    hex::encode(h.finalize())
+    crate::ids::hex_lower(&h.finalize())
 }
 
 /// One stored audit record as a backend read it, before anything is trusted: the sequence
