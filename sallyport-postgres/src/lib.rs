@@ -217,10 +217,10 @@ impl Journal for PostgresJournal {
 
     async fn append_with_intent(
         &self,
-        intent: &Intent,
+        intent: Intent,
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError> {
-        let intent = Box::new(intent.clone());
+        let intent = Box::new(intent);
         self.ask(|reply| Op::Observe(intent, Box::new(event), reply))
             .await
     }

@@ -213,7 +213,7 @@ async fn a_reused_idempotency_key_or_attempt_id_is_a_duplicate_in_every_process(
     let mut observe = sallyport_core::journal::Intent::for_bench(false);
     observe.idempotency_key = first.idempotency_key.clone();
     assert!(matches!(
-        b.append_with_intent(&observe, event(&observe)).await,
+        b.append_with_intent(observe.clone(), event(&observe)).await,
         Err(JournalError::DuplicateKey)
     ));
     assert_eq!(count(&db, "sallyport_attempts").await, 1);
@@ -246,7 +246,7 @@ async fn an_observe_record_and_its_attempt_row_are_stored_together_or_not_at_all
     let journal = db.journal("a").await;
     let observe = sallyport_core::journal::Intent::for_bench(false);
     let record = journal
-        .append_with_intent(&observe, event(&observe))
+        .append_with_intent(observe.clone(), event(&observe))
         .await
         .expect("observe");
     assert_eq!(record.seq, 1);
@@ -268,7 +268,7 @@ async fn an_observe_record_and_its_attempt_row_are_stored_together_or_not_at_all
         .expect("trigger");
     let doomed = sallyport_core::journal::Intent::for_bench(false);
     let err = journal
-        .append_with_intent(&doomed, event(&doomed))
+        .append_with_intent(doomed.clone(), event(&doomed))
         .await
         .expect_err("the record cannot be written");
     assert!(matches!(err, JournalError::Write(_)), "{err:?}");
@@ -282,7 +282,7 @@ async fn an_observe_record_and_its_attempt_row_are_stored_together_or_not_at_all
         .await
         .expect("drop trigger");
     let again = journal
-        .append_with_intent(&doomed, event(&doomed))
+        .append_with_intent(doomed.clone(), event(&doomed))
         .await
         .expect("written once the server accepts it");
     assert_eq!(again.seq, 2);

@@ -268,7 +268,7 @@ pub async fn an_intent_then_its_append_closes_the_attempt(journal: Arc<dyn Journ
 pub async fn append_with_intent_stores_both_or_neither(journal: Arc<dyn Journal>) {
     let intent = Intent::for_bench(false);
     let record = journal
-        .append_with_intent(&intent, AuditEvent::for_bench(&intent))
+        .append_with_intent(intent.clone(), AuditEvent::for_bench(&intent))
         .await
         .expect("observe record");
     assert_eq!(record.seq, 1);
@@ -277,7 +277,7 @@ pub async fn append_with_intent_stores_both_or_neither(journal: Arc<dyn Journal>
     let mut clash = Intent::for_bench(false);
     clash.idempotency_key = intent.idempotency_key.clone();
     let refused = journal
-        .append_with_intent(&clash, AuditEvent::for_bench(&clash))
+        .append_with_intent(clash.clone(), AuditEvent::for_bench(&clash))
         .await;
     assert!(
         matches!(refused, Err(JournalError::DuplicateKey)),

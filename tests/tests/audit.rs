@@ -719,7 +719,7 @@ async fn an_observe_record_written_with_its_intent_closes_its_attempt_and_verifi
     let mut event = AuditEvent::for_bench(&intent);
     event.dispatches = 2;
     let record = journal
-        .append_with_intent(&intent, event.clone())
+        .append_with_intent(intent.clone(), event.clone())
         .await
         .expect("written");
     assert_eq!((record.seq, record.event.clone()), (1, event.clone()));
@@ -752,7 +752,7 @@ async fn an_observe_record_that_cannot_be_written_leaves_neither_its_attempt_nor
     let journal = SqliteJournal::open(&path).expect("journal");
     let first = Intent::for_bench(false);
     journal
-        .append_with_intent(&first, AuditEvent::for_bench(&first))
+        .append_with_intent(first.clone(), AuditEvent::for_bench(&first))
         .await
         .expect("first written");
 
@@ -760,7 +760,7 @@ async fn an_observe_record_that_cannot_be_written_leaves_neither_its_attempt_nor
     let mut clash = Intent::for_bench(false);
     clash.idempotency_key = first.idempotency_key.clone();
     let err = journal
-        .append_with_intent(&clash, AuditEvent::for_bench(&clash))
+        .append_with_intent(clash.clone(), AuditEvent::for_bench(&clash))
         .await
         .expect_err("duplicate key");
     assert!(matches!(err, JournalError::DuplicateKey), "{err:?}");
@@ -777,7 +777,7 @@ async fn an_observe_record_that_cannot_be_written_leaves_neither_its_attempt_nor
         ),
     );
     let err = journal
-        .append_with_intent(&doomed, AuditEvent::for_bench(&doomed))
+        .append_with_intent(doomed.clone(), AuditEvent::for_bench(&doomed))
         .await
         .expect_err("audit insert refused");
     assert!(matches!(err, JournalError::Write(_)), "{err:?}");
@@ -803,7 +803,7 @@ async fn concurrent_observe_records_written_with_their_intents_all_land_in_one_c
         tasks.push(tokio::spawn(async move {
             let intent = Intent::for_bench(i % 10 == 0);
             let record = journal
-                .append_with_intent(&intent, AuditEvent::for_bench(&intent))
+                .append_with_intent(intent.clone(), AuditEvent::for_bench(&intent))
                 .await
                 .expect("written");
             (intent.attempt_id, record.seq)
@@ -864,7 +864,7 @@ async fn a_cancelled_unknown_attempt_stored_as_unknown_by_an_older_build_still_v
     }
     let finished = Intent::for_bench(false);
     journal
-        .append_with_intent(&finished, AuditEvent::for_bench(&finished))
+        .append_with_intent(finished.clone(), AuditEvent::for_bench(&finished))
         .await
         .expect("written");
     drop(journal);

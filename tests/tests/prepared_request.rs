@@ -307,7 +307,7 @@ impl Journal for Counted {
 
     async fn append_with_intent(
         &self,
-        intent: &Intent,
+        intent: Intent,
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError> {
         self.count();

@@ -53,6 +53,11 @@ impl Intended {
         &self.intent.idempotency_key
     }
 
+    /// The intent alone: the stage values it was made from are dropped.
+    pub(super) fn into_intent(self) -> Intent {
+        self.intent
+    }
+
     /// Whether the intent is already in the journal (state-changing calls, and observe
     /// calls while the journal is known to be unwritable); otherwise it is written with the
     /// audit record.

@@ -162,7 +162,7 @@ type Storing<'a> = Pin<Box<dyn Future<Output = Result<AuditRecord, JournalError>
 fn store<'a>(
     journal: &'a dyn Journal,
     record: &'a CallRecord,
-    intent: Option<&'a crate::journal::Intent>,
+    intent: Option<crate::journal::Intent>,
     event: AuditEvent,
     result: &mut ActionResult,
 ) -> Storing<'a> {
@@ -263,11 +263,14 @@ pub(super) fn record<'a>(
     );
     event.upstream_status = upstream_status;
     scrub_event(&record.scrubber, &mut event);
+    // The stage values are done with: only the intent goes on (into the journal's write,
+    // when it is not written yet), so the future does not carry them while it waits.
+    let durable = intended.intent().durable;
+    let intent = (!intended.written()).then(|| intended.into_intent());
     // A block, not an `async fn`: its captures are used in place, not copied into locals
     // beside them.
     async move {
         let journal = inner.journal.as_ref();
-        let intent = (!intended.written()).then(|| intended.intent());
         match store(journal, record, intent, event, &mut result).await {
             Ok(_) => {
                 inner.journal_unwritable.store(false, Ordering::SeqCst);
@@ -276,7 +279,7 @@ pub(super) fn record<'a>(
                 result.receipt_id = None;
                 inner.journal_unwritable.store(true, Ordering::SeqCst);
                 tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed after dispatch");
-                if !intended.intent().durable {
+                if !durable {
                     // No unaudited data reaches the agent. A read changed nothing upstream.
                     result = withheld(&result);
                 }

@@ -462,10 +462,10 @@ pub trait Journal: Send + Sync + 'static {
     /// other failure to write. The executor then withholds the data.
     async fn append_with_intent(
         &self,
-        intent: &Intent,
+        intent: Intent,
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError> {
-        self.write_intent(intent).await?;
+        self.write_intent(&intent).await?;
         self.append(event).await
     }
 

@@ -116,10 +116,8 @@ fn main() -> ExitCode {
         for i in 0..calls {
             if observe_once && i % 2 == 0 {
                 let intent = Intent::for_bench(false);
-                if let Err(e) = journal
-                    .append_with_intent(&intent, AuditEvent::for_bench(&intent))
-                    .await
-                {
+                let event = AuditEvent::for_bench(&intent);
+                if let Err(e) = journal.append_with_intent(intent, event).await {
                     eprintln!("observe record {i} not written: {e:?}");
                     return ExitCode::from(4);
                 }

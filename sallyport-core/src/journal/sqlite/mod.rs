@@ -307,11 +307,12 @@ impl Journal for SqliteJournal {
 
     async fn append_with_intent(
         &self,
-        intent: &Intent,
+        intent: Intent,
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError> {
-        let op = |reply| Op::Observe(Box::new(intent.clone()), Box::new(event), reply);
-        if intent.durable {
+        let durable = intent.durable;
+        let op = |reply| Op::Observe(Box::new(intent), Box::new(event), reply);
+        if durable {
             self.ask(op).await
         } else {
             self.write_here_batched(op).await

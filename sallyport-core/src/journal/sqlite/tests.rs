@@ -174,7 +174,7 @@ async fn a_record_dropped_while_it_waits_for_its_batch_is_not_written() {
         .concurrent
         .store(combine::CONCURRENT, Ordering::Relaxed);
     {
-        let mut observe = journal.append_with_intent(&observed, event(&observed.attempt_id));
+        let mut observe = journal.append_with_intent(observed.clone(), event(&observed.attempt_id));
         let mut append = journal.append(event(&refused));
         assert!(
             observe.as_mut().poll(&mut cx).is_pending(),
@@ -193,7 +193,7 @@ async fn a_record_dropped_while_it_waits_for_its_batch_is_not_written() {
     // The next record is applied alone, and the file holds nothing of the dropped two.
     let kept = Intent::for_bench(false);
     let record = journal
-        .append_with_intent(&kept, event(&kept.attempt_id))
+        .append_with_intent(kept.clone(), event(&kept.attempt_id))
         .await
         .expect("appended");
     assert_eq!(record.seq, 1);
@@ -218,8 +218,8 @@ async fn records_queued_while_their_tasks_wait_share_one_batch() {
         .shared
         .concurrent
         .store(combine::CONCURRENT, Ordering::Relaxed);
-    let mut first = journal.append_with_intent(&a, event(&a.attempt_id));
-    let mut second = journal.append_with_intent(&b, event(&b.attempt_id));
+    let mut first = journal.append_with_intent(a.clone(), event(&a.attempt_id));
+    let mut second = journal.append_with_intent(b.clone(), event(&b.attempt_id));
     assert!(first.as_mut().poll(&mut cx).is_pending());
     assert!(second.as_mut().poll(&mut cx).is_pending());
     // The first task's next turn applies both writes at once.
@@ -238,13 +238,13 @@ async fn records_queued_while_their_tasks_wait_share_one_batch() {
     for _ in 0..combine::CONCURRENT {
         let intent = Intent::for_bench(false);
         journal
-            .append_with_intent(&intent, event(&intent.attempt_id))
+            .append_with_intent(intent.clone(), event(&intent.attempt_id))
             .await
             .expect("appended");
     }
     assert_eq!(journal.shared.concurrent.load(Ordering::Relaxed), 0);
     let lone = Intent::for_bench(false);
-    let mut alone = journal.append_with_intent(&lone, event(&lone.attempt_id));
+    let mut alone = journal.append_with_intent(lone.clone(), event(&lone.attempt_id));
     assert!(
         alone.as_mut().poll(&mut cx).is_ready(),
         "a lone record is applied at once, without waiting a turn"
