@@ -244,8 +244,9 @@ fn parked_event(record: &CallRecord, result: &ActionResult, approval: &Approval)
 /// Appends the finished call's record and returns the answer with its receipt id. An observe
 /// call's attempt is written here, with the record, in one transaction.
 ///
-/// The event is made before the returned future is first polled; the future holds only
-/// what the write needs (not the stage value it was made from as well).
+/// The event and the journal's future for its write are made before the returned future is
+/// first polled (the journal's does nothing until then): the returned future holds only
+/// the answer and a pointer to the write, not the stage values, the event or the intent.
 pub(super) fn record<'a>(
     inner: &'a Inner,
     guard: &'a CallGuard,
@@ -267,11 +268,12 @@ pub(super) fn record<'a>(
     // when it is not written yet), so the future does not carry them while it waits.
     let durable = intended.intent().durable;
     let intent = (!intended.written()).then(|| intended.into_intent());
+    // The event and the intent move straight into the journal's (boxed) future.
+    let storing = store(inner.journal.as_ref(), record, intent, event, &mut result);
     // A block, not an `async fn`: its captures are used in place, not copied into locals
     // beside them.
     async move {
-        let journal = inner.journal.as_ref();
-        match store(journal, record, intent, event, &mut result).await {
+        match storing.await {
             Ok(_) => {
                 inner.journal_unwritable.store(false, Ordering::SeqCst);
             }
