@@ -73,18 +73,22 @@ fn refused(decision: ConsentOutcome, refusal: Refusal) -> ConsentRefused {
 }
 
 /// Asks for consent as the action's rule requires.
-pub(super) async fn consent(
+pub(super) fn consent(
     inner: &Inner,
     record: &CallRecord,
     session: &Session,
     checked: Checked,
-) -> Result<Consented, ConsentRefused> {
-    match rule_for(inner, session, &checked) {
-        Ok(decision) => Ok(Consented { checked, decision }),
-        // Someone must decide. That path's state (the prompt, the wait, the parking) is
-        // boxed, so the future of a call that needs no one does not carry it: the whole
-        // call's future is allocated and moved once per call.
-        Err(rule) => Box::pin(ask(inner, record, session, checked, rule)).await,
+) -> impl Future<Output = Result<Consented, ConsentRefused>> {
+    // A block, not an `async fn`: the arguments are used where they were captured, not
+    // copied into a second slot of the future.
+    async move {
+        match rule_for(inner, session, &checked) {
+            Ok(decision) => Ok(Consented { checked, decision }),
+            // Someone must decide. That path's state (the prompt, the wait, the parking) is
+            // boxed, so the future of a call that needs no one does not carry it: the whole
+            // call's future is allocated and moved once per call.
+            Err(rule) => Box::pin(ask(inner, record, session, checked, rule)).await,
+        }
     }
 }
 

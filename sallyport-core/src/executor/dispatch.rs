@@ -51,38 +51,42 @@ impl Dispatched {
 
 /// Sends. The guard learns the dispatch context first, so a call dropped mid-send is
 /// recorded as `unknown`, never as "nothing sent".
-pub(super) async fn dispatch(
+pub(super) fn dispatch(
     inner: &Inner,
     guard: &mut CallGuard,
     intended: Intended,
-) -> Dispatched {
-    let unlocked = intended.consented().checked().unlocked();
-    let authorized = unlocked.approved().authorized();
-    let spec = authorized.validated().entry().spec();
-    let context = Arc::new(DispatchContext::new(
-        intended.intent().attempt_id.clone(),
-        intended.intent().session_id.clone(),
-        Arc::clone(&inner.journal),
-        intended.written(),
-        inner.vault.clone(),
-        unlocked.resolved(),
-        Arc::clone(unlocked.scrubber()),
-    ));
-    guard.dispatching(Arc::clone(&context));
-    let channel = authorized.channel();
-    let send = channel.dispatch(Dispatch {
-        spec,
-        request: authorized.request(),
-        attempt_id: &intended.intent().attempt_id,
-        idempotency_key: intended.idempotency_key(),
-        credential: unlocked.credential(),
-        context: &context,
-    });
-    let outcome = crate::executor::spans::dispatch(channel.name(), &context, send).await;
-    let sends = context.sends();
-    Dispatched {
-        intended,
-        outcome,
-        sends,
+) -> impl Future<Output = Dispatched> {
+    // A block, not an `async fn`: the arguments are used where they were captured, not
+    // copied into a second slot of the future.
+    async move {
+        let unlocked = intended.consented().checked().unlocked();
+        let authorized = unlocked.approved().authorized();
+        let spec = authorized.validated().entry().spec();
+        let context = Arc::new(DispatchContext::new(
+            intended.intent().attempt_id.clone(),
+            intended.intent().session_id.clone(),
+            Arc::clone(&inner.journal),
+            intended.written(),
+            inner.vault.clone(),
+            unlocked.resolved(),
+            Arc::clone(unlocked.scrubber()),
+        ));
+        guard.dispatching(Arc::clone(&context));
+        let channel = authorized.channel();
+        let send = channel.dispatch(Dispatch {
+            spec,
+            request: authorized.request(),
+            attempt_id: &intended.intent().attempt_id,
+            idempotency_key: intended.idempotency_key(),
+            credential: unlocked.credential(),
+            context: &context,
+        });
+        let outcome = crate::executor::spans::dispatch(channel.name(), &context, send).await;
+        let sends = context.sends();
+        Dispatched {
+            intended,
+            outcome,
+            sends,
+        }
     }
 }

@@ -67,35 +67,39 @@ impl Intended {
 }
 
 /// Rechecks the vault, then records the intent of a state-changing call.
-pub(super) async fn intend(
+pub(super) fn intend(
     inner: &Inner,
     attempt_id: &AttemptId,
     session_id: &str,
     consented: Consented,
-) -> Result<Intended, Refusal> {
-    let unlocked = consented.checked().unlocked();
-    // Consent can take minutes: the vault may have been locked, or the credential replaced
-    // or removed, meanwhile. The channel checks again before each send.
-    still_ready(inner.vault.as_deref(), unlocked.resolved().as_ref()).await?;
-    let intent = intent_of(attempt_id, session_id, &consented);
-    // An observe call writes its attempt now only while the journal is known to be
-    // unwritable: a read whose record cannot be written is refused before it is sent.
-    let written = intent.durable || inner.journal_unwritable.load(Ordering::SeqCst);
-    if written {
-        match inner.journal.write_intent(&intent).await {
-            Ok(()) => inner.journal_unwritable.store(false, Ordering::SeqCst),
-            Err(e) => {
-                inner.journal_unwritable.store(true, Ordering::SeqCst);
-                tracing::error!(attempt = %attempt_id, error = %e, "intent write failed; nothing sent");
-                return Err(unrecorded());
+) -> impl Future<Output = Result<Intended, Refusal>> {
+    // A block, not an `async fn`: the arguments are used where they were captured, not
+    // copied into a second slot of the future.
+    async move {
+        let unlocked = consented.checked().unlocked();
+        // Consent can take minutes: the vault may have been locked, or the credential replaced
+        // or removed, meanwhile. The channel checks again before each send.
+        still_ready(inner.vault.as_deref(), unlocked.resolved().as_ref()).await?;
+        let intent = intent_of(attempt_id, session_id, &consented);
+        // An observe call writes its attempt now only while the journal is known to be
+        // unwritable: a read whose record cannot be written is refused before it is sent.
+        let written = intent.durable || inner.journal_unwritable.load(Ordering::SeqCst);
+        if written {
+            match inner.journal.write_intent(&intent).await {
+                Ok(()) => inner.journal_unwritable.store(false, Ordering::SeqCst),
+                Err(e) => {
+                    inner.journal_unwritable.store(true, Ordering::SeqCst);
+                    tracing::error!(attempt = %attempt_id, error = %e, "intent write failed; nothing sent");
+                    return Err(unrecorded());
+                }
             }
         }
+        Ok(Intended {
+            consented,
+            intent,
+            written,
+        })
     }
-    Ok(Intended {
-        consented,
-        intent,
-        written,
-    })
 }
 
 fn unrecorded() -> Refusal {

@@ -30,19 +30,23 @@ impl Checked {
 }
 
 /// Runs the action's precondition, when it has one.
-pub(super) async fn precheck(unlocked: Unlocked) -> Result<Checked, Refusal> {
-    let validated = unlocked.approved().authorized().validated();
-    let entry = validated.entry();
-    if entry.has_precondition() {
-        entry
-            .precheck(validated.input_arc())
-            .await
-            .map_err(|reason| {
-                Refusal::new(
-                    RefusalCode::PreconditionFailed,
-                    unlocked.scrubber().bounded(&reason, MAX_REASON),
-                )
-            })?;
+pub(super) fn precheck(unlocked: Unlocked) -> impl Future<Output = Result<Checked, Refusal>> {
+    // A block, not an `async fn`: the arguments are used where they were captured, not
+    // copied into a second slot of the future.
+    async move {
+        let validated = unlocked.approved().authorized().validated();
+        let entry = validated.entry();
+        if entry.has_precondition() {
+            entry
+                .precheck(validated.input_arc())
+                .await
+                .map_err(|reason| {
+                    Refusal::new(
+                        RefusalCode::PreconditionFailed,
+                        unlocked.scrubber().bounded(&reason, MAX_REASON),
+                    )
+                })?;
+        }
+        Ok(Checked { unlocked })
     }
-    Ok(Checked { unlocked })
 }

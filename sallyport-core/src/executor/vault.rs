@@ -75,66 +75,70 @@ fn locked() -> Refusal {
 }
 
 /// Resolves and binds the credential.
-pub(super) async fn unlock(
+pub(super) fn unlock(
     vault: Option<&Arc<dyn Vault>>,
     unusable: &Unusable,
     mut approved: Approved,
-) -> Result<Unlocked, Refusal> {
-    if let Some(vault) = vault
-        && vault.state() == VaultState::Locked
-    {
-        return Err(locked());
-    }
-    let spec = approved.authorized().validated().entry().spec();
-    let mut credential = None;
-    if let Some(name) = spec.credential.clone() {
-        let vault = vault.ok_or_else(|| {
-            Refusal::new(RefusalCode::CredentialUnavailable, "no vault is configured")
-        })?;
-        let resolved = vault.resolve(&name).await.map_err(|e| match e {
-            VaultError::Locked => locked(),
-            VaultError::NotFound(_) => Refusal::new(
-                RefusalCode::CredentialUnavailable,
-                format!("credential `{name}` is not in the vault"),
-            ),
-            _ => Refusal::new(
-                RefusalCode::CredentialUnavailable,
-                format!("credential `{name}` could not be read from the vault"),
-            ),
-        })?;
-        if rejected_version(unusable, &name)? == Some(resolved.meta().version) {
-            return Err(Refusal::new(
-                RefusalCode::CredentialUnavailable,
-                format!(
-                    "credential `{name}` was rejected by the upstream earlier; a human must replace it"
+) -> impl Future<Output = Result<Unlocked, Refusal>> {
+    // A block, not an `async fn`: the arguments are used where they were captured, not
+    // copied into a second slot of the future.
+    async move {
+        if let Some(vault) = vault
+            && vault.state() == VaultState::Locked
+        {
+            return Err(locked());
+        }
+        let spec = approved.authorized().validated().entry().spec();
+        let mut credential = None;
+        if let Some(name) = spec.credential.clone() {
+            let vault = vault.ok_or_else(|| {
+                Refusal::new(RefusalCode::CredentialUnavailable, "no vault is configured")
+            })?;
+            let resolved = vault.resolve(&name).await.map_err(|e| match e {
+                VaultError::Locked => locked(),
+                VaultError::NotFound(_) => Refusal::new(
+                    RefusalCode::CredentialUnavailable,
+                    format!("credential `{name}` is not in the vault"),
                 ),
-            ));
-        }
-        approved.authorized_mut().bind(&resolved)?;
-        credential = Some(resolved);
-    }
-    // The call's scrubber, from here on for every text of the call: the vault's now (it
-    // knows the resolved value, unless the vault changed in between), plus that value.
-    let scrubber = match vault {
-        Some(vault) => {
-            let scrubber = vault.scrubber();
-            match &credential {
-                Some(c) if !covers(&scrubber, c) => {
-                    let secret = c.secret();
-                    Arc::new(scrubber.extended(
-                        std::iter::once(secret.expose()).chain(secret.expose_passphrase()),
-                    ))
-                }
-                _ => scrubber,
+                _ => Refusal::new(
+                    RefusalCode::CredentialUnavailable,
+                    format!("credential `{name}` could not be read from the vault"),
+                ),
+            })?;
+            if rejected_version(unusable, &name)? == Some(resolved.meta().version) {
+                return Err(Refusal::new(
+                    RefusalCode::CredentialUnavailable,
+                    format!(
+                        "credential `{name}` was rejected by the upstream earlier; a human must replace it"
+                    ),
+                ));
             }
+            approved.authorized_mut().bind(&resolved)?;
+            credential = Some(resolved);
         }
-        None => Arc::new(Scrubber::empty()),
-    };
-    Ok(Unlocked {
-        approved,
-        credential,
-        scrubber,
-    })
+        // The call's scrubber, from here on for every text of the call: the vault's now (it
+        // knows the resolved value, unless the vault changed in between), plus that value.
+        let scrubber = match vault {
+            Some(vault) => {
+                let scrubber = vault.scrubber();
+                match &credential {
+                    Some(c) if !covers(&scrubber, c) => {
+                        let secret = c.secret();
+                        Arc::new(scrubber.extended(
+                            std::iter::once(secret.expose()).chain(secret.expose_passphrase()),
+                        ))
+                    }
+                    _ => scrubber,
+                }
+            }
+            None => Arc::new(Scrubber::empty()),
+        };
+        Ok(Unlocked {
+            approved,
+            credential,
+            scrubber,
+        })
+    }
 }
 
 /// The version of `name` an upstream rejected, if any. A poisoned map (a thread panicked
