@@ -67,14 +67,16 @@ impl Intended {
 }
 
 /// Rechecks the vault, then records the intent of a state-changing call.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its by-value argument twice in its future; a block uses the capture in place"
+)]
 pub(super) fn intend(
     inner: &Inner,
     attempt_id: &AttemptId,
     session_id: &str,
     consented: Consented,
 ) -> impl Future<Output = Result<Intended, Refusal>> {
-    // A block, not an `async fn`: the arguments are used where they were captured, not
-    // copied into a second slot of the future.
     async move {
         let unlocked = consented.checked().unlocked();
         // Consent can take minutes: the vault may have been locked, or the credential replaced

@@ -75,13 +75,15 @@ fn locked() -> Refusal {
 }
 
 /// Resolves and binds the credential.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its by-value argument twice in its future; a block uses the capture in place"
+)]
 pub(super) fn unlock(
     vault: Option<&Arc<dyn Vault>>,
     unusable: &Unusable,
     mut approved: Approved,
 ) -> impl Future<Output = Result<Unlocked, Refusal>> {
-    // A block, not an `async fn`: the arguments are used where they were captured, not
-    // copied into a second slot of the future.
     async move {
         if let Some(vault) = vault
             && vault.state() == VaultState::Locked
