@@ -149,16 +149,16 @@ impl CallRecord {
     }
 }
 
-/// The journal's write of a call's last record, started.
+/// The journal's future that writes a call's last record (it does nothing until polled).
 type Storing<'a> = Pin<Box<dyn Future<Output = Result<AuditRecord, JournalError>> + Send + 'a>>;
 
-/// Starts storing a call's last record: with its approval when the call carries one out,
-/// else as a plain append (or, for an observe call not yet journaled, with its attempt).
-/// `result` gets the record's receipt id (and the approval's id) now; the caller takes the
-/// receipt id back if the write fails.
+/// Makes the journal's future that stores a call's last record: with its approval when the
+/// call carries one out, else as a plain append (or, for an observe call not yet journaled,
+/// with its attempt). `result` gets the record's receipt id (and the approval's id) now; the
+/// caller takes the receipt id back if the write fails.
 ///
-/// Not an `async fn`: the event moves straight into the journal's future, so the caller's
-/// future does not hold a second copy of it while the write is awaited.
+/// Not an `async fn`: the event and the intent move straight into the journal's future, so
+/// the caller's future does not hold a second copy of them while the write is awaited.
 fn store<'a>(
     journal: &'a dyn Journal,
     record: &'a CallRecord,
