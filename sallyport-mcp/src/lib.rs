@@ -57,7 +57,7 @@
 //! carry `Authorization: Bearer <token>` (`BearerToken`: given by the host with
 //! `McpServer::http_token`, or generated at start and printed once to stderr); any other is
 //! answered `401` and runs nothing. `mcp-demo --http 127.0.0.1:0` in `examples/`
-//! serves it, and `examples/tests/mcp_http.rs` drives it with the rmcp HTTP client.
+//! serves it, and `examples/tests/integration/mcp_http.rs` drives it with the rmcp HTTP client.
 
 mod consent;
 #[cfg(feature = "http")]

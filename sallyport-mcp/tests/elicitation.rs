@@ -5,7 +5,8 @@
 //! elicitation is asked only when the host enabled it.
 //!
 //! The channel here is a counter (what it counts is what "sent" means for these tests); the
-//! real channels and the real stdio transport are exercised by `examples/tests/mcp_stdio.rs`.
+//! real channels and the real stdio transport are exercised by
+//! `examples/tests/integration/mcp_stdio.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

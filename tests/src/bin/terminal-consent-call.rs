@@ -1,5 +1,5 @@
 //! One consent-requiring HTTP call with [`TerminalConsent`] as the only provider, as a real
-//! process, for the no-terminal tests in `tests/tests/consent_terminal.rs`:
+//! process, for the no-terminal tests in `tests/tests/integration/consent_terminal.rs`:
 //!
 //! ```text
 //! terminal-consent-call BASE_URL JOURNAL_PATH

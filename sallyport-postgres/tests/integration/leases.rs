@@ -1,7 +1,7 @@
 //! Leases, takeover and fencing between journals (each its own pool, as separate processes
 //! would be), and one chain for many concurrent writers.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;

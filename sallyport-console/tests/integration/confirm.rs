@@ -2,7 +2,7 @@
 //! first approve renders a confirmation step and records nothing; only the confirmed one is
 //! recorded and sent (once, counted at the upstream).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

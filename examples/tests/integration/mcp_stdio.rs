@@ -17,7 +17,7 @@ use sallyport_examples::catalog::demo_catalog;
 use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};
 use serde_json::{Value, json};
 
-mod support;
+use crate::support;
 use support::{Answer, TestClient, params, structured, text_of};
 
 struct Harness {

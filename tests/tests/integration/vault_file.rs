@@ -3,7 +3,7 @@
 //! plaintext on disk, permissions, concurrent writers, locking, and the executor's
 //! `vault_locked` refusal.
 
-mod vault_support;
+use crate::vault_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

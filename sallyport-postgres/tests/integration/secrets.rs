@@ -1,7 +1,7 @@
 //! No error, and no `Debug` of the journal or its builder, shows the password of the
 //! connection string: a real role with a real password, over TCP.
 
-mod common;
+use crate::common;
 
 use std::error::Error as _;
 

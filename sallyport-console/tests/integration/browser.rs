@@ -7,7 +7,7 @@
 //! Needs `chromium` and `chromium-driver` (Debian); `.ci/run` installs them. Without them
 //! the test fails, it does not skip.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

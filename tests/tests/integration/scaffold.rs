@@ -10,8 +10,8 @@ use std::process::{Command, Output};
 use sallyport_core::drift::openapi::OpenApi;
 use sallyport_scaffold::{Decision, Generated, Scaffold};
 
-const TICKETS_30: &str = include_str!("../fixtures/openapi/scaffold/tickets-3.0.yaml");
-const TICKETS_31: &str = include_str!("../fixtures/openapi/scaffold/tickets-3.1.json");
+const TICKETS_30: &str = include_str!("../../fixtures/openapi/scaffold/tickets-3.0.yaml");
+const TICKETS_31: &str = include_str!("../../fixtures/openapi/scaffold/tickets-3.1.json");
 
 /// Every operation of the tickets documents, the expressible ones first.
 const OPERATIONS: &[&str] = &[
@@ -197,10 +197,10 @@ fn the_compile_test_cases_are_exactly_what_the_generator_writes() {
         .expect("write");
     }
     assert_eq!(
-        include_str!("../../ui-tests/ui/scaffold/choose-each-decision.rs"),
+        include_str!("../../../ui-tests/ui/scaffold/choose-each-decision.rs"),
         format!("{}\nfn main() {{}}\n", choose.code)
     );
-    let pass = include_str!("../../ui-tests/ui/scaffold/pass/decided-by-the-document.rs");
+    let pass = include_str!("../../../ui-tests/ui/scaffold/pass/decided-by-the-document.rs");
     assert!(
         pass.starts_with(&format!("{}\nfn main() {{\n", decided.code)),
         "regenerate ui-tests/ui/scaffold/pass/decided-by-the-document.rs"

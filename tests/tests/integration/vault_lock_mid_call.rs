@@ -6,7 +6,7 @@
 //! request counter), real vaults (`MemoryVault`, `FileVault` with its lock marker) and a real
 //! SQLite journal.
 
-mod vault_support;
+use crate::vault_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

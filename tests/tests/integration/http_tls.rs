@@ -20,9 +20,9 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
-const CA: &[u8] = include_bytes!("../fixtures/tls/ca.der");
-const LEAF: &[u8] = include_bytes!("../fixtures/tls/leaf.der");
-const LEAF_KEY: &[u8] = include_bytes!("../fixtures/tls/leaf-key.der");
+const CA: &[u8] = include_bytes!("../../fixtures/tls/ca.der");
+const LEAF: &[u8] = include_bytes!("../../fixtures/tls/leaf.der");
+const LEAF_KEY: &[u8] = include_bytes!("../../fixtures/tls/leaf-key.der");
 
 /// Read one invoice.
 #[derive(Action, Deserialize, Serialize, JsonSchema)]

@@ -1,6 +1,6 @@
 //! `sallyport audit …` as a real process over a real journal written by the executor.
 
-mod vault_support;
+use crate::vault_support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! is recorded as `--user` through channel `console` — and nothing is sent, since the plain
 //! CLI has no executor; the executor that holds the action then sends it once.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-mod support;
+use crate::support;
 use support::{Answer, TestClient, params, structured};
 
 struct Server {

@@ -2,7 +2,7 @@
 //! messages, nothing printed that is secret, damaged files left byte-identical, concurrent
 //! processes losing no record, and the lock marker reaching a running vault.
 
-mod vault_support;
+use crate::vault_support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -27,7 +27,7 @@ use serde_json::{Map, Value, json};
     unreachable_pub,
     reason = "the example module is public API of the examples crate; this test uses part of it"
 )]
-#[path = "../../examples/src/github.rs"]
+#[path = "../../../examples/src/github.rs"]
 mod github;
 
 /// The operations `examples/src/github.rs` was generated from, in its order.
@@ -94,7 +94,7 @@ fn the_committed_github_module_is_what_the_generator_writes_with_only_the_decisi
             "GitHub's document states no consequence: every decision is the author's"
         );
     }
-    let committed = include_str!("../../examples/src/github.rs");
+    let committed = include_str!("../../../examples/src/github.rs");
     // The generator's output, for a diff when this test fails.
     let fresh = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("github.generated.rs");
     std::fs::write(&fresh, &generated.code).expect("write the generated module");

@@ -2,7 +2,7 @@
 //! atomic observe records, the chain and the attempt rows under `verify`, unresolved
 //! attempts, migrations, and signed heads.
 
-mod common;
+use crate::common;
 
 use common::{TestDb, event, intent};
 use futures_util::FutureExt;

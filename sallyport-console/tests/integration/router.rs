@@ -2,7 +2,7 @@
 //! approvals parked by a real executor in a real SQLite journal file, with a local upstream
 //! that counts the requests it receives.
 
-mod common;
+use crate::common;
 
 use sallyport_console::Console;
 use sallyport_core::approval::{ApprovalState, Verdict};

@@ -7,11 +7,11 @@
 //!
 //! ```text
 //! apt-get install -y keyutils dbus gnome-keyring
-//! tests/keychain-session.sh cargo test -p sallyport-tests --test vault_keychain
+//! tests/keychain-session.sh cargo test -p sallyport-tests --test integration vault_keychain::
 //! ```
 #![cfg(target_os = "linux")]
 
-mod vault_support;
+use crate::vault_support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -1,0 +1,55 @@
+//! The workspace's integration tests, one module per area, linked into one test binary.
+//!
+//! They used to be one binary each, about forty of them. Each linked the whole dependency
+//! graph and instantiated the executor's generic code again, which was most of the test build's
+//! time. The tests that need a process of their own stay beside this directory as binaries
+//! of their own: `canary` and `http_channel` install a global tracing subscriber,
+//! `drift_logging` and `otel` depend on tracing's process-wide interest cache, and `ssh_flood`
+//! measures this process's peak memory.
+//!
+//! Run one area with its module path, e.g.
+//! `cargo test -p sallyport-tests --test integration pipeline::`.
+
+#[path = "../vault_support/mod.rs"]
+mod vault_support;
+
+mod approvals;
+mod approvals_postgres;
+mod audit;
+mod catalog;
+mod cli_approvals;
+mod cli_audit;
+mod cli_postgres;
+mod cli_vault;
+mod consent_display;
+mod consent_terminal;
+mod derive;
+mod derive_limits;
+mod drift_baseline;
+mod drift_cli;
+mod drift_openapi;
+mod drift_probe;
+mod http_fault_loop;
+mod http_openapi;
+mod http_probe;
+mod http_send_rules;
+mod http_tls;
+mod journal_conformance;
+mod journal_conformance_postgres;
+mod journal_postgres_outage;
+mod journal_postgres_processes;
+mod journal_processes;
+mod pipeline;
+mod policy;
+mod policy_cedar;
+mod prepared_request;
+mod reconcile;
+mod scaffold;
+mod scaffold_github;
+mod scrub_truncation;
+mod ssh_channel;
+mod ssh_shell;
+mod vault_file;
+mod vault_keychain;
+mod vault_lock_mid_call;
+mod vault_memory;
