@@ -1,3 +1,5 @@
+//! `idempotent` on a setting action compiles, and the spec says the action is naturally
+//! idempotent.
 #![deny(warnings)]
 
 use sallyport_core::Action;

@@ -70,7 +70,10 @@ struct GrepSyslog {
 struct ListHosts {}
 
 fn main() {
-    assert_eq!(CreatePreviewDeployment::spec().name, "create_preview_deployment");
+    assert_eq!(
+        CreatePreviewDeployment::spec().name,
+        "create_preview_deployment"
+    );
     assert_eq!(RestartUnit::spec().name, "restart_unit");
     let sallyport_core::target::Target::Ssh(grep) = GrepSyslog::spec().target else {
         panic!("an ssh target")
