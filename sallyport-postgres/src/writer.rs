@@ -110,6 +110,23 @@ pub(crate) enum Done {
     TransitionRecord(Box<Transition>, Box<AuditRecord>),
 }
 
+/// The batch's operations that write an attempt row (intents and observe calls), with
+/// their places in the batch, in the order of their idempotency keys.
+fn in_key_order(ops: &[Op]) -> impl Iterator<Item = (usize, &Op)> {
+    let mut rows: Vec<(usize, &Op, &str)> = ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
+            Op::Intent(intent, _) | Op::Observe(intent, ..) => {
+                Some((i, op, intent.idempotency_key.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    rows.sort_by(|a, b| a.2.cmp(b.2));
+    rows.into_iter().map(|(i, op, _)| (i, op))
+}
+
 /// A writer task: batches until the journal is dropped (its queue then closes) and every
 /// queued write has been applied. Several writers may share one queue: each takes what is
 /// queued when it gets the queue, and lets go of it while its batch commits, so the next
@@ -253,8 +270,12 @@ async fn apply_batch(
         .map_err(pg)?;
     let lock_head = prepare_if(may_append, sql::LOCK_HEAD).await.map_err(pg)?;
 
-    // Flight 1.
-    let rows = ops.iter().enumerate().filter_map(|(i, op)| {
+    // Flight 1. Attempt rows go in idempotency-key order: the two intent writers' batches
+    // may hold the same keys (a key reused by calls in flight at once), and each insert
+    // waits on a key the other's open transaction holds. Taken in one order, the second
+    // batch waits for the first to commit; taken in opposite orders, they would deadlock
+    // until PostgreSQL aborted one (after `deadlock_timeout`) and refused its calls.
+    let rows = in_key_order(ops).filter_map(|(i, op)| {
         let (statement, intent, event) = match op {
             Op::Intent(intent, _) => (insert_intent.as_ref()?, intent, None),
             Op::Observe(intent, event, _) => (insert_closed.as_ref()?, intent, Some(event)),

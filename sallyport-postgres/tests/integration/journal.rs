@@ -4,7 +4,9 @@
 
 use crate::common;
 
-use common::{TestDb, event, intent};
+use std::sync::Arc;
+
+use common::{TestDb, event, intent, sleep_ms};
 use futures_util::FutureExt;
 use sallyport_core::Status;
 use sallyport_core::journal::{BreakKind, HeadSigningKey, Journal, JournalError, Phase};
@@ -183,6 +185,74 @@ async fn a_batch_that_fails_midway_writes_nothing_and_leaves_every_connection_us
     }
     assert_eq!(count(&db, "sallyport_audit").await, 19);
     assert!(journal.verify().await.expect("verify").is_intact());
+}
+
+/// Two journals' batches holding the same two keys, listed in opposite orders. The first
+/// batch reserves the lowest key, then waits on a middle key a third transaction holds;
+/// the second reserves the highest key, then waits on the lowest, which the first holds.
+/// When the holder lets go, the first batch goes on to the highest key. Before attempt
+/// rows were written in key order, that was a deadlock: PostgreSQL found it after
+/// `deadlock_timeout` and aborted one batch, whose calls failed with a backend error
+/// instead of a duplicate key. In key order the second batch waits on the lowest key
+/// first, and finds both taken when the first commits.
+#[tokio::test]
+async fn batches_holding_the_same_keys_in_opposite_orders_do_not_deadlock() {
+    let db = TestDb::create().await;
+    let a = Arc::new(db.journal("a").await);
+    let b = Arc::new(db.journal("b").await);
+    let mut keys = [intent(), intent(), intent()];
+    keys.sort_by(|x, y| x.idempotency_key.as_str().cmp(y.idempotency_key.as_str()));
+    let [low, middle, high] = keys;
+    let mut b_high = intent();
+    b_high.idempotency_key = high.idempotency_key.clone();
+    let mut b_low = intent();
+    b_low.idempotency_key = low.idempotency_key.clone();
+
+    let holder = db.sql().await;
+    holder
+        .batch_execute(&format!(
+            "BEGIN; INSERT INTO sallyport_attempts (attempt_id, action, session_id, \
+             idempotency_key, fingerprint, definition_hash, effect, arguments, phase, \
+             created_at, updated_at, owner, lease_until) VALUES ('held', 'x', 's', '{}', \
+             'f', 'd', 'observe', '{{}}', 'intent_written', 'now', 'now', 'holder', now())",
+            middle.idempotency_key.as_str()
+        ))
+        .await
+        .expect("the holder takes the middle key");
+    let first = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move {
+            let (x, y, z) = tokio::join!(
+                a.write_intent(&low),
+                a.write_intent(&middle),
+                a.write_intent(&high)
+            );
+            [x, y, z]
+        })
+    };
+    sleep_ms(150).await;
+    let second = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move {
+            let (x, y) = tokio::join!(b.write_intent(&b_high), b.write_intent(&b_low));
+            [x, y]
+        })
+    };
+    sleep_ms(150).await;
+    holder.batch_execute("ROLLBACK").await.expect("rollback");
+    let first = first.await.expect("first batch");
+    let second = second.await.expect("second batch");
+    assert!(
+        first.iter().all(Result::is_ok),
+        "the first batch reserves its three keys: {first:?}"
+    );
+    assert!(
+        second
+            .iter()
+            .all(|r| matches!(r, Err(JournalError::DuplicateKey))),
+        "the second finds its two keys taken, and is not aborted: {second:?}"
+    );
+    assert_eq!(count(&db, "sallyport_attempts").await, 3);
 }
 
 #[tokio::test]
