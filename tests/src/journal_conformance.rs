@@ -174,6 +174,7 @@ where
     concurrent_decisions_apply_exactly_once(factory().await).await;
     settling_an_unresolved_attempt_appends_once_and_only_while_open(factory().await).await;
     concurrent_settles_of_one_attempt_append_exactly_once(factory().await).await;
+    a_last_record_dropped_after_its_first_poll_is_written(factory().await).await;
 }
 
 /// How many records the chain holds, checking that it verifies.
@@ -1009,4 +1010,56 @@ pub async fn concurrent_settles_of_one_attempt_append_exactly_once(journal: Arc<
         .count();
     assert_eq!(closing, 1);
     assert!(journal.unresolved().await.expect("unresolved").is_empty());
+}
+
+/// A call's last record is handed over on the first poll of its write (see [`Journal`]):
+/// an append, an observe call's record and a parked approval, each polled once and then
+/// dropped, are all written, once each. The executor relies on it and records no
+/// cancellation for such a call.
+pub async fn a_last_record_dropped_after_its_first_poll_is_written(journal: Arc<dyn Journal>) {
+    use std::task::{Context, Waker};
+
+    let mutating = Intent::for_bench(true);
+    journal.write_intent(&mutating).await.expect("intent");
+    let observed = Intent::for_bench(false);
+    let now = approval::now_ms();
+    let parked = sample_approval("ses_dropped", &"7".repeat(64), now, now + HOUR_MS);
+    let mut cx = Context::from_waker(Waker::noop());
+    {
+        let mut append = journal.append(AuditEvent::for_bench(&mutating));
+        let _ = append.as_mut().poll(&mut cx);
+    }
+    {
+        let mut observe =
+            journal.append_with_intent(observed.clone(), AuditEvent::for_bench(&observed));
+        let _ = observe.as_mut().poll(&mut cx);
+    }
+    {
+        let mut park = journal.park_approval(&parked, parked_event(&parked));
+        let _ = park.as_mut().poll(&mut cx);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let records = loop {
+        let records = journal.records().await.expect("records");
+        if records.len() >= 3 || Instant::now() > deadline {
+            break records;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let attempts: Vec<&AttemptId> = records.iter().map(|r| &r.event.attempt_id).collect();
+    assert_eq!(
+        attempts,
+        [
+            &mutating.attempt_id,
+            &observed.attempt_id,
+            &parked.attempt_id
+        ],
+        "each dropped write was carried out, once, in order"
+    );
+    assert!(journal.unresolved().await.expect("unresolved").is_empty());
+    assert_eq!(
+        stored(journal.as_ref(), &parked.approval_id).await.state,
+        ApprovalState::Awaiting
+    );
+    assert_eq!(intact_count(journal.as_ref()).await, 3);
 }

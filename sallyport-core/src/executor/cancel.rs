@@ -11,7 +11,8 @@ use crate::scrub::{CUT, Scrubber};
 
 /// Holds the call's [`CallRecord`] and records a cancellation if the call's future is
 /// dropped before the pipeline finishes: `cancelled_before_send`, or `unknown` once a
-/// request may have left.
+/// request may have left. Once the call's last record has been handed to the journal
+/// ([`CallRecord::hand_over`]) it records nothing: that record is the call's one record.
 pub(crate) struct CallGuard {
     journal: Arc<dyn Journal>,
     record: CallRecord,
@@ -56,7 +57,8 @@ impl CallGuard {
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        if !self.armed {
+        // A call whose last record the journal has taken is recorded by it.
+        if !self.armed || self.record.is_handed_over() {
             return;
         }
         let sends = self.sends();

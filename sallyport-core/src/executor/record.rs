@@ -8,7 +8,8 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use super::Inner;
 
@@ -52,6 +53,10 @@ pub(crate) struct CallRecord {
     /// built from the credential the call resolved. Every record of the call passes it, the
     /// record of a cancelled call too.
     pub(crate) scrubber: Arc<Scrubber>,
+    /// Whether the call's last record has been handed to the journal ([`Self::hand_over`]):
+    /// from then on the journal writes it even if the call's future is dropped, and the
+    /// call's guard records nothing more.
+    handed_over: AtomicBool,
 }
 
 impl CallRecord {
@@ -74,7 +79,23 @@ impl CallRecord {
             policy: None,
             settle: None,
             scrubber,
+            handed_over: AtomicBool::new(false),
         }
+    }
+
+    /// The journal's write of this call's last record, marking the record handed over once
+    /// the write has been polled (the journal then carries it out even if it is dropped;
+    /// see [`Journal`]).
+    pub(crate) fn hand_over<F: Future + Unpin>(&self, write: F) -> HandOver<'_, F> {
+        HandOver {
+            write,
+            handed_over: &self.handed_over,
+        }
+    }
+
+    /// Whether the call's last record has been handed to the journal.
+    pub(crate) fn is_handed_over(&self) -> bool {
+        self.handed_over.load(Ordering::Relaxed)
     }
 
     pub(super) fn resolved(&mut self, resolved: &Resolved) {
@@ -149,6 +170,22 @@ impl CallRecord {
     }
 }
 
+/// A write of a call's last record that marks the record handed over when first polled.
+pub(crate) struct HandOver<'a, F> {
+    write: F,
+    handed_over: &'a AtomicBool,
+}
+
+impl<F: Future + Unpin> Future for HandOver<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let polled = Pin::new(&mut self.write).poll(cx);
+        self.handed_over.store(true, Ordering::Relaxed);
+        polled
+    }
+}
+
 /// The journal's future that writes a call's last record (it does nothing until polled).
 type Storing<'a> = Pin<Box<dyn Future<Output = Result<AuditRecord, JournalError>> + Send + 'a>>;
 
@@ -197,7 +234,9 @@ pub(super) async fn parked(
     let mut note = ApprovalNote::new(approval.approval_id.clone(), ApprovalStep::Requested);
     note.expires_at = Some(approval.expires_at());
     event.approval = Some(note);
-    let stored = journal.park_approval(approval, event).await?;
+    let stored = record
+        .hand_over(journal.park_approval(approval, event))
+        .await?;
     result.receipt_id = Some(stored.event.receipt_id);
     Ok(result)
 }
@@ -217,7 +256,7 @@ pub(super) async fn parked_again(
         approval.approval_id.clone(),
         ApprovalStep::Requested,
     ));
-    match journal.append(event).await {
+    match record.hand_over(journal.append(event)).await {
         Ok(stored) => result.receipt_id = Some(stored.event.receipt_id),
         Err(e) => {
             tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed for a repeated parked call");
@@ -269,7 +308,13 @@ pub(super) fn record<'a>(
     let durable = intended.intent().durable;
     let intent = (!intended.written()).then(|| intended.into_intent());
     // The event and the intent move straight into the journal's (boxed) future.
-    let storing = store(inner.journal.as_ref(), record, intent, event, &mut result);
+    let storing = record.hand_over(store(
+        inner.journal.as_ref(),
+        record,
+        intent,
+        event,
+        &mut result,
+    ));
     // A block, not an `async fn`: its captures are used in place, not copied into locals
     // beside them.
     async move {
@@ -338,7 +383,10 @@ pub(super) async fn refusal(
         event.drift_decision = Some(decision);
     }
     scrub_event(scrubber, &mut event);
-    match store(journal, record, None, event, &mut result).await {
+    match record
+        .hand_over(store(journal, record, None, event, &mut result))
+        .await
+    {
         Ok(_) => {}
         Err(e) => {
             result.receipt_id = None;

@@ -424,6 +424,16 @@ pub enum JournalError {
 }
 
 /// Durable attempt records and the audit chain.
+///
+/// # A call's last record is handed over on the first poll
+///
+/// [`Journal::append`], [`Journal::append_with_intent`], [`Journal::park_approval`] and
+/// [`Journal::settle_approval`] write a call's last record. Once the future of one of them
+/// has been polled, the write must be carried out even if the future is then dropped (both
+/// built-in backends queue it for a writer on that first poll). The executor relies on it:
+/// a call whose future is dropped after its last record was handed over is not recorded
+/// again as cancelled, so every call has exactly one record. A write dropped before its
+/// first poll was never handed over, and the call's cancellation is recorded instead.
 #[async_trait]
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a sallyport journal",
@@ -453,8 +463,9 @@ pub trait Journal: Send + Sync + 'static {
     /// stored. Used for observe calls, which have no side effect to reconcile and so are
     /// journaled once, after the response.
     ///
-    /// The default writes the intent, then appends (two commits, not atomic); a backend
-    /// should override it.
+    /// The default writes the intent, then appends (two commits, not atomic, and a future
+    /// dropped between them leaves the attempt open with no record); a backend should
+    /// override it.
     ///
     /// # Errors
     ///

@@ -442,6 +442,51 @@ async fn a_reissued_identical_call_returns_the_stored_state_instead_of_asking_ag
     );
 }
 
+/// A call parked while its consent provider is asked, dropped before the provider answers:
+/// the parked record is the call's one record (it was written before the provider was
+/// asked), and the approval stays awaiting for any front end. Before, the call's guard
+/// added a `cancelled_before_send` record for the same attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_call_dropped_while_its_provider_is_asked_is_recorded_once() {
+    let upstream = Upstream::start(reply).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("journal.db");
+    let executor = Executor::builder(approvals_rig::catalog(&HostOptions::new(
+        &path,
+        upstream.url(),
+    )))
+    .journal(SqliteJournal::open(&path).expect("journal"))
+    .channel(HttpChannel::builder().build().expect("channel"))
+    .vault_arc(approvals_rig::vault(&upstream.url()))
+    .consent_mode(ConsentMode::Deferred)
+    .consent(FnConsent::new(|_| {
+        std::future::pending::<ConsentDecision>()
+    }))
+    .build()
+    .expect("executor");
+    let session = approvals_rig::session();
+    let call = executor.call("send_invoice", approvals_rig::invoice(20), &session);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), call)
+            .await
+            .is_err(),
+        "the provider never answers"
+    );
+    // A read through the journal thread comes after the cancelled call's writes.
+    let parked = executor
+        .journal()
+        .approvals(&ApprovalFilter::all())
+        .await
+        .expect("list");
+    assert_eq!(parked.len(), 1);
+    assert_eq!(parked[0].state, ApprovalState::Awaiting);
+    let records = events(executor.journal().as_ref()).await;
+    let phases: Vec<Phase> = records.iter().map(|e| e.phase).collect();
+    assert_eq!(phases, [Phase::Deferred], "one record for the call");
+    assert_eq!(records[0].attempt_id, parked[0].attempt_id);
+    assert_eq!(posts(&upstream), 0, "nothing was sent");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consent_provider_decides_now_as_one_front_end_among_others() {
     let upstream = Upstream::start(reply).await;

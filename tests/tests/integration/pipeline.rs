@@ -960,6 +960,141 @@ async fn dropping_a_call_inside_the_channel_before_it_sends_records_cancelled_be
     assert!(h.journal.unresolved().await.expect("unresolved").is_empty());
 }
 
+/// A journal that takes a call's last record (the SQLite journal writes it) and then, while
+/// `hold` is set, never answers: the caller's future is dropped after the journal took its
+/// record, as when a batch has taken it and the caller is cancelled before the answer.
+struct HoldsTheAnswer {
+    real: Arc<SqliteJournal>,
+    hold: std::sync::atomic::AtomicBool,
+}
+
+impl HoldsTheAnswer {
+    async fn held<T>(&self, write: impl std::future::Future<Output = T>) -> T {
+        let answer = write.await;
+        if self.hold.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        answer
+    }
+}
+
+#[async_trait::async_trait]
+impl Journal for HoldsTheAnswer {
+    async fn write_intent(
+        &self,
+        intent: &sallyport_core::journal::Intent,
+    ) -> Result<(), sallyport_core::journal::JournalError> {
+        self.real.write_intent(intent).await
+    }
+    fn note_dispatch(&self, a: &sallyport_core::journal::AttemptId, n: u32) {
+        self.real.note_dispatch(a, n);
+    }
+    async fn append(
+        &self,
+        e: sallyport_core::journal::AuditEvent,
+    ) -> Result<AuditRecord, sallyport_core::journal::JournalError> {
+        self.held(self.real.append(e)).await
+    }
+    async fn append_with_intent(
+        &self,
+        intent: sallyport_core::journal::Intent,
+        e: sallyport_core::journal::AuditEvent,
+    ) -> Result<AuditRecord, sallyport_core::journal::JournalError> {
+        self.held(self.real.append_with_intent(intent, e)).await
+    }
+    fn append_detached(&self, e: sallyport_core::journal::AuditEvent) {
+        self.real.append_detached(e);
+    }
+    async fn verify(
+        &self,
+    ) -> Result<sallyport_core::journal::VerifyReport, sallyport_core::journal::JournalError> {
+        self.real.verify().await
+    }
+    async fn records(&self) -> Result<Vec<AuditRecord>, sallyport_core::journal::JournalError> {
+        self.real.records().await
+    }
+    async fn unresolved(
+        &self,
+    ) -> Result<
+        Vec<sallyport_core::journal::UnresolvedAttempt>,
+        sallyport_core::journal::JournalError,
+    > {
+        self.real.unresolved().await
+    }
+}
+
+/// A call dropped after the journal took its last record is recorded once, by that record:
+/// its guard does not add a cancellation record (before, a read was recorded as finished and
+/// as `cancelled_unknown`). For a read, a state-changing call and a refusal.
+#[tokio::test]
+async fn a_call_dropped_after_the_journal_took_its_record_is_recorded_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let real = Arc::new(SqliteJournal::open(dir.path().join("j.db")).expect("journal"));
+    let journal = Arc::new(HoldsTheAnswer {
+        real: Arc::clone(&real),
+        hold: std::sync::atomic::AtomicBool::new(true),
+    });
+    let channel = Arc::new(ScriptedChannel::new());
+    let executor = Executor::builder(catalog())
+        .journal_arc(journal.clone())
+        .channel_arc(channel.clone())
+        .vault(MemoryVault::new())
+        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+        .build()
+        .expect("builds");
+    let session = session();
+    let calls = [
+        (
+            "get_build",
+            json!({"project_id": "proj_1", "build_id": "build_1"}),
+        ),
+        ("create_deployment", deploy_args()),
+        ("no_such_action", json!({})),
+    ];
+    for (action, arguments) in calls.clone() {
+        let call = executor.call(action, arguments, &session);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), call)
+                .await
+                .is_err(),
+            "{action}: the journal holds the answer"
+        );
+    }
+    assert_eq!(
+        channel.dispatches(),
+        2,
+        "the read and the deployment were sent"
+    );
+    // A call answered normally: its record is queued after any cancellation record the
+    // dropped calls' guards wrote, so once it is answered those are in the file.
+    journal.hold.store(false, Ordering::SeqCst);
+    let last = executor
+        .call(
+            "get_build",
+            json!({"project_id": "proj_1", "build_id": "build_2"}),
+            &session,
+        )
+        .await;
+    assert_eq!(last.status, Status::Completed);
+    let records = real.records().await.expect("records");
+    let phases: Vec<(String, Phase)> = records
+        .iter()
+        .map(|r| (r.event.action.clone(), r.event.phase))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("get_build".to_owned(), Phase::Finished),
+            ("create_deployment".to_owned(), Phase::Finished),
+            ("no_such_action".to_owned(), Phase::Refused),
+            ("get_build".to_owned(), Phase::Finished),
+        ],
+        "one record per call"
+    );
+    assert!(real.unresolved().await.expect("unresolved").is_empty());
+    assert!(real.verify().await.expect("verify").is_intact());
+}
+
 async fn wait_for_records(journal: &dyn Journal, n: usize) -> Vec<AuditRecord> {
     for _ in 0..200 {
         let records = journal.records().await.expect("records");

@@ -211,14 +211,6 @@ impl Op {
         matches!(self, Self::Observe(..) | Self::Append(_, Some(_)))
     }
 
-    /// A call's record whose caller stopped waiting for it (see `write_here_batched`).
-    pub(super) fn abandoned(&self) -> bool {
-        match self {
-            Self::Observe(_, _, reply) | Self::Append(_, Some(reply)) => reply.is_closed(),
-            _ => false,
-        }
-    }
-
     /// Whether the write may extend the chain.
     pub(super) fn appends(&self) -> bool {
         matches!(

@@ -245,41 +245,40 @@ impl SqliteJournal {
     /// time, batches had grown from 1.4 writes to 4.1. A lone caller applies its write at once, as before: the one turn of
     /// the scheduler cost it 5–28 µs in the core bench's hot loop.
     ///
-    /// A call whose future is dropped while it waits takes its write back out of the queue
-    /// (unless a batch has already taken it), so the call is recorded once, by its guard's
-    /// cancellation record, and not also as finished.
+    /// The write is handed over when it is queued, on the first poll: a call whose future
+    /// is dropped while it waits its turn leaves it in the queue, wakes the journal thread
+    /// to apply it, and is recorded once, by this record (the executor does not record it
+    /// again as cancelled; see [`Journal::append`]).
     async fn write_here_batched<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> Op,
     ) -> Result<T, JournalError> {
-        // Declared before the receiver, so a cancelled task drops the receiver first: its
-        // write is then marked abandoned when `Waiting` looks at the queue.
-        let mut waiting = Waiting {
-            shared: &self.shared,
-            armed: true,
-        };
         let (reply, rx) = oneshot::channel();
         lock(&self.shared.queued).push(make(reply));
         if self.shared.concurrent.load(Ordering::Relaxed) > 0 {
+            let mut waiting = Waiting {
+                wake: &self.wake,
+                armed: true,
+            };
             tokio::task::yield_now().await;
+            waiting.armed = false;
         }
-        waiting.armed = false;
         self.apply_queued_and_wait(rx).await
     }
 }
 
 /// A queued write whose task has not yet tried to apply it: dropped armed (the task was
-/// cancelled, its receiver already dropped), it takes the write back out of the queue if it
-/// is still there.
+/// cancelled in its turn), it wakes the journal thread, which applies the write unless a
+/// batch has taken it first.
 struct Waiting<'a> {
-    shared: &'a Shared,
+    wake: &'a mpsc::Sender<()>,
     armed: bool,
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         if self.armed {
-            lock(&self.shared.queued).retain(|op| !op.abandoned());
+            let _ = self.wake.send(());
         }
     }
 }

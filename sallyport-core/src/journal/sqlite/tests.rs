@@ -155,12 +155,13 @@ async fn a_failing_write_alone_in_its_batch_leaves_nothing_behind() {
 }
 
 /// A call's last record waits one turn of the scheduler before its task applies the queue
-/// (so calls finishing together share a transaction). A call dropped in that turn is
-/// recorded by its guard; its own record must not also be written later by whoever applies
-/// the queue next. Without the take-back both writes stay queued and the next batch writes
-/// them.
+/// (so calls finishing together share a transaction). Queued, it is handed over: a call
+/// dropped in that turn is recorded by this record, written once by whoever applies the
+/// queue next (here the journal thread, which the dropped waiter wakes), and the executor
+/// records nothing more for it. Taking the write back instead left a window in which a
+/// batch had already taken it and the call was recorded twice.
 #[tokio::test]
-async fn a_record_dropped_while_it_waits_for_its_batch_is_not_written() {
+async fn a_record_dropped_while_it_waits_for_its_batch_is_written_once() {
     use std::task::{Context, Waker};
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -186,22 +187,58 @@ async fn a_record_dropped_while_it_waits_for_its_batch_is_not_written() {
         );
         assert_eq!(lock(&journal.shared.queued).len(), 2, "both are queued");
     }
-    assert!(
-        lock(&journal.shared.queued).is_empty(),
-        "dropped, they take their writes back"
-    );
-    // The next record is applied alone, and the file holds nothing of the dropped two.
+    // The dropped two stay handed over; a record queued after them is applied after them.
     let kept = Intent::for_bench(false);
     let record = journal
         .append_with_intent(kept.clone(), event(&kept.attempt_id))
         .await
         .expect("appended");
-    assert_eq!(record.seq, 1);
+    assert_eq!(record.seq, 3, "the dropped two were written first");
     let records = journal.records().await.expect("records");
-    assert_eq!(records.len(), 1);
-    assert_eq!(records[0].event.attempt_id, kept.attempt_id);
+    let attempts: Vec<&AttemptId> = records.iter().map(|r| &r.event.attempt_id).collect();
+    assert_eq!(
+        attempts,
+        [&observed.attempt_id, &refused, &kept.attempt_id],
+        "each record once, in the order queued"
+    );
     assert!(journal.unresolved().await.expect("unresolved").is_empty());
     assert!(journal.verify().await.expect("verify").is_intact());
+}
+
+/// A dropped waiter wakes the journal thread: its record is written with no other write
+/// coming after it.
+#[tokio::test]
+async fn a_dropped_waiters_record_is_written_by_the_journal_thread() {
+    use std::task::{Context, Waker};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+    let observed = Intent::for_bench(false);
+    let mut cx = Context::from_waker(Waker::noop());
+    journal
+        .shared
+        .concurrent
+        .store(combine::CONCURRENT, Ordering::Relaxed);
+    {
+        let mut observe = journal.append_with_intent(observed.clone(), event(&observed.attempt_id));
+        assert!(observe.as_mut().poll(&mut cx).is_pending());
+    }
+    // Watched from a second connection: a read through the journal would itself wake the
+    // thread.
+    let reader = Connection::open(journal.path()).expect("second connection");
+    let mut stored = 0;
+    for _ in 0..400 {
+        stored = reader
+            .query_row("SELECT count(*) FROM audit", [], |row| row.get::<_, i64>(0))
+            .expect("count");
+        if stored > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(stored, 1, "the thread applied the dropped record");
+    let records = journal.records().await.expect("records");
+    assert_eq!(records[0].event.attempt_id, observed.attempt_id);
 }
 
 /// Two records whose tasks both wait their turn are applied in one transaction, in the
