@@ -66,30 +66,34 @@ impl HttpChannel {
                 limits.max_response_bytes,
             )
             .await;
-            let mapping = Call {
-                spec: call.spec,
-                target,
-                max_retry_after: limits.max_retry_after,
-                resend: sent_before,
-                credential_attached: call.credential.is_some(),
-                idempotency_header: self.inner.idempotency_header.as_str(),
-                attempt_id: call.attempt_id.as_str(),
-                scrubber: call.context.scrubber(),
-            };
-            let step = step_for(&mapping, result, sent_before || hook.fired());
-            sent_before |= hook.fired();
-            match step {
-                Step::Done(outcome) => return outcome,
-                Step::Resend { wait, exhausted } => {
-                    if attempt == limits.max_attempts {
-                        return exhausted;
+            // What the exchange decided lives in a block that ends before the backoff is
+            // awaited, so the loop's future does not carry it through the wait.
+            let wait = {
+                let mapping = Call {
+                    spec: call.spec,
+                    target,
+                    max_retry_after: limits.max_retry_after,
+                    resend: sent_before,
+                    credential_attached: call.credential.is_some(),
+                    idempotency_header: self.inner.idempotency_header.as_str(),
+                    attempt_id: call.attempt_id.as_str(),
+                    scrubber: call.context.scrubber(),
+                };
+                let step = step_for(&mapping, result, sent_before || hook.fired());
+                sent_before |= hook.fired();
+                match step {
+                    Step::Done(outcome) => return outcome,
+                    Step::Resend { wait, exhausted } => {
+                        if attempt == limits.max_attempts {
+                            return exhausted;
+                        }
+                        last = Some(exhausted);
+                        wait.unwrap_or_else(|| self.inner.backoff.wait(attempt))
                     }
-                    let wait = wait.unwrap_or_else(|| self.inner.backoff.wait(attempt));
-                    tracing::debug!(attempt, wait_ms = wait.as_millis() as u64, "resending");
-                    last = Some(exhausted);
-                    tokio::time::sleep(wait).await;
                 }
-            }
+            };
+            tracing::debug!(attempt, wait_ms = wait.as_millis() as u64, "resending");
+            tokio::time::sleep(wait).await;
         }
         last.unwrap_or_else(|| {
             ChannelOutcome::new(Status::Rejected).with_code(UpstreamCode::NotSent)
