@@ -103,6 +103,17 @@ enum Step<'a> {
     Authorized(&'a Authorized),
 }
 
+impl Step<'_> {
+    /// Fills the call's record from the value.
+    fn fill(self, record: &mut record::CallRecord) {
+        match self {
+            Step::Resolved(v) => record.resolved(v),
+            Step::Validated(v) => record.validated(v),
+            Step::Authorized(v) => record.authorized(v),
+        }
+    }
+}
+
 /// The arguments come by reference and are taken out of the caller's future: an argument
 /// of an `async fn` keeps its slot in the future to its end, and the caller's future holds
 /// them anyway. What stages 1–5 use alone lives in a block that ends before the first await,
@@ -125,14 +136,7 @@ async fn pipeline(
             session,
             std::mem::take(arguments),
             purpose,
-            |step| {
-                let record = guard.record_mut();
-                match step {
-                    Step::Resolved(v) => record.resolved(v),
-                    Step::Validated(v) => record.validated(v),
-                    Step::Authorized(v) => record.authorized(v),
-                }
-            },
+            |step| step.fill(guard.record_mut()),
         )?;
         definition::check(inner.definition_guard.as_deref(), authorized)?
     };
@@ -219,14 +223,7 @@ async fn resumed(
         session,
         arguments,
         Purpose::Resume(&approval.attempt_id),
-        |step| {
-            let record = guard.record_mut();
-            match step {
-                Step::Resolved(v) => record.resolved(v),
-                Step::Validated(v) => record.validated(v),
-                Step::Authorized(v) => record.authorized(v),
-            }
-        },
+        |step| step.fill(guard.record_mut()),
     )
     .map_err(NotIntended::Refused)?;
     let approved = definition::check(inner.definition_guard.as_deref(), authorized)
