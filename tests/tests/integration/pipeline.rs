@@ -735,36 +735,83 @@ async fn a_full_journal_refuses_the_call_and_sends_nothing() {
     assert!(journal.verify().await.expect("verify").is_intact());
 }
 
-/// A journal whose intent writes fail and whose audit still works: the refusal is audited.
-struct IntentFails(Arc<SqliteJournal>);
+/// A SQLite journal with a fault: intent writes that fail while the audit still works
+/// (`fail_intents`), or a call's last record taken (the SQLite journal writes it) and then,
+/// while `hold` is set, never answered, so the caller's future is dropped after the journal
+/// took its record, as when a batch has taken it and the caller is cancelled before the
+/// answer.
+struct Faulty {
+    real: Arc<SqliteJournal>,
+    fail_intents: bool,
+    hold: std::sync::atomic::AtomicBool,
+}
+
+impl Faulty {
+    fn failing_intents(real: Arc<SqliteJournal>) -> Self {
+        Self {
+            real,
+            fail_intents: true,
+            hold: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn holding_answers(real: Arc<SqliteJournal>) -> Self {
+        Self {
+            real,
+            fail_intents: false,
+            hold: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+
+    async fn held<T>(&self, write: impl std::future::Future<Output = T>) -> T {
+        let answer = write.await;
+        if self.hold.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        answer
+    }
+}
 
 #[async_trait::async_trait]
-impl Journal for IntentFails {
+impl Journal for Faulty {
     async fn write_intent(
         &self,
-        _: &sallyport_core::journal::Intent,
+        intent: &sallyport_core::journal::Intent,
     ) -> Result<(), sallyport_core::journal::JournalError> {
-        Err(sallyport_core::journal::JournalError::Stopped)
+        if self.fail_intents {
+            return Err(sallyport_core::journal::JournalError::Stopped);
+        }
+        self.real.write_intent(intent).await
     }
     fn note_dispatch(&self, a: &sallyport_core::journal::AttemptId, n: u32) {
-        self.0.note_dispatch(a, n);
+        self.real.note_dispatch(a, n);
     }
     async fn append(
         &self,
         e: sallyport_core::journal::AuditEvent,
     ) -> Result<AuditRecord, sallyport_core::journal::JournalError> {
-        self.0.append(e).await
+        self.held(self.real.append(e)).await
+    }
+    async fn append_with_intent(
+        &self,
+        intent: sallyport_core::journal::Intent,
+        e: sallyport_core::journal::AuditEvent,
+    ) -> Result<AuditRecord, sallyport_core::journal::JournalError> {
+        if self.fail_intents {
+            return Err(sallyport_core::journal::JournalError::Stopped);
+        }
+        self.held(self.real.append_with_intent(intent, e)).await
     }
     fn append_detached(&self, e: sallyport_core::journal::AuditEvent) {
-        self.0.append_detached(e);
+        self.real.append_detached(e);
     }
     async fn verify(
         &self,
     ) -> Result<sallyport_core::journal::VerifyReport, sallyport_core::journal::JournalError> {
-        self.0.verify().await
+        self.real.verify().await
     }
     async fn records(&self) -> Result<Vec<AuditRecord>, sallyport_core::journal::JournalError> {
-        self.0.records().await
+        self.real.records().await
     }
     async fn unresolved(
         &self,
@@ -772,7 +819,7 @@ impl Journal for IntentFails {
         Vec<sallyport_core::journal::UnresolvedAttempt>,
         sallyport_core::journal::JournalError,
     > {
-        self.0.unresolved().await
+        self.real.unresolved().await
     }
 }
 
@@ -782,7 +829,7 @@ async fn a_failed_intent_write_is_audited_as_journal_unavailable() {
     let real = Arc::new(SqliteJournal::open(dir.path().join("j.db")).expect("journal"));
     let channel = Arc::new(ScriptedChannel::new());
     let executor = Executor::builder(catalog())
-        .journal(IntentFails(real.clone()))
+        .journal(Faulty::failing_intents(real.clone()))
         .channel_arc(channel.clone())
         .vault(MemoryVault::new())
         .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
@@ -960,69 +1007,6 @@ async fn dropping_a_call_inside_the_channel_before_it_sends_records_cancelled_be
     assert!(h.journal.unresolved().await.expect("unresolved").is_empty());
 }
 
-/// A journal that takes a call's last record (the SQLite journal writes it) and then, while
-/// `hold` is set, never answers: the caller's future is dropped after the journal took its
-/// record, as when a batch has taken it and the caller is cancelled before the answer.
-struct HoldsTheAnswer {
-    real: Arc<SqliteJournal>,
-    hold: std::sync::atomic::AtomicBool,
-}
-
-impl HoldsTheAnswer {
-    async fn held<T>(&self, write: impl std::future::Future<Output = T>) -> T {
-        let answer = write.await;
-        if self.hold.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
-        answer
-    }
-}
-
-#[async_trait::async_trait]
-impl Journal for HoldsTheAnswer {
-    async fn write_intent(
-        &self,
-        intent: &sallyport_core::journal::Intent,
-    ) -> Result<(), sallyport_core::journal::JournalError> {
-        self.real.write_intent(intent).await
-    }
-    fn note_dispatch(&self, a: &sallyport_core::journal::AttemptId, n: u32) {
-        self.real.note_dispatch(a, n);
-    }
-    async fn append(
-        &self,
-        e: sallyport_core::journal::AuditEvent,
-    ) -> Result<AuditRecord, sallyport_core::journal::JournalError> {
-        self.held(self.real.append(e)).await
-    }
-    async fn append_with_intent(
-        &self,
-        intent: sallyport_core::journal::Intent,
-        e: sallyport_core::journal::AuditEvent,
-    ) -> Result<AuditRecord, sallyport_core::journal::JournalError> {
-        self.held(self.real.append_with_intent(intent, e)).await
-    }
-    fn append_detached(&self, e: sallyport_core::journal::AuditEvent) {
-        self.real.append_detached(e);
-    }
-    async fn verify(
-        &self,
-    ) -> Result<sallyport_core::journal::VerifyReport, sallyport_core::journal::JournalError> {
-        self.real.verify().await
-    }
-    async fn records(&self) -> Result<Vec<AuditRecord>, sallyport_core::journal::JournalError> {
-        self.real.records().await
-    }
-    async fn unresolved(
-        &self,
-    ) -> Result<
-        Vec<sallyport_core::journal::UnresolvedAttempt>,
-        sallyport_core::journal::JournalError,
-    > {
-        self.real.unresolved().await
-    }
-}
-
 /// A call dropped after the journal took its last record is recorded once, by that record:
 /// its guard does not add a cancellation record (before, a read was recorded as finished and
 /// as `cancelled_unknown`). For a read, a state-changing call and a refusal.
@@ -1030,10 +1014,7 @@ impl Journal for HoldsTheAnswer {
 async fn a_call_dropped_after_the_journal_took_its_record_is_recorded_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let real = Arc::new(SqliteJournal::open(dir.path().join("j.db")).expect("journal"));
-    let journal = Arc::new(HoldsTheAnswer {
-        real: Arc::clone(&real),
-        hold: std::sync::atomic::AtomicBool::new(true),
-    });
+    let journal = Arc::new(Faulty::holding_answers(Arc::clone(&real)));
     let channel = Arc::new(ScriptedChannel::new());
     let executor = Executor::builder(catalog())
         .journal_arc(journal.clone())

@@ -154,6 +154,18 @@ async fn a_failing_write_alone_in_its_batch_leaves_nothing_behind() {
     assert!(journal.verify().await.expect("verify").is_intact());
 }
 
+/// A fresh journal (in a directory the caller keeps) that has seen writes arriving
+/// together, so a call's last record waits its turn before its task applies the queue.
+fn batching_journal() -> (tempfile::TempDir, SqliteJournal) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+    journal
+        .shared
+        .concurrent
+        .store(combine::CONCURRENT, Ordering::Relaxed);
+    (dir, journal)
+}
+
 /// A call's last record waits one turn of the scheduler before its task applies the queue
 /// (so calls finishing together share a transaction). Queued, it is handed over: a call
 /// dropped in that turn is recorded by this record, written once by whoever applies the
@@ -164,16 +176,10 @@ async fn a_failing_write_alone_in_its_batch_leaves_nothing_behind() {
 async fn a_record_dropped_while_it_waits_for_its_batch_is_written_once() {
     use std::task::{Context, Waker};
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+    let (_dir, journal) = batching_journal();
     let observed = Intent::for_bench(false);
     let refused = AttemptId::generate();
     let mut cx = Context::from_waker(Waker::noop());
-    // Writes have been arriving together, so a record waits its turn.
-    journal
-        .shared
-        .concurrent
-        .store(combine::CONCURRENT, Ordering::Relaxed);
     {
         let mut observe = journal.append_with_intent(observed.clone(), event(&observed.attempt_id));
         let mut append = journal.append(event(&refused));
@@ -211,14 +217,9 @@ async fn a_record_dropped_while_it_waits_for_its_batch_is_written_once() {
 async fn a_dropped_waiters_record_is_written_by_the_journal_thread() {
     use std::task::{Context, Waker};
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+    let (_dir, journal) = batching_journal();
     let observed = Intent::for_bench(false);
     let mut cx = Context::from_waker(Waker::noop());
-    journal
-        .shared
-        .concurrent
-        .store(combine::CONCURRENT, Ordering::Relaxed);
     {
         let mut observe = journal.append_with_intent(observed.clone(), event(&observed.attempt_id));
         assert!(observe.as_mut().poll(&mut cx).is_pending());
@@ -247,14 +248,9 @@ async fn a_dropped_waiters_record_is_written_by_the_journal_thread() {
 async fn records_queued_while_their_tasks_wait_share_one_batch() {
     use std::task::{Context, Waker};
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let journal = SqliteJournal::open(dir.path().join("j.db")).expect("journal");
+    let (_dir, journal) = batching_journal();
     let (a, b) = (Intent::for_bench(false), Intent::for_bench(false));
     let mut cx = Context::from_waker(Waker::noop());
-    journal
-        .shared
-        .concurrent
-        .store(combine::CONCURRENT, Ordering::Relaxed);
     let mut first = journal.append_with_intent(a.clone(), event(&a.attempt_id));
     let mut second = journal.append_with_intent(b.clone(), event(&b.attempt_id));
     assert!(first.as_mut().poll(&mut cx).is_pending());
