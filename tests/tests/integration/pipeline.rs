@@ -114,6 +114,17 @@ fn catalog() -> Catalog {
         .expect("catalog builds")
 }
 
+/// An executor on `journal` and the scripted `channel` whose human approves every call.
+fn approving_executor(journal: Arc<dyn Journal>, channel: &Arc<ScriptedChannel>) -> Executor {
+    Executor::builder(catalog())
+        .journal_arc(journal)
+        .channel_arc(channel.clone())
+        .vault(MemoryVault::new())
+        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
+        .build()
+        .expect("builds")
+}
+
 fn session() -> Session {
     Session::new("ses_test").allow("project", ["proj_1"])
 }
@@ -607,13 +618,7 @@ async fn an_unwritable_journal_refuses_the_call_and_sends_nothing() {
         .open()
         .expect("journal");
     let channel = Arc::new(ScriptedChannel::new());
-    let executor = Executor::builder(catalog())
-        .journal(journal)
-        .channel_arc(channel.clone())
-        .vault(MemoryVault::new())
-        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-        .build()
-        .expect("builds");
+    let executor = approving_executor(Arc::new(journal), &channel);
     // Another process holds the write lock: the intent cannot be written.
     let blocker = rusqlite::Connection::open(&path).expect("open");
     blocker.execute_batch("BEGIN EXCLUSIVE").expect("lock");
@@ -693,13 +698,7 @@ async fn a_full_journal_refuses_the_call_and_sends_nothing() {
             .expect("journal"),
     );
     let channel = Arc::new(ScriptedChannel::new());
-    let executor = Executor::builder(catalog())
-        .journal_arc(journal.clone() as Arc<dyn Journal>)
-        .channel_arc(channel.clone())
-        .vault(MemoryVault::new())
-        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-        .build()
-        .expect("builds");
+    let executor = approving_executor(journal.clone(), &channel);
     let mut sent = 0;
     let mut receipts = Vec::new();
     let refused = loop {
@@ -828,13 +827,7 @@ async fn a_failed_intent_write_is_audited_as_journal_unavailable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let real = Arc::new(SqliteJournal::open(dir.path().join("j.db")).expect("journal"));
     let channel = Arc::new(ScriptedChannel::new());
-    let executor = Executor::builder(catalog())
-        .journal(Faulty::failing_intents(real.clone()))
-        .channel_arc(channel.clone())
-        .vault(MemoryVault::new())
-        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-        .build()
-        .expect("builds");
+    let executor = approving_executor(Arc::new(Faulty::failing_intents(real.clone())), &channel);
     let result = executor
         .call("create_deployment", deploy_args(), &session())
         .await;
@@ -1016,13 +1009,7 @@ async fn a_call_dropped_after_the_journal_took_its_record_is_recorded_once() {
     let real = Arc::new(SqliteJournal::open(dir.path().join("j.db")).expect("journal"));
     let journal = Arc::new(Faulty::holding_answers(Arc::clone(&real)));
     let channel = Arc::new(ScriptedChannel::new());
-    let executor = Executor::builder(catalog())
-        .journal_arc(journal.clone())
-        .channel_arc(channel.clone())
-        .vault(MemoryVault::new())
-        .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-        .build()
-        .expect("builds");
+    let executor = approving_executor(journal.clone(), &channel);
     let session = session();
     let calls = [
         (
@@ -1095,13 +1082,10 @@ async fn attempts_interrupted_by_a_crash_are_listed_as_unresolved_after_restart(
         let channel = Arc::new(ScriptedChannel::new());
         channel.then(Step::HangAfterSend);
         channel.then(Step::HangBeforeSend);
-        let executor = Executor::builder(catalog())
-            .journal(SqliteJournal::open(&path).expect("journal"))
-            .channel_arc(channel.clone())
-            .vault(MemoryVault::new())
-            .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
-            .build()
-            .expect("builds");
+        let executor = approving_executor(
+            Arc::new(SqliteJournal::open(&path).expect("journal")),
+            &channel,
+        );
         let session = session();
         for _ in 0..2 {
             let mut call = Box::pin(executor.call("create_deployment", deploy_args(), &session));
