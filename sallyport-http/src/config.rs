@@ -71,10 +71,12 @@ impl BaseUrl {
     /// The full URL for an already-encoded path (starting with `/`).
     pub(crate) fn join(&self, encoded_path: &str) -> Url {
         let mut url = self.0.clone();
-        let mut path = String::with_capacity(self.prefix().len() + encoded_path.len());
-        path.push_str(self.prefix());
-        path.push_str(encoded_path);
-        url.set_path(&path);
+        let prefix = self.prefix();
+        if prefix.is_empty() {
+            url.set_path(encoded_path);
+        } else {
+            url.set_path(&[prefix, encoded_path].concat());
+        }
         url
     }
 }

@@ -87,7 +87,7 @@ impl HttpPrepared {
     /// Fixes the destination, fingerprints the request, then attaches the credential.
     fn complete(&mut self, base: BaseUrl, injection: Option<Injection>) {
         let mut url = base.join(&self.plan.path);
-        {
+        if !self.plan.query.is_empty() {
             let mut pairs = url.query_pairs_mut();
             for (k, v) in &self.plan.query {
                 pairs.append_pair(k, v);
@@ -162,15 +162,19 @@ impl PreparedRequest for HttpPrepared {
     }
 
     fn summary(&self) -> RequestSummary {
+        let placeholder;
         let origin = match (&self.base, &self.unbound) {
-            (Some(base), _) => [base.origin_text(), base.prefix()].concat(),
+            (Some(base), _) => [base.origin_text(), base.prefix()],
             (None, Some(name)) => match &self.configured {
-                Some(base) => [base.origin_text(), base.prefix()].concat(),
-                None => format!("<base URL of credential `{name}`>"),
+                Some(base) => [base.origin_text(), base.prefix()],
+                None => {
+                    placeholder = format!("<base URL of credential `{name}`>");
+                    [placeholder.as_str(), ""]
+                }
             },
-            (None, None) => "<no base URL>".to_owned(),
+            (None, None) => ["<no base URL>", ""],
         };
-        RequestSummary(self.plan.summary(&origin))
+        RequestSummary(self.plan.summary(origin))
     }
 
     fn fingerprint(&self) -> [u8; 32] {

@@ -3,6 +3,7 @@
 //! in headers, headers the executor owns.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::marker::PhantomData;
@@ -199,8 +200,10 @@ impl RequestPlan {
     /// before the executor scrubs). The body is as long as the agent's arguments allow; the
     /// executor escapes the summary for display and refuses to ask a human about one too long
     /// to show in full.
-    pub(crate) fn summary(&self, origin: &str) -> String {
-        let mut out = format!("{} {origin}{}", self.method, self.path);
+    /// `origin` is written as its pieces in order (the base's origin, then its path prefix).
+    pub(crate) fn summary(&self, origin: [&str; 2]) -> String {
+        let [origin, prefix] = origin;
+        let mut out = format!("{} {origin}{prefix}{}", self.method, self.path);
         if !self.query.is_empty() {
             let mut q = url::form_urlencoded::Serializer::new(String::new());
             for (k, v) in &self.query {
@@ -485,18 +488,22 @@ fn scalar_text(field: &str, value: &Value, place: &str) -> Result<String, Refusa
 fn check_combined_segments(path: &str, raw: &str, placed: &[(usize, &str)]) -> Result<(), Refusal> {
     // No value holds a `/` (each passed `check_segment`), so both split alike.
     for (index, (wire, raw)) in path.split('/').zip(raw.split('/')).enumerate() {
-        let fields: Vec<String> = placed
-            .iter()
-            .filter(|(i, _)| *i == index)
-            .map(|(_, f)| format!("`{f}`"))
-            .collect();
-        if fields.is_empty() {
+        let mut fields = placed.iter().filter(|(i, _)| *i == index).map(|(_, f)| *f);
+        if fields.next().is_none() {
             continue;
         }
-        let subject = if fields.len() > 1 {
-            format!("{} together", fields.join(" and "))
-        } else {
-            fields.concat()
+        // Named only in a refusal, so written only for one.
+        let subject = || {
+            let fields: Vec<String> = placed
+                .iter()
+                .filter(|(i, _)| *i == index)
+                .map(|(_, f)| format!("`{f}`"))
+                .collect();
+            if fields.len() > 1 {
+                format!("{} together", fields.join(" and "))
+            } else {
+                fields.concat()
+            }
         };
         for form in [raw, wire] {
             check_segment_as(&subject, form)?;
@@ -533,20 +540,23 @@ pub(crate) fn push_segment(path: &mut String, field: &str, value: &str) -> Resul
 /// control characters, and the same after percent-decoding (up to three times), so that no
 /// proxy or server that decodes it again can see a different path.
 fn check_segment(field: &str, value: &str) -> Result<(), Refusal> {
-    check_segment_as(&format!("`{field}`"), value)
+    check_segment_as(&|| format!("`{field}`"), value)
 }
 
-/// [`check_segment`] with the subject of the refusal already written (`` `a` and `b` together``).
-fn check_segment_as(subject: &str, value: &str) -> Result<(), Refusal> {
+/// [`check_segment`] with the refusal's subject (`` `a` and `b` together``) written by
+/// `subject`, which is called only for a refusal. A value with nothing percent-encoded in it
+/// is checked where it lies, without a copy.
+fn check_segment_as(subject: &dyn Fn() -> String, value: &str) -> Result<(), Refusal> {
     let refuse_path = |why: &str| {
         refuse(format!(
-            "{subject} would change the request path ({why}); it must name exactly one object"
+            "{} would change the request path ({why}); it must name exactly one object",
+            subject()
         ))
     };
     if value.is_empty() {
         return Err(refuse_path("it is empty"));
     }
-    let mut current = value.to_owned();
+    let mut current = Cow::Borrowed(value);
     for _ in 0..4 {
         if current.chars().any(char::is_control) {
             return Err(refuse_path("it contains a control character"));
@@ -557,13 +567,12 @@ fn check_segment_as(subject: &str, value: &str) -> Result<(), Refusal> {
         if current == "." || current == ".." {
             return Err(refuse_path("it is a dot segment"));
         }
-        let decoded = percent_decode_str(&current)
-            .decode_utf8_lossy()
-            .into_owned();
-        if decoded == current {
-            break;
+        // Borrowed: nothing was percent-encoded, so decoding again changes nothing.
+        match percent_decode_str(&current).decode_utf8_lossy() {
+            Cow::Borrowed(_) => break,
+            Cow::Owned(decoded) if decoded == *current => break,
+            Cow::Owned(decoded) => current = Cow::Owned(decoded),
         }
-        current = decoded;
     }
     Ok(())
 }

@@ -349,18 +349,18 @@ impl HttpTarget {
     /// percent-decodes it again: the segment itself, or any of up to three successive
     /// percent-decodings of it (`%2e%2E`, `.%2e`, `%252e%252e`, …).
     pub fn is_dot_segment(segment: &str) -> bool {
-        let mut current = std::borrow::Cow::Borrowed(segment);
+        use std::borrow::Cow;
+        let mut current = Cow::Borrowed(segment);
         for _ in 0..4 {
             if current == "." || current == ".." {
                 return true;
             }
-            let decoded = percent_encoding::percent_decode_str(&current)
-                .decode_utf8_lossy()
-                .into_owned();
-            if decoded == current {
-                return false;
+            // Borrowed: nothing was percent-encoded, so no decoding can change it.
+            match percent_encoding::percent_decode_str(&current).decode_utf8_lossy() {
+                Cow::Borrowed(_) => return false,
+                Cow::Owned(decoded) if decoded == *current => return false,
+                Cow::Owned(decoded) => current = Cow::Owned(decoded),
             }
-            current = std::borrow::Cow::Owned(decoded);
         }
         current == "." || current == ".."
     }
