@@ -21,7 +21,7 @@ pub(crate) struct Decoded {
     pub(crate) note: Option<String>,
 }
 
-type DecodeFn = dyn Fn(Value) -> Result<Decoded, serde_json::Error> + Send + Sync;
+type DecodeFn = dyn Fn(&Value) -> Result<Decoded, serde_json::Error> + Send + Sync;
 type PreconditionFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 type PreconditionFn = dyn Fn(Arc<dyn Any + Send + Sync>) -> PreconditionFuture + Send + Sync;
 
@@ -90,7 +90,8 @@ impl Entry {
         }
     }
 
-    pub(crate) fn decode(&self, args: Value) -> Result<Decoded, serde_json::Error> {
+    /// Decodes the action's input from `args` where they lie (no copy of the whole value).
+    pub(crate) fn decode(&self, args: &Value) -> Result<Decoded, serde_json::Error> {
         (self.decode)(args)
     }
 
@@ -296,7 +297,7 @@ fn entry_for<A: Action>(spec: ActionSpec) -> Result<Entry, CatalogError> {
         canonical_error: None,
         guard,
         decode: Box::new(|args| {
-            let input: A = serde_json::from_value(args)?;
+            let input = A::deserialize(args)?;
             Ok(Decoded {
                 objects: input.scope_values(),
                 note: input.audit_note(),

@@ -12,46 +12,102 @@ pub fn canonical_json(value: &Value) -> String {
     out
 }
 
-fn write_value(value: &Value, out: &mut String) {
+/// The length in bytes of [`canonical_json`]`(value)`, counted without writing it (the
+/// executor's argument-size limit, checked on every call).
+pub(crate) fn canonical_len(value: &Value) -> usize {
+    let mut len = Len(0);
+    write_value(value, &mut len);
+    len.0
+}
+
+/// Where canonical JSON goes: a `String`, or a count of its bytes.
+trait Sink: std::fmt::Write {
+    /// Whether object keys must be written in canonical order (a count does not care).
+    const ORDERED: bool;
+    fn text(&mut self, s: &str);
+    fn char(&mut self, c: char);
+}
+
+impl Sink for String {
+    const ORDERED: bool = true;
+    fn text(&mut self, s: &str) {
+        self.push_str(s);
+    }
+    fn char(&mut self, c: char) {
+        self.push(c);
+    }
+}
+
+/// Counts the bytes it is given.
+struct Len(usize);
+
+impl std::fmt::Write for Len {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 += s.len();
+        Ok(())
+    }
+}
+
+impl Sink for Len {
+    const ORDERED: bool = false;
+    fn text(&mut self, s: &str) {
+        self.0 += s.len();
+    }
+    fn char(&mut self, c: char) {
+        self.0 += c.len_utf8();
+    }
+}
+
+fn write_value<S: Sink>(value: &Value, out: &mut S) {
     match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Null => out.text("null"),
+        Value::Bool(b) => out.text(if *b { "true" } else { "false" }),
         Value::Number(n) => write_number(n, out),
         Value::String(s) => write_string(s, out),
         Value::Array(items) => {
-            out.push('[');
+            out.char('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.char(',');
                 }
                 write_value(item, out);
             }
-            out.push(']');
+            out.char(']');
         }
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            out.char('{');
+            let mut write_entry = |i: usize, key: &String, value: &Value| {
                 if i > 0 {
-                    out.push(',');
+                    out.char(',');
                 }
                 write_string(key, out);
-                out.push(':');
-                write_value(&map[key], out);
+                out.char(':');
+                write_value(value, out);
+            };
+            if S::ORDERED {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+                for (i, key) in keys.into_iter().enumerate() {
+                    write_entry(i, key, &map[key]);
+                }
+            } else {
+                for (i, (key, value)) in map.iter().enumerate() {
+                    write_entry(i, key, value);
+                }
             }
-            out.push('}');
+            out.char('}');
         }
     }
 }
 
-fn write_number(n: &serde_json::Number, out: &mut String) {
+fn write_number(n: &serde_json::Number, out: &mut impl Sink) {
+    // Writing to a `String` or a count cannot fail.
     if let Some(i) = n.as_i64() {
-        out.push_str(&i.to_string());
+        let _ = write!(out, "{i}");
     } else if let Some(u) = n.as_u64() {
-        out.push_str(&u.to_string());
+        let _ = write!(out, "{u}");
     } else if let Some(f) = n.as_f64() {
-        out.push_str(&ecmascript_number(f));
+        out.text(&ecmascript_number(f));
     }
 }
 
@@ -103,22 +159,24 @@ fn ecmascript_number(f: f64) -> String {
     out
 }
 
-fn write_string(s: &str, out: &mut String) {
-    out.push('"');
+fn write_string(s: &str, out: &mut impl Sink) {
+    out.char('"');
     for c in s.chars() {
         match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
+            '"' => out.text("\\\""),
+            '\\' => out.text("\\\\"),
+            '\u{08}' => out.text("\\b"),
+            '\u{0c}' => out.text("\\f"),
+            '\n' => out.text("\\n"),
+            '\r' => out.text("\\r"),
+            '\t' => out.text("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.char(c),
         }
     }
-    out.push('"');
+    out.char('"');
 }
 
 /// SHA-256 (hex) of the canonical form of `value`.
@@ -250,6 +308,16 @@ mod tests {
     }
 
     #[test]
+    fn the_counted_length_covers_every_escape_and_number() {
+        let v = json!({
+            "k\u{1}é": ["\u{8}\u{c}\t\r\n\\\"\u{1f}", 1.5e300, 0.000_001, -7, u64::MAX, null, true],
+            "a": {"z": [], "y": {}}
+        });
+        assert_eq!(canonical_len(&v), canonical_json(&v).len());
+        assert_eq!(canonical_len(&json!("x")), 3);
+    }
+
+    #[test]
     fn integers_beyond_two_to_the_53_have_no_canonical_form() {
         let big = json!({"a": [1, {"n": 9_007_199_254_740_993_u64}]});
         assert_eq!(
@@ -370,6 +438,11 @@ mod tests {
                 let once = canonical_json(&value);
                 let reparsed: Value = serde_json::from_str(&once).expect("canonical JSON parses");
                 prop_assert_eq!(canonical_json(&reparsed), once);
+            }
+
+            #[test]
+            fn the_counted_length_is_the_written_length(value in json_value()) {
+                prop_assert_eq!(canonical_len(&value), canonical_json(&value).len());
             }
 
             #[test]

@@ -146,6 +146,12 @@ impl PayloadGuard {
         &self.schema
     }
 
+    /// Whether `args` match the schema, as [`check`](Self::check) would find them, without
+    /// building a decision (the executor's path for a call with nothing to report).
+    pub(crate) fn is_clean(&self, args: &Value) -> bool {
+        !depth_exceeds(args, MAX_DEPTH) && self.validator.is_valid(args)
+    }
+
     /// Checks `args` in `mode`. In `warn` and `shadow` modes unknown fields are removed from
     /// `args`, so the call can decode.
     pub fn check(&self, mode: DriftMode, args: &mut Value) -> PayloadDecision {

@@ -214,7 +214,7 @@ impl Executor {
         };
         report.check = Some(check.to_owned());
         let objects = entry
-            .decode(attempt.arguments.clone())
+            .decode(&attempt.arguments)
             .map(|d| d.objects)
             .unwrap_or_default();
         let mut session = Session::new(RECONCILE_SESSION).requested_by("sallyport reconciler");

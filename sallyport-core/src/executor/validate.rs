@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::resolve::Resolved;
 use crate::action::ScopedValue;
 use crate::catalog::Entry;
-use crate::drift::{DriftMode, Verdict, canonical_json};
+use crate::drift::{DriftMode, Verdict};
+use crate::drift_model::canonical::canonical_len;
 use crate::outcome::{Refusal, RefusalCode};
 use crate::scrub::Scrubber;
 
@@ -89,7 +90,7 @@ pub(super) fn validate(
     mut arguments: Value,
 ) -> Result<Validated, Refusal> {
     let entry = resolved.into_entry();
-    let size = canonical_json(&arguments).len();
+    let size = canonical_len(&arguments);
     if size > limits.max_argument_bytes {
         return Err(Refusal::new(
             RefusalCode::ArgumentsTooLarge,
@@ -99,17 +100,21 @@ pub(super) fn validate(
             ),
         ));
     }
-    let decision = entry.guard.check(limits.drift_mode, &mut arguments);
-    if !decision.allowed {
-        return Err(Refusal::new(RefusalCode::InvalidArguments, decision.detail)
-            .with_divergences(decision.divergences));
-    }
-    let divergences = if matches!(decision.verdict, Verdict::Warned | Verdict::Shadowed) {
-        decision.divergences
-    } else {
+    let divergences = if entry.guard.is_clean(&arguments) {
         Vec::new()
+    } else {
+        let decision = entry.guard.check(limits.drift_mode, &mut arguments);
+        if !decision.allowed {
+            return Err(Refusal::new(RefusalCode::InvalidArguments, decision.detail)
+                .with_divergences(decision.divergences));
+        }
+        if matches!(decision.verdict, Verdict::Warned | Verdict::Shadowed) {
+            decision.divergences
+        } else {
+            Vec::new()
+        }
     };
-    let decoded = entry.decode(arguments.clone()).map_err(|e| {
+    let decoded = entry.decode(&arguments).map_err(|e| {
         Refusal::new(
             RefusalCode::InvalidArguments,
             format!(
