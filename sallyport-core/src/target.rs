@@ -67,6 +67,7 @@ pub struct ResultShape {
     /// The result type's JSON Schema (for tool exports' `outputSchema`).
     pub schema: Value,
     project: fn(Value) -> Result<Value, String>,
+    project_slice: fn(&[u8]) -> Result<Value, String>,
 }
 
 impl ResultShape {
@@ -87,9 +88,21 @@ impl ResultShape {
             })?;
             serde_json::to_value(typed).map_err(|e| e.to_string())
         }
+        fn project_slice<T: serde::de::DeserializeOwned + serde::Serialize>(
+            body: &[u8],
+        ) -> Result<Value, String> {
+            let typed: T = serde_json::from_slice(body).map_err(|e| {
+                format!(
+                    "response does not match the declared result: {}",
+                    crate::drift_model::describe_serde_error(&e)
+                )
+            })?;
+            serde_json::to_value(typed).map_err(|e| e.to_string())
+        }
         Self {
             schema: schemars::schema_for!(T).to_value(),
             project: project::<T>,
+            project_slice: project_slice::<T>,
         }
     }
 
@@ -100,6 +113,19 @@ impl ResultShape {
     /// A short reason when the value does not have the declared shape.
     pub fn project(&self, value: Value) -> Result<Value, String> {
         (self.project)(value)
+    }
+
+    /// Projects an upstream JSON body onto the declared result type, decoding it straight
+    /// into the type (no intermediate [`Value`]). Stricter than parsing the body and
+    /// calling [`project`](Self::project): a body that names one of the type's fields twice
+    /// is refused rather than read as its last value, since JSON parsers disagree on which
+    /// of the two wins.
+    ///
+    /// # Errors
+    ///
+    /// A short reason when the body is not JSON of the declared shape.
+    pub fn project_slice(&self, body: &[u8]) -> Result<Value, String> {
+        (self.project_slice)(body)
     }
 }
 

@@ -621,10 +621,7 @@ fn success(call: &Call<'_>, body: Option<&[u8]>) -> ChannelOutcome {
     let Some(shape) = &call.target.result else {
         return ChannelOutcome::new(Status::Completed);
     };
-    let value = body
-        .filter(|b| !b.is_empty())
-        .and_then(|b| serde_json::from_slice::<Value>(b).ok());
-    match value.map(|v| shape.project(v)) {
+    match body.filter(|b| !b.is_empty()).map(|b| shape.project_slice(b)) {
         Some(Ok(data)) => ChannelOutcome::completed(data),
         _ => call.uncertain(
             UpstreamCode::UnexpectedResponse,
@@ -635,10 +632,11 @@ fn success(call: &Call<'_>, body: Option<&[u8]>) -> ChannelOutcome {
 
 /// `status` with the projected result when the body has the declared shape, else no data.
 fn project_optional(call: &Call<'_>, status: Status, body: Option<&[u8]>) -> ChannelOutcome {
-    let data = call.target.result.as_ref().and_then(|shape| {
-        let value = serde_json::from_slice::<Value>(body?).ok()?;
-        shape.project(value).ok()
-    });
+    let data = call
+        .target
+        .result
+        .as_ref()
+        .and_then(|shape| shape.project_slice(body?).ok());
     let o = ChannelOutcome::new(status).with_origin(Origin::Upstream);
     match data {
         Some(d) => o.with_data(d),

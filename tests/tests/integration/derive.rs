@@ -167,6 +167,19 @@ fn the_http_target_carries_method_path_query_headers_statuses_and_result_schema(
         ),
         Ok(json!({"deployment_id": "dep_1", "operation_status": "queued"}))
     );
+    // A body is decoded straight into the result type, with the same projection.
+    assert_eq!(
+        result.project_slice(
+            br#"{"deployment_id": "dep_1", "operation_status": "queued", "internal": 1}"#
+        ),
+        Ok(json!({"deployment_id": "dep_1", "operation_status": "queued"}))
+    );
+    // A field named twice is refused: parsers disagree on which of the two wins.
+    let twice = result
+        .project_slice(br#"{"deployment_id": "dep_1", "deployment_id": "dep_2", "operation_status": "queued"}"#)
+        .expect_err("a repeated field");
+    assert!(twice.contains("deployment_id"), "{twice}");
+    assert!(result.project_slice(b"not json").is_err());
 }
 
 #[test]
