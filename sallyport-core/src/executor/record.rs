@@ -141,23 +141,73 @@ impl CallRecord {
         reason: Option<String>,
         dispatches: u32,
     ) -> AuditEvent {
+        let texts = Texts {
+            session_id: self.session_id.clone(),
+            action: self.action.clone(),
+            definition_hash: self.definition_hash.clone(),
+            objects: self.objects.clone(),
+            note: self.note.clone(),
+            request: self.request.clone(),
+            divergences: self.divergences.clone(),
+            policy: self.policy.clone(),
+        };
+        self.event_with(texts, phase, status, origin, code, reason, dispatches)
+    }
+
+    /// [`Self::event`] for the call's last record, which is handed to the journal before
+    /// the call's future can next be suspended: the record's texts move into the event
+    /// instead of being copied, since nothing reads them again (once the journal holds the
+    /// last record, the call's guard records nothing more).
+    fn last_event(
+        &mut self,
+        phase: Phase,
+        status: Status,
+        origin: Option<Origin>,
+        code: Option<Code>,
+        reason: Option<String>,
+        dispatches: u32,
+    ) -> AuditEvent {
+        let texts = Texts {
+            session_id: std::mem::take(&mut self.session_id),
+            action: std::mem::take(&mut self.action),
+            definition_hash: self.definition_hash.take(),
+            objects: std::mem::take(&mut self.objects),
+            note: self.note.take(),
+            request: self.request.take(),
+            divergences: std::mem::take(&mut self.divergences),
+            policy: self.policy.take(),
+        };
+        self.event_with(texts, phase, status, origin, code, reason, dispatches)
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "the outcome's parts, as `event` takes them")]
+    fn event_with(
+        &self,
+        texts: Texts,
+        phase: Phase,
+        status: Status,
+        origin: Option<Origin>,
+        code: Option<Code>,
+        reason: Option<String>,
+        dispatches: u32,
+    ) -> AuditEvent {
         AuditEvent {
             receipt_id: ReceiptId::generate(),
             attempt_id: self.attempt_id.clone(),
             at: crate::journal::now(),
-            session_id: self.session_id.clone(),
-            action: self.action.clone(),
-            definition_hash: self.definition_hash.clone(),
+            session_id: texts.session_id,
+            action: texts.action,
+            definition_hash: texts.definition_hash,
             phase,
             status,
             origin,
             code,
             reason,
-            objects: self.objects.clone(),
-            note: self.note.clone(),
-            request: self.request.clone(),
+            objects: texts.objects,
+            note: texts.note,
+            request: texts.request,
             consent: self.consent,
-            divergences: self.divergences.clone(),
+            divergences: texts.divergences,
             drift_decision: None,
             dispatches,
             upstream_status: None,
@@ -165,9 +215,21 @@ impl CallRecord {
                 crate::approval::ApprovalNote::new(id.clone(), ApprovalStep::Resumed)
             }),
             reconciled: None,
-            policy: self.policy.clone(),
+            policy: texts.policy,
         }
     }
+}
+
+/// What an audit event takes from its call's record beyond the ids.
+struct Texts {
+    session_id: String,
+    action: String,
+    definition_hash: Option<String>,
+    objects: Vec<ScopedValue>,
+    note: Option<String>,
+    request: Option<String>,
+    divergences: Vec<crate::drift::Divergence>,
+    policy: Option<crate::policy::PolicyNote>,
 }
 
 /// A write of a call's last record that marks the record handed over when first polled.
@@ -288,12 +350,13 @@ fn parked_event(record: &CallRecord, result: &ActionResult, approval: &Approval)
 /// the answer and a pointer to the write, not the stage values, the event or the intent.
 pub(super) fn record<'a>(
     inner: &'a Inner,
-    guard: &'a CallGuard,
+    guard: &'a mut CallGuard,
     filtered: Filtered,
 ) -> impl Future<Output = ActionResult> + Send + 'a {
     let (intended, sends, mut result, upstream_status) = filtered.into_parts();
-    let record = guard.record();
-    let mut event = record.event(
+    // Handed over below, within this poll of the caller (it awaits the returned future at
+    // once), so the record's texts move into the event.
+    let mut event = guard.record_mut().last_event(
         Phase::Finished,
         result.status,
         result.origin,
@@ -301,6 +364,7 @@ pub(super) fn record<'a>(
         result.reason.clone(),
         sends,
     );
+    let record = guard.record();
     event.upstream_status = upstream_status;
     scrub_event(&record.scrubber, &mut event);
     // The stage values are done with: only the intent goes on (into the journal's write,
