@@ -621,7 +621,10 @@ fn success(call: &Call<'_>, body: Option<&[u8]>) -> ChannelOutcome {
     let Some(shape) = &call.target.result else {
         return ChannelOutcome::new(Status::Completed);
     };
-    match body.filter(|b| !b.is_empty()).map(|b| shape.project_slice(b)) {
+    match body
+        .filter(|b| !b.is_empty())
+        .map(|b| shape.project_slice(b))
+    {
         Some(Ok(data)) => ChannelOutcome::completed(data),
         _ => call.uncertain(
             UpstreamCode::UnexpectedResponse,

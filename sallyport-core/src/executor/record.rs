@@ -180,7 +180,10 @@ impl CallRecord {
         self.event_with(texts, phase, status, origin, code, reason, dispatches)
     }
 
-    #[allow(clippy::too_many_arguments, reason = "the outcome's parts, as `event` takes them")]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the outcome's parts, as `event` takes them"
+    )]
     fn event_with(
         &self,
         texts: Texts,
