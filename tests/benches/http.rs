@@ -28,7 +28,11 @@
 //! - `http_2ms_sequential/{executor,raw_reqwest}`: one observe GET at a time (target executor
 //!   <= 1.03x raw).
 //! - `http_2ms_16_in_flight/{executor,raw_reqwest}`: 16 GETs in flight all the time, as
-//!   above (target executor >= 0.95x raw).
+//!   above (target executor >= 0.95x raw). Started together, the sixteen calls stay in
+//!   lockstep (they come back together and queue for two cores together), which makes
+//!   this case a measure of CPU per call; `{executor,raw_reqwest}_spread` start them spread
+//!   over one answer time, as independent callers' calls would be, and time them by
+//!   Little's law (`in_flight_spread`).
 //!
 //! The same four cases again as ratios measured in the same moments (`http_ratio_*`; see
 //! [`Ratio`]): a sample alternates executor calls with raw reqwest's, call by call or round
@@ -513,6 +517,17 @@ fn bench(c: &mut Criterion) {
                 .iter_custom(|iters| in_flight(16, iters, slow_unjournaled_call.clone()));
         },
     );
+    // The same sixteen callers, their first calls spread over one round trip instead of
+    // leaving together (see `in_flight_spread`).
+    for (name, call) in [
+        ("executor_spread", &slow_executor_call),
+        ("raw_reqwest_spread", &slow_raw_call),
+    ] {
+        g.bench_function(BenchmarkId::new(name, "observe_get"), |b| {
+            b.to_async(rt)
+                .iter_custom(|iters| in_flight_spread(16, iters, UPSTREAM_DELAY, call.clone()));
+        });
+    }
     g.finish();
 }
 
@@ -582,6 +597,55 @@ where
         handle.await.expect("join");
     }
     started.elapsed()
+}
+
+/// `in_flight`, but with the workers' first calls spread evenly over `spread` (the
+/// upstream's answer time) instead of leaving together, as independent callers' calls would
+/// be, and timed by Little's law: the summed latency of `iters` calls per worker, over the
+/// number of workers, is the time `workers` calls in flight take to finish `iters × workers`.
+///
+/// Why a second way: started together, sixteen calls to an upstream that answers after a
+/// fixed time come back together, wait for the machine's two cores together, and leave again
+/// together, round after round, so `in_flight` there measures how long sixteen calls' CPU
+/// work takes on two cores more than it measures a fast API's latency. Each worker's first
+/// and last calls are not counted: they start and end while fewer than `workers` are in
+/// flight.
+async fn in_flight_spread<F, Fut>(workers: usize, iters: u64, spread: Duration, call: F) -> Duration
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let started = Instant::now();
+    let n = u32::try_from(workers).expect("workers fit in u32");
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let call = call.clone();
+            let at = started + spread * i / n;
+            tokio::spawn(async move {
+                // A blocking thread's sleep, to within the kernel's timer slack: tokio's
+                // timer would round every start up to a whole millisecond.
+                tokio::task::spawn_blocking(move || {
+                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                })
+                .await
+                .expect("start");
+                call().await;
+                let mut counted = Duration::ZERO;
+                for _ in 0..iters {
+                    let sent = Instant::now();
+                    call().await;
+                    counted += sent.elapsed();
+                }
+                call().await;
+                counted
+            })
+        })
+        .collect();
+    let mut total = Duration::ZERO;
+    for handle in handles {
+        total += handle.await.expect("join");
+    }
+    total / n
 }
 
 /// `raw` followed by the floor's commit, as a cloneable maker of futures.
@@ -680,6 +744,9 @@ enum Load {
     /// `ROUND` calls per worker with this many workers in flight: the ratio is of
     /// throughputs (raw reqwest's time over the executor's for the same calls).
     InFlight(usize),
+    /// As `InFlight`, with the workers' first calls spread over this time
+    /// (`in_flight_spread`).
+    Spread(usize, Duration),
 }
 
 /// Calls per worker in one in-flight turn of a ratio.
@@ -693,6 +760,7 @@ async fn timed(call: &Call, load: Load) -> Duration {
             started.elapsed()
         }
         Load::InFlight(workers) => in_flight(workers, ROUND, each(call)).await,
+        Load::Spread(workers, spread) => in_flight_spread(workers, ROUND, spread, each(call)).await,
     }
 }
 
@@ -715,7 +783,7 @@ async fn interleaved_ratio(iters: u64, load: Load, subject: &Call, baseline: &Ca
     iters as f64
         * match load {
             Load::Sequential => ours / theirs,
-            Load::InFlight(_) => theirs / ours,
+            Load::InFlight(_) | Load::Spread(..) => theirs / ours,
         }
 }
 
@@ -758,6 +826,12 @@ fn ratios(c: &mut Criterion<Ratio>) {
             &slow,
             &rig.slow_raw,
             Load::InFlight(16),
+        ),
+        (
+            "http_ratio_2ms_16_in_flight_spread",
+            &slow,
+            &rig.slow_raw,
+            Load::Spread(16, UPSTREAM_DELAY),
         ),
     ] {
         let mut g = c.benchmark_group(group);
