@@ -38,7 +38,9 @@
 //!   `rejected`/`idempotency_key_required`.
 //! - **Responses** map per action (declared status codes, body predicates such as a
 //!   `{"state":"rejected"}` inside a 200); nothing undeclared after send is `completed`;
-//!   only the declared result type's fields reach the agent; error bodies show at most a
+//!   only the declared result type's fields reach the agent (a success body that names one of
+//!   them twice does not match the result, `unexpected_response`, since parsers disagree on
+//!   which of the two values wins); error bodies show at most a
 //!   declared message field, filtered and truncated, plus a correlation id.
 //!
 //! # Example

@@ -454,6 +454,41 @@ async fn an_unreadable_2xx_body_with_body_rules_is_rejected_for_an_observe_actio
     }
 }
 
+/// A rig whose upstream answers every request 200 with `body`.
+async fn rig_with(body: &'static [u8]) -> Rig {
+    rig(move |_| raw_json(200, body)).await
+}
+
+#[tokio::test]
+async fn a_success_body_naming_a_result_field_twice_does_not_match_the_result() {
+    // Parsers disagree on which of two values for one key wins, so the agent is not shown
+    // either: a read is refused, a commitment that left is unknown.
+    let twice: &[u8] = br#"{"id": "inv_1", "state": "draft", "state": "sent"}"#;
+    let rig = rig_with(twice).await;
+    let read = rig
+        .call("get_invoice", json!({"invoice_id": "inv_1"}))
+        .await;
+    assert_eq!(read.status, Status::Rejected, "{}", read.to_json());
+    assert_eq!(read.code, Some(UpstreamCode::UnexpectedResponse.into()));
+    assert!(read.data.is_none());
+    assert_eq!(rig.audit(&read)["status"], "rejected");
+    let sent = rig
+        .call("send_invoice", json!({"invoice_id": "inv_1"}))
+        .await;
+    assert_eq!(sent.status, Status::Unknown, "{}", sent.to_json());
+    assert_eq!(sent.code, Some(UpstreamCode::UnexpectedResponse.into()));
+    assert!(sent.data.is_none());
+    assert_eq!(rig.upstream.requests(), 2);
+    // The same body without the repeat is the declared result, undeclared fields dropped.
+    let once: &[u8] = br#"{"id": "inv_1", "state": "sent", "internal": 7}"#;
+    let plain = rig_with(once).await;
+    let read = plain
+        .call("get_invoice", json!({"invoice_id": "inv_1"}))
+        .await;
+    assert_eq!(read.status, Status::Completed, "{}", read.to_json());
+    assert_eq!(read.data, Some(json!({"id": "inv_1", "state": "sent"})));
+}
+
 #[tokio::test]
 async fn a_body_rule_on_the_number_2_matches_an_upstream_that_writes_2_0() {
     for written in [
