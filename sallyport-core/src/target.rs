@@ -77,10 +77,10 @@ impl ResultShape {
     where
         T: serde::de::DeserializeOwned + serde::Serialize + schemars::JsonSchema,
     {
-        fn project<T: serde::de::DeserializeOwned + serde::Serialize>(
-            value: Value,
+        fn reshape<T: serde::Serialize>(
+            typed: Result<T, serde_json::Error>,
         ) -> Result<Value, String> {
-            let typed: T = serde_json::from_value(value).map_err(|e| {
+            let typed = typed.map_err(|e| {
                 format!(
                     "response does not match the declared result: {}",
                     crate::drift_model::describe_serde_error(&e)
@@ -88,16 +88,15 @@ impl ResultShape {
             })?;
             serde_json::to_value(typed).map_err(|e| e.to_string())
         }
+        fn project<T: serde::de::DeserializeOwned + serde::Serialize>(
+            value: Value,
+        ) -> Result<Value, String> {
+            reshape(serde_json::from_value::<T>(value))
+        }
         fn project_slice<T: serde::de::DeserializeOwned + serde::Serialize>(
             body: &[u8],
         ) -> Result<Value, String> {
-            let typed: T = serde_json::from_slice(body).map_err(|e| {
-                format!(
-                    "response does not match the declared result: {}",
-                    crate::drift_model::describe_serde_error(&e)
-                )
-            })?;
-            serde_json::to_value(typed).map_err(|e| e.to_string())
+            reshape(serde_json::from_slice::<T>(body))
         }
         Self {
             schema: schemars::schema_for!(T).to_value(),

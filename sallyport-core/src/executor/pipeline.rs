@@ -126,7 +126,7 @@ async fn pipeline(
 ) -> Result<Ended, Refusal> {
     let approved = {
         let scrubber = std::sync::Arc::clone(&guard.record().scrubber);
-        let action = guard.record().action.clone();
+        let action = guard.record().action().to_owned();
         let attempt = guard.record().attempt_id.clone();
         let purpose = Purpose::Call(&attempt);
         let authorized = authorized(
@@ -170,11 +170,11 @@ async fn pipeline(
         guard.record_mut().consented(&consented);
         crate::executor::spans::consented(consented.decision());
         let record = guard.record();
-        intent::intend(inner, &record.attempt_id, &record.session_id, consented)
+        intent::intend(inner, &record.attempt_id, record.session_id(), consented)
     }
     .await?;
     let dispatched = dispatch::dispatch(inner, guard, intended).await;
-    let normalized = normalize::normalize(inner, &guard.record().action, dispatched);
+    let normalized = normalize::normalize(inner, guard.record().action(), dispatched);
     let filtered = filter::filter(normalized);
     Ok(Ended::Answer(Box::new(
         record::record(inner, guard, filtered).await,
@@ -245,7 +245,7 @@ async fn resumed(
     guard.record_mut().consented(&consented);
     crate::executor::spans::consented(consented.decision());
     let attempt_id = guard.record().attempt_id.clone();
-    let session_id = guard.record().session_id.clone();
+    let session_id = guard.record().session_id().to_owned();
     let intended = intent::intend_approved(
         inner,
         &attempt_id,

@@ -35,17 +35,9 @@ const MAX_ACTION: usize = 128;
 #[derive(Debug)]
 pub(crate) struct CallRecord {
     pub(crate) attempt_id: AttemptId,
-    /// The action as called (bounded, scrubbed).
-    pub(crate) action: String,
-    pub(crate) session_id: String,
-    definition_hash: Option<String>,
-    objects: Vec<ScopedValue>,
-    note: Option<String>,
-    request: Option<String>,
+    /// What every event of the call copies; the last one takes them (see [`record`]).
+    texts: Texts,
     consent: Option<ConsentOutcome>,
-    divergences: Vec<crate::drift::Divergence>,
-    /// The host policy's decision, once stage 4 asked it.
-    policy: Option<crate::policy::PolicyNote>,
     /// The approval this call carries out, and the claim it holds: its end is stored with
     /// [`Journal::settle_approval`], which finishes the approval in the same transaction.
     pub(crate) settle: Option<(ApprovalId, Claim)>,
@@ -68,15 +60,12 @@ impl CallRecord {
     ) -> Self {
         Self {
             attempt_id,
-            action: scrubber.bounded(action, MAX_ACTION),
-            session_id: session.id().as_str().to_owned(),
-            definition_hash: None,
-            objects: Vec::new(),
-            note: None,
-            request: None,
+            texts: Texts {
+                action: scrubber.bounded(action, MAX_ACTION),
+                session_id: session.id().as_str().to_owned(),
+                ..Texts::default()
+            },
             consent: None,
-            divergences: Vec::new(),
-            policy: None,
             settle: None,
             scrubber,
             handed_over: AtomicBool::new(false),
@@ -98,27 +87,37 @@ impl CallRecord {
         self.handed_over.load(Ordering::Relaxed)
     }
 
+    /// The action as called (bounded, scrubbed).
+    pub(crate) fn action(&self) -> &str {
+        &self.texts.action
+    }
+
+    /// The session's id.
+    pub(crate) fn session_id(&self) -> &str {
+        &self.texts.session_id
+    }
+
     pub(super) fn resolved(&mut self, resolved: &Resolved) {
-        self.definition_hash = Some(resolved.entry().definition_hash().to_owned());
+        self.texts.definition_hash = Some(resolved.entry().definition_hash().to_owned());
     }
 
     pub(super) fn validated(&mut self, validated: &Validated) {
-        self.objects = validated.objects().to_vec();
-        self.note = validated.note().map(str::to_owned);
-        self.divergences = validated.divergences().to_vec();
+        self.texts.objects = validated.objects().to_vec();
+        self.texts.note = validated.note().map(str::to_owned);
+        self.texts.divergences = validated.divergences().to_vec();
     }
 
     pub(super) fn authorized(&mut self, authorized: &Authorized) {
-        self.request = Some(authorized.summary().0.clone());
-        self.policy = authorized.policy().note().cloned();
+        self.texts.request = Some(authorized.summary().0.clone());
+        self.texts.policy = authorized.policy().note().cloned();
     }
 
     pub(super) fn unlocked(&mut self, unlocked: &Unlocked) {
         // Bound to the credential, the summary names the real destination (without one it
         // is the summary already recorded, not copied again).
         let summary = &unlocked.summary().0;
-        if self.request.as_ref() != Some(summary) {
-            self.request = Some(summary.clone());
+        if self.texts.request.as_ref() != Some(summary) {
+            self.texts.request = Some(summary.clone());
         }
         self.scrubber = Arc::clone(unlocked.scrubber());
     }
@@ -141,57 +140,20 @@ impl CallRecord {
         reason: Option<String>,
         dispatches: u32,
     ) -> AuditEvent {
-        let texts = Texts {
-            session_id: self.session_id.clone(),
-            action: self.action.clone(),
-            definition_hash: self.definition_hash.clone(),
-            objects: self.objects.clone(),
-            note: self.note.clone(),
-            request: self.request.clone(),
-            divergences: self.divergences.clone(),
-            policy: self.policy.clone(),
-        };
-        self.event_with(texts, phase, status, origin, code, reason, dispatches)
+        let mut event = self.event_with(self.texts.clone(), phase, status, dispatches);
+        event.origin = origin;
+        event.code = code;
+        event.reason = reason;
+        event
     }
 
-    /// [`Self::event`] for the call's last record, which is handed to the journal before
-    /// the call's future can next be suspended: the record's texts move into the event
-    /// instead of being copied, since nothing reads them again (once the journal holds the
-    /// last record, the call's guard records nothing more).
-    fn last_event(
-        &mut self,
-        phase: Phase,
-        status: Status,
-        origin: Option<Origin>,
-        code: Option<Code>,
-        reason: Option<String>,
-        dispatches: u32,
-    ) -> AuditEvent {
-        let texts = Texts {
-            session_id: std::mem::take(&mut self.session_id),
-            action: std::mem::take(&mut self.action),
-            definition_hash: self.definition_hash.take(),
-            objects: std::mem::take(&mut self.objects),
-            note: self.note.take(),
-            request: self.request.take(),
-            divergences: std::mem::take(&mut self.divergences),
-            policy: self.policy.take(),
-        };
-        self.event_with(texts, phase, status, origin, code, reason, dispatches)
-    }
-
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the outcome's parts, as `event` takes them"
-    )]
+    /// An event of `phase` and `status` carrying `texts` (the record's own, copied or
+    /// taken), with no origin, code or reason yet.
     fn event_with(
         &self,
         texts: Texts,
         phase: Phase,
         status: Status,
-        origin: Option<Origin>,
-        code: Option<Code>,
-        reason: Option<String>,
         dispatches: u32,
     ) -> AuditEvent {
         AuditEvent {
@@ -203,9 +165,9 @@ impl CallRecord {
             definition_hash: texts.definition_hash,
             phase,
             status,
-            origin,
-            code,
-            reason,
+            origin: None,
+            code: None,
+            reason: None,
             objects: texts.objects,
             note: texts.note,
             request: texts.request,
@@ -224,6 +186,7 @@ impl CallRecord {
 }
 
 /// What an audit event takes from its call's record beyond the ids.
+#[derive(Clone, Debug, Default)]
 struct Texts {
     session_id: String,
     action: String,
@@ -287,7 +250,7 @@ pub(super) async fn parked(
     record: &CallRecord,
     approval: &Approval,
 ) -> Result<ActionResult, JournalError> {
-    let mut result = ActionResult::new(Status::Pending, &record.action, record.attempt_id.clone());
+    let mut result = ActionResult::new(Status::Pending, record.action(), record.attempt_id.clone());
     result.apply(&crate::approval::status_outcome(approval));
     result.reason = Some(format!(
         "a human must approve this call; it is parked until {} and nothing was sent; check with {} (do not make the call again)",
@@ -313,7 +276,7 @@ pub(super) async fn parked_again(
     record: &CallRecord,
     approval: &Approval,
 ) -> ActionResult {
-    let mut result = ActionResult::new(Status::Pending, &record.action, record.attempt_id.clone());
+    let mut result = ActionResult::new(Status::Pending, record.action(), record.attempt_id.clone());
     result.apply(&crate::approval::status_outcome(approval));
     result.approval_id = Some(approval.approval_id.clone());
     let mut event = parked_event(record, &result, approval);
@@ -357,17 +320,15 @@ pub(super) fn record<'a>(
     filtered: Filtered,
 ) -> impl Future<Output = ActionResult> + Send + 'a {
     let (intended, sends, mut result, upstream_status) = filtered.into_parts();
-    // Handed over below, within this poll of the caller (it awaits the returned future at
-    // once), so the record's texts move into the event.
-    let mut event = guard.record_mut().last_event(
-        Phase::Finished,
-        result.status,
-        result.origin,
-        result.code.clone(),
-        result.reason.clone(),
-        sends,
-    );
+    // The call's last record, handed over below within this poll of the caller (it awaits
+    // the returned future at once); once the journal holds it the guard records nothing
+    // more, so the record's texts move into the event instead of being copied.
+    let texts = std::mem::take(&mut guard.record_mut().texts);
     let record = guard.record();
+    let mut event = record.event_with(texts, Phase::Finished, result.status, sends);
+    event.origin = result.origin;
+    event.code = result.code.clone();
+    event.reason = result.reason.clone();
     event.upstream_status = upstream_status;
     scrub_event(&record.scrubber, &mut event);
     // The stage values are done with: only the intent goes on (into the journal's write,
@@ -423,7 +384,7 @@ pub(super) async fn refusal(
 ) -> ActionResult {
     let scrubber = &record.scrubber;
     let reason = scrubber.bounded(&refusal.reason, super::normalize::MAX_REASON);
-    let action = scrubber.scrub(&record.action).into_owned();
+    let action = scrubber.scrub(record.action()).into_owned();
     let mut result = ActionResult::new(Status::Rejected, &action, record.attempt_id.clone());
     result.origin = Some(Origin::Executor);
     result.code = Some(refusal.code.into());
