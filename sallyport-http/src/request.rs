@@ -488,8 +488,7 @@ fn scalar_text(field: &str, value: &Value, place: &str) -> Result<String, Refusa
 fn check_combined_segments(path: &str, raw: &str, placed: &[(usize, &str)]) -> Result<(), Refusal> {
     // No value holds a `/` (each passed `check_segment`), so both split alike.
     for (index, (wire, raw)) in path.split('/').zip(raw.split('/')).enumerate() {
-        let mut fields = placed.iter().filter(|(i, _)| *i == index).map(|(_, f)| *f);
-        if fields.next().is_none() {
+        if !placed.iter().any(|(i, _)| *i == index) {
             continue;
         }
         // Named only in a refusal, so written only for one.
