@@ -1,7 +1,11 @@
 //! The writing connection: one transaction per batch of writes, with a savepoint pass when
 //! one write fails, the head signed inside the batch, and the sync level the batch needs.
 
+use std::cell::Cell;
+use std::ffi::c_int;
+
 use rusqlite::Connection;
+use rusqlite::hooks::Wal;
 
 use super::approvals;
 use super::combine::{Done, Failure, Op, fail_all, failed, reply_all};
@@ -13,21 +17,76 @@ use crate::journal::{ChainHead, GENESIS_HASH, JournalError};
 /// Most operations applied in one transaction.
 pub const MAX_BATCH: usize = 512;
 
+/// WAL pages after which a commit asks the journal thread for a checkpoint: SQLite's own
+/// automatic checkpoint threshold.
+const CHECKPOINT_PAGES: c_int = 1000;
+
+thread_local! {
+    /// The WAL's size in pages after the last commit on this thread, as SQLite's WAL hook
+    /// reports it (the hook runs inside `COMMIT`, on the committing thread).
+    static WAL_PAGES: Cell<c_int> = const { Cell::new(0) };
+}
+
+/// The writer's WAL hook. Registering it replaces SQLite's automatic checkpoint, which would
+/// otherwise run inside whichever commit crosses the threshold: one call in a few hundred
+/// would copy a thousand pages back into the database (and, on a disk, fsync twice) before
+/// its answer.
+#[allow(
+    clippy::unnecessary_wraps,
+    reason = "the hook's signature is rusqlite's"
+)]
+fn note_wal_pages(_wal: &Wal, pages: c_int) -> rusqlite::Result<()> {
+    WAL_PAGES.set(pages);
+    Ok(())
+}
+
 /// The one connection that writes, and what it needs to write batches.
 pub(super) struct Writer {
     pub(super) conn: Connection,
     full_sync: bool,
     /// Signs the head at the end of every batch that appends.
     signing_key: Option<HeadSigningKey>,
+    /// Whether checkpoints are left to the journal thread (see [`Writer::new`]).
+    checkpoints_apart: bool,
+    /// Set by a commit that left the WAL at [`CHECKPOINT_PAGES`] or more; taken by
+    /// [`Writer::take_checkpoint_ask`].
+    checkpoint_asked: bool,
 }
 
 impl Writer {
-    pub(super) fn new(conn: Connection, signing_key: Option<HeadSigningKey>) -> Self {
+    /// With `checkpoints_apart`, commits never checkpoint: a commit that leaves the WAL past
+    /// [`CHECKPOINT_PAGES`] asks for one instead, which the journal thread makes on a
+    /// connection of its own, beside this connection's writes (see `Shared::run`). Without
+    /// it, SQLite checkpoints inside commits, as by default.
+    pub(super) fn new(
+        conn: Connection,
+        signing_key: Option<HeadSigningKey>,
+        checkpoints_apart: bool,
+    ) -> Self {
+        if checkpoints_apart {
+            conn.wal_hook(Some(note_wal_pages));
+        }
         Self {
             conn,
             full_sync: false,
             signing_key,
+            checkpoints_apart,
+            checkpoint_asked: false,
         }
+    }
+
+    /// Whether a commit since the last call asked for a checkpoint.
+    pub(super) fn take_checkpoint_ask(&mut self) -> bool {
+        std::mem::take(&mut self.checkpoint_asked)
+    }
+
+    /// Commits the open transaction, noting whether the WAL now needs a checkpoint.
+    fn commit(&mut self) -> rusqlite::Result<()> {
+        exec(&self.conn, "COMMIT", [])?;
+        if self.checkpoints_apart && WAL_PAGES.replace(0) >= CHECKPOINT_PAGES {
+            self.checkpoint_asked = true;
+        }
+        Ok(())
     }
 
     /// Applies writes in transactions of at most [`MAX_BATCH`] operations.
@@ -132,7 +191,7 @@ impl Writer {
             fail_all(ops, &e.into());
             return;
         }
-        if let Err(e) = exec(&self.conn, "COMMIT", []) {
+        if let Err(e) = self.commit() {
             self.rollback();
             fail_all(ops, &e.into());
             return;

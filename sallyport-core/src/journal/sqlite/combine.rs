@@ -2,9 +2,10 @@
 //! them in batches, and the answers each write gets once its batch is committed.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
 
+use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::approvals::ClaimRequest;
@@ -40,6 +41,9 @@ pub(super) struct Shared {
     /// share its transaction (see `SqliteJournal::write_here_batched`); a lone caller never
     /// waits.
     pub(super) concurrent: AtomicU8,
+    /// A commit left the WAL long enough for a checkpoint, which the journal thread makes
+    /// (see [`Writer::new`]).
+    pub(super) checkpoint_due: AtomicBool,
 }
 
 /// What [`Shared::concurrent`] is set to when calls finish together: eight batches with one
@@ -54,26 +58,29 @@ impl Shared {
     /// letting go, looks at the queue again. A write queued before a failed `try_lock` is
     /// therefore always applied: either by the holder's look after letting go (the push came
     /// first) or by a later holder (which took the lock after the push). Returns `false`
-    /// when the queue was still busy after [`MAX_COMBINE_ROUNDS`] batches: the caller then
-    /// wakes the journal thread rather than keep one async task writing for everyone.
+    /// when the queue was still busy after [`MAX_COMBINE_ROUNDS`] batches, or when a batch
+    /// asked for a checkpoint: the caller then wakes the journal thread rather than keep one
+    /// async task writing for everyone, or checkpointing before its answer.
     pub(super) fn combine(&self) -> bool {
+        let mut checkpoint = false;
         for _ in 0..MAX_COMBINE_ROUNDS {
-            match self.writer.try_lock() {
+            checkpoint |= match self.writer.try_lock() {
                 Ok(mut writer) => self.apply_queued(&mut writer),
                 Err(TryLockError::Poisoned(poisoned)) => {
-                    self.apply_queued(&mut poisoned.into_inner());
+                    self.apply_queued(&mut poisoned.into_inner())
                 }
-                Err(TryLockError::WouldBlock) => return true,
-            }
+                Err(TryLockError::WouldBlock) => return !checkpoint,
+            };
             if lock(&self.queued).is_empty() {
-                return true;
+                return !checkpoint;
             }
         }
         false
     }
 
-    /// Applies one batch of queued writes, if any.
-    fn apply_queued(&self, writer: &mut Writer) {
+    /// Applies one batch of queued writes, if any. Returns whether the journal thread must
+    /// be woken for a checkpoint (asked for by this batch, and not already due).
+    fn apply_queued(&self, writer: &mut Writer) -> bool {
         let ops = std::mem::take(&mut *lock(&self.queued));
         let records = ops.iter().filter(|op| op.is_call_record()).count();
         if records > 1 {
@@ -86,12 +93,14 @@ impl Shared {
         if !ops.is_empty() {
             writer.write_all(ops);
         }
+        writer.take_checkpoint_ask() && !self.checkpoint_due.swap(true, Ordering::Relaxed)
     }
 
-    /// The journal thread: woken for durable intents, reads, writes nobody waits for and
-    /// writes the connection was too busy to take. Finishes the queues when the handle is
-    /// dropped.
-    pub(super) fn run(&self, woken: &mpsc::Receiver<()>) {
+    /// The journal thread: woken for durable intents, reads, writes nobody waits for,
+    /// writes the connection was too busy to take, and checkpoints, which it makes on
+    /// `checkpointer`, its own connection, while writes go on. Finishes the queues when the
+    /// handle is dropped.
+    pub(super) fn run(&self, woken: &mpsc::Receiver<()>, checkpointer: Option<&Connection>) {
         let mut stopping = false;
         loop {
             // Look at the queues before sleeping: writes queued while the connection was
@@ -121,12 +130,39 @@ impl Shared {
                     writer.read(op);
                 }
             }
+            if writer.take_checkpoint_ask() {
+                self.checkpoint_due.store(true, Ordering::Relaxed);
+            }
             drop(writer);
+            if self.checkpoint_due.swap(false, Ordering::Relaxed)
+                && let Some(conn) = checkpointer
+            {
+                // The bulk of the copy while this process's writes go on; then, with them
+                // held, the frames written meanwhile. SQLite starts the WAL over only when a
+                // write transaction begins with every frame copied, which a checkpoint that
+                // always lags the writer never allows: the WAL would grow without end.
+                // Writes queued while the connection is held here are applied by this loop's
+                // next turn (see `combine`).
+                checkpoint(conn);
+                let _writes_held = lock(&self.writer);
+                checkpoint(conn);
+            }
         }
     }
 
     fn has_work(&self) -> bool {
-        !lock(&self.queued).is_empty() || !lock(&self.thread_ops).is_empty()
+        !lock(&self.queued).is_empty()
+            || !lock(&self.thread_ops).is_empty()
+            || self.checkpoint_due.load(Ordering::Relaxed)
+    }
+}
+
+/// A passive checkpoint: copies into the database the WAL frames no reader still needs,
+/// without waiting for the writer. A failed one is logged and asked for again by a later
+/// commit; the WAL only grows meanwhile.
+pub(super) fn checkpoint(conn: &Connection) {
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+        tracing::warn!(error = %e, "journal checkpoint failed");
     }
 }
 

@@ -9,8 +9,12 @@
 //!   closed attempt and record) is applied on the calling task when the connection is free: a `synchronous=NORMAL`
 //!   WAL commit, tens of microseconds of blocking I/O, and no hand-off to another thread. When
 //!   the connection is busy, its holder applies the write before letting go (flat combining).
-//!   SQLite's automatic checkpoint (every 1,000 WAL pages, a few hundred calls) runs inside
-//!   whichever commit crosses it, so about one such write in a few hundred takes milliseconds.
+//!   No commit checkpoints: a commit that leaves the WAL at 1,000 pages or more (a few
+//!   hundred calls) wakes the journal thread, which copies the WAL back into the database on
+//!   a connection of its own while writes go on, then copies the few frames written
+//!   meanwhile with writes held for that moment, so that the WAL starts over. Left to SQLite,
+//!   the whole checkpoint would run inside whichever commit crossed the threshold, and that
+//!   call would wait milliseconds for its answer.
 //! * A durable intent (a mutating call's, before anything is sent) goes to the journal
 //!   thread, whose batch commits with `synchronous=FULL`: the WAL is fsynced before any caller
 //!   is answered, and the fsync never blocks an async worker.
@@ -42,7 +46,7 @@ mod tests;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
@@ -121,17 +125,20 @@ impl SqliteJournalBuilder {
             max_size: self.max_size,
             signing: self.signing_key.is_some(),
         })?;
+        // Without a second connection, SQLite checkpoints inside commits, as by default.
+        let checkpointer = open::open_checkpointer(&self.path);
         let shared = Arc::new(Shared {
             queued: Mutex::new(Vec::new()),
             thread_ops: Mutex::new(Vec::new()),
             concurrent: AtomicU8::new(0),
-            writer: Mutex::new(Writer::new(conn, self.signing_key)),
+            checkpoint_due: AtomicBool::new(false),
+            writer: Mutex::new(Writer::new(conn, self.signing_key, checkpointer.is_some())),
         });
         let (wake, woken) = mpsc::channel::<()>();
         let for_thread = Arc::clone(&shared);
         let handle = thread::Builder::new()
             .name("sallyport-journal".into())
-            .spawn(move || for_thread.run(&woken))
+            .spawn(move || for_thread.run(&woken, checkpointer.as_ref()))
             .map_err(|e| JournalError::Open {
                 path: self.path.display().to_string(),
                 source: Box::new(e),

@@ -158,6 +158,19 @@ pub(super) fn open_connection(options: &OpenOptions<'_>) -> Result<Connection, J
     Ok(conn)
 }
 
+/// A second connection to the journal file, for the journal thread's checkpoints; `None`
+/// when it cannot be opened, and commits then checkpoint as SQLite does by default.
+pub(super) fn open_checkpointer(path: &Path) -> Option<Connection> {
+    Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .inspect_err(|e| {
+        tracing::warn!(error = %e, "no checkpoint connection; commits checkpoint the journal");
+    })
+    .ok()
+}
+
 /// Why [`migrate`] did not finish.
 enum OpenFailure {
     /// An SQLite database that is not a journal.

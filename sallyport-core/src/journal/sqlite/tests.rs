@@ -283,3 +283,59 @@ async fn records_queued_while_their_tasks_wait_share_one_batch() {
         "a lone record is applied at once, without waiting a turn"
     );
 }
+
+/// Frames in the journal's WAL file: the most it has held since it was made (a WAL that
+/// starts over is written again from its start, not truncated).
+fn wal_frames(db: &std::path::Path) -> u64 {
+    let wal = std::fs::metadata(db.with_extension("db-wal")).map_or(0, |m| m.len());
+    wal.saturating_sub(32) / (4096 + 24)
+}
+
+/// No commit checkpoints: under a writer that leaves checkpoints to the journal thread, the
+/// WAL grows past SQLite's automatic threshold, and every commit past it asks for a
+/// checkpoint. Once one is made on another connection, the WAL starts over and the asking
+/// stops.
+#[test]
+fn commits_leave_checkpoints_to_the_journal_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("j.db");
+    let conn = open::open_connection(&open::OpenOptions {
+        path: &path,
+        busy_timeout: std::time::Duration::from_secs(5),
+        max_size: None,
+        signing: false,
+    })
+    .expect("open");
+    let mut writer = Writer::new(conn, None, true);
+    let mut asked_at = None;
+    for _ in 0..10_000 {
+        if wal_frames(&path) >= 1_500 {
+            break;
+        }
+        let attempt = AttemptId::generate();
+        writer.write_all(vec![Op::Append(Box::new(event(&attempt)), None)]);
+        if writer.take_checkpoint_ask() {
+            asked_at.get_or_insert(wal_frames(&path));
+        }
+    }
+    assert!(
+        wal_frames(&path) >= 1_500,
+        "no commit checkpointed, so the WAL holds every commit's frames"
+    );
+    let asked_at = asked_at.expect("a commit past 1,000 WAL pages asked for a checkpoint");
+    assert!(
+        (1_000..1_010).contains(&asked_at),
+        "the first ask came at {asked_at} frames"
+    );
+
+    let checkpointer = open::open_checkpointer(&path).expect("a second connection");
+    combine::checkpoint(&checkpointer);
+    writer.write_all(vec![Op::Append(
+        Box::new(event(&AttemptId::generate())),
+        None,
+    )]);
+    assert!(
+        !writer.take_checkpoint_ask(),
+        "after the checkpoint the WAL started over, and a commit no longer asks"
+    );
+}
