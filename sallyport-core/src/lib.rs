@@ -109,6 +109,7 @@
 //!   every channel shares.
 //! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.
 //! - [`telemetry`]: OpenTelemetry spans per call (feature `otel`), with their attribute names.
+//! - [`clock`]: the one clock every time sallyport writes or compares is read from.
 
 pub mod action;
 pub mod after_send;
@@ -116,7 +117,7 @@ pub mod approval;
 mod approval_model;
 pub mod catalog;
 pub mod channel;
-mod clock;
+pub mod clock;
 pub mod code;
 pub mod consent;
 pub mod danger;

@@ -88,6 +88,8 @@ use async_trait::async_trait;
 use sallyport_core::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
 };
+// The one clock: the writer stamps its records with `crate::now`, which is core's.
+use sallyport_core::clock::now;
 use sallyport_core::journal::{
     AttemptId, AuditEvent, AuditRecord, HeadVerifyingKey, Intent, Journal, JournalError,
     SignedHead, UnresolvedAttempt, VerifyReport,
@@ -366,11 +368,4 @@ impl Journal for PostgresJournal {
         })
         .await
     }
-}
-
-/// The current UTC time in RFC 3339, as core writes it.
-pub(crate) fn now() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }

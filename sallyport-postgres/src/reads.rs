@@ -156,9 +156,7 @@ pub(crate) async fn unresolved(shared: &Shared) -> Result<Vec<UnresolvedAttempt>
 fn with_lease(row: &Row) -> UnresolvedAttempt {
     let mut attempt = unresolved_attempt(row);
     let left: i64 = row.get(9);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let now = sallyport_core::clock::now_ms();
     attempt.owner = Some(row.get(8));
     attempt.lease_until_ms = Some(if left >= 0 {
         now.saturating_add(left.unsigned_abs())

@@ -27,9 +27,10 @@ use serde_json::{Map, Value};
 
 use super::Executor;
 use crate::approval::{
-    self, Approval, ApprovalFilter, ApprovalId, ApprovalNote, ApprovalState, ApprovalStep,
+    Approval, ApprovalFilter, ApprovalId, ApprovalNote, ApprovalState, ApprovalStep,
 };
 use crate::catalog::Entry;
+use crate::clock;
 use crate::journal::{
     AttemptId, AuditEvent, JournalError, Phase, ReceiptId, ReconcileNote, UnresolvedAttempt,
 };
@@ -172,7 +173,7 @@ impl Executor {
             Err(JournalError::Unsupported(_)) => Vec::new(),
             Err(e) => return Err(e.into()),
         };
-        let now_ms = approval::now_ms();
+        let now_ms = clock::now_ms();
         let mut report = Vec::new();
         for attempt in open {
             let Some(entry) = self.inner.catalog.get(&attempt.action).cloned() else {
@@ -256,7 +257,7 @@ impl Executor {
         let mut event = AuditEvent {
             receipt_id: ReceiptId::generate(),
             attempt_id: attempt.attempt_id.clone(),
-            at: crate::journal::now(),
+            at: clock::now(),
             session_id: attempt.session_id.clone(),
             action: attempt.action.clone(),
             definition_hash: None,
@@ -340,7 +341,7 @@ fn owner_gone(
         // A time that does not parse cannot show the attempt is old: leave it.
         return false;
     };
-    let age = time::OffsetDateTime::now_utc() - created;
+    let age = clock::now_utc() - created;
     age >= min_age
 }
 
@@ -399,7 +400,7 @@ mod tests {
 
     #[test]
     fn without_a_lease_an_attempt_is_abandoned_only_past_min_age() {
-        let now = crate::journal::now();
+        let now = clock::now();
         let young = attempt(&now, None);
         assert!(!owner_gone(&young, None, 0, Duration::from_secs(60)));
         assert!(owner_gone(&young, None, 0, Duration::ZERO));
