@@ -52,7 +52,10 @@ pub(crate) struct CallRecord {
 }
 
 impl CallRecord {
-    pub(crate) fn new(
+    /// A new call's record, before any stage has run: its attempt id, the action as called
+    /// (bounded, scrubbed), the session and the scrubber the call begins with. Only the
+    /// executor starts a call, so only it makes one.
+    pub(super) fn new(
         attempt_id: AttemptId,
         action: &str,
         session: &Session,
