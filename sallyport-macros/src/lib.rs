@@ -5,7 +5,7 @@
 //! `sallyport-core` alone can derive actions.
 //!
 //! The macro runs in three phases, as thiserror's does: `attr/` parses the struct and its
-//! attributes into plain data, `valid.rs` checks the rules that span several attributes and
+//! attributes into plain data, `valid/` checks the rules that span several attributes and
 //! fields, and `expand.rs` writes the `Action` impl. Every mistake found by the first two
 //! phases is collected and reported with a span on the author's token; when there is any,
 //! `fallback.rs` emits a stub impl so the author sees those errors and nothing else.

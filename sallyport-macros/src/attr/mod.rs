@@ -1,7 +1,7 @@
 //! Phase 1: parse the input struct and its attributes into plain data.
 //!
 //! Parsing checks syntax and the domain of each single value (a known effect class, a status
-//! code in range). Rules that relate several values live in `valid.rs`. Errors go to
+//! code in range). Rules that relate several values live in `valid/`. Errors go to
 //! [`Errors`] and parsing carries on after each one, so the author sees every mistake at once.
 //!
 //! One file per concern, as `serde_derive`'s `internals/`: [`ast`] holds the parsed data,

@@ -1,0 +1,203 @@
+//! The rules inside `#[action]`, and the action-name rule that scope kinds share.
+
+use crate::attr::{Effect, Errors, Input, Keyword as _, Retry};
+
+/// The rules inside `#[action]`.
+pub(super) fn check_action(input: &Input, errs: &mut Errors) {
+    let action = &input.action;
+    if let Some(name) = action.name.get()
+        && let Err(reason) = check_action_name(&name.value())
+    {
+        errs.at(name.span(), format!("invalid action name {reason}"));
+    }
+    let effect = action.effect.get().map(|kw| kw.value);
+    if let (Some(effect), Some(consent)) = (effect, action.consent.get()) {
+        let floor = effect.consent_floor();
+        if consent.value < floor {
+            errs.at(
+                consent.ident.span(),
+                format!(
+                    "consent `{}` is below the floor for `{}` actions; use `consent = {}` or \
+                     leave `consent` out to get it by default",
+                    consent.value.name(),
+                    effect.name(),
+                    floor.name()
+                ),
+            );
+        }
+    }
+    if let (Some(effect), Some(retry)) = (effect, action.retry.get())
+        && retry.value == Retry::Safe
+        && effect != Effect::Observe
+    {
+        errs.at(
+            retry.ident.span(),
+            format!(
+                "`retry = safe` is only for `observe` actions, and this one is `{}`; use \
+                 `retry = idempotency_key` if the server honours idempotency keys, or leave \
+                 `retry` out (`never`)",
+                effect.name()
+            ),
+        );
+    }
+    if let Some(reconcile) = action.reconcile.get() {
+        let value = reconcile.value();
+        if let Err(reason) = check_action_name(&value) {
+            errs.at(
+                reconcile.span(),
+                format!("`reconcile` must name an action: invalid action name {reason}"),
+            );
+        } else if action.name.get().is_some_and(|name| name.value() == value) {
+            errs.at(
+                reconcile.span(),
+                format!(
+                    "`reconcile = \"{value}\"` names this action itself; name the read-only \
+                     action that tells whether a call took effect"
+                ),
+            );
+        }
+    }
+    if let Some(credential) = action.credential.get() {
+        let value = credential.value();
+        if value.trim().is_empty() || value.trim() != value {
+            errs.at(
+                credential.span(),
+                "the credential name must be non-empty, without surrounding spaces; it is the \
+                 name of a credential in the vault",
+            );
+        }
+    }
+    if let Some(classes) = action.data.get() {
+        let mut seen = Vec::new();
+        for class in classes {
+            let name = class.to_string();
+            if seen.contains(&name) {
+                errs.at(class.span(), format!("data class `{name}` is listed twice"));
+            } else {
+                seen.push(name);
+            }
+        }
+    }
+    if let Some(summary) = action.summary.get() {
+        let value = summary.value();
+        if value.trim().is_empty() || value.contains('\n') {
+            errs.at(summary.span(), "the summary must be one non-empty line");
+        }
+    }
+    for (key, text) in [("scope", &action.scope), ("returns", &action.returns)] {
+        if let Some(text) = text.get()
+            && text.value().trim().is_empty()
+        {
+            errs.at(
+                text.span(),
+                format!("`{key}` must not be empty; leave it out instead"),
+            );
+        }
+    }
+}
+
+/// Action names: lowercase snake case, starting with a letter, at most 64 characters, no
+/// trailing or doubled `_` (mirrors `sallyport_core::action::is_valid_action_name`). The
+/// error is the rest of a message that starts with "invalid action name ".
+pub(super) fn check_action_name(name: &str) -> Result<(), String> {
+    let problem = if name.is_empty() {
+        Some("it is empty".to_owned())
+    } else if name.len() > 64 {
+        Some(format!("it has {} characters", name.len()))
+    } else if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        Some(format!(
+            "it starts with `{}`",
+            name.chars().next().unwrap_or_default()
+        ))
+    } else if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_'))
+    {
+        Some(format!("it contains `{bad}`"))
+    } else if name.contains("__") {
+        Some("it contains `__`".to_owned())
+    } else if name.ends_with('_') {
+        Some("it ends with `_`".to_owned())
+    } else {
+        None
+    };
+    let Some(problem) = problem else {
+        return Ok(());
+    };
+    let mut message = format!(
+        "`{name}`: {problem}; action names are lowercase snake case, start with a letter and \
+         have at most 64 characters"
+    );
+    let suggestion = snake_case(name);
+    if suggestion != name && check_action_name(&suggestion).is_ok() {
+        message = format!("{message}, such as `{suggestion}`");
+    }
+    Err(message)
+}
+
+/// `CreateDeployment` and `create-deployment` → `create_deployment`.
+pub(super) fn snake_case(name: &str) -> String {
+    let mut out = String::new();
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            if c.is_ascii_uppercase() && previous_lower {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+            previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        } else if !out.is_empty() && !out.ends_with('_') {
+            out.push('_');
+            previous_lower = false;
+        }
+    }
+    let trimmed = out.trim_matches('_');
+    trimmed
+        .get(..64)
+        .unwrap_or(trimmed)
+        .trim_end_matches('_')
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_names_follow_the_core_rule() {
+        for good in ["a", "get_invoice2", &"a".repeat(64)] {
+            assert_eq!(check_action_name(good), Ok(()), "{good}");
+        }
+        assert_eq!(
+            check_action_name("Create-Deployment"),
+            Err(
+                "`Create-Deployment`: it starts with `C`; action names are lowercase snake \
+                 case, start with a letter and have at most 64 characters, such as \
+                 `create_deployment`"
+                    .to_owned()
+            )
+        );
+        for bad in [
+            "",
+            "_x",
+            "x_",
+            "a__b",
+            "9lives",
+            "create-thing",
+            &"a".repeat(65),
+        ] {
+            assert!(check_action_name(bad).is_err(), "{bad:?} should be invalid");
+        }
+    }
+
+    #[test]
+    fn struct_names_become_snake_case_suggestions() {
+        assert_eq!(
+            snake_case("CreatePreviewDeployment"),
+            "create_preview_deployment"
+        );
+        assert_eq!(snake_case("create-thing"), "create_thing");
+        assert_eq!(snake_case("_x"), "x");
+        assert_eq!(snake_case("HTTPGet2"), "httpget2");
+    }
+}
