@@ -2,6 +2,7 @@
 //! same process, that counts every request it receives.
 //!
 //! - `GET  /v1/projects/{project_id}/builds` — the project's builds.
+//! - `GET  /v1/projects/{project_id}/builds/latest` — the newest of them.
 //! - `POST /v1/projects/{project_id}/deployments` — queue a preview deployment: `202` with a
 //!   deployment id; `409` when a preview of that build already exists.
 //! - `GET  /v1/projects/{project_id}/deployments/{deployment_id}` — `queued`, then `ready`
@@ -15,9 +16,13 @@
 //!
 //! Every route requires `Authorization: Bearer <token>` with the token the server was
 //! started with.
+//!
+//! [`Sandbox`] puts the server together with what a first program needs beside it: a vault
+//! holding the token and a scratch directory for the journal.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -28,6 +33,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -88,6 +94,7 @@ impl DemoUpstream {
         });
         let router = Router::new()
             .route("/v1/projects/{project_id}/builds", get(list_builds))
+            .route("/v1/projects/{project_id}/builds/latest", get(latest_build))
             .route(
                 "/v1/projects/{project_id}/deployments",
                 post(create_deployment),
@@ -141,6 +148,81 @@ impl DemoUpstream {
     }
 }
 
+/// A throwaway setup for a first program: the demo upstream, an in-memory vault holding its
+/// token, and a scratch directory for the program's journal. Dropping it stops the server and
+/// removes the directory, journal included, so a run leaves nothing behind. Bind it before
+/// the executor that uses it: locals drop in reverse order, so the journal closes first.
+#[derive(Debug)]
+pub struct Sandbox {
+    /// The running server.
+    pub upstream: DemoUpstream,
+    /// A [`MemoryVault`] holding [`DEMO_TOKEN`] as the bearer credential named at
+    /// [`Sandbox::start`], bound to the server's base URL.
+    pub vault: MemoryVault,
+    /// `journal.db` in the scratch directory: where the program opens its SQLite journal.
+    pub journal_path: PathBuf,
+    /// Held only to be dropped: removes the directory.
+    _scratch: ScratchDir,
+}
+
+impl Sandbox {
+    /// Starts the server with [`DEMO_TOKEN`], stores that token in a fresh [`MemoryVault`] as
+    /// the bearer credential `credential` (the name the program's actions give in
+    /// `credential = "…"`), and creates a fresh scratch directory in the system temp directory.
+    ///
+    /// # Errors
+    ///
+    /// When no loopback port can be bound or the directory cannot be created.
+    pub async fn start(credential: &str) -> std::io::Result<Self> {
+        let upstream = DemoUpstream::start(DEMO_TOKEN).await?;
+        let vault = MemoryVault::new();
+        vault.set(
+            CredentialMeta::new(
+                credential,
+                CredentialKind::Bearer,
+                Binding::url(upstream.base_url()),
+            ),
+            Secret::new(DEMO_TOKEN),
+        );
+        let scratch = ScratchDir::create()?;
+        Ok(Self {
+            upstream,
+            vault,
+            journal_path: scratch.0.join("journal.db"),
+            _scratch: scratch,
+        })
+    }
+}
+
+/// A directory of its own under the system temp directory, removed with its contents on drop.
+#[derive(Debug)]
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn create() -> std::io::Result<Self> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "sallyport-sandbox-{}-{stamp}-{n}",
+            std::process::id()
+        ));
+        // `create_dir`, not `create_dir_all`: a directory that already exists is someone
+        // else's, and its journal is not ours to reuse.
+        std::fs::create_dir(&dir)?;
+        Ok(Self(dir))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        // A drop cannot report; a temp directory left behind harms nothing.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[allow(
     clippy::result_large_err,
     reason = "the error is the response handed straight back to axum"
@@ -168,13 +250,35 @@ async fn list_builds(
     }
     Json(json!({
         "project_id": project_id,
-        "builds": [
-            {"build_id": "build_101", "tests": "passed", "commit": "4f2a9c1"},
-            {"build_id": "build_102", "tests": "failed", "commit": "9b7e003"},
-        ],
-        "internal_trace": "db=10.0.3.7:5432 shard=7",
+        "builds": builds(),
+        "internal_trace": INTERNAL_TRACE,
     }))
     .into_response()
+}
+
+async fn latest_build(
+    State(state): State<Arc<Shared>>,
+    Path(project_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = authorized(&state, &headers) {
+        return r;
+    }
+    let [.., mut latest] = builds();
+    latest["project_id"] = json!(project_id);
+    latest["internal_trace"] = json!(INTERNAL_TRACE);
+    Json(latest).into_response()
+}
+
+/// A field no declared result names: an action's result must never carry it to the agent.
+const INTERNAL_TRACE: &str = "db=10.0.3.7:5432 shard=7";
+
+/// Every project's builds, oldest first.
+fn builds() -> [Value; 2] {
+    [
+        json!({"build_id": "build_101", "tests": "passed", "commit": "4f2a9c1"}),
+        json!({"build_id": "build_102", "tests": "failed", "commit": "9b7e003"}),
+    ]
 }
 
 #[derive(Deserialize)]

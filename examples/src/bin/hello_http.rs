@@ -1,28 +1,19 @@
 //! Hello, HTTP: one read-only action through the whole pipeline, against a demo API this
 //! program starts on 127.0.0.1. `cargo run -p sallyport-examples --bin hello_http`
 
-use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
 use sallyport_core::{Action, Catalog, Executor, Session, journal::SqliteJournal};
-use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-/// List the builds of one project, with their test results.
-#[derive(Action, Deserialize, Serialize, JsonSchema)]
-#[action(name = "list_builds", effect = observe, credential = "demo-api")]
-#[http(get = "/v1/projects/{project_id}/builds", result = Builds)]
-struct ListBuilds {
+/// The latest build of one project, with its test result.
+#[derive(Action, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[action(name = "latest_build", effect = observe, credential = "demo-api")]
+#[http(get = "/v1/projects/{project_id}/builds/latest", result = Build)]
+struct LatestBuild {
     #[scope(project)]
     project_id: String,
 }
 
 /// What the agent gets back: these fields of the answer, nothing else.
-#[derive(Deserialize, Serialize, JsonSchema)]
-struct Builds {
-    builds: Vec<Build>,
-}
-
-#[derive(Deserialize, Serialize, JsonSchema)]
+#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
 struct Build {
     build_id: String,
     tests: String,
@@ -30,39 +21,15 @@ struct Build {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let upstream = DemoUpstream::start(DEMO_TOKEN).await?;
-    let vault = MemoryVault::new(); // the credential's binding is the API's base URL
-    let binding = Binding::url(upstream.base_url());
-    vault.set(
-        CredentialMeta::new("demo-api", CredentialKind::Bearer, binding),
-        Secret::new(DEMO_TOKEN),
-    );
-    let dir = std::env::temp_dir().join(format!("sallyport-hello-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let executor = Executor::builder(Catalog::builder().action::<ListBuilds>().build()?)
-        .journal(SqliteJournal::open(dir.join("journal.db"))?) // intents + audit chain
-        .vault(vault)
+    let sandbox = sallyport_examples::upstream::Sandbox::start("demo-api").await?;
+    let executor = Executor::builder(Catalog::builder().action::<LatestBuild>().build()?)
+        .journal(SqliteJournal::open(&sandbox.journal_path)?) // intents + audit chain
+        .vault(sandbox.vault) // the API's token, bound to its base URL
         .channel(sallyport_http::HttpChannel::builder().build()?)
         .build()?;
-
     let session = Session::new("hello").allow("project", ["proj_42"]);
-    let result = executor
-        .run(
-            &ListBuilds {
-                project_id: "proj_42".into(),
-            },
-            &session,
-        )
-        .await;
-    println!("{}", result.result.to_json()); // what an agent would see
-    for build in result
-        .completed()
-        .map_err(|other| format!("not completed: {other}"))?
-        .builds
-    {
-        println!("{}: tests {}", build.build_id, build.tests);
-    }
-    drop(executor); // closes the journal
-    std::fs::remove_dir_all(&dir)?;
+    let project_id = "proj_42".to_owned();
+    let result = executor.run(&LatestBuild { project_id }, &session).await;
+    println!("{result}"); // what the agent sees
     Ok(())
 }
