@@ -111,7 +111,7 @@ use crate::writer::Op;
 /// finish what is queued and stops the heartbeat.
 pub struct PostgresJournal {
     shared: Arc<Shared>,
-    /// Intents, to the writer that commits nothing else (see `writer.rs`).
+    /// Intents, to the writer that commits nothing else (see `writer/mod.rs`).
     intents: mpsc::UnboundedSender<Op>,
     /// Every other write, to the writer that appends to the chain.
     records: mpsc::UnboundedSender<Op>,
