@@ -88,8 +88,6 @@ use async_trait::async_trait;
 use sallyport_core::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
 };
-// The one clock: the writer stamps its records with `crate::now`, which is core's.
-use sallyport_core::clock::now;
 use sallyport_core::journal::{
     AttemptId, AuditEvent, AuditRecord, HeadVerifyingKey, Intent, Journal, JournalError,
     SignedHead, UnresolvedAttempt, VerifyReport,

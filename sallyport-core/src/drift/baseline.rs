@@ -468,7 +468,7 @@ impl BaselineGuard {
             let event = AuditEvent {
                 receipt_id,
                 attempt_id: AttemptId::generate(),
-                at: crate::journal::now(),
+                at: crate::clock::now(),
                 session_id: "baseline".to_owned(),
                 action: decision.tool_name.clone(),
                 definition_hash: decision.live_tool_hash.clone(),
@@ -593,7 +593,7 @@ fn compare(
     identity: &Identity,
     expansions: &HashMap<String, Expansion>,
 ) -> State {
-    let issued_at = crate::journal::now();
+    let issued_at = crate::clock::now();
     let make = |name: &str, live: Option<&str>, approved: Option<&str>, verdict: Verdict| {
         Arc::new(decision(
             identity,

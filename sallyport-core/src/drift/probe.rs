@@ -395,7 +395,7 @@ impl Prober {
         let event = AuditEvent {
             receipt_id: ReceiptId::generate(),
             attempt_id: AttemptId::generate(),
-            at: crate::journal::now(),
+            at: crate::clock::now(),
             session_id: "permission-probe".to_owned(),
             action: format!("probe:{}", probe.name),
             definition_hash: None,

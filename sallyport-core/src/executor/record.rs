@@ -162,7 +162,7 @@ impl CallRecord {
         AuditEvent {
             receipt_id: ReceiptId::generate(),
             attempt_id: self.attempt_id.clone(),
-            at: crate::journal::now(),
+            at: crate::clock::now(),
             session_id: texts.session_id,
             action: texts.action,
             definition_hash: texts.definition_hash,

@@ -61,7 +61,7 @@ pub(super) async fn apply_batch(
     };
     let epochs = shared.epochs_snapshot(ops);
     let lease_ms = shared.lease_ms();
-    let at = crate::now();
+    let at = sallyport_core::clock::now();
     let mut done: Vec<Done> = ops.iter().map(|_| Done::Written).collect();
     let one_at_a_time = ops
         .iter()
