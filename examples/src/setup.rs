@@ -1,13 +1,13 @@
 //! The embedded defaults the examples share: a demo upstream, a file vault holding its token,
-//! and a SQLite journal, in a fresh directory.
+//! and a SQLite journal, in a fresh directory ([`Demo`]); and, for a first program, the
+//! upstream with an in-memory vault and a scratch directory removed on drop ([`Sandbox`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sallyport_core::journal::SqliteJournal;
-use sallyport_core::vault::{
-    Binding, CredentialKind, CredentialMeta, FileVault, KdfParams, Secret, VaultAdmin,
-};
+use sallyport_core::vault::{FileVault, KdfParams, MemoryVault, Secret, VaultAdmin};
 
 use crate::catalog::CREDENTIAL;
 use crate::upstream::DemoUpstream;
@@ -36,25 +36,14 @@ impl Demo {
     /// When the port, the directory, the vault or the journal cannot be created.
     pub async fn start(name: &str) -> Result<Self, Box<dyn std::error::Error>> {
         let upstream = DemoUpstream::start(DEMO_TOKEN).await?;
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!("sallyport-{name}-{stamp}"));
-        std::fs::create_dir_all(&dir)?;
+        let dir = fresh_dir(name)?;
         // Light Argon2id settings so the demo starts instantly; real vaults keep the defaults.
         let vault = FileVault::create(
             dir.join("vault.sallyport"),
             "demo passphrase",
             KdfParams::new(8 * 1024, 1, 1),
         )?;
-        vault.set(
-            CredentialMeta::new(
-                CREDENTIAL,
-                CredentialKind::Bearer,
-                Binding::url(upstream.base_url()),
-            ),
-            Secret::new(DEMO_TOKEN),
-        )?;
+        vault.set(upstream.credential(CREDENTIAL), Secret::new(DEMO_TOKEN))?;
         let journal = Arc::new(SqliteJournal::open(dir.join("journal.db"))?);
         Ok(Self {
             upstream,
@@ -63,4 +52,71 @@ impl Demo {
             journal,
         })
     }
+}
+
+/// A throwaway setup for a first program: the demo upstream, an in-memory vault holding its
+/// token, and a scratch directory for the program's journal. Dropping it stops the server and
+/// removes the directory, journal included, so a run leaves nothing behind. Bind it before
+/// the executor that uses it: locals drop in reverse order, so the journal closes first.
+#[derive(Debug)]
+pub struct Sandbox {
+    /// The running server.
+    pub upstream: DemoUpstream,
+    /// A [`MemoryVault`] holding [`DEMO_TOKEN`] as the bearer credential named at
+    /// [`Sandbox::start`], bound to the server's base URL.
+    pub vault: MemoryVault,
+    /// `journal.db` in the scratch directory: where the program opens its SQLite journal.
+    pub journal_path: PathBuf,
+    /// Held only to be dropped: removes the directory.
+    _scratch: ScratchDir,
+}
+
+impl Sandbox {
+    /// Starts the server with [`DEMO_TOKEN`], stores that token in a fresh [`MemoryVault`] as
+    /// the bearer credential `credential` (the name the program's actions give in
+    /// `credential = "…"`), and creates a fresh scratch directory in the system temp directory.
+    ///
+    /// # Errors
+    ///
+    /// When no loopback port can be bound or the directory cannot be created.
+    pub async fn start(credential: &str) -> std::io::Result<Self> {
+        let upstream = DemoUpstream::start(DEMO_TOKEN).await?;
+        let vault = MemoryVault::new();
+        vault.set(upstream.credential(credential), Secret::new(DEMO_TOKEN));
+        let scratch = ScratchDir(fresh_dir("sandbox")?);
+        Ok(Self {
+            upstream,
+            vault,
+            journal_path: scratch.0.join("journal.db"),
+            _scratch: scratch,
+        })
+    }
+}
+
+/// A directory of its own under the system temp directory, removed with its contents on drop.
+#[derive(Debug)]
+struct ScratchDir(PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        // A drop cannot report; a temp directory left behind harms nothing.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A directory of its own, `sallyport-{name}-…`, created under the system temp directory.
+/// `create_dir`, not `create_dir_all`: a directory that already exists is someone else's,
+/// and its vault or journal is not ours to reuse.
+fn fresh_dir(name: &str) -> std::io::Result<PathBuf> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "sallyport-{name}-{}-{stamp}-{n}",
+        std::process::id()
+    ));
+    std::fs::create_dir(&dir)?;
+    Ok(dir)
 }

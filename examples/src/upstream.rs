@@ -16,13 +16,9 @@
 //!
 //! Every route requires `Authorization: Bearer <token>` with the token the server was
 //! started with.
-//!
-//! [`Sandbox`] puts the server together with what a first program needs beside it: a vault
-//! holding the token and a scratch directory for the journal.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -33,7 +29,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
+use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -132,6 +128,13 @@ impl DemoUpstream {
         format!("http://{}", self.addr)
     }
 
+    /// The metadata of a bearer credential named `name` for this server: its binding is the
+    /// server's base URL, so the credential's token is sent here and nowhere else.
+    #[must_use]
+    pub fn credential(&self, name: &str) -> CredentialMeta {
+        CredentialMeta::new(name, CredentialKind::Bearer, Binding::url(self.base_url()))
+    }
+
     /// Requests received so far.
     pub fn requests(&self) -> u64 {
         self.state.requests.load(Ordering::SeqCst)
@@ -145,81 +148,6 @@ impl DemoUpstream {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         data.invoices.iter().filter(|i| i.2 == reference).count()
-    }
-}
-
-/// A throwaway setup for a first program: the demo upstream, an in-memory vault holding its
-/// token, and a scratch directory for the program's journal. Dropping it stops the server and
-/// removes the directory, journal included, so a run leaves nothing behind. Bind it before
-/// the executor that uses it: locals drop in reverse order, so the journal closes first.
-#[derive(Debug)]
-pub struct Sandbox {
-    /// The running server.
-    pub upstream: DemoUpstream,
-    /// A [`MemoryVault`] holding [`DEMO_TOKEN`] as the bearer credential named at
-    /// [`Sandbox::start`], bound to the server's base URL.
-    pub vault: MemoryVault,
-    /// `journal.db` in the scratch directory: where the program opens its SQLite journal.
-    pub journal_path: PathBuf,
-    /// Held only to be dropped: removes the directory.
-    _scratch: ScratchDir,
-}
-
-impl Sandbox {
-    /// Starts the server with [`DEMO_TOKEN`], stores that token in a fresh [`MemoryVault`] as
-    /// the bearer credential `credential` (the name the program's actions give in
-    /// `credential = "…"`), and creates a fresh scratch directory in the system temp directory.
-    ///
-    /// # Errors
-    ///
-    /// When no loopback port can be bound or the directory cannot be created.
-    pub async fn start(credential: &str) -> std::io::Result<Self> {
-        let upstream = DemoUpstream::start(DEMO_TOKEN).await?;
-        let vault = MemoryVault::new();
-        vault.set(
-            CredentialMeta::new(
-                credential,
-                CredentialKind::Bearer,
-                Binding::url(upstream.base_url()),
-            ),
-            Secret::new(DEMO_TOKEN),
-        );
-        let scratch = ScratchDir::create()?;
-        Ok(Self {
-            upstream,
-            vault,
-            journal_path: scratch.0.join("journal.db"),
-            _scratch: scratch,
-        })
-    }
-}
-
-/// A directory of its own under the system temp directory, removed with its contents on drop.
-#[derive(Debug)]
-struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    fn create() -> std::io::Result<Self> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "sallyport-sandbox-{}-{stamp}-{n}",
-            std::process::id()
-        ));
-        // `create_dir`, not `create_dir_all`: a directory that already exists is someone
-        // else's, and its journal is not ours to reuse.
-        std::fs::create_dir(&dir)?;
-        Ok(Self(dir))
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        // A drop cannot report; a temp directory left behind harms nothing.
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -21,7 +21,7 @@ struct Build {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let sandbox = sallyport_examples::upstream::Sandbox::start("demo-api").await?;
+    let sandbox = sallyport_examples::setup::Sandbox::start("demo-api").await?;
     let executor = Executor::builder(Catalog::builder().action::<LatestBuild>().build()?)
         .journal(SqliteJournal::open(&sandbox.journal_path)?) // intents + audit chain
         .vault(sandbox.vault) // the API's token, bound to its base URL
