@@ -763,12 +763,11 @@ const ROUND: u64 = 4;
 
 /// Calls timed in one sequential turn of a ratio, after one that is not timed.
 ///
-/// A call leaves work behind for the call after it: an executor call's commit made the next
-/// call's HTTP exchange 22 µs slower at the median (92 µs against 70, the executor with a
-/// journal that keeps nothing and a bare SQLite commit in its place, against without; a
-/// stage timer, 2026-12-04). Alternating single calls therefore charged raw reqwest for
-/// part of the executor's cost. Each turn's first call, which follows the other side's, is
-/// not counted.
+/// What an executor call leaves behind slows the call after it, whoever makes it (parked
+/// workers and cold caches, most likely). Alternating single calls therefore charged raw
+/// reqwest for part of the executor's cost: on one build, 1.41x raw at p50 timed that way
+/// against 1.50-1.55x in turns (BENCHMARKS.md, 2026-12-04 afternoon). Each turn's first
+/// call, which follows the other side's, is not counted.
 const SEQUENTIAL_TURN: usize = 4;
 
 /// One turn of `call`, its times pushed onto `times`: `SEQUENTIAL_TURN` single calls, or
