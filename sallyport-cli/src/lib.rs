@@ -82,6 +82,7 @@
 mod approvals;
 mod args;
 mod audit;
+pub mod baseline;
 mod console;
 mod exit;
 mod prompt;

@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
-use sallyport_core::drift::openapi::OpenApi;
+use sallyport_openapi::OpenApi;
 
 use crate::exit::{Exit, Failure};
 

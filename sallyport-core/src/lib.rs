@@ -1,5 +1,24 @@
 //! sallyport-core: typed, narrow agent actions executed through one fixed safety pipeline.
 //!
+//! This is the crate to name. It re-exports [`sallyport-kernel`](sallyport_kernel) (the traits,
+//! the executor, the scrubber and the audit chain, with no storage backend) and, through its
+//! default features, the embedded backends:
+//!
+//! | feature | default | adds |
+//! |---|---|---|
+//! | `sqlite` | yes | [`journal::SqliteJournal`], the embedded journal (`sallyport-sqlite`, bundled SQLite) |
+//! | `file-vault` | yes | [`vault::FileVault`], the encrypted file vault (`sallyport-vault`, Argon2id + XChaCha20-Poly1305) |
+//! | `keychain` | no | `vault::KeychainVault`, the OS keychains (`sallyport-vault`) |
+//! | `otel` | no | OpenTelemetry-style spans per call ([`telemetry`]) |
+//!
+//! A program with a journal and a vault of its own (`sallyport-postgres`, a keychain) turns
+//! the defaults off and compiles none of SQLite or the file vault's cryptography:
+//!
+//! ```toml
+//! sallyport-core = { version = "0.1", default-features = false }
+//! sallyport-postgres = "0.1"
+//! ```
+//!
 //! An OpenAPI operation is not an agent action. An action is smaller: a bounded goal, inputs
 //! the agent can justify, a result it can act on, consent sized to its consequences and a plan
 //! for failure. You write each action once, as a Rust struct with `#[derive(Action)]`; the
@@ -103,54 +122,41 @@
 //! - [`consent`]: consent requests, providers and session grants; [`danger`] for auto-approve.
 //! - [`approval`]: deferred consent — calls parked for a human who answers later, decided
 //!   from any front end through one compare-and-set, carried out exactly once.
-//! - [`journal`]: durable intents and the hash-chained audit log in SQLite.
-//! - [`vault`]: credentials; [`scrub`]: removing secret values from everything outgoing.
+//! - [`journal`]: durable intents and the hash-chained audit log; [`journal::SqliteJournal`]
+//!   keeps them in one SQLite file (feature `sqlite`).
+//! - [`vault`]: credentials ([`vault::FileVault`] with feature `file-vault`); [`scrub`]:
+//!   removing secret values from everything outgoing.
 //! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
 //!   every channel shares.
 //! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.
 //! - [`telemetry`]: OpenTelemetry spans per call (feature `otel`), with their attribute names.
 //! - [`clock`]: the one clock every time sallyport writes or compares is read from.
 
-pub mod action;
-pub mod after_send;
-pub mod approval;
-mod approval_model;
-pub mod catalog;
-pub mod channel;
-pub mod clock;
-pub mod code;
-pub mod consent;
-pub mod danger;
-pub mod drift;
-mod drift_model;
-pub mod executor;
-mod ids;
-pub mod journal;
-pub mod outcome;
-pub mod policy;
-mod policy_model;
-pub mod scrub;
-pub mod session;
-pub mod target;
-pub mod telemetry;
-pub mod vault;
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[doc(hidden)]
-#[path = "private.rs"]
-pub mod __private;
+#[doc(inline)]
+pub use sallyport_kernel::*;
 
-pub use sallyport_macros::Action;
+pub mod journal {
+    //! Durable attempt records and the hash-chained audit log: the kernel's
+    //! [`journal`](sallyport_kernel::journal) module, plus the embedded SQLite journal with the
+    //! `sqlite` feature.
+    #[doc(inline)]
+    pub use sallyport_kernel::journal::*;
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub use sallyport_sqlite::{MAX_BATCH, SqliteJournal, SqliteJournalBuilder};
+}
 
-pub use crate::action::{
-    Action, ActionSpec, ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
-};
-pub use crate::approval::ConsentMode;
-pub use crate::catalog::Catalog;
-pub use crate::channel::Channel;
-pub use crate::code::{Code, ConsentOutcome, DeclaredCode, RefusalCode, UpstreamCode};
-pub use crate::consent::ConsentProvider;
-pub use crate::executor::Executor;
-pub use crate::journal::Journal;
-pub use crate::outcome::{ActionResult, Origin, Status};
-pub use crate::session::Session;
-pub use crate::vault::Vault;
+pub mod vault {
+    //! Credentials: the kernel's [`vault`](sallyport_kernel::vault) module, plus the encrypted
+    //! file vault (feature `file-vault`) and the OS keychain vault (feature `keychain`).
+    #[doc(inline)]
+    pub use sallyport_kernel::vault::*;
+    #[cfg(feature = "file-vault")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "file-vault")))]
+    pub use sallyport_vault::{FORMAT_VERSION, FileVault, FileVaultStatus, KdfParams};
+    #[cfg(feature = "keychain")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "keychain")))]
+    pub use sallyport_vault::{KeychainBackend, KeychainVault};
+}

@@ -27,13 +27,15 @@ pub enum BuildError {
     InvalidLimit(&'static str),
     /// The OpenAPI guard of an action of the channel's catalog cannot be compiled from the
     /// attached document (the source says why).
+    #[cfg(feature = "openapi")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "openapi")))]
     #[error("the OpenAPI document cannot check action `{action}`")]
     OpenApi {
         /// The action.
         action: String,
         /// Why the operation's guard did not compile.
         #[source]
-        source: sallyport_core::drift::openapi::OpenApiError,
+        source: sallyport_openapi::OpenApiError,
     },
 }
 

@@ -104,12 +104,21 @@
 //! println!("{}", result.to_json()); // {"status":"pending", … "next":{"action":"get_deployment_status", …}}
 //! # Ok(()) }
 //! ```
+//!
+//! # Features
+//!
+//! - `openapi` (off by default): attach the upstream's OpenAPI document
+//!   (`HttpChannelBuilder::openapi`) and every request is checked against its operation before
+//!   consent, with `sallyport-openapi` (which brings a YAML parser).
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod channel;
 mod config;
 mod credential;
 mod error;
 mod exchange;
+#[cfg(feature = "openapi")]
 mod openapi;
 mod permission;
 mod prepared;

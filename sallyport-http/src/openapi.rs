@@ -5,13 +5,19 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use reqwest::header::HeaderName;
 use sallyport_core::Catalog;
+use sallyport_core::RetryRule;
+use sallyport_core::action::ActionSpec;
 use sallyport_core::drift::DriftMode;
-use sallyport_core::drift::openapi::{OpenApi, OpenApiError, OperationGuard, OperationSelector};
 use sallyport_core::outcome::{Refusal, RefusalCode};
 use sallyport_core::target::{HttpTarget, Target};
+use sallyport_openapi::{OpenApi, OpenApiError, OperationGuard, OperationSelector};
+use serde_json::Value;
 
 use crate::error::BuildError;
+use crate::request::RequestPlan;
+use sallyport_openapi::OutgoingRequest;
 
 /// The route of one HTTP action: `(action, method, path template)`.
 pub(crate) type ActionRoute = (String, String, String);
@@ -146,6 +152,62 @@ impl OpenApiGuards {
                 target.method.as_str(),
                 target.path
             )),
+        }
+    }
+
+    /// Checks the planned request against the attached OpenAPI operation (before consent).
+    pub(crate) fn check_request(
+        &self,
+        spec: &ActionSpec,
+        target: &HttpTarget,
+        plan: &RequestPlan,
+        idempotency_header: &HeaderName,
+    ) -> Result<(), Refusal> {
+        let Some(guard) = self.guard(spec.name.as_ref(), target)? else {
+            return Ok(());
+        };
+        // Headers the channel attaches at dispatch count as present: the idempotency key
+        // (a placeholder of the same shape) and the credential.
+        let mut headers: Vec<(String, String)> = plan
+            .headers
+            .iter()
+            .filter_map(|(n, v)| {
+                v.to_str()
+                    .ok()
+                    .map(|v| (n.as_str().to_owned(), v.to_owned()))
+            })
+            .collect();
+        if spec.retry == RetryRule::IdempotencyKey {
+            headers.push((
+                idempotency_header.as_str().to_owned(),
+                "00000000-0000-4000-8000-000000000000".to_owned(),
+            ));
+        }
+        let body: Option<Value> = match plan.body.as_deref() {
+            Some(bytes) => Some(serde_json::from_slice(bytes).map_err(|_| {
+                Refusal::new(RefusalCode::InvalidRequest, "the request body is not JSON")
+            })?),
+            None => None,
+        };
+        let path = plan.path.split('?').next().unwrap_or(&plan.path);
+        let mut request = OutgoingRequest::new(plan.method.as_str(), path)
+            .with_query(&plan.query)
+            .with_headers(&headers);
+        if let Some(body) = &body {
+            request = request.with_body(body);
+        }
+        let decision = guard.check(self.mode(), &request);
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(Refusal::new(
+                RefusalCode::InvalidRequest,
+                format!(
+                    "the request does not match the upstream's API: {}",
+                    decision.detail
+                ),
+            )
+            .with_divergences(decision.divergences))
         }
     }
 }

@@ -84,7 +84,7 @@ impl PostgresJournalBuilder {
     }
 
     /// Signs the chain head with `key` in every batch that appends (stored in
-    /// `sallyport_heads`), as [`sallyport_core::journal::SqliteJournalBuilder::signing_key`]
+    /// `sallyport_heads`), as `SqliteJournalBuilder::signing_key` (`sallyport-sqlite`)
     /// does.
     pub fn signing_key(mut self, key: HeadSigningKey) -> Self {
         self.signing_key = Some(key);

@@ -2,7 +2,7 @@
 //! for every executor process that connects to the same database.
 //!
 //! [`PostgresJournal`] implements [`Journal`] with the semantics of the embedded
-//! [`SqliteJournal`](sallyport_core::journal::SqliteJournal), for several processes at once:
+//! `SqliteJournal` (`sallyport-sqlite`), for several processes at once:
 //!
 //! * **Durable intents.** A state-changing call's intent is committed (synchronously, so
 //!   fsynced by the server) before the executor sends a byte. If the server cannot be

@@ -51,7 +51,7 @@
 //! # Example
 //!
 //! ```
-//! let document = sallyport_core::drift::openapi::OpenApi::parse(r#"
+//! let document = sallyport_openapi::OpenApi::parse(r#"
 //! openapi: 3.1.0
 //! info: {title: Notes, version: "1"}
 //! paths:
@@ -85,7 +85,7 @@ mod text;
 
 use std::fmt;
 
-use sallyport_core::drift::openapi::OpenApi;
+use sallyport_openapi::OpenApi;
 
 /// A decision the generator leaves to the author.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use sallyport_core::drift::openapi::{OpenApi, OperationSelector};
+use sallyport_openapi::{OpenApi, OperationSelector};
 
 use crate::schema::{Cx, Field, Types, types_of};
 use crate::text::{action_name, field_ident, is_plain_ident, literal, pascal, plain};

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use sallyport_core::drift::DriftMode;
 use sallyport_core::drift::Verdict;
-use sallyport_core::drift::openapi::{OpenApi, OperationSelector, OutgoingRequest};
+use sallyport_openapi::{OpenApi, OperationSelector, OutgoingRequest};
 use serde_json::{Value, json};
 
 /// The decompressed text of the committed GitHub description.

@@ -5,14 +5,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
+#[cfg(feature = "openapi")]
 use sallyport_core::Catalog;
+#[cfg(feature = "openapi")]
 use sallyport_core::drift::DriftMode;
-use sallyport_core::drift::openapi::OpenApi;
+#[cfg(feature = "openapi")]
+use sallyport_openapi::OpenApi;
 
 use super::tls::tls_config;
 use super::{HttpChannel, Inner};
 use crate::config::{Backoff, BaseUrl, HARD_MAX_ATTEMPTS, KeyQuoting, Limits};
 use crate::error::BuildError;
+#[cfg(feature = "openapi")]
 use crate::openapi::{ActionRoute, OpenApiGuards, routes};
 use crate::request::{self, BuildRequest, Builders, HttpRequest, Typed};
 
@@ -30,8 +34,10 @@ pub struct HttpChannelBuilder {
     user_agent: String,
     root_certificates: Vec<Vec<u8>>,
     pool_idle_timeout: Duration,
+    #[cfg(feature = "openapi")]
     openapi: Option<(Arc<OpenApi>, DriftMode)>,
     /// The HTTP actions whose OpenAPI guards `build()` compiles.
+    #[cfg(feature = "openapi")]
     routes: Vec<ActionRoute>,
 }
 
@@ -56,7 +62,9 @@ impl Default for HttpChannelBuilder {
             user_agent: concat!("sallyport-http/", env!("CARGO_PKG_VERSION")).to_owned(),
             root_certificates: Vec::new(),
             pool_idle_timeout: Duration::from_secs(60),
+            #[cfg(feature = "openapi")]
             openapi: None,
+            #[cfg(feature = "openapi")]
             routes: Vec::new(),
         }
     }
@@ -170,6 +178,8 @@ impl HttpChannelBuilder {
     /// Give the channel its catalog too ([`HttpChannelBuilder::catalog`]) so that every
     /// action's operation guard is compiled in [`build`](Self::build), and a document that
     /// cannot check an action fails there, at start-up, rather than at the action's first call.
+    #[cfg(feature = "openapi")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "openapi")))]
     pub fn openapi(mut self, document: OpenApi, mode: DriftMode) -> Self {
         self.openapi = Some((Arc::new(document), mode));
         self
@@ -180,6 +190,8 @@ impl HttpChannelBuilder {
     /// operation guard of each of these actions, so the first call does not wait for it and a
     /// guard that cannot be compiled is reported at start-up. Actions not named here still
     /// have their guard compiled on their first call.
+    #[cfg(feature = "openapi")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "openapi")))]
     pub fn catalog(mut self, catalog: &Catalog) -> Self {
         self.routes.extend(routes(catalog));
         self
@@ -217,6 +229,7 @@ impl HttpChannelBuilder {
         let user_agent = HeaderValue::from_str(&self.user_agent)
             .map_err(|_| BuildError::InvalidLimit("the user agent is not a valid header value"))?;
         let tls = tls_config(&self.root_certificates)?;
+        #[cfg(feature = "openapi")]
         let openapi = self
             .openapi
             .map(|(document, mode)| OpenApiGuards::compile(document, mode, &self.routes))
@@ -234,6 +247,7 @@ impl HttpChannelBuilder {
                 tls,
                 clients: Mutex::new(HashMap::new()),
                 pool_idle_timeout: self.pool_idle_timeout,
+                #[cfg(feature = "openapi")]
                 openapi,
             }),
         };

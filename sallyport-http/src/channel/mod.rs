@@ -14,10 +14,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::{HeaderName, HeaderValue};
-use sallyport_core::RetryRule;
 use sallyport_core::action::ActionSpec;
 use sallyport_core::channel::{CallView, Channel, ChannelOutcome, Dispatch, PreparedRequest};
-use sallyport_core::drift::openapi::OutgoingRequest;
 use sallyport_core::outcome::{Refusal, RefusalCode};
 use sallyport_core::target::{HttpTarget, Target};
 use sallyport_core::vault::{Credential, CredentialMeta};
@@ -25,9 +23,10 @@ use serde_json::Value;
 
 use crate::config::{Backoff, BaseUrl, HARD_MAX_ATTEMPTS, KeyQuoting, Limits};
 use crate::credential;
+#[cfg(feature = "openapi")]
 use crate::openapi::OpenApiGuards;
 use crate::prepared::HttpPrepared;
-use crate::request::{self, Builders, RequestPlan};
+use crate::request::{self, Builders};
 
 /// The HTTP channel: turns an authorized attempt into exactly one request, or a bounded,
 /// truthful series of resends with the same idempotency key and payload, and the answer
@@ -54,6 +53,7 @@ struct Inner {
     pool_idle_timeout: Duration,
     /// The upstream's OpenAPI document, the drift mode its checks run in, and one compiled
     /// operation guard per action.
+    #[cfg(feature = "openapi")]
     openapi: Option<OpenApiGuards>,
 }
 
@@ -78,64 +78,6 @@ impl std::fmt::Debug for HttpChannel {
 }
 
 impl HttpChannel {
-    /// Checks the planned request against the attached OpenAPI operation (before consent).
-    fn check_openapi(
-        &self,
-        spec: &ActionSpec,
-        target: &HttpTarget,
-        plan: &RequestPlan,
-    ) -> Result<(), Refusal> {
-        let Some(openapi) = &self.inner.openapi else {
-            return Ok(());
-        };
-        let Some(guard) = openapi.guard(spec.name.as_ref(), target)? else {
-            return Ok(());
-        };
-        // Headers the channel attaches at dispatch count as present: the idempotency key
-        // (a placeholder of the same shape) and the credential.
-        let mut headers: Vec<(String, String)> = plan
-            .headers
-            .iter()
-            .filter_map(|(n, v)| {
-                v.to_str()
-                    .ok()
-                    .map(|v| (n.as_str().to_owned(), v.to_owned()))
-            })
-            .collect();
-        if spec.retry == RetryRule::IdempotencyKey {
-            headers.push((
-                self.inner.idempotency_header.as_str().to_owned(),
-                "00000000-0000-4000-8000-000000000000".to_owned(),
-            ));
-        }
-        let body: Option<Value> = match plan.body.as_deref() {
-            Some(bytes) => Some(serde_json::from_slice(bytes).map_err(|_| {
-                Refusal::new(RefusalCode::InvalidRequest, "the request body is not JSON")
-            })?),
-            None => None,
-        };
-        let path = plan.path.split('?').next().unwrap_or(&plan.path);
-        let mut request = OutgoingRequest::new(plan.method.as_str(), path)
-            .with_query(&plan.query)
-            .with_headers(&headers);
-        if let Some(body) = &body {
-            request = request.with_body(body);
-        }
-        let decision = guard.check(openapi.mode(), &request);
-        if decision.allowed {
-            Ok(())
-        } else {
-            Err(Refusal::new(
-                RefusalCode::InvalidRequest,
-                format!(
-                    "the request does not match the upstream's API: {}",
-                    decision.detail
-                ),
-            )
-            .with_divergences(decision.divergences))
-        }
-    }
-
     /// A builder.
     pub fn builder() -> HttpChannelBuilder {
         HttpChannelBuilder::default()
@@ -208,7 +150,10 @@ impl HttpChannel {
             &self.inner.builders,
             &self.owned_headers(None),
         )?;
-        self.check_openapi(spec, target, &plan)?;
+        #[cfg(feature = "openapi")]
+        if let Some(guards) = &self.inner.openapi {
+            guards.check_request(spec, target, &plan, &self.inner.idempotency_header)?;
+        }
         let configured = self.configured_base(spec);
         match (&spec.credential, configured) {
             (Some(name), Some(base)) if base.is_plain_http_off_loopback() => {

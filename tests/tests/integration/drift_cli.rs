@@ -2,8 +2,8 @@
 //! application's own `main` calls: a lockfile in a tempdir, an action that changes, the diff
 //! that shows it and the approval that writes it.
 
+use sallyport_cli::baseline::{BaselineExit, run_baseline_command};
 use sallyport_core::drift::Baseline;
-use sallyport_core::drift::cli::{BaselineExit, run_baseline_command};
 use sallyport_core::{Action, Catalog};
 use schemars::JsonSchema;
 use serde::Deserialize;

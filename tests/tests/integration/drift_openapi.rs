@@ -6,16 +6,16 @@
 //! themselves refused with an error rather than a stack overflow.
 
 use sallyport_core::catalog::Provenance;
-use sallyport_core::drift::openapi::{
-    CompatibilityIssue, CompatibilityKind, OpenApi, OperationGuard, OperationSelector,
-    OutgoingRequest, check_action, check_catalog,
-};
 use sallyport_core::drift::{
     Baseline, BaselineGuard, Divergence, DivergenceKind, DriftMode, DriftStatus, ReasonCode,
     Verdict,
 };
 use sallyport_core::target::{HttpBody, HttpMethod, HttpTarget, Target};
 use sallyport_core::{Action, Catalog};
+use sallyport_openapi::{
+    CompatibilityIssue, CompatibilityKind, OpenApi, OperationGuard, OperationSelector,
+    OutgoingRequest, check_action, check_catalog,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -39,6 +39,7 @@ mod journal_conformance_postgres;
 mod journal_postgres_outage;
 mod journal_postgres_processes;
 mod journal_processes;
+mod lean_build;
 mod pipeline;
 mod policy;
 mod policy_cedar;

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use sallyport_core::drift::openapi::OpenApi;
+use sallyport_openapi::OpenApi;
 use sallyport_scaffold::{Decision, Generated, Scaffold};
 
 const TICKETS_30: &str = include_str!("../../fixtures/openapi/scaffold/tickets-3.0.yaml");

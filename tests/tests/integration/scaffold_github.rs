@@ -12,12 +12,12 @@ use std::sync::{Arc, OnceLock};
 
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::drift::DriftMode;
-use sallyport_core::drift::openapi::{OpenApi, OperationGuard, OperationSelector, OutgoingRequest};
 use sallyport_core::journal::SqliteJournal;
 use sallyport_core::outcome::Status;
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
 use sallyport_core::{Executor, Session};
 use sallyport_http::HttpChannel;
+use sallyport_openapi::{OpenApi, OperationGuard, OperationSelector, OutgoingRequest};
 use sallyport_scaffold::{Decision, Scaffold};
 use sallyport_tests::http_server::{Received, Reply, Upstream};
 use serde_json::{Map, Value, json};

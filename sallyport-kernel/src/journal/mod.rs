@@ -1,0 +1,723 @@
+//! Durable attempt records and the hash-chained audit log.
+//!
+//! Every call that reaches stage 9 writes an [`Intent`] before anything is sent; every call,
+//! refused or not, ends with exactly one [`AuditEvent`] appended to a hash chain. The default
+//! `SqliteJournal` (crate `sallyport-sqlite`, re-exported by `sallyport-core`) keeps both in one SQLite file and batches concurrent writes into one
+//! transaction, so concurrent calls share fsyncs instead of queueing behind them.
+//!
+//! The chain proves that records link up; it does not stop someone who can write the file
+//! from rebuilding it after an edit. Give the journal a [`HeadSigningKey`] and every batch
+//! that appends also stores an Ed25519 signature over the new head; [`Journal::verify_signed`]
+//! checks them with the [`HeadVerifyingKey`] alone ([`signing`]). Attempt rows are checked
+//! against the records that close them, so an edited phase or status is reported by
+//! [`Journal::verify`], and [`Journal::unresolved`] lists every attempt no record closes.
+//!
+//! # Writing a backend
+//!
+//! A [`Journal`] stores attempt rows and one audit chain. The hashing and the verification
+//! are not the backend's: it reads its rows as plain values and hands them to
+//! [`chain::ChainCheck`], and it signs heads with [`HeadSigningKey::sign`]. What a backend
+//! must guarantee:
+//!
+//! * **Durable intents are durable.** [`Journal::write_intent`] with [`Intent::durable`]
+//!   returns only once the intent would survive a crash or power loss (the executor sends
+//!   the request right after). A non-durable intent may be lost in a crash.
+//! * **One chain.** Every appended record gets the next sequence number and links to the
+//!   record before it, also with several writers (threads or processes) on one store: two
+//!   records never share a position. Record JSON is stored byte for byte as hashed.
+//! * **Atomic observe records.** [`Journal::append_with_intent`] stores the closed attempt
+//!   row and its record together or not at all.
+//! * **Closing attempts.** An append sets the attempt's phase ([`Phase::as_str`]), status
+//!   and dispatch count from its event, in the same transaction as the record.
+//! * **Errors carry no backend types.** A backend's own error goes into [`JournalError`] as
+//!   a boxed source ([`BackendError`]).
+
+mod attempts;
+pub mod chain;
+mod phase;
+pub mod signing;
+
+pub(crate) use crate::clock::now;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use self::chain::{GENESIS_HASH, chain_hash};
+pub use self::phase::Phase;
+pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
+use crate::action::{EffectClass, ScopedValue};
+use crate::approval_model::{
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+};
+pub use crate::ids::{AttemptId, IdempotencyKey, ReceiptId};
+use crate::ids::{Origin, Status};
+
+/// The durable record written before the first byte is sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Intent {
+    /// The attempt.
+    pub attempt_id: AttemptId,
+    /// The action name.
+    pub action: String,
+    /// The session.
+    pub session_id: String,
+    /// The executor-generated idempotency key.
+    pub idempotency_key: IdempotencyKey,
+    /// SHA-256 over the action, its definition hash and the canonical arguments.
+    pub fingerprint: String,
+    /// The action's definition hash.
+    pub definition_hash: String,
+    /// The effect class.
+    pub effect: EffectClass,
+    /// The arguments (for reconcile after a crash). Free-text notes included; no secrets.
+    pub arguments: Value,
+    /// Whether the write must be fsynced before returning (state-changing actions).
+    pub durable: bool,
+}
+
+impl Intent {
+    #[doc(hidden)]
+    /// A synthetic intent for benchmarks of journal implementations.
+    pub fn for_bench(durable: bool) -> Self {
+        Self {
+            attempt_id: AttemptId::generate(),
+            action: "bench".to_owned(),
+            session_id: "bench".to_owned(),
+            idempotency_key: IdempotencyKey::generate(),
+            fingerprint: "0".repeat(64),
+            definition_hash: "0".repeat(64),
+            effect: if durable {
+                EffectClass::ExternalCommitment
+            } else {
+                EffectClass::Observe
+            },
+            arguments: serde_json::json!({"id": "x"}),
+            durable,
+        }
+    }
+}
+
+/// One audit record: the outcome of one call, refused or not.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AuditEvent {
+    /// The receipt id returned to the agent.
+    pub receipt_id: ReceiptId,
+    /// The attempt.
+    pub attempt_id: AttemptId,
+    /// RFC 3339 time the record was made.
+    pub at: String,
+    /// The session.
+    pub session_id: String,
+    /// The action name as called.
+    pub action: String,
+    /// The live definition hash, when the action resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_hash: Option<String>,
+    /// The final phase (`refused`, `finished`, `cancelled_before_send`, `cancelled_unknown`).
+    pub phase: Phase,
+    /// The status the agent got.
+    pub status: Status,
+    /// Who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+    /// The code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<crate::code::Code>,
+    /// The reason (scrubbed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The objects the call named.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<ScopedValue>,
+    /// The agent's audit note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The channel's summary of the request (method + path, host + argv).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// The consent decision, when one was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consent: Option<crate::code::ConsentOutcome>,
+    /// Payload drift divergences seen (warn and shadow modes record them here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub divergences: Vec<crate::drift_model::Divergence>,
+    /// The definition drift decision behind a `definition_drift` or `review_required`
+    /// refusal; its `receipt_id` is this record's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_decision: Option<Box<crate::drift_model::DriftDecision>>,
+    /// How many requests the channel handed to the transport.
+    pub dispatches: u32,
+    /// The upstream's status (HTTP status or exit code), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_status: Option<i64>,
+    /// The approval this record is a step of (requested, decided, expired, resumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval_model::ApprovalNote>,
+    /// The evidence behind this record when the reconciler settled an unresolved attempt
+    /// (see [`crate::Executor::reconcile`]): the read-only check it ran and its receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciled: Option<ReconcileNote>,
+    /// The host policy's decision on this call (`policy: {name, decision, reason, rules}`),
+    /// when the executor has a [`Policy`](crate::policy::Policy) and the call reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::policy_model::PolicyNote>,
+}
+
+/// How the reconciler settled an attempt its owner left unresolved: the reconcile action it
+/// ran (an observe call with its own audit record) and that record's receipt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ReconcileNote {
+    /// The reconcile action run as the check (`get_invoice`).
+    pub action: String,
+    /// The receipt of the check's own audit record: the evidence.
+    pub evidence: ReceiptId,
+    /// The status the check answered (`completed`, `already_in_desired_state`, `rejected`).
+    pub check_status: Status,
+}
+
+impl ReconcileNote {
+    /// A note naming the check `action`, its receipt and the status it answered.
+    pub fn new(action: impl Into<String>, evidence: ReceiptId, check_status: Status) -> Self {
+        Self {
+            action: action.into(),
+            evidence,
+            check_status,
+        }
+    }
+}
+
+impl AuditEvent {
+    #[doc(hidden)]
+    /// A synthetic record closing `intent` as finished and completed after one request, for
+    /// benchmarks and tests of journal implementations.
+    pub fn for_bench(intent: &Intent) -> Self {
+        Self {
+            receipt_id: ReceiptId::generate(),
+            attempt_id: intent.attempt_id.clone(),
+            at: now(),
+            session_id: intent.session_id.clone(),
+            action: intent.action.clone(),
+            definition_hash: Some(intent.definition_hash.clone()),
+            phase: Phase::Finished,
+            status: Status::Completed,
+            origin: None,
+            code: None,
+            reason: None,
+            objects: Vec::new(),
+            note: None,
+            request: None,
+            consent: None,
+            divergences: Vec::new(),
+            drift_decision: None,
+            dispatches: 1,
+            upstream_status: None,
+            approval: None,
+            reconciled: None,
+            policy: None,
+        }
+    }
+}
+
+/// A stored audit record with its chain links.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Position in the chain, from 1.
+    pub seq: u64,
+    /// The previous record's hash (64 zeros for the first).
+    pub prev_hash: String,
+    /// SHA-256 of `prev_hash`, `seq` and the event JSON.
+    pub hash: String,
+    /// The event.
+    pub event: AuditEvent,
+}
+
+/// The head of the chain: export it somewhere else to detect truncation later.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainHead {
+    /// How many records the chain holds.
+    pub count: u64,
+    /// The last record's hash (64 zeros when empty).
+    pub hash: String,
+}
+
+/// What kind of damage `verify` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakKind {
+    /// A record's content no longer matches its hash.
+    Edited,
+    /// Records are missing (a gap in the sequence, or the chain is shorter than an exported head).
+    Deleted,
+    /// A record was added that does not link to its predecessor.
+    Inserted,
+    /// Records are out of order.
+    Reordered,
+    /// A record cannot be read.
+    Malformed,
+    /// The chain does not match the exported head it was compared with, or a record no longer
+    /// matches the head signed at its position.
+    HeadMismatch,
+    /// A stored head names the verifying key but its signature does not verify.
+    BadSignature,
+    /// Records that no head signed by the verifying key covers (only with a key).
+    Unsigned,
+    /// An attempt row disagrees with the audit chain: its phase or status was changed, or it
+    /// claims an outcome no audit record gives.
+    AttemptEdited,
+}
+
+/// The first broken link `verify` found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainBreak {
+    /// The sequence number where the chain breaks (for an attempt row no audit record
+    /// closes, 0).
+    pub seq: u64,
+    /// What it looks like.
+    pub kind: BreakKind,
+    /// A sentence for a human.
+    pub detail: String,
+    /// The attempt whose row disagrees with the chain ([`BreakKind::AttemptEdited`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<AttemptId>,
+}
+
+/// The answer of `verify`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    /// Records checked.
+    pub records: u64,
+    /// The head as found.
+    pub head: ChainHead,
+    /// The first break, if any.
+    pub first_break: Option<ChainBreak>,
+    /// The last position covered by a head signed with the key given to
+    /// [`Journal::verify_signed`]; `None` without a key, or when no head verifies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_signed: Option<u64>,
+}
+
+impl VerifyReport {
+    /// Whether the chain is intact.
+    pub fn is_intact(&self) -> bool {
+        self.first_break.is_none()
+    }
+
+    /// Compares with a head exported earlier: a chain that is now shorter, or whose record at
+    /// that position has another hash, was truncated or rewritten.
+    pub fn check_against(&mut self, exported: &ChainHead, hash_at_count: Option<&str>) {
+        if self.first_break.is_some() {
+            return;
+        }
+        if self.head.count < exported.count {
+            self.first_break = Some(ChainBreak {
+                seq: self.head.count + 1,
+                kind: BreakKind::Deleted,
+                detail: format!(
+                    "chain holds {} records but the exported head says {}: truncated",
+                    self.head.count, exported.count
+                ),
+                attempt: None,
+            });
+        } else if hash_at_count != Some(exported.hash.as_str()) {
+            self.first_break = Some(ChainBreak {
+                seq: exported.count,
+                kind: BreakKind::HeadMismatch,
+                detail: format!("record {} does not match the exported head", exported.count),
+                attempt: None,
+            });
+        }
+    }
+}
+
+/// An attempt left between intent and outcome (after a crash): an attempt no audit record
+/// closes. What the chain says decides, not the attempt row's own `phase` column, so editing
+/// that column does not hide an attempt from this list.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnresolvedAttempt {
+    /// The attempt.
+    pub attempt_id: AttemptId,
+    /// The action.
+    pub action: String,
+    /// The session.
+    pub session_id: String,
+    /// The idempotency key.
+    pub idempotency_key: IdempotencyKey,
+    /// The phase it stopped in: `intent_written`, or `dispatched` whenever the row does not
+    /// say `intent_written` (a row claiming an outcome no record gives may have been sent).
+    pub phase: Phase,
+    /// Requests handed to the transport.
+    pub dispatches: u32,
+    /// The arguments, for the reconcile action.
+    pub arguments: Value,
+    /// When the intent was written (RFC 3339).
+    pub created_at: String,
+    /// The executor that holds the attempt, on a backend with leases (PostgreSQL); `None`
+    /// where the backend keeps no owner (SQLite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Until when (Unix milliseconds) the owner's lease on the attempt lasts; past it the
+    /// owner is taken to be gone. `None` without lease information (SQLite): the reconciler
+    /// then goes by the attempt's age.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until_ms: Option<u64>,
+}
+
+/// The error a journal backend reports beneath a [`JournalError`] (SQLite's, PostgreSQL's,
+/// an I/O error): boxed, so no backend's types appear in the [`Journal`] trait.
+pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A journal error. Never carries a secret value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// The file is not a journal (corrupt or foreign); it was left untouched.
+    #[error("{path} is not a readable sallyport journal; it was left untouched")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What the backend said.
+        #[source]
+        source: BackendError,
+    },
+    /// The journal was written by a newer sallyport.
+    #[error("journal format {found} is newer than this build understands ({supported})")]
+    NewerFormat {
+        /// The format found.
+        found: i64,
+        /// The newest format this build writes.
+        supported: i64,
+    },
+    /// A write failed.
+    #[error("journal write failed")]
+    Write(#[source] BackendError),
+    /// A read failed.
+    #[error("journal read failed")]
+    Read(#[source] BackendError),
+    /// Opening the file failed.
+    #[error("cannot open journal {path}")]
+    Open {
+        /// The file.
+        path: String,
+        /// What failed.
+        #[source]
+        source: BackendError,
+    },
+    /// The writer thread is gone.
+    #[error("journal writer stopped")]
+    Stopped,
+    /// An idempotency key was reused.
+    #[error("idempotency key already recorded for another attempt")]
+    DuplicateKey,
+    /// The writer no longer holds the claim or lease it wrote under: another executor took
+    /// the attempt or approval over (its epoch moved on), so this write was refused.
+    #[error("the claim on this attempt was taken over by another executor; nothing was written")]
+    Fenced,
+    /// The backend does not implement this part of the journal.
+    #[error("this journal backend does not support {0}")]
+    Unsupported(&'static str),
+}
+
+/// Durable attempt records and the audit chain.
+///
+/// # A call's last record is handed over on the first poll
+///
+/// [`Journal::append`], [`Journal::append_with_intent`], [`Journal::park_approval`] and
+/// [`Journal::settle_approval`] write a call's last record. Once the future of one of them
+/// has been polled, the write must be carried out even if the future is then dropped (both
+/// built-in backends queue it for a writer on that first poll). The executor relies on it:
+/// a call whose future is dropped after its last record was handed over is not recorded
+/// again as cancelled, so every call has exactly one record. A write dropped before its
+/// first poll was never handed over, and the call's cancellation is recorded instead.
+#[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a sallyport journal",
+    note = "use `SqliteJournal::open(path)`, or implement `sallyport_core::journal::Journal`"
+)]
+pub trait Journal: Send + Sync + 'static {
+    /// Writes the intent; when `intent.durable`, returns only after it is on stable storage.
+    ///
+    /// # Errors
+    ///
+    /// Any failure: the executor then sends nothing.
+    async fn write_intent(&self, intent: &Intent) -> Result<(), JournalError>;
+
+    /// Notes that request number `n` of the attempt is being handed to the transport. Not
+    /// awaited: ordered with the other writes of this journal.
+    fn note_dispatch(&self, attempt: &AttemptId, n: u32);
+
+    /// Appends the audit event and closes the attempt.
+    ///
+    /// # Errors
+    ///
+    /// When the record cannot be written.
+    async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError>;
+
+    /// Writes the attempt row of `intent`, already closed with `event`'s phase, status and
+    /// dispatch count, and appends `event`, in one transaction: after an error neither is
+    /// stored. Used for observe calls, which have no side effect to reconcile and so are
+    /// journaled once, after the response.
+    ///
+    /// The default writes the intent, then appends (two commits, not atomic, and a future
+    /// dropped between them leaves the attempt open with no record); a backend should
+    /// override it.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::DuplicateKey`] when the attempt or its key is already recorded; any
+    /// other failure to write. The executor then withholds the data.
+    async fn append_with_intent(
+        &self,
+        intent: Intent,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        self.write_intent(&intent).await?;
+        self.append(event).await
+    }
+
+    /// Appends without waiting (used when a call's future is dropped).
+    fn append_detached(&self, event: AuditEvent);
+
+    /// Checks the whole chain, and the attempt rows against it, and reports the first broken
+    /// link.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn verify(&self) -> Result<VerifyReport, JournalError>;
+
+    /// The signed chain heads the journal holds, oldest first (none by default).
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn signed_heads(&self) -> Result<Vec<SignedHead>, JournalError> {
+        Ok(Vec::new())
+    }
+
+    /// [`Journal::verify`], then the signed heads checked with `key` (see
+    /// [`signing::check_signed_heads`]): reports the last signed position and treats records
+    /// after it as unsigned. A journal with no heads signed by `key` is reported, never passed.
+    ///
+    /// The default reads heads, chain and records one after another; a backend whose
+    /// writers may append in between should override it with one consistent read.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn verify_signed(&self, key: &HeadVerifyingKey) -> Result<VerifyReport, JournalError> {
+        let heads = self.signed_heads().await?;
+        let mut report = self.verify().await?;
+        let chain: Vec<String> = match self.records().await {
+            Ok(records) => records
+                .into_iter()
+                .take(usize::try_from(report.records).unwrap_or(usize::MAX))
+                .map(|r| r.hash)
+                .collect(),
+            // A record that cannot be read is already the reported break.
+            Err(_) if report.first_break.is_some() => return Ok(report),
+            Err(e) => return Err(e),
+        };
+        signing::check_signed_heads(&mut report, &chain, &heads, key);
+        Ok(report)
+    }
+
+    /// Every audit record, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn records(&self) -> Result<Vec<AuditRecord>, JournalError>;
+
+    /// Attempts left between intent and outcome.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError>;
+
+    /// Appends `event`, which closes `attempt`, only if no record closes the attempt yet: a
+    /// compare-and-set, so of two reconcilers settling one attempt exactly one appends.
+    /// Returns `Ok(false)` and writes nothing when the attempt is already closed (or has no
+    /// attempt row). `event.attempt_id` must be `attempt`.
+    ///
+    /// The default reads [`Journal::unresolved`] and then [`Journal::append`]s: two steps, so
+    /// **not atomic** — two callers may both append. A backend shared by several processes
+    /// must override it with one transaction (the SQLite journal does).
+    ///
+    /// # Errors
+    ///
+    /// Any failure to read or write; nothing is appended.
+    async fn settle_unresolved(
+        &self,
+        attempt: &AttemptId,
+        event: AuditEvent,
+    ) -> Result<bool, JournalError> {
+        let open = self.unresolved().await?;
+        if !open.iter().any(|a| &a.attempt_id == attempt) {
+            return Ok(false);
+        }
+        self.append(event).await?;
+        Ok(true)
+    }
+
+    // The approval store (see [`crate::approval`]). Every change below is a compare-and-set
+    // that holds across threads and processes sharing the store, and appends its audit
+    // record in the same transaction: after an error neither is stored. The defaults report
+    // [`JournalError::Unsupported`], so a backend without them still works for blocking
+    // consent.
+
+    /// Stores a new approval (state `awaiting`) and appends `event`, the parked call's record.
+    ///
+    /// # Errors
+    ///
+    /// Any failure to write; the executor then refuses the call (`journal_unavailable`).
+    async fn park_approval(
+        &self,
+        approval: &Approval,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let _ = (approval, event);
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// The approval with this id, if any.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError> {
+        let _ = id;
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// The approvals `filter` selects, newest first.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>, JournalError> {
+        let _ = filter;
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// Records `decision` if the approval is `awaiting` and `decision.at_ms` is before its
+    /// expiry: state `approved` or `denied`, and `event` appended. Otherwise
+    /// [`Transition::Unchanged`] and nothing is written.
+    ///
+    /// # Errors
+    ///
+    /// Any failure to read or write.
+    async fn decide_approval(
+        &self,
+        id: &ApprovalId,
+        decision: &ApprovalDecision,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let _ = (id, decision, event);
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// Marks the approval `expired` if it is `awaiting` and `now_ms` is at or past its
+    /// expiry, appending `event`. Otherwise [`Transition::Unchanged`].
+    ///
+    /// # Errors
+    ///
+    /// Any failure to read or write.
+    async fn expire_approval(
+        &self,
+        id: &ApprovalId,
+        now_ms: u64,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let _ = (id, now_ms, event);
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// Claims an `approved` approval for `owner` until `now_ms + lease_ms`, if no claim is
+    /// held or the held one's lease ended: the claim's epoch is the previous one plus one.
+    /// Otherwise [`Transition::Unchanged`]. Not audited (the execution's record is).
+    ///
+    /// # Errors
+    ///
+    /// Any failure to read or write.
+    async fn claim_approval(
+        &self,
+        id: &ApprovalId,
+        owner: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<Transition, JournalError> {
+        let _ = (id, owner, now_ms, lease_ms);
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// Writes `intent` (durably when it says so) and moves the approval to `executing` with
+    /// `intent.attempt_id` as its execution, in one transaction — only while the approval is
+    /// `approved` and `claim` (owner and epoch) is the one it holds.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Fenced`] when the claim is not the current one (nothing written), or
+    /// any failure to write: the executor then sends nothing.
+    async fn begin_approved(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        intent: &Intent,
+    ) -> Result<(), JournalError> {
+        let _ = (id, claim, intent);
+        Err(JournalError::Unsupported("approvals"))
+    }
+
+    /// Moves the approval to `finished` holding `result`, and appends `event` (the
+    /// execution's record, which closes its attempt if an intent was written), in one
+    /// transaction — only while the approval is `approved` or `executing` under `claim`.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::Fenced`] when the claim is not the current one (nothing written), or
+    /// any failure to write.
+    async fn settle_approval(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        result: &crate::outcome::ActionResult,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let _ = (id, claim, result, event);
+        Err(JournalError::Unsupported("approvals"))
+    }
+}
+
+/// Writes records as JSON lines (one [`AuditRecord`] per line) for SIEM pipelines.
+///
+/// # Errors
+///
+/// When the journal cannot be read or `out` cannot be written.
+pub async fn export_json_lines(
+    journal: &dyn Journal,
+    out: &mut dyn std::io::Write,
+) -> Result<u64, ExportError> {
+    let records = journal.records().await?;
+    for record in &records {
+        serde_json::to_writer(&mut *out, record).map_err(|e| ExportError::Io(e.into()))?;
+        out.write_all(b"\n").map_err(ExportError::Io)?;
+    }
+    Ok(records.len() as u64)
+}
+
+/// An export failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// Reading the journal failed.
+    #[error("cannot read the journal")]
+    Journal(#[from] JournalError),
+    /// Writing the output failed.
+    #[error("cannot write the export")]
+    Io(#[source] std::io::Error),
+}

@@ -1,0 +1,84 @@
+//! sallyport-kernel: the lean core of sallyport, with no storage backend.
+//!
+//! **Most programs name [`sallyport-core`](https://docs.rs/sallyport-core) instead**: it
+//! re-exports everything here and adds the embedded SQLite journal and the encrypted file
+//! vault through default features. This crate is what backends and channels depend on —
+//! `sallyport-sqlite`, `sallyport-vault`, `sallyport-postgres`, `sallyport-http`,
+//! `sallyport-ssh` — so that a program pays only for the backends it uses.
+//!
+//! It holds the contract and the pipeline: the [`Action`] trait and its card, the
+//! [`Catalog`], the [`Executor`] and its stages, the traits a backend implements
+//! ([`Journal`], [`Vault`], [`Channel`], [`ConsentProvider`], [`policy::Policy`],
+//! [`drift::DefinitionGuard`]), the [`scrub`]ber, the payload guard, the audit chain's hashing
+//! and signing ([`journal::chain`], [`journal::signing`]), and an in-memory vault
+//! ([`vault::MemoryVault`]).
+//!
+//! Every call goes through the same [`Executor`] pipeline: payload drift check → scope →
+//! definition drift → vault → preconditions → consent → durable intent with an executor-made
+//! idempotency key → dispatch → normalization to one of five [`Status`]es → secret scrubbing
+//! → a hash-chained audit record. A refusal at any stage before dispatch sends nothing.
+//!
+//! The examples in these docs are written as a program writes them, against `sallyport-core`.
+//!
+//! # Modules
+//!
+//! - [`action`]: the [`Action`] trait and its card, [`ActionSpec`].
+//! - [`catalog`]: registering actions; MCP, OpenAI, Anthropic and JSON Schema exports.
+//! - [`executor`]: the pipeline and its builder.
+//! - [`drift`]: the payload drift guard and canonical JSON.
+//! - [`consent`]: consent requests, providers and session grants; [`danger`] for auto-approve.
+//! - [`approval`]: deferred consent — calls parked for a human who answers later, decided
+//!   from any front end through one compare-and-set, carried out exactly once.
+//! - [`journal`]: durable intents and the hash-chained audit log: the [`Journal`] trait, chain
+//!   hashing and head signing (the SQLite journal is `sallyport-sqlite`).
+//! - [`vault`]: credentials and the [`Vault`] trait (the file and keychain vaults are
+//!   `sallyport-vault`); [`scrub`]: removing secret values from everything outgoing.
+//! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
+//!   every channel shares.
+//! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.
+//! - [`telemetry`]: OpenTelemetry spans per call (feature `otel`), with their attribute names.
+//! - [`clock`]: the one clock every time sallyport writes or compares is read from.
+
+pub mod action;
+pub mod after_send;
+pub mod approval;
+mod approval_model;
+pub mod catalog;
+pub mod channel;
+pub mod clock;
+pub mod code;
+pub mod consent;
+pub mod danger;
+pub mod drift;
+mod drift_model;
+pub mod executor;
+mod ids;
+pub mod journal;
+pub mod outcome;
+pub mod policy;
+mod policy_model;
+pub mod scrub;
+pub mod session;
+pub mod target;
+pub mod telemetry;
+pub mod vault;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use sallyport_macros::Action;
+
+pub use crate::action::{
+    Action, ActionSpec, ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
+};
+pub use crate::approval::ConsentMode;
+pub use crate::catalog::Catalog;
+pub use crate::channel::Channel;
+pub use crate::code::{Code, ConsentOutcome, DeclaredCode, RefusalCode, UpstreamCode};
+pub use crate::consent::ConsentProvider;
+pub use crate::executor::Executor;
+pub use crate::journal::Journal;
+pub use crate::outcome::{ActionResult, Origin, Status};
+pub use crate::session::Session;
+pub use crate::vault::Vault;
