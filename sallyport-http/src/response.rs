@@ -1,6 +1,8 @@
 //! Reading the upstream: `Retry-After`, filtered error messages, and the mapping from
 //! status codes and body predicates to the five statuses.
 
+mod codes;
+
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{DATE, HeaderMap, RETRY_AFTER};
@@ -13,6 +15,7 @@ use sallyport_core::scrub::Scrubber;
 use sallyport_core::target::HttpTarget;
 use serde_json::Value;
 
+use self::codes::Reading;
 use crate::exchange::Answer;
 
 /// Longest upstream message shown to the agent.
@@ -232,242 +235,46 @@ impl Call<'_> {
     }
 }
 
-/// Maps one answer.
+/// Maps one answer: the codes with a rule of their own first (authentication, rate limits,
+/// the Idempotency-Key draft's answers), then a success-range body's predicates, then the
+/// status the action declares for the code, then the default mapping.
 pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
-    let code = answer.status.as_u16();
-    let body = answer.body.as_deref();
-    let reference = call.reference(&answer.headers);
-    let upstream = |o: ChannelOutcome| o.with_upstream_status(i64::from(code));
-    let rejected = |code_name: UpstreamCode, what: &str| {
-        let reason = match message(call, body) {
-            Some(m) => format!("{what} (HTTP {code}): {m}; correlation id {reference}"),
-            None => format!("{what} (HTTP {code}); correlation id {reference}"),
-        };
-        upstream(
-            ChannelOutcome::new(Status::Rejected)
-                .with_code(code_name)
-                .with_reason(reason),
-        )
-    };
-    let key_action = call.spec.retry == RetryRule::IdempotencyKey;
+    let reading = Reading::new(call, answer);
+    let code = reading.code;
 
     // Authentication: stop, and mark the credential unusable.
     if matches!(code, 401 | 403) {
-        let mut o = rejected(
-            UpstreamCode::AuthFailed,
-            "the upstream refused the credential; a human must check or replace it",
-        );
-        if call.credential_attached {
-            o = o.with_credential_rejected();
-        }
-        return Step::Done(o);
+        return Step::Done(reading.credential_refused());
     }
 
     // Rate limits: wait only for a usable Retry-After within the cap.
     if code == 429 {
-        let limited = |reason: String, delay: Option<Duration>| {
-            let mut o = upstream(
-                ChannelOutcome::new(Status::Rejected)
-                    .with_code(UpstreamCode::RateLimited)
-                    .with_reason(reason),
-            );
-            if let Some(d) = delay {
-                o = o.with_data(serde_json::json!({ "retry_after_seconds": d.as_secs() }));
-            }
-            o
-        };
-        return match retry_after(&answer.headers) {
-            // The request left; only an action that may be resent after a send waits and
-            // resends. Any other says when the agent may call again, and sends nothing more.
-            RetryAfter::Delay(d) if d <= call.max_retry_after && !call.may_resend_after_send() => {
-                Step::Done(limited(
-                    format!(
-                        "rate limited by the upstream; this action is never resent automatically, call again in {} s",
-                        d.as_secs()
-                    ),
-                    Some(d),
-                ))
-            }
-            RetryAfter::Delay(d) if d <= call.max_retry_after => Step::Resend {
-                wait: Some(d),
-                exhausted: limited(
-                    format!(
-                        "rate limited by the upstream; try again in {} s",
-                        d.as_secs()
-                    ),
-                    Some(d),
-                ),
-            },
-            RetryAfter::Delay(d) => Step::Done(limited(
-                format!(
-                    "rate limited by the upstream for {} s, longer than this action waits ({} s); try again later",
-                    d.as_secs(),
-                    call.max_retry_after.as_secs()
-                ),
-                Some(d),
-            )),
-            RetryAfter::Missing => Step::Done(limited(
-                "rate limited by the upstream, which gave no Retry-After; try again later"
-                    .to_owned(),
-                None,
-            )),
-            RetryAfter::Invalid => Step::Done(limited(
-                "rate limited by the upstream, whose Retry-After is unusable; try again later"
-                    .to_owned(),
-                None,
-            )),
-        };
+        return reading.rate_limited();
     }
 
     // The IETF Idempotency-Key draft's answers.
     let declared = call.target.declared_status(code);
-    let idem = mentions_idempotency(body);
-    if code == 409 && key_action && (idem || (call.resend && declared.is_none())) {
-        return Step::Done(upstream(
-            ChannelOutcome::new(Status::Pending)
-                .with_code(UpstreamCode::IdempotencyConflict)
-                .with_reason(format!(
-                    "the upstream is still processing the original request with this idempotency key{}",
-                    match &call.spec.reconcile {
-                        Some(r) => format!("; check with {r}"),
-                        None => String::new(),
-                    }
-                )),
-        ));
-    }
-    if code == 422 && key_action && (idem || call.resend) {
-        return Step::Done(rejected(
-            UpstreamCode::IdempotencyMismatch,
-            "the upstream says this idempotency key was used with another payload; nothing was applied for this call",
-        ));
-    }
-    if code == 400 && idem {
-        let what = if key_action {
-            format!(
-                "the upstream requires an idempotency key and did not accept the one sent in header `{}`; the HTTP channel's idempotency header name or quoting is misconfigured",
-                call.idempotency_header
-            )
-        } else {
-            format!(
-                "the upstream requires an idempotency key, and action `{}` does not declare retry = idempotency_key; its definition must be fixed",
-                call.spec.name
-            )
-        };
-        return Step::Done(rejected(UpstreamCode::IdempotencyKeyRequired, &what));
+    if let Some(outcome) = reading.idempotency_answer(declared) {
+        return Step::Done(outcome);
     }
 
     // Success-range answers: body predicates first, then the declared or default mapping.
-    if answer.status.is_success() {
-        if answer.too_large() {
-            return Step::Done(upstream(call.uncertain(
-                UpstreamCode::ResponseTooLarge,
-                &format!(
-                    "the upstream answered HTTP {code} with a body larger than this action reads"
-                ),
-            )));
-        }
-        if let Some(step) = body_rules(call, body, code, &reference) {
-            return Step::Done(step);
-        }
+    if answer.status.is_success()
+        && let Some(outcome) = reading.success_predicates()
+    {
+        return Step::Done(outcome);
     }
     if let Some(status) = declared {
         return Step::Done(declared_outcome(
             call,
             status,
             code,
-            body,
-            &reference,
+            reading.body,
+            &reading.reference,
             answer.too_large(),
         ));
     }
-    match code {
-        200 | 201 | 204 => Step::Done(upstream(success(call, body))),
-        202 => Step::Done(upstream(project_optional(call, Status::Pending, body))),
-        300..=399 => {
-            if code == 303 && call.mutating() {
-                Step::Done(upstream(call.uncertain(
-                    UpstreamCode::RedirectNotFollowed,
-                    "the upstream answered with a redirect after the request was sent; redirects are never followed",
-                )))
-            } else {
-                Step::Done(rejected(
-                    UpstreamCode::RedirectRefused,
-                    "the upstream redirected the call elsewhere; redirects are never followed",
-                ))
-            }
-        }
-        408 => {
-            // The request left, and a proxy or server in front of the upstream may have
-            // passed it on before giving up: not proof that nothing was applied.
-            let outcome = upstream(call.uncertain(
-                UpstreamCode::RequestTimeout,
-                &format!(
-                    "the upstream answered HTTP 408 (request timeout) after the request was sent; correlation id {reference}"
-                ),
-            ));
-            if call.may_resend_after_send() {
-                Step::Resend {
-                    wait: None,
-                    exhausted: outcome,
-                }
-            } else {
-                Step::Done(outcome)
-            }
-        }
-        400 => Step::Done(rejected(
-            UpstreamCode::BadRequest,
-            "the upstream rejected the request",
-        )),
-        404 => Step::Done(rejected(
-            UpstreamCode::NotFound,
-            "the upstream found no such object",
-        )),
-        409 => Step::Done(rejected(
-            UpstreamCode::Conflict,
-            "the upstream reported a conflict",
-        )),
-        410 => Step::Done(rejected(
-            UpstreamCode::NotFound,
-            "the object is gone upstream",
-        )),
-        422 => Step::Done(rejected(
-            UpstreamCode::Unprocessable,
-            "the upstream rejected the request's content",
-        )),
-        402..=499 => Step::Done(rejected(
-            UpstreamCode::ClientError,
-            "the upstream rejected the request",
-        )),
-        500..=599 => {
-            let what = if matches!(code, 502..=504) {
-                (
-                    UpstreamCode::GatewayError,
-                    format!("the upstream's gateway answered HTTP {code}"),
-                )
-            } else {
-                (
-                    UpstreamCode::UpstreamError,
-                    format!("the upstream failed with HTTP {code}"),
-                )
-            };
-            let exhausted = upstream(
-                call.uncertain(what.0, &format!("{}; correlation id {reference}", what.1)),
-            );
-            let wait = match retry_after(&answer.headers) {
-                RetryAfter::Delay(d) if d <= call.max_retry_after => Some(d),
-                _ => None,
-            };
-            if call.may_resend_after_send() {
-                Step::Resend { wait, exhausted }
-            } else {
-                Step::Done(exhausted)
-            }
-        }
-        _ => Step::Done(upstream(call.uncertain(
-            UpstreamCode::UnexpectedResponse,
-            &format!("the upstream answered HTTP {code}, which this action does not declare"),
-        ))),
-    }
+    reading.by_code()
 }
 
 fn body_rules(

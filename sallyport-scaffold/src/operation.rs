@@ -1,13 +1,15 @@
 //! One operation → one action: its input struct, `#[action]` and `#[http]` attributes, and
 //! its result type.
 
+mod write;
+
 use serde_json::Value;
 
-use sallyport_openapi::{OpenApi, OperationSelector};
+use sallyport_openapi::{OpenApi, OperationLocation, OperationSelector};
 
+use crate::ScaffoldedAction;
 use crate::schema::{Cx, Field, Types, types_of};
 use crate::text::{action_name, field_ident, is_plain_ident, literal, pascal, plain};
-use crate::{Decision, ScaffoldedAction};
 
 /// Headers the executor or the channel owns; an operation's parameter of that name is never
 /// offered to the agent.
@@ -52,6 +54,8 @@ enum Place {
     Body,
 }
 
+/// The action of operation `id`, its input type set in `types`: the operation's checks,
+/// its fields, its result, its credential and its decisions, then the code written.
 fn generate_inner(
     api: &OpenApi,
     types: &mut Types,
@@ -62,6 +66,58 @@ fn generate_inner(
     let location = api
         .locate(&OperationSelector::id(id))
         .ok_or_else(|| "the document has no operation with this operationId".to_owned())?;
+    let method = location.method.as_str();
+    let op = expressible(root, &location)?;
+
+    let type_name = types.reserve(&pascal(id));
+    let mut cx = Cx::new(root, types);
+    let mut input = Input::default();
+    for (name, place, param) in &parameters(&cx, &location)? {
+        input.parameter(&mut cx, &type_name, name, place, param)?;
+    }
+    input.body(&mut cx, op, method, &type_name)?;
+    input.distinct_idents()?;
+
+    // The result.
+    let (result, result_note) = success(&mut cx, op, &type_name)?;
+
+    // The credential.
+    let credential = match credential {
+        Some(name) => Some(name.to_owned()),
+        None => security(root, op)?,
+    };
+
+    // Decisions.
+    let action = action_name(id);
+    let (decisions, open) = write::decisions(op);
+
+    // The code.
+    let mut code = write::notes(id, &location, op);
+    code.push_str(&write::doc(op, &location));
+    code.push_str(&write::action_attributes(
+        &action,
+        &decisions,
+        credential.as_deref(),
+    ));
+    code.push_str(&write::http_attribute(
+        &location,
+        &input.fields,
+        &result,
+        result_note.as_deref(),
+    ));
+    code.push_str(&input.code(&type_name));
+    types.set(&type_name, code);
+    Ok(ScaffoldedAction {
+        operation_id: id.to_owned(),
+        action,
+        type_name,
+        open_decisions: open,
+    })
+}
+
+/// The operation object at `location`, if an action can express it: its method is one an
+/// action sends, and it declares no callbacks.
+fn expressible<'a>(root: &'a Value, location: &OperationLocation) -> Result<&'a Value, String> {
     let method = location.method.as_str();
     if !METHODS.contains(&method) {
         return Err(format!(
@@ -80,13 +136,15 @@ fn generate_inner(
                 .to_owned(),
         );
     }
+    Ok(op)
+}
 
-    let type_name = types.reserve(&pascal(id));
-    let mut cx = Cx::new(root, types);
-    let mut fields: Vec<(String, Place, String)> = Vec::new(); // (json, place, code)
-    let mut skipped: Vec<String> = Vec::new();
-
-    // Parameters: the path item's, overridden by the operation's of the same name and place.
+/// The operation's parameters as `(name, in, parameter)`, `$ref`s resolved: the path
+/// item's, overridden by the operation's of the same name and place.
+fn parameters(
+    cx: &Cx<'_>,
+    location: &OperationLocation,
+) -> Result<Vec<(String, String, Value)>, String> {
     let mut params: Vec<(String, String, Value)> = Vec::new();
     let item_pointer = location
         .pointer
@@ -97,7 +155,8 @@ fn generate_inner(
         format!("{item_pointer}/parameters"),
         format!("{}/parameters", location.pointer),
     ] {
-        for param in root
+        for param in cx
+            .root
             .pointer(&list)
             .and_then(Value::as_array)
             .into_iter()
@@ -118,98 +177,62 @@ fn generate_inner(
             params.push((name, place, param.clone()));
         }
     }
-    for (name, place, param) in &params {
+    Ok(params)
+}
+
+/// What becomes of one parameter or body field.
+enum Offer {
+    /// A field: its JSON name, its place in the request, and its code.
+    Field(String, Place, String),
+    /// Left out, for this reason (which refuses the operation when it is required).
+    LeftOut(String),
+}
+
+/// The input struct as it is built: its fields, and a comment on each thing left out.
+#[derive(Default)]
+struct Input {
+    /// `(json, place, code)` of each field, in the order they are written.
+    fields: Vec<(String, Place, String)>,
+    /// The comments on what was left out, and why.
+    skipped: Vec<String>,
+}
+
+impl Input {
+    /// Adds parameter `name` (in `place`) as a field, or a comment on why it is left out;
+    /// an error when a required one cannot be offered.
+    fn parameter(
+        &mut self,
+        cx: &mut Cx<'_>,
+        type_name: &str,
+        name: &str,
+        place: &str,
+        param: &Value,
+    ) -> Result<(), String> {
         let required = place == "path" || param.get("required") == Some(&Value::Bool(true));
-        let refuse = |reason: String| -> Result<(), String> {
-            if required {
-                Err(format!(
+        match offer_parameter(cx, type_name, name, place, param, required)? {
+            Offer::Field(json, where_, code) => self.fields.push((json, where_, code)),
+            Offer::LeftOut(reason) if required => {
+                return Err(format!(
                     "its required {place} parameter `{name}` cannot be offered: {reason}"
-                ))
-            } else {
-                Ok(())
+                ));
             }
-        };
-        let where_ = match place.as_str() {
-            "path" => Place::Path,
-            "query" => Place::Query,
-            "header" => {
-                if OWNED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-                    refuse("the channel owns this header".to_owned())?;
-                    skipped.push(Field::skipped(name, "the channel owns this header").code);
-                    continue;
-                }
-                if !required {
-                    skipped.push(
-                        Field::skipped(
-                            name,
-                            "an optional header; a narrow action should not let the agent set headers",
-                        )
-                        .code,
-                    );
-                    continue;
-                }
-                Place::Header(name.clone())
-            }
-            other => {
-                let reason = format!("a {other} parameter, which an action does not send");
-                refuse(reason.clone())?;
-                skipped.push(Field::skipped(name, &reason).code);
-                continue;
-            }
-        };
-        let Some(schema) = param.get("schema") else {
-            let reason = "it is described by `content`, not a schema".to_owned();
-            refuse(reason.clone())?;
-            skipped.push(Field::skipped(name, &reason).code);
-            continue;
-        };
-        if matches!(where_, Place::Query)
-            && types_of(cx.resolve(schema)?.schema).0 == ["array"]
-            && param.get("explode") == Some(&Value::Bool(false))
-        {
-            let reason = "a comma-joined list (`explode: false`); the HTTP channel sends a list as repeated parameters".to_owned();
-            refuse(reason.clone())?;
-            skipped.push(Field::skipped(name, &reason).code);
-            continue;
+            Offer::LeftOut(reason) => self.skipped.push(Field::skipped(name, &reason).code),
         }
-        let hint = format!("{type_name}{}", pascal(name));
-        // A header's field has a snake-case name (`X-Request-Tag` → `x_request_tag`): the
-        // agent sends a field, the channel writes the header.
-        let json = match where_ {
-            Place::Header(_) => crate::text::snake(name),
-            _ => name.clone(),
-        };
-        match cx.field(&json, schema, required, &hint, 1) {
-            Ok(field) => {
-                let mut code = field.code;
-                // The parameter's own description says more than its schema's.
-                if let Some(first) = param
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .and_then(|d| plain(d, 1).into_iter().next())
-                {
-                    code = replace_doc(&code, &first);
-                }
-                if matches!(where_, Place::Path) {
-                    if code.contains("pub ") && code.contains(": Vec<") {
-                        return Err(format!("its path parameter `{name}` is a list"));
-                    }
-                    code.insert_str(
-                        0,
-                        "    // Tag with #[scope(kind)] if a session should be limited to some values.\n",
-                    );
-                }
-                fields.push((json, where_, code));
-            }
-            Err(reason) => {
-                refuse(reason.clone())?;
-                skipped.push(Field::skipped(name, &reason).code);
-            }
-        }
+        Ok(())
     }
 
-    // The JSON body's fields.
-    if let Some(body) = op.get("requestBody") {
+    /// Adds the fields of the operation's JSON body, if it has one; an error for a body the
+    /// HTTP channel cannot send or a narrow action should not expose when it is required.
+    fn body(
+        &mut self,
+        cx: &mut Cx<'_>,
+        op: &Value,
+        method: &str,
+        type_name: &str,
+    ) -> Result<(), String> {
+        let Some(body) = op.get("requestBody") else {
+            return Ok(());
+        };
         let body = cx.resolve(body)?.schema.clone();
         let required = body.get("required") == Some(&Value::Bool(true));
         let content = body.get("content").and_then(Value::as_object);
@@ -220,235 +243,208 @@ fn generate_inner(
                 .map(|(_, v)| v.get("schema").cloned().unwrap_or(Value::Null))
         });
         match json {
-            None => {
-                let media: Vec<&str> = content
-                    .map(|c| {
-                        crate::schema::sorted(c)
-                            .into_iter()
-                            .map(|(k, _)| k.as_str())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if media.is_empty() && !required {
-                    skipped.push("    // Left out the request body: the document declares no media type for it.\n".to_owned());
-                } else {
-                    return Err(format!(
-                        "its request body is {}, not JSON; the HTTP channel sends JSON bodies",
-                        if media.is_empty() {
-                            "undeclared".to_owned()
-                        } else {
-                            media.join(" or ")
-                        }
-                    ));
-                }
-            }
+            None => self.no_json_body(content, required),
             Some(schema) => {
                 if method == "get" {
                     return Err("it sends a body with GET".to_owned());
                 }
-                let resolved = cx.resolve(&schema)?.schema;
-                let (body_types, _) = types_of(resolved);
-                if !(body_types.is_empty() || body_types == ["object"]) {
-                    return Err(format!(
-                        "its JSON body is {}, not an object of fields",
-                        body_types.join(" or ")
-                    ));
-                }
-                let shape = cx
-                    .shape(&schema)
-                    .map_err(|r| format!("its JSON body: {r}"))?;
-                if shape.properties.is_empty() {
-                    let reason =
-                        "its JSON body is a free-form object a narrow action should not expose";
-                    if required {
-                        return Err(reason.to_owned());
-                    }
-                    skipped.push(format!("    // Left out the request body: {reason}.\n"));
-                }
-                if shape.open {
-                    skipped.push(
-                        "    // Left out: the body's `additionalProperties: true` (free-form fields a narrow\n    // action should not expose).\n"
-                            .to_owned(),
-                    );
-                }
-                for (json, property) in &shape.properties {
-                    if fields.iter().any(|(n, _, _)| n == json) {
-                        return Err(format!(
-                            "its body field `{json}` has the name of one of its parameters"
-                        ));
-                    }
-                    let field_required = shape.required.contains(json);
-                    let hint = format!("{type_name}{}", pascal(json));
-                    match cx.field(json, property, field_required, &hint, 1) {
-                        Ok(field) => fields.push((json.clone(), Place::Body, field.code)),
-                        Err(reason) if field_required => {
-                            return Err(format!(
-                                "its required body field `{json}` cannot be offered: {reason}"
-                            ));
-                        }
-                        Err(reason) => skipped.push(Field::skipped(json, &reason).code),
-                    }
-                }
+                self.json_body(cx, &schema, required, type_name)
             }
         }
     }
-    let idents: Vec<String> = fields
-        .iter()
-        .map(|(json, _, _)| field_ident(json))
-        .collect();
-    for (i, ident) in idents.iter().enumerate() {
-        if idents[..i].contains(ident) {
+
+    /// A request body with no JSON media type: left out when it declares none and is
+    /// optional, else an error (the HTTP channel sends JSON bodies only).
+    fn no_json_body(
+        &mut self,
+        content: Option<&serde_json::Map<String, Value>>,
+        required: bool,
+    ) -> Result<(), String> {
+        let media: Vec<&str> = content
+            .map(|c| {
+                crate::schema::sorted(c)
+                    .into_iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if media.is_empty() && !required {
+            self.skipped.push(
+                "    // Left out the request body: the document declares no media type for it.\n"
+                    .to_owned(),
+            );
+            Ok(())
+        } else {
+            Err(format!(
+                "its request body is {}, not JSON; the HTTP channel sends JSON bodies",
+                if media.is_empty() {
+                    "undeclared".to_owned()
+                } else {
+                    media.join(" or ")
+                }
+            ))
+        }
+    }
+
+    /// Adds the properties of JSON body `schema` as fields: it must be an object, and a
+    /// free-form one (or its free-form part) is left out.
+    fn json_body(
+        &mut self,
+        cx: &mut Cx<'_>,
+        schema: &Value,
+        required: bool,
+        type_name: &str,
+    ) -> Result<(), String> {
+        let resolved = cx.resolve(schema)?.schema;
+        let (body_types, _) = types_of(resolved);
+        if !(body_types.is_empty() || body_types == ["object"]) {
             return Err(format!(
-                "two of its fields are both named `{ident}` in Rust"
+                "its JSON body is {}, not an object of fields",
+                body_types.join(" or ")
             ));
         }
-    }
-
-    // The result.
-    let (result, result_note) = success(&mut cx, op, &type_name)?;
-
-    // The credential.
-    let credential = match credential {
-        Some(name) => Some(name.to_owned()),
-        None => security(root, op)?,
-    };
-
-    // Decisions.
-    let action = action_name(id);
-    let mut open = Vec::new();
-    let mut decisions = String::new();
-    decisions.push_str(
-        "    // sallyport scaffold never guesses consequences: choose each `choose` below (an\n    // `x-sallyport-effect`, `-consent` or `-retry` in the document fills it in).\n",
-    );
-    for decision in [Decision::Effect, Decision::Consent, Decision::Retry] {
-        let extension = format!("x-sallyport-{}", decision.as_str());
-        let given = op.get(&extension).and_then(Value::as_str);
-        decisions.push_str(&format!(
-            "    // {}: {}\n",
-            decision.as_str(),
-            decision.help()
-        ));
-        match given {
-            Some(value) if decision.choices().contains(&value) => {
-                decisions.push_str(&format!(
-                    "    {} = {value}, // from the document's {extension}\n",
-                    decision.as_str()
+        let shape = cx
+            .shape(schema)
+            .map_err(|r| format!("its JSON body: {r}"))?;
+        if shape.properties.is_empty() {
+            let reason = "its JSON body is a free-form object a narrow action should not expose";
+            if required {
+                return Err(reason.to_owned());
+            }
+            self.skipped
+                .push(format!("    // Left out the request body: {reason}.\n"));
+        }
+        if shape.open {
+            self.skipped.push(
+                "    // Left out: the body's `additionalProperties: true` (free-form fields a narrow\n    // action should not expose).\n"
+                    .to_owned(),
+            );
+        }
+        for (json, property) in &shape.properties {
+            if self.fields.iter().any(|(n, _, _)| n == json) {
+                return Err(format!(
+                    "its body field `{json}` has the name of one of its parameters"
                 ));
             }
-            other => {
-                if let Some(value) = other {
-                    decisions.push_str(&format!(
-                        "    // (the document's {extension} `{}` is not one of these)\n",
-                        value.escape_debug()
+            let field_required = shape.required.contains(json);
+            let hint = format!("{type_name}{}", pascal(json));
+            match cx.field(json, property, field_required, &hint, 1) {
+                Ok(field) => self.fields.push((json.clone(), Place::Body, field.code)),
+                Err(reason) if field_required => {
+                    return Err(format!(
+                        "its required body field `{json}` cannot be offered: {reason}"
                     ));
                 }
-                decisions.push_str(&format!("    {} = choose,\n", decision.as_str()));
-                open.push(decision);
+                Err(reason) => self.skipped.push(Field::skipped(json, &reason).code),
             }
         }
+        Ok(())
     }
 
-    // The code.
-    let mut code = String::new();
-    code.push_str(&format!(
-        "// `{}` {} {}\n",
-        id.escape_debug(),
-        method.to_uppercase(),
-        location.path
-    ));
-    if let Some(url) = op
-        .get("servers")
-        .and_then(Value::as_array)
-        .and_then(|s| s.first())
-        .and_then(|s| s.get("url"))
-        .and_then(Value::as_str)
+    /// Refuses two fields whose JSON names become the same Rust identifier.
+    fn distinct_idents(&self) -> Result<(), String> {
+        let idents: Vec<String> = self
+            .fields
+            .iter()
+            .map(|(json, _, _)| field_ident(json))
+            .collect();
+        for (i, ident) in idents.iter().enumerate() {
+            if idents[..i].contains(ident) {
+                return Err(format!(
+                    "two of its fields are both named `{ident}` in Rust"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The input struct `type_name`: its fields, then the comments on what was left out.
+    fn code(&self, type_name: &str) -> String {
+        let mut code = String::new();
+        code.push_str("#[serde(deny_unknown_fields)]\n");
+        code.push_str(&format!("pub struct {type_name} {{\n"));
+        for (_, _, field) in &self.fields {
+            code.push_str(field);
+        }
+        for line in &self.skipped {
+            code.push_str(line);
+        }
+        code.push_str("}\n");
+        code
+    }
+}
+
+/// Parameter `name` (in `place`) as a field, or why it is left out: a place an action does
+/// not send, a header the channel owns or an optional one, a parameter described by
+/// `content`, a comma-joined list, or a schema the field cannot express. An error for a
+/// path parameter that is a list, or a `$ref` that does not resolve.
+fn offer_parameter(
+    cx: &mut Cx<'_>,
+    type_name: &str,
+    name: &str,
+    place: &str,
+    param: &Value,
+    required: bool,
+) -> Result<Offer, String> {
+    let left_out = |reason: &str| Ok(Offer::LeftOut(reason.to_owned()));
+    let where_ = match place {
+        "path" => Place::Path,
+        "query" => Place::Query,
+        "header" if OWNED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) => {
+            return left_out("the channel owns this header");
+        }
+        "header" if !required => {
+            return left_out(
+                "an optional header; a narrow action should not let the agent set headers",
+            );
+        }
+        "header" => Place::Header(name.to_owned()),
+        other => {
+            return left_out(&format!(
+                "a {other} parameter, which an action does not send"
+            ));
+        }
+    };
+    let Some(schema) = param.get("schema") else {
+        return left_out("it is described by `content`, not a schema");
+    };
+    if matches!(where_, Place::Query)
+        && types_of(cx.resolve(schema)?.schema).0 == ["array"]
+        && param.get("explode") == Some(&Value::Bool(false))
     {
-        code.push_str(&format!(
-            "// Served from {} (the operation's own server): give it a channel of its own.\n",
-            url.escape_debug()
-        ));
+        return left_out(
+            "a comma-joined list (`explode: false`); the HTTP channel sends a list as repeated parameters",
+        );
     }
-    if op.get("deprecated") == Some(&Value::Bool(true)) {
-        code.push_str("// The document marks this operation deprecated.\n");
-    }
-    let summary = op
-        .get("summary")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let description = op
+    let hint = format!("{type_name}{}", pascal(name));
+    // A header's field has a snake-case name (`X-Request-Tag` → `x_request_tag`): the
+    // agent sends a field, the channel writes the header.
+    let json = match where_ {
+        Place::Header(_) => crate::text::snake(name),
+        _ => name.to_owned(),
+    };
+    let mut code = match cx.field(&json, schema, required, &hint, 1) {
+        Ok(field) => field.code,
+        Err(reason) => return Ok(Offer::LeftOut(reason)),
+    };
+    // The parameter's own description says more than its schema's.
+    if let Some(first) = param
         .get("description")
         .and_then(Value::as_str)
-        .unwrap_or_default();
-    let mut doc = plain(summary, 1);
-    if let Some(first) = doc.first_mut()
-        && !first.ends_with(['.', '!', '?'])
+        .and_then(|d| plain(d, 1).into_iter().next())
     {
-        first.push('.');
+        code = replace_doc(&code, &first);
     }
-    doc.extend(plain(description, 2));
-    if doc.is_empty() {
-        doc.push(format!("`{} {}`.", method.to_uppercase(), location.path));
-    }
-    for (i, paragraph) in doc.iter().enumerate() {
-        if i > 0 {
-            code.push_str("///\n");
+    if matches!(where_, Place::Path) {
+        if code.contains("pub ") && code.contains(": Vec<") {
+            return Err(format!("its path parameter `{name}` is a list"));
         }
-        for line in crate::text::wrap(paragraph, 96) {
-            code.push_str(&format!("/// {line}\n"));
-        }
+        code.insert_str(
+            0,
+            "    // Tag with #[scope(kind)] if a session should be limited to some values.\n",
+        );
     }
-    code.push_str("#[derive(Debug, sallyport_core::Action, Deserialize, Serialize, JsonSchema)]\n");
-    code.push_str("#[action(\n");
-    code.push_str(&format!("    name = {},\n", literal(&action)));
-    code.push_str(&decisions);
-    match &credential {
-        Some(name) => code.push_str(&format!("    credential = {},\n", literal(name))),
-        None => code.push_str(
-            "    // The document names no security scheme: add `credential = \"…\"` if the API needs one.\n",
-        ),
-    }
-    code.push_str(")]\n");
-    code.push_str("#[http(\n");
-    code.push_str(&format!("    {method} = {},\n", literal(&location.path)));
-    let query: Vec<String> = fields
-        .iter()
-        .filter(|(_, p, _)| matches!(p, Place::Query))
-        .map(|(json, _, _)| attr_name(json))
-        .collect();
-    if !query.is_empty() {
-        code.push_str(&format!("    query({}),\n", query.join(", ")));
-    }
-    let headers: Vec<String> = fields
-        .iter()
-        .filter_map(|(json, p, _)| match p {
-            Place::Header(name) => Some(format!("{} = {}", literal(name), attr_name(json))),
-            _ => None,
-        })
-        .collect();
-    if !headers.is_empty() {
-        code.push_str(&format!("    header({}),\n", headers.join(", ")));
-    }
-    if let Some(note) = result_note {
-        code.push_str(&format!("    // {note}\n"));
-    }
-    code.push_str(&format!("    result = {result},\n"));
-    code.push_str(")]\n");
-    code.push_str("#[serde(deny_unknown_fields)]\n");
-    code.push_str(&format!("pub struct {type_name} {{\n"));
-    for (_, _, field) in &fields {
-        code.push_str(field);
-    }
-    for line in &skipped {
-        code.push_str(line);
-    }
-    code.push_str("}\n");
-    types.set(&type_name, code);
-    Ok(ScaffoldedAction {
-        operation_id: id.to_owned(),
-        action,
-        type_name,
-        open_decisions: open,
-    })
+    Ok(Offer::Field(json, where_, code))
 }
 
 /// The result type of the operation's success response, and a note on what it is.

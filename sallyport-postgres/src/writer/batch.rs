@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use deadpool_postgres::Client;
 use futures_util::future::join_all;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Statement};
 
-use super::chain::{Tail, chain};
+use super::chain::{Chained, Tail, chain};
 use super::ops::{Done, Op};
 use super::single_flight::{Batch, single_flight};
 use crate::approvals::ApprovalOp;
@@ -48,28 +49,50 @@ pub(super) async fn apply_batch(
     client: &Client,
     ops: &[Op],
 ) -> Result<Vec<Done>, PostgresError> {
-    let redact = &shared.redactor;
-    let pg = |e: tokio_postgres::Error| redact.postgres(&e);
-    let prepare = |sql: &'static str| async move { client.prepare_cached(sql).await };
-    // A statement the batch needs, prepared (once per connection: cached after that).
-    let prepare_if = |needed: bool, sql: &'static str| async move {
-        if needed {
-            client.prepare_cached(sql).await.map(Some)
-        } else {
-            Ok(None)
-        }
-    };
     let epochs = shared.epochs_snapshot(ops);
     let lease_ms = shared.lease_ms();
     let at = sallyport_core::clock::now();
-    let mut done: Vec<Done> = ops.iter().map(|_| Done::Written).collect();
     let one_at_a_time = ops
         .iter()
         .any(|op| matches!(op, Op::Approval(_) | Op::Settle(..)));
     let may_append = ops.iter().any(|op| op.event().is_some());
+    let closed_here = closed_here(ops);
+    let batch = Batch {
+        ops,
+        begin: begin(ops),
+        closed_here: &closed_here,
+        epochs: &epochs,
+        at: &at,
+    };
 
-    // A dispatch note for an attempt that the same batch closes says nothing the close does
-    // not: the close takes the highest request number of both, and is fenced the same way.
+    // Closes and their records, with the head this journal last wrote: one flight.
+    let closes_only = ops
+        .iter()
+        .all(|op| matches!(op, Op::Append(..) | Op::Dispatch(..)));
+    if may_append
+        && closes_only
+        && let Some(head) = shared.cached_head()
+        && let Some(done) = single_flight(shared, client, &batch, head).await?
+    {
+        return Ok(done);
+    }
+
+    TwoFlights {
+        shared,
+        client,
+        batch: &batch,
+        lease_ms,
+        one_at_a_time,
+        may_append,
+    }
+    .apply()
+    .await
+}
+
+/// Attempts the batch closes → the highest request number noted for each. A dispatch note
+/// for an attempt that the same batch closes says nothing the close does not: the close
+/// takes the highest request number of both, and is fenced the same way.
+fn closed_here(ops: &[Op]) -> HashMap<&str, u32> {
     let mut closed_here: HashMap<&str, u32> = HashMap::new();
     for op in ops {
         if let Op::Append(event, _) = op {
@@ -83,196 +106,340 @@ pub(super) async fn apply_batch(
             *dispatches = (*dispatches).max(*n);
         }
     }
+    closed_here
+}
 
-    // A batch nothing is sent on the strength of commits asynchronously: a server crash
-    // may lose its last few milliseconds of records (never a durable intent: a synchronous
-    // commit flushes everything before it). A process crash loses nothing.
-    let begin = if ops.iter().any(Op::is_durable) {
+/// How the batch's transaction begins. A batch nothing is sent on the strength of commits
+/// asynchronously: a server crash may lose its last few milliseconds of records (never a
+/// durable intent: a synchronous commit flushes everything before it). A process crash
+/// loses nothing.
+fn begin(ops: &[Op]) -> &'static str {
+    if ops.iter().any(Op::is_durable) {
         "BEGIN"
     } else {
         "BEGIN; SET LOCAL synchronous_commit TO off"
-    };
+    }
+}
 
-    // Closes and their records, with the head this journal last wrote: one flight.
-    let closes_only = ops
-        .iter()
-        .all(|op| matches!(op, Op::Append(..) | Op::Dispatch(..)));
-    if may_append
-        && closes_only
-        && let Some(head) = shared.cached_head()
-    {
-        let batch = Batch {
-            ops,
-            begin,
-            closed_here: &closed_here,
-            epochs: &epochs,
-            at: &at,
-        };
-        if let Some(done) = single_flight(shared, client, &batch, head).await? {
-            return Ok(done);
-        }
+/// A statement the batch needs, prepared (once per connection: cached after that).
+async fn prepare_if(
+    client: &Client,
+    needed: bool,
+    sql: &'static str,
+) -> Result<Option<Statement>, tokio_postgres::Error> {
+    if needed {
+        client.prepare_cached(sql).await.map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// The statements of flight 1 the batch needs, each `None` when no operation uses it.
+struct FirstStatements {
+    insert_intent: Option<Statement>,
+    insert_closed: Option<Statement>,
+    note: Option<Statement>,
+    close: Option<Statement>,
+    lock_head: Option<Statement>,
+}
+
+/// Where flight 1 left the batch.
+enum AfterFirst {
+    /// Its `COMMIT` went in flight 1: it is written, and there is nothing more to send.
+    Committed,
+    /// Still open, with the chain head when flight 1 locked it.
+    Open(Option<Row>),
+}
+
+/// A batch sent in two flights, and what each step of it reads.
+struct TwoFlights<'a> {
+    shared: &'a Shared,
+    client: &'a Client,
+    /// The operations and what both paths read of them.
+    batch: &'a Batch<'a>,
+    lease_ms: i64,
+    /// The batch holds a compare-and-set (an approval or a reconciler's close): those run
+    /// one at a time between the flights, and the head is locked after them.
+    one_at_a_time: bool,
+    /// Some operation appends a record.
+    may_append: bool,
+}
+
+impl TwoFlights<'_> {
+    /// Maps a PostgreSQL error to this journal's, redacted.
+    fn pg(&self) -> impl Fn(tokio_postgres::Error) -> PostgresError + '_ {
+        |e| self.shared.redactor.postgres(&e)
     }
 
-    let has = |f: fn(&Op) -> bool| ops.iter().any(f);
-    let insert_intent = prepare_if(has(|op| matches!(op, Op::Intent(..))), sql::INSERT_INTENT)
-        .await
-        .map_err(pg)?;
-    let insert_closed = prepare_if(has(|op| matches!(op, Op::Observe(..))), sql::INSERT_CLOSED)
-        .await
-        .map_err(pg)?;
-    let note = prepare_if(has(|op| matches!(op, Op::Dispatch(..))), sql::NOTE_DISPATCH)
-        .await
-        .map_err(pg)?;
-    let close = prepare_if(has(|op| matches!(op, Op::Append(..))), sql::CLOSE_ATTEMPT)
-        .await
-        .map_err(pg)?;
-    let lock_head = prepare_if(may_append, sql::LOCK_HEAD).await.map_err(pg)?;
-
-    // Flight 1. Attempt rows go in idempotency-key order: the two intent writers' batches
-    // may hold the same keys (a key reused by calls in flight at once), and each insert
-    // waits on a key the other's open transaction holds. Taken in one order, the second
-    // batch waits for the first to commit; taken in opposite orders, they would deadlock
-    // until PostgreSQL aborted one (after `deadlock_timeout`) and refused its calls.
-    let rows = in_key_order(ops).filter_map(|(i, op)| {
-        let (statement, intent, event) = match op {
-            Op::Intent(intent, _) => (insert_intent.as_ref()?, intent, None),
-            Op::Observe(intent, event, _) => (insert_closed.as_ref()?, intent, Some(event)),
-            _ => return None,
+    /// Flight 1, the compare-and-sets one at a time, then flight 2: each operation's outcome.
+    async fn apply(&self) -> Result<Vec<Done>, PostgresError> {
+        let mut done: Vec<Done> = self.batch.ops.iter().map(|_| Done::Written).collect();
+        let statements = self.prepare_first().await?;
+        let mut head = match self.first_flight(&statements, &mut done).await? {
+            AfterFirst::Committed => return Ok(done),
+            AfterFirst::Open(head) => head,
         };
-        let (at, owner) = (&at, &shared.owner);
-        Some(async move {
-            let arguments = intent.arguments.to_string();
-            let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
-                Box::new(intent.attempt_id.as_str().to_owned()),
-                Box::new(intent.action.clone()),
-                Box::new(intent.session_id.clone()),
-                Box::new(intent.idempotency_key.as_str().to_owned()),
-                Box::new(intent.fingerprint.clone()),
-                Box::new(intent.definition_hash.clone()),
-                Box::new(intent.effect.as_str().to_owned()),
-                Box::new(arguments),
-            ];
-            match event {
-                None => {
-                    params.push(Box::new(at.clone()));
-                    params.push(Box::new(owner.clone()));
-                    params.push(Box::new(lease_ms));
-                }
-                Some(event) => {
-                    params.push(Box::new(event.phase.as_str().to_owned()));
-                    params.push(Box::new(i64::from(event.dispatches)));
-                    params.push(Box::new(event.status.as_str().to_owned()));
-                    params.push(Box::new(at.clone()));
-                    params.push(Box::new(owner.clone()));
-                }
+        if self.one_at_a_time {
+            self.settle(&mut done).await?;
+            self.change_approvals(&mut done).await?;
+            // The chain lock last, so that it is held for the inserts and the commit only.
+            if let Some(lock) = &statements.lock_head {
+                head = Some(self.client.query_one(lock, &[]).await.map_err(self.pg())?);
             }
-            let refs: Vec<&(dyn ToSql + Sync)> = params
-                .iter()
-                .map(|p| p.as_ref() as &(dyn ToSql + Sync))
-                .collect();
-            (i, client.query(statement, &refs).await)
-        })
-    });
-    let notes = ops.iter().filter_map(|op| {
-        let Op::Dispatch(attempt, n) = op else {
-            return None;
-        };
-        if closed_here.contains_key(attempt.as_str()) {
-            return None;
         }
-        let (note, epoch, at) = (note.as_ref()?, epochs.get(attempt.as_str()).copied(), &at);
-        Some(async move {
-            client
-                .execute(note, &[&attempt.as_str(), &i64::from(*n), at, &epoch])
-                .await
-        })
-    });
-    // Attempt closes, fenced by the epoch this journal holds.
-    let closes = ops.iter().enumerate().filter_map(|(i, op)| {
-        let Op::Append(event, _) = op else {
-            return None;
-        };
-        let close = close.as_ref()?;
-        let attempt = event.attempt_id.as_str();
-        let epoch = epochs.get(attempt).copied();
-        let dispatches = closed_here
-            .get(attempt)
-            .copied()
-            .unwrap_or(event.dispatches);
-        let at = &at;
-        Some(async move {
-            let result = client
-                .query(
-                    close,
-                    &[
-                        &attempt,
-                        &event.phase.as_str(),
-                        &event.status.as_str(),
-                        &i64::from(dispatches),
-                        at,
-                        &epoch,
-                    ],
-                )
-                .await;
-            (i, epoch.is_some(), result)
-        })
-    });
-    let head = async {
-        match &lock_head {
-            Some(lock) if !one_at_a_time => Some(client.query_one(lock, &[]).await),
-            _ => None,
-        }
-    };
-    // A batch that appends nothing and has no compare-and-set to read back (intents,
-    // dispatch notes) needs no answer before its end: its `COMMIT` goes in the same flight.
-    // Nothing in it can fail quietly: a taken key or a fenced close is a row not returned,
-    // and an error aborts the transaction, so the `COMMIT` behind it rolls back.
-    let commit_now = !may_append && !one_at_a_time;
-    let early_commit = async {
-        if commit_now {
-            Some(client.batch_execute("COMMIT").await)
-        } else {
-            None
-        }
-    };
-    // `join!` polls in order, and each statement is sent when first polled: the server
-    // receives them in this order.
-    let (began, rows, notes, closes, head, early_commit) = futures_util::join!(
-        client.batch_execute(begin),
-        join_all(rows),
-        join_all(notes),
-        join_all(closes),
-        head,
-        early_commit,
-    );
-    began.map_err(pg)?;
-    for (i, result) in rows {
-        if result.map_err(pg)?.is_empty() {
-            done[i] = Done::Duplicate;
-        }
-    }
-    for result in notes {
-        result.map_err(pg)?;
-    }
-    for (i, fenced_if_missing, result) in closes {
-        if result.map_err(pg)?.is_empty() && fenced_if_missing {
-            done[i] = Done::Fenced;
-        }
-    }
-    let mut head = head.transpose().map_err(pg)?;
-    if let Some(committed) = early_commit {
-        committed.map_err(pg)?;
-        return Ok(done);
+        self.second_flight(head, &mut done).await?;
+        Ok(done)
     }
 
-    if one_at_a_time {
-        // The reconciler's closes: one statement at a time, each a compare-and-set.
-        let settle = prepare(sql::SETTLE_ATTEMPT).await.map_err(pg)?;
-        for (i, op) in ops.iter().enumerate() {
+    /// Prepares the statements flight 1 needs, and only those.
+    async fn prepare_first(&self) -> Result<FirstStatements, PostgresError> {
+        let (client, pg) = (self.client, self.pg());
+        let has = |f: fn(&Op) -> bool| self.batch.ops.iter().any(f);
+        let insert_intent = prepare_if(
+            client,
+            has(|op| matches!(op, Op::Intent(..))),
+            sql::INSERT_INTENT,
+        )
+        .await
+        .map_err(&pg)?;
+        let insert_closed = prepare_if(
+            client,
+            has(|op| matches!(op, Op::Observe(..))),
+            sql::INSERT_CLOSED,
+        )
+        .await
+        .map_err(&pg)?;
+        let note = prepare_if(
+            client,
+            has(|op| matches!(op, Op::Dispatch(..))),
+            sql::NOTE_DISPATCH,
+        )
+        .await
+        .map_err(&pg)?;
+        let close = prepare_if(
+            client,
+            has(|op| matches!(op, Op::Append(..))),
+            sql::CLOSE_ATTEMPT,
+        )
+        .await
+        .map_err(&pg)?;
+        let lock_head = prepare_if(client, self.may_append, sql::LOCK_HEAD)
+            .await
+            .map_err(&pg)?;
+        Ok(FirstStatements {
+            insert_intent,
+            insert_closed,
+            note,
+            close,
+            lock_head,
+        })
+    }
+
+    /// Flight 1: `BEGIN`, the attempt rows, the dispatch notes, the closes and the head lock
+    /// (or, for a batch that appends nothing and has no compare-and-set, `COMMIT`), each
+    /// sent without waiting for the one before; a taken key or a fenced close is noted in
+    /// `done`.
+    async fn first_flight(
+        &self,
+        statements: &FirstStatements,
+        done: &mut [Done],
+    ) -> Result<AfterFirst, PostgresError> {
+        let (client, pg) = (self.client, self.pg());
+        let head = async {
+            match &statements.lock_head {
+                Some(lock) if !self.one_at_a_time => Some(client.query_one(lock, &[]).await),
+                _ => None,
+            }
+        };
+        // A batch that appends nothing and has no compare-and-set to read back (intents,
+        // dispatch notes) needs no answer before its end: its `COMMIT` goes in the same
+        // flight. Nothing in it can fail quietly: a taken key or a fenced close is a row not
+        // returned, and an error aborts the transaction, so the `COMMIT` behind it rolls back.
+        let commit_now = !self.may_append && !self.one_at_a_time;
+        let early_commit = async {
+            if commit_now {
+                Some(client.batch_execute("COMMIT").await)
+            } else {
+                None
+            }
+        };
+        // `join!` polls in order, and each statement is sent when first polled: the server
+        // receives them in this order.
+        let (began, rows, notes, closes, head, early_commit) = futures_util::join!(
+            client.batch_execute(self.batch.begin),
+            join_all(self.attempt_rows(statements)),
+            join_all(self.notes(statements)),
+            join_all(self.closes(statements)),
+            head,
+            early_commit,
+        );
+        began.map_err(&pg)?;
+        for (i, result) in rows {
+            if result.map_err(&pg)?.is_empty() {
+                done[i] = Done::Duplicate;
+            }
+        }
+        for result in notes {
+            result.map_err(&pg)?;
+        }
+        for (i, fenced_if_missing, result) in closes {
+            if result.map_err(&pg)?.is_empty() && fenced_if_missing {
+                done[i] = Done::Fenced;
+            }
+        }
+        let head = head.transpose().map_err(&pg)?;
+        if let Some(committed) = early_commit {
+            committed.map_err(&pg)?;
+            return Ok(AfterFirst::Committed);
+        }
+        Ok(AfterFirst::Open(head))
+    }
+
+    /// Flight 1's attempt rows (intents, and observe calls' closed rows), each answering with
+    /// its place in the batch and the rows it returned (none: the key is taken). They go in
+    /// idempotency-key order: the two intent writers' batches may hold the same keys (a key
+    /// reused by calls in flight at once), and each insert waits on a key the other's open
+    /// transaction holds. Taken in one order, the second batch waits for the first to
+    /// commit; taken in opposite orders, they would deadlock until PostgreSQL aborted one
+    /// (after `deadlock_timeout`) and refused its calls.
+    fn attempt_rows<'s>(
+        &'s self,
+        statements: &'s FirstStatements,
+    ) -> impl Iterator<Item = impl Future<Output = (usize, Result<Vec<Row>, tokio_postgres::Error>)>>
+    {
+        let (client, lease_ms) = (self.client, self.lease_ms);
+        in_key_order(self.batch.ops).filter_map(move |(i, op)| {
+            let (statement, intent, event) = match op {
+                Op::Intent(intent, _) => (statements.insert_intent.as_ref()?, intent, None),
+                Op::Observe(intent, event, _) => {
+                    (statements.insert_closed.as_ref()?, intent, Some(event))
+                }
+                _ => return None,
+            };
+            let (at, owner) = (self.batch.at, &self.shared.owner);
+            Some(async move {
+                let arguments = intent.arguments.to_string();
+                let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
+                    Box::new(intent.attempt_id.as_str().to_owned()),
+                    Box::new(intent.action.clone()),
+                    Box::new(intent.session_id.clone()),
+                    Box::new(intent.idempotency_key.as_str().to_owned()),
+                    Box::new(intent.fingerprint.clone()),
+                    Box::new(intent.definition_hash.clone()),
+                    Box::new(intent.effect.as_str().to_owned()),
+                    Box::new(arguments),
+                ];
+                match event {
+                    None => {
+                        params.push(Box::new(at.clone()));
+                        params.push(Box::new(owner.clone()));
+                        params.push(Box::new(lease_ms));
+                    }
+                    Some(event) => {
+                        params.push(Box::new(event.phase.as_str().to_owned()));
+                        params.push(Box::new(i64::from(event.dispatches)));
+                        params.push(Box::new(event.status.as_str().to_owned()));
+                        params.push(Box::new(at.clone()));
+                        params.push(Box::new(owner.clone()));
+                    }
+                }
+                let refs: Vec<&(dyn ToSql + Sync)> = params
+                    .iter()
+                    .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                    .collect();
+                (i, client.query(statement, &refs).await)
+            })
+        })
+    }
+
+    /// Flight 1's dispatch notes, but for attempts the batch closes (the close takes the
+    /// note's request number).
+    fn notes<'s>(
+        &'s self,
+        statements: &'s FirstStatements,
+    ) -> impl Iterator<Item = impl Future<Output = Result<u64, tokio_postgres::Error>>> {
+        let client = self.client;
+        self.batch.ops.iter().filter_map(move |op| {
+            let Op::Dispatch(attempt, n) = op else {
+                return None;
+            };
+            if self.batch.closed_here.contains_key(attempt.as_str()) {
+                return None;
+            }
+            let (note, epoch, at) = (
+                statements.note.as_ref()?,
+                self.batch.epochs.get(attempt.as_str()).copied(),
+                self.batch.at,
+            );
+            Some(async move {
+                client
+                    .execute(note, &[&attempt.as_str(), &i64::from(*n), at, &epoch])
+                    .await
+            })
+        })
+    }
+
+    /// Flight 1's attempt closes, fenced by the epoch this journal holds: each answers with
+    /// its place in the batch, whether a missing row means it was fenced (it had an epoch),
+    /// and the rows it returned.
+    fn closes<'s>(
+        &'s self,
+        statements: &'s FirstStatements,
+    ) -> impl Iterator<Item = impl Future<Output = (usize, bool, Result<Vec<Row>, tokio_postgres::Error>)>>
+    {
+        let client = self.client;
+        self.batch
+            .ops
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, op)| {
+                let Op::Append(event, _) = op else {
+                    return None;
+                };
+                let close = statements.close.as_ref()?;
+                let attempt = event.attempt_id.as_str();
+                let epoch = self.batch.epochs.get(attempt).copied();
+                let dispatches = self
+                    .batch
+                    .closed_here
+                    .get(attempt)
+                    .copied()
+                    .unwrap_or(event.dispatches);
+                let at = self.batch.at;
+                Some(async move {
+                    let result = client
+                        .query(
+                            close,
+                            &[
+                                &attempt,
+                                &event.phase.as_str(),
+                                &event.status.as_str(),
+                                &i64::from(dispatches),
+                                at,
+                                &epoch,
+                            ],
+                        )
+                        .await;
+                    (i, epoch.is_some(), result)
+                })
+            })
+    }
+
+    /// The reconciler's closes: one statement at a time, each a compare-and-set; one that
+    /// finds its attempt already closed is fenced.
+    async fn settle(&self, done: &mut [Done]) -> Result<(), PostgresError> {
+        let pg = self.pg();
+        let settle = self
+            .client
+            .prepare_cached(sql::SETTLE_ATTEMPT)
+            .await
+            .map_err(&pg)?;
+        for (i, op) in self.batch.ops.iter().enumerate() {
             let Op::Settle(event, _) = op else {
                 continue;
             };
-            let rows = client
+            let rows = self
+                .client
                 .query(
                     &settle,
                     &[
@@ -280,19 +447,25 @@ pub(super) async fn apply_batch(
                         &event.phase.as_str(),
                         &event.status.as_str(),
                         &i64::from(event.dispatches),
-                        &at,
+                        self.batch.at,
                     ],
                 )
                 .await
-                .map_err(pg)?;
+                .map_err(&pg)?;
             if rows.is_empty() {
                 done[i] = Done::Fenced;
             }
         }
-        // Approval compare-and-sets, one after another (each reads what the last wrote).
-        // Rows are locked in approval-id order, so two processes' batches never wait on
-        // each other in a cycle; changes to one approval keep the order they were made in.
-        let mut changes: Vec<(usize, &ApprovalOp)> = ops
+        Ok(())
+    }
+
+    /// Approval compare-and-sets, one after another (each reads what the last wrote). Rows
+    /// are locked in approval-id order, so two processes' batches never wait on each other
+    /// in a cycle; changes to one approval keep the order they were made in.
+    async fn change_approvals(&self, done: &mut [Done]) -> Result<(), PostgresError> {
+        let mut changes: Vec<(usize, &ApprovalOp)> = self
+            .batch
+            .ops
             .iter()
             .enumerate()
             .filter_map(|(i, op)| match op {
@@ -301,20 +474,68 @@ pub(super) async fn apply_batch(
             })
             .collect();
         changes.sort_by(|a, b| a.1.approval_id().as_str().cmp(b.1.approval_id().as_str()));
+        let (shared, batch) = (self.shared, self.batch);
         for (i, op) in changes {
-            done[i] = crate::approvals::apply(shared, client, op, &epochs, lease_ms, &at)
-                .await
-                .map_err(|e| e.into_postgres(shared))?;
+            done[i] = crate::approvals::apply(
+                shared,
+                self.client,
+                op,
+                batch.epochs,
+                self.lease_ms,
+                batch.at,
+            )
+            .await
+            .map_err(|e| e.into_postgres(shared))?;
         }
-        // The chain lock last, so that it is held for the inserts and the commit only.
-        if let Some(lock) = &lock_head {
-            head = Some(client.query_one(lock, &[]).await.map_err(pg)?);
-        }
+        Ok(())
     }
 
-    // The chain.
-    let appending: Vec<usize> = ops
-        .iter()
+    /// Flight 2: the records chained on `head`, the head moved and signed, and `COMMIT`;
+    /// then the head is kept and each appending operation is given its record.
+    async fn second_flight(
+        &self,
+        head: Option<Row>,
+        done: &mut [Done],
+    ) -> Result<(), PostgresError> {
+        let (shared, client, pg) = (self.shared, self.client, self.pg());
+        let ops = self.batch.ops;
+        let appending = appending(ops, done);
+        let (records, chain_end) = match head.filter(|_| !appending.is_empty()) {
+            Some(head) => chain(ops, &appending, head.get(0), head.get(1))?,
+            None => (Vec::new(), None),
+        };
+        let tail = Tail::prepare(shared, client, &records, chain_end, self.batch.at).await?;
+        let set_head = prepare_if(client, tail.chain_end.is_some(), sql::SET_HEAD)
+            .await
+            .map_err(&pg)?;
+        let moved = async {
+            match (&set_head, &tail.chain_end) {
+                (Some(set), Some((seq, hash))) => Some(client.execute(set, &[seq, hash]).await),
+                _ => None,
+            }
+        };
+        let (inserted, moved, signed_row, committed) = futures_util::join!(
+            tail.insert_records(client, &records),
+            moved,
+            tail.insert_signed(client),
+            client.batch_execute("COMMIT"),
+        );
+        inserted.map_err(&pg)?;
+        moved.transpose().map_err(&pg)?;
+        signed_row.map_err(&pg)?;
+        committed.map_err(&pg)?;
+        if let Some((seq, hash)) = tail.chain_end {
+            shared.keep_head(seq, hash);
+        }
+        give_records(done, records);
+        Ok(())
+    }
+}
+
+/// The places of the operations whose records the batch appends: those with an event that
+/// were written (an approval change only when its compare-and-set appends).
+fn appending(ops: &[Op], done: &[Done]) -> Vec<usize> {
+    ops.iter()
         .enumerate()
         .filter(|(i, op)| {
             op.event().is_some()
@@ -325,41 +546,16 @@ pub(super) async fn apply_batch(
                 }
         })
         .map(|(i, _)| i)
-        .collect();
-    let (records, chain_end) = match head.filter(|_| !appending.is_empty()) {
-        Some(head) => chain(ops, &appending, head.get(0), head.get(1))?,
-        None => (Vec::new(), None),
-    };
-    let tail = Tail::prepare(shared, client, &records, chain_end, &at).await?;
-    let set_head = prepare_if(tail.chain_end.is_some(), sql::SET_HEAD)
-        .await
-        .map_err(pg)?;
+        .collect()
+}
 
-    // Flight 2.
-    let moved = async {
-        match (&set_head, &tail.chain_end) {
-            (Some(set), Some((seq, hash))) => Some(client.execute(set, &[seq, hash]).await),
-            _ => None,
-        }
-    };
-    let (inserted, moved, signed_row, committed) = futures_util::join!(
-        tail.insert_records(client, &records),
-        moved,
-        tail.insert_signed(client),
-        client.batch_execute("COMMIT"),
-    );
-    inserted.map_err(pg)?;
-    moved.transpose().map_err(pg)?;
-    signed_row.map_err(pg)?;
-    committed.map_err(pg)?;
-    if let Some((seq, hash)) = tail.chain_end {
-        shared.keep_head(seq, hash);
-    }
+/// Gives each appending operation its committed record (an approval change keeps its
+/// transition beside it).
+fn give_records(done: &mut [Done], records: Vec<Chained>) {
     for (i, _, record) in records {
         done[i] = match std::mem::replace(&mut done[i], Done::Written) {
             Done::Transition(t, _) => Done::TransitionRecord(t, Box::new(record)),
             _ => Done::Record(Box::new(record)),
         };
     }
-    Ok(done)
 }
