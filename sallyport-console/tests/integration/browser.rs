@@ -4,7 +4,7 @@
 //! objects, approves it, and sees the call completed, with exactly one request at the
 //! upstream. The pending page's screenshot is saved under `target/console-e2e/`.
 //!
-//! Needs `chromium` and `chromium-driver` (Debian); `.ci/run` installs them. Without them
+//! Needs `chromium` and `chromium-driver` (Debian); `tests/run.sh` installs them. Without them
 //! the test fails, it does not skip.
 
 use crate::common;
