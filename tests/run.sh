@@ -10,7 +10,8 @@
 #      TCP on 127.0.0.1 at a free port), exports SALLYPORT_PG_URL for the tests, and stops
 #      and deletes it when the script exits, however it exits. A SALLYPORT_PG_URL already
 #      set is used as it is, and nothing is started;
-#   3. runs `cargo test --workspace "$@"` inside a fresh session keyring and a private D-Bus
+#   3. runs `cargo test --workspace "$@"` (without `--workspace` when "$@" names a package
+#      with -p) inside a fresh session keyring and a private D-Bus
 #      session with an unlocked gnome-keyring (tests/keychain-session.sh).
 # The SSH tests create a throwaway user and start sshd, so run this as root.
 set -uo pipefail
@@ -137,8 +138,13 @@ fi
 echo "tests/run.sh: set-up took $SECONDS s" >&2
 
 # ---- 3. The tests ------------------------------------------------------------------------
+# `-p CRATE` narrows the run to that package (cargo ignores `-p` beside `--workspace`).
+scope=(--workspace)
+for arg in "$@"; do
+  case "$arg" in -p | -p* | --package | --package=*) scope=() ;; esac
+done
 log=$(mktemp)
-bash tests/keychain-session.sh cargo test --workspace "$@" 2>&1 | tee "$log"
+bash tests/keychain-session.sh cargo test "${scope[@]}" "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f }' "$log"

@@ -70,7 +70,7 @@ id_type!(
 /// journal's unique index on keys grows at its right edge. A v4 key lands on a random index
 /// page instead: once the index outgrows SQLite's page cache every intent reads a cold page and
 /// dirties one more, and the cost of a call grows with the journal (measured in
-/// `BENCHMARKS.md`).
+/// `benchmarks/history.md`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct IdempotencyKey(String);

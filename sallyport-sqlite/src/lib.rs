@@ -290,7 +290,7 @@ impl SqliteJournal {
     /// together ([`Shared::concurrent`]), it first lets the other tasks that are ready on this
     /// worker run: calls finishing beside this one queue their records in that time, and one
     /// transaction then takes them all. At 64 calls in flight the executor's throughput rose
-    /// by 14–19% (`http_ratio_64_in_flight` in BENCHMARKS.md); with the yield taken every
+    /// by 14–19% (`http_ratio_64_in_flight` in benchmarks/history.md); with the yield taken every
     /// time, batches had grown from 1.4 writes to 4.1. A lone caller applies its write at once, as before: the one turn of
     /// the scheduler cost it 5–28 µs in the core bench's hot loop.
     ///

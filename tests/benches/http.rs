@@ -766,7 +766,7 @@ const ROUND: u64 = 4;
 /// What an executor call leaves behind slows the call after it, whoever makes it (parked
 /// workers and cold caches, most likely). Alternating single calls therefore charged raw
 /// reqwest for part of the executor's cost: on one build, 1.41x raw at p50 timed that way
-/// against 1.50-1.55x in turns (BENCHMARKS.md, 2026-12-04 afternoon). Each turn's first
+/// against 1.50-1.55x in turns (benchmarks/history.md, 2026-12-04 afternoon). Each turn's first
 /// call, which follows the other side's, is not counted.
 const SEQUENTIAL_TURN: usize = 4;
 

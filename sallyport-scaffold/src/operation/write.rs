@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use sallyport_core::drift::openapi::OperationLocation;
+use sallyport_openapi::OperationLocation;
 
 use super::{Place, attr_name};
 use crate::Decision;
