@@ -179,7 +179,8 @@ impl SqliteJournalBuilder {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use sallyport_core::journal::{Journal, SqliteJournal};
+/// use sallyport_kernel::journal::Journal;
+/// use sallyport_sqlite::SqliteJournal;
 /// let journal = SqliteJournal::open("sallyport-journal.db")?;
 /// let report = journal.verify().await?;
 /// assert!(report.is_intact());

@@ -66,8 +66,8 @@ impl KeychainBackend {
 /// A vault whose credentials live in the OS keychain.
 ///
 /// ```no_run
-/// # fn demo() -> Result<(), sallyport_core::vault::VaultError> {
-/// use sallyport_core::vault::{KeychainBackend, KeychainVault};
+/// # fn demo() -> Result<(), sallyport_kernel::vault::VaultError> {
+/// use sallyport_vault::{KeychainBackend, KeychainVault};
 /// let vault = KeychainVault::open(KeychainBackend::Auto, "sallyport")?;
 /// vault.unlock()?;
 /// # Ok(()) }

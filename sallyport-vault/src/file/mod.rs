@@ -72,9 +72,9 @@ pub struct FileVaultStatus {
 /// The encrypted file vault.
 ///
 /// ```no_run
-/// # fn demo() -> Result<(), sallyport_core::vault::VaultError> {
-/// use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, FileVault, KdfParams,
-///     Secret, VaultAdmin};
+/// # fn demo() -> Result<(), sallyport_kernel::vault::VaultError> {
+/// use sallyport_kernel::vault::{Binding, CredentialKind, CredentialMeta, Secret, VaultAdmin};
+/// use sallyport_vault::{FileVault, KdfParams};
 /// let passphrase = zeroize::Zeroizing::new(String::from("correct horse battery staple"));
 /// let vault = FileVault::create("vault.spv", &passphrase, KdfParams::default())?;
 /// vault.add(
