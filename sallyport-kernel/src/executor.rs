@@ -24,6 +24,73 @@
 //! established (the authorized objects and note, the prepared request, the bound credential,
 //! the consent decision, the intent). The request a channel prepares at stage 4 is the one
 //! the human approves at stage 8 and the one sent at stage 10.
+//!
+//! # No stage can be skipped
+//!
+//! The stage modules and their values are private to the executor: code outside it cannot
+//! name a stage's value, let alone build one. Inside, each value's fields are private to its
+//! stage's module, so only that stage makes it, from the previous stage's value. Each of these
+//! fails to compile (E0603, private), one per stage:
+//!
+//! ```compile_fail,E0603
+//! // an action the catalog never looked up
+//! use sallyport_kernel::executor::resolve::Resolved;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // arguments no schema checked
+//! use sallyport_kernel::executor::validate::Validated;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // a call no scope or policy let through
+//! use sallyport_kernel::executor::authorize::Authorized;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // a definition no baseline matched
+//! use sallyport_kernel::executor::definition::Approved;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // a credential the vault never resolved
+//! use sallyport_kernel::executor::vault::Unlocked;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // preconditions nobody checked
+//! use sallyport_kernel::executor::precheck::Checked;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // consent nobody gave
+//! use sallyport_kernel::executor::consent::Consented;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // an intent never written
+//! use sallyport_kernel::executor::intent::Intended;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // a send that never happened
+//! use sallyport_kernel::executor::dispatch::Dispatched;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // an outcome nobody read
+//! use sallyport_kernel::executor::normalize::Normalized;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // an answer never scrubbed
+//! use sallyport_kernel::executor::filter::Filtered;
+//! ```
+//!
+//! ```compile_fail,E0603
+//! // a record the executor did not start
+//! use sallyport_kernel::executor::record::CallRecord;
+//! ```
 
 mod approvals;
 mod builder;
@@ -34,20 +101,20 @@ mod resume;
 mod spans;
 mod typed;
 
-pub mod authorize;
-pub mod consent;
-pub mod definition;
-pub mod dispatch;
-pub mod filter;
-pub mod intent;
-pub mod normalize;
-pub mod policy;
-pub mod precheck;
-pub mod reconcile;
-pub mod record;
-pub mod resolve;
-pub mod validate;
-pub mod vault;
+mod authorize;
+mod consent;
+mod definition;
+mod dispatch;
+mod filter;
+mod intent;
+mod normalize;
+mod policy;
+mod precheck;
+mod reconcile;
+mod record;
+mod resolve;
+mod validate;
+mod vault;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,7 +126,9 @@ use serde_json::Value;
 pub use self::builder::{BuildError, DangerousExecutorBuilder, ExecutorBuilder};
 use self::cancel::CallGuard;
 pub use self::options::CallOptions;
-pub use self::reconcile::{ReconcileError, ReconcileOptions, ReconcileOutcome, Reconciled};
+pub use self::reconcile::{
+    RECONCILE_SESSION, ReconcileError, ReconcileOptions, ReconcileOutcome, Reconciled,
+};
 pub use self::typed::{DataMismatch, TypedResult};
 use crate::action::Action;
 use crate::catalog::Catalog;

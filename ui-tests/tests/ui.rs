@@ -1,7 +1,8 @@
 //! Compile tests for `#[derive(Action)]`: what the macro refuses is part of the product.
 //!
-//! `ui/*.rs` hold one mistake each, and each `.stderr` the exact diagnostic; `ui/stages/*.rs`
-//! each try to forge one executor stage's value outside its module; `ui/secrets/` tries to print
+//! `ui/*.rs` hold one mistake each, and each `.stderr` the exact diagnostic (that no executor
+//! stage can be skipped is checked by compile-fail doctests in `sallyport-kernel`'s
+//! `executor` module); `ui/secrets/` tries to print
 //! or serialize a secret; `ui/scaffold/` holds what `sallyport scaffold` writes. One `TestCases`
 //! holds them all, so trybuild checks the dependency graph once (a second test binary made it
 //! check the whole graph again).
@@ -17,8 +18,6 @@
 fn ui() {
     let cases = trybuild::TestCases::new();
     cases.compile_fail("ui/*.rs");
-    // One per executor stage: its value cannot be built outside its module.
-    cases.compile_fail("ui/stages/*.rs");
     // Secret types cannot be serialized or displayed.
     cases.compile_fail("ui/secrets/*.rs");
     // What `sallyport scaffold` writes does not compile until each decision is made, and the

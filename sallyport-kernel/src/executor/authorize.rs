@@ -18,7 +18,7 @@ use crate::vault::Credential;
 
 /// A call inside the session's scope, with the request its channel prepared for it. Only
 /// `authorize` makes one.
-pub struct Authorized {
+pub(crate) struct Authorized {
     validated: Validated,
     channel: Arc<dyn Channel>,
     request: Box<dyn PreparedRequest>,
@@ -41,28 +41,28 @@ impl fmt::Debug for Authorized {
 
 impl Authorized {
     /// What stages 2 and 3 established.
-    pub fn validated(&self) -> &Validated {
+    pub(crate) fn validated(&self) -> &Validated {
         &self.validated
     }
 
     /// The channel that will send the request.
-    pub fn channel(&self) -> &Arc<dyn Channel> {
+    pub(crate) fn channel(&self) -> &Arc<dyn Channel> {
         &self.channel
     }
 
     /// The prepared request, exactly as it will be sent.
-    pub fn request(&self) -> &dyn PreparedRequest {
+    pub(crate) fn request(&self) -> &dyn PreparedRequest {
         self.request.as_ref()
     }
 
     /// The request's summary now (after the vault stage bound the credential, with the real
     /// destination).
-    pub fn summary(&self) -> &RequestSummary {
+    pub(crate) fn summary(&self) -> &RequestSummary {
         &self.summary
     }
 
     /// What the host's policy decided (nothing without a policy).
-    pub fn policy(&self) -> &PolicyCheck {
+    pub(crate) fn policy(&self) -> &PolicyCheck {
         &self.policy
     }
 

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
+use super::filter::scrub_event;
 use super::record::CallRecord;
 use crate::channel::DispatchContext;
-use crate::code::{Code, UpstreamCode};
-use crate::journal::{AuditEvent, Journal, Phase};
+use crate::code::UpstreamCode;
+use crate::journal::{Journal, Phase};
 use crate::outcome::{Origin, Status};
-use crate::scrub::{CUT, Scrubber};
 
 /// Holds the call's [`CallRecord`] and records a cancellation if the call's future is
 /// dropped before the pipeline finishes: `cancelled_before_send`, or `unknown` once a
@@ -83,58 +83,5 @@ impl Drop for CallGuard {
         };
         scrub_event(&self.record.scrubber, &mut event);
         self.journal.append_detached(event);
-    }
-}
-
-/// Scrubs every text of an audit event; a text that was cut ([`CUT`] at its end) also loses
-/// a secret fragment left at the cut.
-pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
-    scrub_in_place(scrubber, &mut event.action);
-    scrub_code(scrubber, &mut event.code);
-    for text in [&mut event.reason, &mut event.note, &mut event.request]
-        .into_iter()
-        .flatten()
-    {
-        scrub_cut_in_place(scrubber, text);
-    }
-    for object in &mut event.objects {
-        scrub_in_place(scrubber, &mut object.value);
-    }
-    if let Some(reason) = event.policy.as_mut().and_then(|p| p.reason.as_mut()) {
-        scrub_cut_in_place(scrubber, reason);
-    }
-}
-
-/// Scrubs `text` where it is: a text with nothing to redact (the usual case) is left as it
-/// is, not copied.
-pub(crate) fn scrub_in_place(scrubber: &Scrubber, text: &mut String) {
-    if let std::borrow::Cow::Owned(clean) = scrubber.scrub(text) {
-        *text = clean;
-    }
-}
-
-/// [`scrub_cut`] where the text is, copying it only when something is redacted.
-pub(crate) fn scrub_cut_in_place(scrubber: &Scrubber, text: &mut String) {
-    if let std::borrow::Cow::Owned(clean) = scrub_cut(scrubber, text) {
-        *text = clean;
-    }
-}
-
-/// Scrubs a code: a channel may report a code of its own making, so it passes the scrubber
-/// too; a known code is left as it is.
-pub(crate) fn scrub_code(scrubber: &Scrubber, code: &mut Option<Code>) {
-    if let Some(text) = code
-        && let std::borrow::Cow::Owned(clean) = scrubber.scrub(text.as_str())
-    {
-        *text = Code::from(clean);
-    }
-}
-
-/// `text` scrubbed; when it ends with the [`CUT`] mark, a secret fragment before the mark is
-/// redacted too.
-pub(crate) fn scrub_cut<'t>(scrubber: &Scrubber, text: &'t str) -> std::borrow::Cow<'t, str> {
-    match text.strip_suffix(CUT) {
-        Some(head) => format!("{}{CUT}", scrubber.scrub_head(head)).into(),
-        None => scrubber.scrub(text),
     }
 }

@@ -11,7 +11,7 @@
 use std::fmt;
 
 use super::Inner;
-use super::cancel::{scrub_cut, scrub_cut_in_place, scrub_in_place};
+use super::filter::{scrub_cut, scrub_cut_in_place, scrub_in_place};
 use super::precheck::Checked;
 use super::record::{self, CallRecord};
 use crate::action::ConsentRule;
@@ -27,7 +27,7 @@ use crate::scrub::Scrubber;
 use crate::session::Session;
 
 /// A call a human approved, or whose rule needs no one. Only this stage's `consent` makes one.
-pub struct Consented {
+pub(crate) struct Consented {
     checked: Checked,
     decision: ConsentOutcome,
 }
@@ -43,12 +43,12 @@ impl fmt::Debug for Consented {
 
 impl Consented {
     /// What stage 7 established.
-    pub fn checked(&self) -> &Checked {
+    pub(crate) fn checked(&self) -> &Checked {
         &self.checked
     }
 
     /// How consent was given.
-    pub fn decision(&self) -> ConsentOutcome {
+    pub(crate) fn decision(&self) -> ConsentOutcome {
         self.decision
     }
 }

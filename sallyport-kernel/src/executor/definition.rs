@@ -8,7 +8,7 @@ use crate::drift::DefinitionGuard;
 use crate::outcome::Refusal;
 
 /// A call whose action definition may be called. Only this stage's `check` makes one.
-pub struct Approved {
+pub(crate) struct Approved {
     authorized: Authorized,
 }
 
@@ -22,7 +22,7 @@ impl fmt::Debug for Approved {
 
 impl Approved {
     /// What stage 4 established.
-    pub fn authorized(&self) -> &Authorized {
+    pub(crate) fn authorized(&self) -> &Authorized {
         &self.authorized
     }
 

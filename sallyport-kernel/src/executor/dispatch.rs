@@ -12,7 +12,7 @@ use crate::channel::{ChannelOutcome, Dispatch, DispatchContext};
 
 /// A call the channel dispatched, with its raw outcome and the sends counted. Only
 /// `dispatch` makes one.
-pub struct Dispatched {
+pub(crate) struct Dispatched {
     intended: Intended,
     outcome: ChannelOutcome,
     sends: u32,
@@ -29,21 +29,6 @@ impl fmt::Debug for Dispatched {
 }
 
 impl Dispatched {
-    /// What stage 9 established.
-    pub fn intended(&self) -> &Intended {
-        &self.intended
-    }
-
-    /// The channel's outcome, before normalization.
-    pub fn outcome(&self) -> &ChannelOutcome {
-        &self.outcome
-    }
-
-    /// Requests handed to the transport.
-    pub fn sends(&self) -> u32 {
-        self.sends
-    }
-
     pub(super) fn into_parts(self) -> (Intended, ChannelOutcome, u32) {
         (self.intended, self.outcome, self.sends)
     }

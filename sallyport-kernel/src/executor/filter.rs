@@ -1,16 +1,19 @@
 //! Stage 12, filter: every secret the call's scrubber knows is removed from everything the
-//! agent will read (a vault locked meanwhile cannot empty the call's scrubber).
+//! agent will read (a vault locked meanwhile cannot empty the call's scrubber). The helpers
+//! below scrub the other texts that leave a call the same way: audit events (every record
+//! the call writes, a cancelled call's too) and the consent request.
 
 use std::fmt;
 
-use super::cancel::{scrub_code, scrub_in_place};
 use super::intent::Intended;
 use super::normalize::Normalized;
+use crate::code::Code;
+use crate::journal::AuditEvent;
 use crate::outcome::ActionResult;
-use crate::scrub::Scrubber;
+use crate::scrub::{CUT, Scrubber};
 
 /// The agent's answer, scrubbed. Only this stage's `filter` makes one.
-pub struct Filtered {
+pub(crate) struct Filtered {
     intended: Intended,
     sends: u32,
     result: ActionResult,
@@ -27,11 +30,6 @@ impl fmt::Debug for Filtered {
 }
 
 impl Filtered {
-    /// The scrubbed answer.
-    pub fn result(&self) -> &ActionResult {
-        &self.result
-    }
-
     pub(super) fn into_parts(self) -> (Intended, u32, ActionResult, Option<i64>) {
         (self.intended, self.sends, self.result, self.upstream_status)
     }
@@ -63,5 +61,58 @@ pub(super) fn scrub_result(scrubber: &Scrubber, result: &mut ActionResult) {
     }
     if let Some(next) = &mut result.next {
         scrubber.scrub_json(&mut next.arguments);
+    }
+}
+
+/// Scrubs every text of an audit event; a text that was cut ([`CUT`] at its end) also loses
+/// a secret fragment left at the cut.
+pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
+    scrub_in_place(scrubber, &mut event.action);
+    scrub_code(scrubber, &mut event.code);
+    for text in [&mut event.reason, &mut event.note, &mut event.request]
+        .into_iter()
+        .flatten()
+    {
+        scrub_cut_in_place(scrubber, text);
+    }
+    for object in &mut event.objects {
+        scrub_in_place(scrubber, &mut object.value);
+    }
+    if let Some(reason) = event.policy.as_mut().and_then(|p| p.reason.as_mut()) {
+        scrub_cut_in_place(scrubber, reason);
+    }
+}
+
+/// Scrubs `text` where it is: a text with nothing to redact (the usual case) is left as it
+/// is, not copied.
+pub(crate) fn scrub_in_place(scrubber: &Scrubber, text: &mut String) {
+    if let std::borrow::Cow::Owned(clean) = scrubber.scrub(text) {
+        *text = clean;
+    }
+}
+
+/// [`scrub_cut`] where the text is, copying it only when something is redacted.
+pub(crate) fn scrub_cut_in_place(scrubber: &Scrubber, text: &mut String) {
+    if let std::borrow::Cow::Owned(clean) = scrub_cut(scrubber, text) {
+        *text = clean;
+    }
+}
+
+/// Scrubs a code: a channel may report a code of its own making, so it passes the scrubber
+/// too; a known code is left as it is.
+pub(crate) fn scrub_code(scrubber: &Scrubber, code: &mut Option<Code>) {
+    if let Some(text) = code
+        && let std::borrow::Cow::Owned(clean) = scrubber.scrub(text.as_str())
+    {
+        *text = Code::from(clean);
+    }
+}
+
+/// `text` scrubbed; when it ends with the [`CUT`] mark, a secret fragment before the mark is
+/// redacted too.
+pub(crate) fn scrub_cut<'t>(scrubber: &Scrubber, text: &'t str) -> std::borrow::Cow<'t, str> {
+    match text.strip_suffix(CUT) {
+        Some(head) => format!("{}{CUT}", scrubber.scrub_head(head)).into(),
+        None => scrubber.scrub(text),
     }
 }

@@ -20,7 +20,7 @@ use crate::outcome::{Refusal, RefusalCode};
 
 /// A call whose attempt is recorded (or, for an observe call, ready to be recorded with its
 /// outcome). Only this stage's `intend` makes one.
-pub struct Intended {
+pub(crate) struct Intended {
     consented: Consented,
     intent: Intent,
     written: bool,
@@ -39,17 +39,17 @@ impl fmt::Debug for Intended {
 
 impl Intended {
     /// What stage 8 established.
-    pub fn consented(&self) -> &Consented {
+    pub(crate) fn consented(&self) -> &Consented {
         &self.consented
     }
 
     /// The intent.
-    pub fn intent(&self) -> &Intent {
+    pub(crate) fn intent(&self) -> &Intent {
         &self.intent
     }
 
     /// The idempotency key every send of this attempt carries.
-    pub fn idempotency_key(&self) -> &IdempotencyKey {
+    pub(crate) fn idempotency_key(&self) -> &IdempotencyKey {
         &self.intent.idempotency_key
     }
 
@@ -61,7 +61,7 @@ impl Intended {
     /// Whether the intent is already in the journal (state-changing calls, and observe
     /// calls while the journal is known to be unwritable); otherwise it is written with the
     /// audit record.
-    pub fn written(&self) -> bool {
+    pub(crate) fn written(&self) -> bool {
         self.written
     }
 }

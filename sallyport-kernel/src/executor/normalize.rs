@@ -19,7 +19,7 @@ use crate::outcome::{ActionResult, Next, Origin, Status};
 pub(super) const MAX_REASON: usize = 500;
 
 /// The answer the agent will get, before scrubbing. Only this stage's `normalize` makes one.
-pub struct Normalized {
+pub(crate) struct Normalized {
     intended: Intended,
     sends: u32,
     result: ActionResult,
@@ -37,16 +37,6 @@ impl fmt::Debug for Normalized {
 }
 
 impl Normalized {
-    /// What stage 9 established.
-    pub fn intended(&self) -> &Intended {
-        &self.intended
-    }
-
-    /// The status the agent will get.
-    pub fn status(&self) -> Status {
-        self.result.status
-    }
-
     pub(super) fn into_parts(self) -> (Intended, u32, ActionResult, Option<i64>) {
         (self.intended, self.sends, self.result, self.upstream_status)
     }

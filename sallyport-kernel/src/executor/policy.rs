@@ -38,19 +38,19 @@ const SWEEP_AT: usize = 4_096;
 
 /// What the policy decided about a call that may go on. Only this stage's `check` makes one.
 #[derive(Clone, Debug, Default)]
-pub struct PolicyCheck {
+pub(crate) struct PolicyCheck {
     note: Option<PolicyNote>,
     requires_consent: bool,
 }
 
 impl PolicyCheck {
     /// The decision as the audit record names it; `None` without a policy.
-    pub fn note(&self) -> Option<&PolicyNote> {
+    pub(crate) fn note(&self) -> Option<&PolicyNote> {
         self.note.as_ref()
     }
 
     /// Whether the policy asked for a human's approval of this one call.
-    pub fn requires_consent(&self) -> bool {
+    pub(crate) fn requires_consent(&self) -> bool {
         self.requires_consent
     }
 }

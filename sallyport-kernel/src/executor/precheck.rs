@@ -10,7 +10,7 @@ use crate::outcome::{Refusal, RefusalCode};
 const MAX_REASON: usize = 500;
 
 /// A call whose preconditions hold. Only this stage's `precheck` makes one.
-pub struct Checked {
+pub(crate) struct Checked {
     unlocked: Unlocked,
 }
 
@@ -24,7 +24,7 @@ impl fmt::Debug for Checked {
 
 impl Checked {
     /// What stage 6 established.
-    pub fn unlocked(&self) -> &Unlocked {
+    pub(crate) fn unlocked(&self) -> &Unlocked {
         &self.unlocked
     }
 }

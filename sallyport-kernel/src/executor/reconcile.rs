@@ -143,7 +143,7 @@ impl From<JournalError> for ReconcileError {
 
 impl Executor {
     /// Settles the unresolved attempts whose owner is gone, through each action's declared
-    /// read-only reconcile action (see [`crate::executor::reconcile`]); never resends a
+    /// read-only reconcile action (see [`Executor::reconcile`](crate::Executor::reconcile)); never resends a
     /// state-changing request. Attempts whose action this executor's catalog does not hold
     /// are left for an executor that does; attempts whose owner may still be working on
     /// them (lease not expired, or younger than [`ReconcileOptions::min_age`] without a
@@ -279,7 +279,7 @@ impl Executor {
             reconciled: Some(ReconcileNote::new(check, evidence, result.status)),
             policy: None,
         };
-        super::cancel::scrub_event(&self.inner.current_scrubber(), &mut event);
+        super::filter::scrub_event(&self.inner.current_scrubber(), &mut event);
         let receipt = event.receipt_id.clone();
         let settled = match approval.and_then(|a| a.claim.clone().map(|c| (a, c))) {
             Some((approval, claim)) => {

@@ -14,9 +14,10 @@ use std::task::{Context, Poll};
 use super::Inner;
 
 use super::authorize::Authorized;
-use super::cancel::{CallGuard, scrub_event};
+use super::cancel::CallGuard;
 use super::consent::Consented;
 use super::filter::Filtered;
+use super::filter::scrub_event;
 use super::resolve::Resolved;
 use super::validate::Validated;
 use super::vault::Unlocked;

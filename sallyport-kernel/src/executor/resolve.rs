@@ -7,7 +7,7 @@ use crate::catalog::{Catalog, Entry};
 use crate::outcome::{Refusal, RefusalCode};
 
 /// An action the catalog holds. Only this stage's `resolve` makes one.
-pub struct Resolved {
+pub(crate) struct Resolved {
     entry: Arc<Entry>,
 }
 
@@ -21,7 +21,7 @@ impl fmt::Debug for Resolved {
 
 impl Resolved {
     /// The catalog entry.
-    pub fn entry(&self) -> &Arc<Entry> {
+    pub(crate) fn entry(&self) -> &Arc<Entry> {
         &self.entry
     }
 

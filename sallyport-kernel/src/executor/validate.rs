@@ -21,7 +21,7 @@ const MAX_NOTE: usize = 2_000;
 
 /// Arguments that match the schema, decoded; with the objects they name and the agent's
 /// note. Only this stage's `validate` makes one.
-pub struct Validated {
+pub(crate) struct Validated {
     entry: Arc<Entry>,
     arguments: Value,
     input: Arc<dyn Any + Send + Sync>,
@@ -41,17 +41,17 @@ impl fmt::Debug for Validated {
 
 impl Validated {
     /// The catalog entry.
-    pub fn entry(&self) -> &Arc<Entry> {
+    pub(crate) fn entry(&self) -> &Arc<Entry> {
         &self.entry
     }
 
     /// The arguments as validated (in warn and shadow modes, as the drift guard left them).
-    pub fn arguments(&self) -> &Value {
+    pub(crate) fn arguments(&self) -> &Value {
         &self.arguments
     }
 
     /// The decoded input.
-    pub fn input(&self) -> &(dyn Any + Send + Sync) {
+    pub(crate) fn input(&self) -> &(dyn Any + Send + Sync) {
         self.input.as_ref()
     }
 
@@ -60,17 +60,17 @@ impl Validated {
     }
 
     /// The scoped objects the call names.
-    pub fn objects(&self) -> &[ScopedValue] {
+    pub(crate) fn objects(&self) -> &[ScopedValue] {
         &self.objects
     }
 
     /// The agent's note, scrubbed, cut only with a visible count of what is not shown.
-    pub fn note(&self) -> Option<&str> {
+    pub(crate) fn note(&self) -> Option<&str> {
         self.note.as_deref()
     }
 
     /// Divergences the drift guard let through (warn and shadow modes).
-    pub fn divergences(&self) -> &[crate::drift::Divergence] {
+    pub(crate) fn divergences(&self) -> &[crate::drift::Divergence] {
         &self.divergences
     }
 }

@@ -17,7 +17,7 @@ use crate::vault::{Credential, Vault, VaultError, VaultState};
 pub(crate) type Unusable = Mutex<HashMap<String, u64>>;
 
 /// A call whose credential is resolved and bound to its request. Only this stage's `unlock` makes one.
-pub struct Unlocked {
+pub(crate) struct Unlocked {
     approved: Approved,
     credential: Option<Credential>,
     scrubber: Arc<Scrubber>,
@@ -37,24 +37,24 @@ impl fmt::Debug for Unlocked {
 
 impl Unlocked {
     /// What stage 5 established.
-    pub fn approved(&self) -> &Approved {
+    pub(crate) fn approved(&self) -> &Approved {
         &self.approved
     }
 
     /// The resolved credential, when the action binds one.
-    pub fn credential(&self) -> Option<&Credential> {
+    pub(crate) fn credential(&self) -> Option<&Credential> {
         self.credential.as_ref()
     }
 
     /// The call's scrubber from here on: every secret the vault knew at this stage, and the
     /// resolved credential.
-    pub fn scrubber(&self) -> &Arc<Scrubber> {
+    pub(crate) fn scrubber(&self) -> &Arc<Scrubber> {
         &self.scrubber
     }
 
     /// The request's summary with the credential bound: the real destination, as the human
     /// and the audit record see it.
-    pub fn summary(&self) -> &RequestSummary {
+    pub(crate) fn summary(&self) -> &RequestSummary {
         self.approved.authorized().summary()
     }
 
