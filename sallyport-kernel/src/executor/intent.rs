@@ -122,31 +122,43 @@ pub(super) enum NotIntended {
     Unrecorded(Refusal),
 }
 
+impl From<Refusal> for NotIntended {
+    fn from(refusal: Refusal) -> Self {
+        Self::Refused(refusal)
+    }
+}
+
 /// Stage 9 for an approved call: the vault recheck, then the intent written together with
 /// the approval's move to `executing`, only while this executor's claim is the current one.
-pub(super) async fn intend_approved(
-    inner: &Inner,
-    attempt_id: &AttemptId,
-    session_id: &str,
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its by-value argument twice in its future; a block uses the capture in place"
+)]
+pub(super) fn intend_approved<'a>(
+    inner: &'a Inner,
+    attempt_id: &'a AttemptId,
+    session_id: &'a str,
     consented: Consented,
-    approval: &ApprovalId,
-    claim: &Claim,
-) -> Result<Intended, NotIntended> {
-    let unlocked = consented.checked().unlocked();
-    still_ready(inner.vault.as_deref(), unlocked.resolved().as_ref())
-        .await
-        .map_err(NotIntended::Refused)?;
-    let intent = intent_of(attempt_id, session_id, &consented);
-    match inner.journal.begin_approved(approval, claim, &intent).await {
-        Ok(()) => Ok(Intended {
-            consented,
-            intent,
-            written: true,
-        }),
-        Err(JournalError::Fenced) => Err(NotIntended::Fenced),
-        Err(e) => {
-            tracing::error!(attempt = %attempt_id, approval = %approval, error = %e, "approved intent write failed; nothing sent");
-            Err(NotIntended::Unrecorded(unrecorded()))
+    approval: &'a ApprovalId,
+    claim: &'a Claim,
+) -> impl Future<Output = Result<Intended, NotIntended>> + 'a {
+    async move {
+        let unlocked = consented.checked().unlocked();
+        still_ready(inner.vault.as_deref(), unlocked.resolved().as_ref())
+            .await
+            .map_err(NotIntended::Refused)?;
+        let intent = intent_of(attempt_id, session_id, &consented);
+        match inner.journal.begin_approved(approval, claim, &intent).await {
+            Ok(()) => Ok(Intended {
+                consented,
+                intent,
+                written: true,
+            }),
+            Err(JournalError::Fenced) => Err(NotIntended::Fenced),
+            Err(e) => {
+                tracing::error!(attempt = %attempt_id, approval = %approval, error = %e, "approved intent write failed; nothing sent");
+                Err(NotIntended::Unrecorded(unrecorded()))
+            }
         }
     }
 }

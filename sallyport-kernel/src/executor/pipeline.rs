@@ -40,9 +40,29 @@ pub(super) async fn run(
     // and cedar-policy turn it on, and `Value` grows from 32 bytes to 72): 864 bytes then,
     // measured with `-Zprint-type-sizes` in release. A refusal's record is boxed on its own
     // (its future is larger, 1.3 KB).
-    match Box::pin(pipeline(inner, guard, session, &mut arguments)).await {
+    match Box::pin(pipeline(
+        inner,
+        guard,
+        session,
+        &mut arguments,
+        Consent::Ask,
+    ))
+    .await
+    {
         Ok(ended) => ended,
-        Err(refusal) => Ended::Answer(Box::new(Box::pin(refuse(inner, guard, refusal)).await)),
+        Err(stop) => {
+            // Only an approved call's intent can be fenced (`Journal::begin_approved`); a
+            // fresh call's never is. Were it ever, the call is refused and recorded: nothing
+            // was sent.
+            let refusal = match stop {
+                NotIntended::Refused(refusal) | NotIntended::Unrecorded(refusal) => refusal,
+                NotIntended::Fenced => Refusal::new(
+                    RefusalCode::JournalUnavailable,
+                    "the attempt could not be recorded, so nothing was sent; retrying later is safe",
+                ),
+            };
+            Ended::Answer(Box::new(Box::pin(refuse(inner, guard, refusal)).await))
+        }
     }
 }
 
@@ -114,6 +134,23 @@ impl Step<'_> {
     }
 }
 
+/// What stage 8 goes on: ask as the action's rule requires, or a human's approval given
+/// while the call was parked.
+#[derive(Clone, Copy)]
+pub(super) enum Consent<'a> {
+    /// A fresh call: ask (or park the call) as the action's rule requires.
+    Ask,
+    /// A parked call a human approved, carried out under this executor's claim.
+    Approved {
+        approval: &'a Approval,
+        claim: &'a Claim,
+    },
+}
+
+/// The thirteen stages, for a fresh call and a resumed approval alike: only stage 8 (consent
+/// asked, or the approval checked against the request prepared now) and stage 9 (the intent
+/// written alone, or with the approval's move to `executing` under the claim) differ.
+///
 /// The arguments come by reference and are taken out of the caller's future: an argument
 /// of an `async fn` keeps its slot in the future to its end, and the caller's future holds
 /// them anyway. What stages 1–5 use alone lives in a block that ends before the first await,
@@ -123,12 +160,16 @@ async fn pipeline(
     guard: &mut CallGuard,
     session: &Session,
     arguments: &mut Value,
-) -> Result<Ended, Refusal> {
+    consent: Consent<'_>,
+) -> Result<Ended, NotIntended> {
     let approved = {
         let scrubber = std::sync::Arc::clone(&guard.record().scrubber);
         let action = guard.record().action().to_owned();
         let attempt = guard.record().attempt_id.clone();
-        let purpose = Purpose::Call(&attempt);
+        let purpose = match consent {
+            Consent::Ask => Purpose::Call(&attempt),
+            Consent::Approved { approval, .. } => Purpose::Resume(&approval.attempt_id),
+        };
         let authorized = authorized(
             inner,
             &scrubber,
@@ -138,7 +179,17 @@ async fn pipeline(
             purpose,
             |step| step.fill(guard.record_mut()),
         )?;
-        definition::check(inner.definition_guard.as_deref(), authorized)?
+        let approved = definition::check(inner.definition_guard.as_deref(), authorized)?;
+        if let Consent::Approved { approval, .. } = consent
+            && approved.authorized().validated().entry().definition_hash()
+                != approval.definition_hash
+        {
+            return Err(NotIntended::Refused(Refusal::new(
+                RefusalCode::DefinitionDrift,
+                "the action's definition changed after this approval was requested; the approval is void; nothing was sent; make the call again to ask again",
+            )));
+        }
+        approved
     };
     // A stage value the record borrowed lives in a block that ends before the next stage is
     // awaited: moved on but still in scope, it would keep its slot in this future to the end
@@ -150,29 +201,46 @@ async fn pipeline(
     }
     .await?;
     let intended = {
-        let consented = match consent::consent(inner, guard.record(), session, checked).await {
-            Ok(consented) => consented,
-            Err(ConsentRefused::Refused { decision, refusal }) => {
-                guard.record_mut().consent_refused(decision);
-                crate::executor::spans::consented(decision);
-                return Err(refusal);
-            }
-            // The parked call's record is written: nothing is left for the guard to record.
-            Err(ConsentRefused::Parked(answer)) => {
-                guard.disarm();
-                return Ok(Ended::Answer(answer));
-            }
-            Err(ConsentRefused::ApprovedNow(id, answer)) => {
-                guard.disarm();
-                return Ok(Ended::ApprovedNow(id, answer));
-            }
+        let consented = match consent {
+            Consent::Ask => match consent::consent(inner, guard.record(), session, checked).await {
+                Ok(consented) => consented,
+                Err(ConsentRefused::Refused { decision, refusal }) => {
+                    guard.record_mut().consent_refused(decision);
+                    crate::executor::spans::consented(decision);
+                    return Err(NotIntended::Refused(refusal));
+                }
+                // The parked call's record is written: nothing is left for the guard to record.
+                Err(ConsentRefused::Parked(answer)) => {
+                    guard.disarm();
+                    return Ok(Ended::Answer(answer));
+                }
+                Err(ConsentRefused::ApprovedNow(id, answer)) => {
+                    guard.disarm();
+                    return Ok(Ended::ApprovedNow(id, answer));
+                }
+            },
+            Consent::Approved { approval, .. } => consent::approved(checked, approval)?,
         };
         guard.record_mut().consented(&consented);
         crate::executor::spans::consented(consented.decision());
         let record = guard.record();
-        intent::intend(inner, &record.attempt_id, record.session_id(), consented)
-    }
-    .await?;
+        match consent {
+            Consent::Ask => {
+                intent::intend(inner, &record.attempt_id, record.session_id(), consented).await?
+            }
+            Consent::Approved { approval, claim } => {
+                intent::intend_approved(
+                    inner,
+                    &record.attempt_id,
+                    record.session_id(),
+                    consented,
+                    &approval.approval_id,
+                    claim,
+                )
+                .await?
+            }
+        }
+    };
     let dispatched = dispatch::dispatch(inner, guard, intended).await;
     let normalized = normalize::normalize(inner, guard.record().action(), dispatched);
     let filtered = filter::filter(normalized);
@@ -181,11 +249,11 @@ async fn pipeline(
     )))
 }
 
-/// Carries out an approved call under `claim`: stages 1–7 again on the stored arguments,
-/// the approval in place of stage 8, the intent written with the approval's move to
-/// `executing`, then dispatch to record as for any call. Every end is stored with the
-/// approval ([`crate::Journal::settle_approval`]). `None` when the claim was lost: another
-/// executor carries the call out, and this one wrote nothing.
+/// Carries out an approved call under `claim`: the same stages on the stored arguments,
+/// the approval in place of asking at stage 8, the intent written with the approval's move
+/// to `executing`. Every end is stored with the approval ([`crate::Journal::settle_approval`]).
+/// `None` when the claim was lost: another executor carries the call out, and this one wrote
+/// nothing.
 pub(super) async fn resume(
     inner: &Inner,
     guard: &mut CallGuard,
@@ -194,8 +262,12 @@ pub(super) async fn resume(
     claim: &Claim,
 ) -> Option<ActionResult> {
     guard.record_mut().settle = Some((approval.approval_id.clone(), claim.clone()));
-    match resumed(inner, guard, session, approval, claim).await {
-        Ok(result) => Some(result),
+    let mut arguments = approval.arguments.clone();
+    let consent = Consent::Approved { approval, claim };
+    match pipeline(inner, guard, session, &mut arguments, consent).await {
+        Ok(Ended::Answer(result)) => Some(*result),
+        // Stage 8 of an approved call never asks, so it never parks.
+        Ok(Ended::ApprovedNow(_, result)) => Some(*result),
         Err(NotIntended::Fenced) => None,
         Err(NotIntended::Refused(refusal)) => Some(refuse(inner, guard, refusal).await),
         // The journal failed before anything was sent: the approval stays approved, and
@@ -205,58 +277,4 @@ pub(super) async fn resume(
             Some(refuse(inner, guard, refusal).await)
         }
     }
-}
-
-async fn resumed(
-    inner: &Inner,
-    guard: &mut CallGuard,
-    session: &Session,
-    approval: &Approval,
-    claim: &Claim,
-) -> Result<ActionResult, NotIntended> {
-    let scrubber = std::sync::Arc::clone(&guard.record().scrubber);
-    let arguments = approval.arguments.clone();
-    let authorized = authorized(
-        inner,
-        &scrubber,
-        &approval.action,
-        session,
-        arguments,
-        Purpose::Resume(&approval.attempt_id),
-        |step| step.fill(guard.record_mut()),
-    )
-    .map_err(NotIntended::Refused)?;
-    let approved = definition::check(inner.definition_guard.as_deref(), authorized)
-        .map_err(NotIntended::Refused)?;
-    if approved.authorized().validated().entry().definition_hash() != approval.definition_hash {
-        return Err(NotIntended::Refused(Refusal::new(
-            RefusalCode::DefinitionDrift,
-            "the action's definition changed after this approval was requested; the approval is void; nothing was sent; make the call again to ask again",
-        )));
-    }
-    let unlocked = vault::unlock(inner.vault.as_ref(), &inner.unusable, approved)
-        .await
-        .map_err(NotIntended::Refused)?;
-    guard.record_mut().unlocked(&unlocked);
-    let checked = precheck::precheck(unlocked)
-        .await
-        .map_err(NotIntended::Refused)?;
-    let consented = consent::approved(checked, approval).map_err(NotIntended::Refused)?;
-    guard.record_mut().consented(&consented);
-    crate::executor::spans::consented(consented.decision());
-    let attempt_id = guard.record().attempt_id.clone();
-    let session_id = guard.record().session_id().to_owned();
-    let intended = intent::intend_approved(
-        inner,
-        &attempt_id,
-        &session_id,
-        consented,
-        &approval.approval_id,
-        claim,
-    )
-    .await?;
-    let dispatched = dispatch::dispatch(inner, guard, intended).await;
-    let normalized = normalize::normalize(inner, &approval.action, dispatched);
-    let filtered = filter::filter(normalized);
-    Ok(record::record(inner, guard, filtered).await)
 }
