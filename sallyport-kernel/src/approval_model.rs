@@ -14,11 +14,10 @@ pub use crate::clock::{now_ms, rfc3339};
 pub(crate) use crate::ids::ApprovalId;
 use crate::ids::AttemptId;
 use crate::outcome::ActionResult;
+use crate::vocab::MAX_REASON;
 
 /// Longest decider name and channel name kept.
 const MAX_NAME: usize = 128;
-/// Longest reason kept.
-const MAX_REASON: usize = 500;
 
 /// How the executor asks for consent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,9 +25,7 @@ use crate::policy::{
 };
 use crate::scrub::Scrubber;
 use crate::session::Session;
-
-/// Longest policy reason kept.
-const MAX_REASON: usize = 500;
+use crate::vocab::MAX_REASON;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3_600);

@@ -27,9 +27,7 @@ use crate::journal::{AttemptId, AuditEvent, AuditRecord, Journal, JournalError, 
 use crate::outcome::{ActionResult, Origin, Refusal, RefusalCode, Status};
 use crate::scrub::Scrubber;
 use crate::session::Session;
-
-/// Longest action name kept (an agent may call any name).
-const MAX_ACTION: usize = 128;
+use crate::vocab::{MAX_ACTION_NAME, MAX_REASON};
 
 /// What one call's audit record says beyond its outcome.
 #[derive(Debug)]
@@ -64,7 +62,7 @@ impl CallRecord {
         Self {
             attempt_id,
             texts: Texts {
-                action: scrubber.bounded(action, MAX_ACTION),
+                action: scrubber.bounded(action, MAX_ACTION_NAME),
                 session_id: session.id().as_str().to_owned(),
                 ..Texts::default()
             },
@@ -386,7 +384,7 @@ pub(super) async fn refusal(
     refusal: Refusal,
 ) -> ActionResult {
     let scrubber = &record.scrubber;
-    let reason = scrubber.bounded(&refusal.reason, super::normalize::MAX_REASON);
+    let reason = scrubber.bounded(&refusal.reason, MAX_REASON);
     let action = scrubber.scrub(record.action()).into_owned();
     let mut result = ActionResult::new(Status::Rejected, &action, record.attempt_id.clone());
     result.origin = Some(Origin::Executor);
