@@ -18,8 +18,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::validate::Validated;
+use crate::code::RefusalCode;
 use crate::journal::AttemptId;
-use crate::outcome::{Refusal, RefusalCode};
+use crate::outcome::Refusal;
 use crate::policy::{
     CallCounts, Policy, PolicyDecision, PolicyNote, PolicyRequest, PolicyVerdict, visible_arguments,
 };

@@ -4,7 +4,8 @@
 use std::fmt;
 
 use super::vault::Unlocked;
-use crate::outcome::{Refusal, RefusalCode};
+use crate::code::RefusalCode;
+use crate::outcome::Refusal;
 use crate::vocab::MAX_REASON;
 
 /// A call whose preconditions hold. Only this stage's `precheck` makes one.
