@@ -5,6 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::vocab::string_enum;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 
 /// How a divergence from the schema is handled.
@@ -20,29 +21,18 @@ pub enum DriftMode {
     Shadow,
 }
 
-/// The kind of one divergence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DivergenceKind {
-    /// A value violates a pattern, enum, length, range or format.
-    ConstraintViolation,
-    /// A required field is absent.
-    MissingRequired,
-    /// A value has the wrong JSON type.
-    TypeMismatch,
-    /// A field the schema does not declare.
-    UnknownField,
-}
-
-impl DivergenceKind {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ConstraintViolation => "constraint_violation",
-            Self::MissingRequired => "missing_required",
-            Self::TypeMismatch => "type_mismatch",
-            Self::UnknownField => "unknown_field",
-        }
+string_enum! {
+    /// The kind of one divergence.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum DivergenceKind {
+        /// A value violates a pattern, enum, length, range or format.
+        ConstraintViolation => "constraint_violation",
+        /// A required field is absent.
+        MissingRequired => "missing_required",
+        /// A value has the wrong JSON type.
+        TypeMismatch => "type_mismatch",
+        /// A field the schema does not declare.
+        UnknownField => "unknown_field",
     }
 }
 
