@@ -18,17 +18,18 @@ use crate::vocab::string_enum;
 /// Longest decider name and channel name kept.
 const MAX_NAME: usize = 128;
 
-/// How the executor asks for consent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ConsentMode {
-    /// Ask the consent provider and wait (up to the consent timeout) inside the call.
-    #[default]
-    Blocking,
-    /// Park the call in the journal and answer `pending` / `awaiting_approval` at once; a
-    /// configured consent provider is still asked, as one front end among others.
-    Deferred,
+string_enum! {
+    /// How the executor asks for consent.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum ConsentMode {
+        /// Ask the consent provider and wait (up to the consent timeout) inside the call.
+        #[default]
+        Blocking => "blocking",
+        /// Park the call in the journal and answer `pending` / `awaiting_approval` at once; a
+        /// configured consent provider is still asked, as one front end among others.
+        Deferred => "deferred",
+    }
 }
 
 string_enum! {
@@ -245,21 +246,22 @@ impl ApprovalNote {
     }
 }
 
-/// The steps of an approval the audit chain records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ApprovalStep {
-    /// The call was parked.
-    Requested,
-    /// A human approved.
-    Approved,
-    /// A human denied.
-    Denied,
-    /// It expired undecided.
-    Expired,
-    /// The approved call was driven to its end (the record of the execution itself).
-    Resumed,
+string_enum! {
+    /// The steps of an approval the audit chain records.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum ApprovalStep {
+        /// The call was parked.
+        Requested => "requested",
+        /// A human approved.
+        Approved => "approved",
+        /// A human denied.
+        Denied => "denied",
+        /// It expired undecided.
+        Expired => "expired",
+        /// The approved call was driven to its end (the record of the execution itself).
+        Resumed => "resumed",
+    }
 }
 
 /// Which approvals [`Journal::approvals`](crate::Journal::approvals) lists. The default lists all, newest first.

@@ -243,14 +243,15 @@ pub(crate) fn check_string_enum<T>(
 mod tests {
     use super::check_string_enum;
     use crate::action::{ConsentRule, EffectClass, Externality, RetryRule};
-    use crate::approval_model::{ApprovalState, Verdict};
-    use crate::drift::probe::{ProbeClass, ProbeMethod};
+    use crate::approval_model::{ApprovalState, ApprovalStep, ConsentMode, Verdict};
+    use crate::drift::probe::{ProbeClass, ProbeEnvironment, ProbeMethod};
     use crate::drift_model::{
-        CoreDisposition, DivergenceKind, DriftStatus, ReasonCode, RecommendedAction, Severity,
+        CoreDisposition, DivergenceKind, DriftMode, DriftStatus, ReasonCode, RecommendedAction,
+        Severity,
     };
     use crate::executor::ReconcileOutcome;
     use crate::ids::{Origin, Status};
-    use crate::journal::Phase;
+    use crate::journal::{BreakKind, Phase};
     use crate::policy_model::PolicyVerdict;
     use crate::target::HttpMethod;
 
@@ -319,5 +320,23 @@ mod tests {
             "completed", "pending", "already_in_desired_state", "rejected", "unknown",
         ];
         origin: Origin = ["executor", "upstream"];
+        consent_mode: ConsentMode = ["blocking", "deferred"];
+        approval_step: ApprovalStep = ["requested", "approved", "denied", "expired", "resumed"];
+        break_kind: BreakKind = [
+            "edited", "deleted", "inserted", "reordered", "malformed", "head_mismatch",
+            "bad_signature", "unsigned", "attempt_edited",
+        ];
+        probe_environment: ProbeEnvironment = ["production", "non_production"];
+        drift_mode: DriftMode = ["strict", "warn", "shadow"];
+    }
+
+    /// The payload guard's `Verdict`, apart from the approval's of the same name.
+    mod payload {
+        use crate::drift_model::Verdict;
+        use crate::vocab::check_string_enum;
+
+        string_enum_tests! {
+            payload_verdict: Verdict = ["clean", "denied", "warned", "shadowed"];
+        }
     }
 }

@@ -113,14 +113,15 @@ impl PermissionProbe {
     }
 }
 
-/// Where a runner sends its probes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProbeEnvironment {
-    /// A production upstream: probes are skipped unless explicitly allowed.
-    Production,
-    /// A staging, test or sandbox upstream.
-    NonProduction,
+string_enum! {
+    /// Where a runner sends its probes.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ProbeEnvironment {
+        /// A production upstream: probes are skipped unless explicitly allowed.
+        Production => "production",
+        /// A staging, test or sandbox upstream.
+        NonProduction => "non_production",
+    }
 }
 
 /// What a runner saw. Never carries a body: probes must not move data.

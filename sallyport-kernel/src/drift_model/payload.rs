@@ -8,17 +8,18 @@ use serde_json::Value;
 use crate::vocab::string_enum;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 
-/// How a divergence from the schema is handled.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DriftMode {
-    /// Deny the call (the default).
-    #[default]
-    Strict,
-    /// Allow it, strip unknown fields, log a warning through `tracing`.
-    Warn,
-    /// Allow it, strip unknown fields, record the divergences on the decision only.
-    Shadow,
+string_enum! {
+    /// How a divergence from the schema is handled.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub enum DriftMode {
+        /// Deny the call (the default).
+        #[default]
+        Strict => "strict",
+        /// Allow it, strip unknown fields, log a warning through `tracing`.
+        Warn => "warn",
+        /// Allow it, strip unknown fields, record the divergences on the decision only.
+        Shadow => "shadow",
+    }
 }
 
 string_enum! {
@@ -66,18 +67,19 @@ impl fmt::Display for Divergence {
     }
 }
 
-/// The guard's verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// No divergence.
-    Clean,
-    /// Divergences found; the call is denied (strict mode).
-    Denied,
-    /// Divergences found; the call is allowed and a warning was logged.
-    Warned,
-    /// Divergences found; the call is allowed and they are recorded on the decision only.
-    Shadowed,
+string_enum! {
+    /// The guard's verdict.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Verdict {
+        /// No divergence.
+        Clean => "clean",
+        /// Divergences found; the call is denied (strict mode).
+        Denied => "denied",
+        /// Divergences found; the call is allowed and a warning was logged.
+        Warned => "warned",
+        /// Divergences found; the call is allowed and they are recorded on the decision only.
+        Shadowed => "shadowed",
+    }
 }
 
 /// The decision of the payload drift guard for one call.
