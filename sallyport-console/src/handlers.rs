@@ -232,7 +232,8 @@ pub(crate) async fn approvals(State(shared): St, headers: HeaderMap) -> Response
         .approvals(
             &ApprovalFilter::states(
                 ApprovalState::ALL
-                    .into_iter()
+                    .iter()
+                    .copied()
                     .filter(|s| *s != ApprovalState::Awaiting),
             )
             .limit(20),

@@ -2,7 +2,8 @@
 
 use base64::Engine as _;
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
-use sallyport_core::outcome::{Refusal, RefusalCode};
+use sallyport_core::code::RefusalCode;
+use sallyport_core::outcome::Refusal;
 use sallyport_core::vault::{ApiKeyPlacement, Credential, CredentialKind, CredentialMeta};
 use url::Url;
 

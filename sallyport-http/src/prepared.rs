@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use sallyport_core::channel::{PreparedRequest, RequestSummary, fingerprint};
-use sallyport_core::outcome::{Refusal, RefusalCode};
+use sallyport_core::code::RefusalCode;
+use sallyport_core::outcome::Refusal;
 use sallyport_core::vault::Credential;
 use url::Url;
 

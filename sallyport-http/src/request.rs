@@ -14,7 +14,8 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use reqwest::header::{HeaderName, HeaderValue};
 use sallyport_core::Action;
 use sallyport_core::action::ActionSpec;
-use sallyport_core::outcome::{Refusal, RefusalCode};
+use sallyport_core::code::RefusalCode;
+use sallyport_core::outcome::Refusal;
 use sallyport_core::target::{HttpBody, HttpMethod, HttpTarget};
 use serde_json::{Map, Value};
 

@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::target::Target;
+use crate::vocab::string_enum;
 
 /// One narrow operation offered to an agent.
 ///
@@ -78,31 +79,22 @@ impl ScopedValue {
     }
 }
 
-/// What an action does to the world. Never inferred from an HTTP method.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EffectClass {
-    /// A bounded read; no state changes.
-    Observe,
-    /// A change with a documented, practical undo.
-    ReversibleChange,
-    /// Sends, pays, publishes or changes what customers see.
-    ExternalCommitment,
-    /// Permanent deletion, access or permission changes, or many objects at once.
-    IrreversibleOrBroad,
+string_enum! {
+    /// What an action does to the world. Never inferred from an HTTP method.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum EffectClass {
+        /// A bounded read; no state changes.
+        Observe => "observe",
+        /// A change with a documented, practical undo.
+        ReversibleChange => "reversible_change",
+        /// Sends, pays, publishes or changes what customers see.
+        ExternalCommitment => "external_commitment",
+        /// Permanent deletion, access or permission changes, or many objects at once.
+        IrreversibleOrBroad => "irreversible_or_broad",
+    }
 }
 
 impl EffectClass {
-    /// The snake-case name used in cards, schemas and audit records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Observe => "observe",
-            Self::ReversibleChange => "reversible_change",
-            Self::ExternalCommitment => "external_commitment",
-            Self::IrreversibleOrBroad => "irreversible_or_broad",
-        }
-    }
-
     /// The consent rule an action of this class gets when its author says nothing.
     pub fn default_consent(self) -> ConsentRule {
         match self {
@@ -134,90 +126,41 @@ impl EffectClass {
     }
 }
 
-impl fmt::Display for EffectClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+string_enum! {
+    /// When a human must approve a call. Ordered from weakest to strongest.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum ConsentRule {
+        /// No human approval.
+        None => "none",
+        /// Approved once per session and action definition, until the grant expires.
+        Session => "session",
+        /// Approved for every call.
+        PerCall => "per_call",
     }
 }
 
-/// When a human must approve a call. Ordered from weakest to strongest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConsentRule {
-    /// No human approval.
-    None,
-    /// Approved once per session and action definition, until the grant expires.
-    Session,
-    /// Approved for every call.
-    PerCall,
-}
-
-impl ConsentRule {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Session => "session",
-            Self::PerCall => "per_call",
-        }
+string_enum! {
+    /// Whether the executor may resend a call.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum RetryRule {
+        /// Resend only when the request provably never left.
+        Never => "never",
+        /// Safe to resend (observe actions only).
+        Safe => "safe",
+        /// The server honours the executor's idempotency key; resend with the same key and payload.
+        IdempotencyKey => "idempotency_key",
     }
 }
 
-impl fmt::Display for ConsentRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Whether the executor may resend a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RetryRule {
-    /// Resend only when the request provably never left.
-    Never,
-    /// Safe to resend (observe actions only).
-    Safe,
-    /// The server honours the executor's idempotency key; resend with the same key and payload.
-    IdempotencyKey,
-}
-
-impl RetryRule {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Never => "never",
-            Self::Safe => "safe",
-            Self::IdempotencyKey => "idempotency_key",
-        }
-    }
-}
-
-impl fmt::Display for RetryRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Whether an effect is visible outside the organisation.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Externality {
-    /// Visible only inside the organisation.
-    #[default]
-    Internal,
-    /// Visible to customers, partners or the public.
-    External,
-}
-
-impl Externality {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Internal => "internal",
-            Self::External => "external",
-        }
+string_enum! {
+    /// Whether an effect is visible outside the organisation.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Externality {
+        /// Visible only inside the organisation.
+        #[default]
+        Internal => "internal",
+        /// Visible to customers, partners or the public.
+        External => "external",
     }
 }
 

@@ -2,8 +2,6 @@
 //! states, decisions, claims and filters. Public through [`crate::approval`], which adds
 //! what works on a journal ([`crate::approval::decide`], the expiry, `check_approval`).
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -14,102 +12,62 @@ pub use crate::clock::{now_ms, rfc3339};
 pub(crate) use crate::ids::ApprovalId;
 use crate::ids::AttemptId;
 use crate::outcome::ActionResult;
+use crate::vocab::MAX_REASON;
+use crate::vocab::string_enum;
 
 /// Longest decider name and channel name kept.
 const MAX_NAME: usize = 128;
-/// Longest reason kept.
-const MAX_REASON: usize = 500;
 
-/// How the executor asks for consent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ConsentMode {
-    /// Ask the consent provider and wait (up to the consent timeout) inside the call.
-    #[default]
-    Blocking,
-    /// Park the call in the journal and answer `pending` / `awaiting_approval` at once; a
-    /// configured consent provider is still asked, as one front end among others.
-    Deferred,
+string_enum! {
+    /// How the executor asks for consent.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum ConsentMode {
+        /// Ask the consent provider and wait (up to the consent timeout) inside the call.
+        #[default]
+        Blocking => "blocking",
+        /// Park the call in the journal and answer `pending` / `awaiting_approval` at once; a
+        /// configured consent provider is still asked, as one front end among others.
+        Deferred => "deferred",
+    }
 }
 
-/// Where an approval stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ApprovalState {
-    /// Waiting for a human.
-    Awaiting,
-    /// A human approved; no executor has written the intent yet.
-    Approved,
-    /// A human denied.
-    Denied,
-    /// No one decided before the expiry.
-    Expired,
-    /// An executor wrote the intent and is sending (or crashed while sending: the attempt is
-    /// then unresolved, like any other).
-    Executing,
-    /// The approved call reached its end; [`Approval::result`] holds it.
-    Finished,
+string_enum! {
+    /// Where an approval stands.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum ApprovalState {
+        /// Waiting for a human.
+        Awaiting => "awaiting",
+        /// A human approved; no executor has written the intent yet.
+        Approved => "approved",
+        /// A human denied.
+        Denied => "denied",
+        /// No one decided before the expiry.
+        Expired => "expired",
+        /// An executor wrote the intent and is sending (or crashed while sending: the attempt is
+        /// then unresolved, like any other).
+        Executing => "executing",
+        /// The approved call reached its end; [`Approval::result`] holds it.
+        Finished => "finished",
+    }
 }
 
 impl ApprovalState {
-    /// Every state.
-    pub const ALL: [Self; 6] = [
-        Self::Awaiting,
-        Self::Approved,
-        Self::Denied,
-        Self::Expired,
-        Self::Executing,
-        Self::Finished,
-    ];
-
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Awaiting => "awaiting",
-            Self::Approved => "approved",
-            Self::Denied => "denied",
-            Self::Expired => "expired",
-            Self::Executing => "executing",
-            Self::Finished => "finished",
-        }
-    }
-
-    /// Parses a snake-case name.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
     /// Whether nothing more will happen to the approval.
     pub fn is_final(self) -> bool {
         matches!(self, Self::Denied | Self::Expired | Self::Finished)
     }
 }
 
-impl fmt::Display for ApprovalState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A human's verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Send the request.
-    Approve,
-    /// Do not.
-    Deny,
-}
-
-impl Verdict {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Approve => "approve",
-            Self::Deny => "deny",
-        }
+string_enum! {
+    /// A human's verdict.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Verdict {
+        /// Send the request.
+        Approve => "approve",
+        /// Do not.
+        Deny => "deny",
     }
 }
 
@@ -288,21 +246,22 @@ impl ApprovalNote {
     }
 }
 
-/// The steps of an approval the audit chain records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ApprovalStep {
-    /// The call was parked.
-    Requested,
-    /// A human approved.
-    Approved,
-    /// A human denied.
-    Denied,
-    /// It expired undecided.
-    Expired,
-    /// The approved call was driven to its end (the record of the execution itself).
-    Resumed,
+string_enum! {
+    /// The steps of an approval the audit chain records.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum ApprovalStep {
+        /// The call was parked.
+        Requested => "requested",
+        /// A human approved.
+        Approved => "approved",
+        /// A human denied.
+        Denied => "denied",
+        /// It expired undecided.
+        Expired => "expired",
+        /// The approved call was driven to its end (the record of the execution itself).
+        Resumed => "resumed",
+    }
 }
 
 /// Which approvals [`Journal::approvals`](crate::Journal::approvals) lists. The default lists all, newest first.
@@ -396,13 +355,14 @@ mod tests {
 
     #[test]
     fn states_round_trip_and_only_three_are_final() {
-        for state in ApprovalState::ALL {
+        for &state in ApprovalState::ALL {
             assert_eq!(ApprovalState::parse(state.as_str()), Some(state));
             let json = serde_json::to_value(state).expect("serialize");
             assert_eq!(json, Value::from(state.as_str()));
         }
         let finals: Vec<_> = ApprovalState::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|s| s.is_final())
             .collect();
         assert_eq!(

@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::action::ActionSpec;
-use crate::code::Code;
+use crate::code::{Code, RefusalCode};
 use crate::journal::{AttemptId, IdempotencyKey, Journal};
-use crate::outcome::{ActionResult, Next, Origin, Refusal, RefusalCode, Status};
+use crate::outcome::{ActionResult, Next, Origin, Refusal, Status};
 use crate::scrub::Scrubber;
 use crate::vault::{Credential, Vault, VaultError, VaultState};
 

@@ -10,14 +10,15 @@
 //! [`ConsentOutcome`] is what the consent stage decided, as the audit record names it.
 //!
 //! Every type here serializes to exactly its snake-case string, the wire format of results
-//! and audit records, and parses back from it. Each enum's strings live in one table (the
-//! `codes!` invocation below), from which `as_str`, `parse`, `ALL` and serde all come.
+//! and audit records, and parses back from it. Each enum's strings live in one table (its
+//! `string_enum!` invocation below), from which `as_str`, `parse`, `ALL`, `FromStr` (an
+//! [`UnknownName`] for any other string) and serde all come.
 //!
 //! Compare codes by type: `result.code == Some(UpstreamCode::TimeoutAfterSend.into())`,
 //! or `code == RefusalCode::OutOfScope` on a [`Code`]; [`ActionResult::code_str`](crate::ActionResult::code_str)
 //! gives the string.
 //!
-//! This module is a leaf: it imports nothing of the crate.
+//! This module is a leaf: it imports nothing of the crate but the vocabulary's macro.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -25,96 +26,18 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A string that names none of the variants of the enum it was parsed as.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnknownCode {
-    /// What was asked for (`RefusalCode`, `UpstreamCode`, `ConsentOutcome`).
-    pub kind: &'static str,
-}
+pub use crate::vocab::UnknownName;
+use crate::vocab::string_enum;
 
-impl fmt::Display for UnknownCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "not a {} string", self.kind)
-    }
-}
+/// The former name of [`UnknownName`], from when only the codes here had one.
+pub type UnknownCode = UnknownName;
 
-impl std::error::Error for UnknownCode {}
-
-/// Declares a fieldless enum with one `Variant => "string"` table and derives from it
-/// `as_str`, `parse`, `ALL`, `Display`, `FromStr` and serde as the exact string.
-macro_rules! codes {
-    (
-        $(#[$meta:meta])*
-        pub enum $name:ident {
-            $( $(#[$vmeta:meta])* $variant:ident => $text:literal, )+
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        #[non_exhaustive]
-        pub enum $name {
-            $( $(#[$vmeta])* $variant, )+
-        }
-
-        impl $name {
-            /// Every variant, in declaration order.
-            pub const ALL: &'static [Self] = &[ $( Self::$variant, )+ ];
-
-            /// The snake-case string of the wire format.
-            pub const fn as_str(self) -> &'static str {
-                match self {
-                    $( Self::$variant => $text, )+
-                }
-            }
-
-            /// The variant spelled `text`, if any.
-            pub fn parse(text: &str) -> Option<Self> {
-                match text {
-                    $( $text => Some(Self::$variant), )+
-                    _ => None,
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = UnknownCode;
-
-            fn from_str(text: &str) -> Result<Self, Self::Err> {
-                Self::parse(text).ok_or(UnknownCode { kind: stringify!($name) })
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let text = Cow::<'de, str>::deserialize(deserializer)?;
-                Self::parse(&text).ok_or_else(|| {
-                    serde::de::Error::custom(format_args!(
-                        "unknown {} `{}`",
-                        stringify!($name),
-                        text
-                    ))
-                })
-            }
-        }
-    };
-}
-
-codes! {
+string_enum! {
     /// The code of an executor refusal (stages 1–9): nothing was sent. Also the codes of
     /// a call parked for a human's later approval (`awaiting_approval`) and of how such an
     /// approval ended before anything was sent.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
     pub enum RefusalCode {
         /// The approval the call waits for has passed its expiry undecided, or was approved
         /// and could not be carried out before it expired.
@@ -162,11 +85,13 @@ codes! {
     }
 }
 
-codes! {
+string_enum! {
     /// What happened at or after the send: reported by a channel (the transport, the
     /// upstream's answer, a command's ending) or by the executor (a call cancelled around
     /// its send, a channel that claimed an outcome without sending). The rules that pick
     /// the transport codes are shared by every channel in [`after_send`](crate::after_send).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
     pub enum UpstreamCode {
         /// The upstream refused the credential (HTTP 401/403, SSH authentication).
         AuthFailed => "auth_failed",
@@ -252,8 +177,10 @@ codes! {
     }
 }
 
-codes! {
+string_enum! {
     /// What the consent stage decided, as the audit record's `consent` names it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
     pub enum ConsentOutcome {
         /// A human approved this call.
         Approved => "approved",
@@ -488,6 +415,13 @@ mod tests {
             (VaultLocked, "vault_locked"),
         ];
         round_trip(&table, RefusalCode::ALL);
+        crate::vocab::check_string_enum(
+            "RefusalCode",
+            RefusalCode::ALL,
+            RefusalCode::as_str,
+            RefusalCode::parse,
+            &table.map(|(_, text)| text),
+        );
         for (variant, text) in table {
             assert_eq!(Code::parse(text), Code::Refusal(variant));
             assert_eq!(Code::from(variant).as_str(), text);
@@ -540,6 +474,13 @@ mod tests {
             (UpstreamRejected, "upstream_rejected"),
         ];
         round_trip(&table, UpstreamCode::ALL);
+        crate::vocab::check_string_enum(
+            "UpstreamCode",
+            UpstreamCode::ALL,
+            UpstreamCode::as_str,
+            UpstreamCode::parse,
+            &table.map(|(_, text)| text),
+        );
         for (variant, text) in table {
             assert_eq!(Code::parse(text), Code::Upstream(variant));
             assert_eq!(Code::from(text), variant);
@@ -561,13 +502,16 @@ mod tests {
             (Unavailable, "unavailable"),
         ];
         round_trip(&table, ConsentOutcome::ALL);
-        assert!(serde_json::from_str::<ConsentOutcome>("\"maybe\"").is_err());
-        assert_eq!(
-            "maybe".parse::<ConsentOutcome>(),
-            Err(UnknownCode {
-                kind: "ConsentOutcome"
-            })
+        crate::vocab::check_string_enum(
+            "ConsentOutcome",
+            ConsentOutcome::ALL,
+            ConsentOutcome::as_str,
+            ConsentOutcome::parse,
+            &table.map(|(_, text)| text),
         );
+        assert!(serde_json::from_str::<ConsentOutcome>("\"maybe\"").is_err());
+        let err = "maybe".parse::<ConsentOutcome>().unwrap_err();
+        assert_eq!((err.kind, err.value.as_str()), ("ConsentOutcome", "maybe"));
     }
 
     #[test]

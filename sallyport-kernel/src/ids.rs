@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use crate::vocab::string_enum;
 use serde::{Deserialize, Serialize};
 
 macro_rules! id_type {
@@ -102,70 +103,31 @@ impl fmt::Display for IdempotencyKey {
     }
 }
 
-/// The five statuses an agent can be told.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// The effect is done; `data` is evidence of the new state.
-    Completed,
-    /// Accepted, not finished; `next` names the read-only action to check.
-    Pending,
-    /// Nothing needed doing.
-    AlreadyInDesiredState,
-    /// Definitely not applied; `reason` is safe to show.
-    Rejected,
-    /// May or may not have been applied; never retried blindly.
-    Unknown,
-}
-
-impl Status {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Completed => "completed",
-            Self::Pending => "pending",
-            Self::AlreadyInDesiredState => "already_in_desired_state",
-            Self::Rejected => "rejected",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    /// Parses a snake-case name.
-    pub fn parse(name: &str) -> Option<Self> {
-        Some(match name {
-            "completed" => Self::Completed,
-            "pending" => Self::Pending,
-            "already_in_desired_state" => Self::AlreadyInDesiredState,
-            "rejected" => Self::Rejected,
-            "unknown" => Self::Unknown,
-            _ => return None,
-        })
+string_enum! {
+    /// The five statuses an agent can be told.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Status {
+        /// The effect is done; `data` is evidence of the new state.
+        Completed => "completed",
+        /// Accepted, not finished; `next` names the read-only action to check.
+        Pending => "pending",
+        /// Nothing needed doing.
+        AlreadyInDesiredState => "already_in_desired_state",
+        /// Definitely not applied; `reason` is safe to show.
+        Rejected => "rejected",
+        /// May or may not have been applied; never retried blindly.
+        Unknown => "unknown",
     }
 }
 
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Who decided a `rejected` or `unknown` result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// The executor declined before sending.
-    Executor,
-    /// The upstream (or the transport to it) answered.
-    Upstream,
-}
-
-impl Origin {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Executor => "executor",
-            Self::Upstream => "upstream",
-        }
+string_enum! {
+    /// Who decided a `rejected` or `unknown` result.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Origin {
+        /// The executor declined before sending.
+        Executor => "executor",
+        /// The upstream (or the transport to it) answered.
+        Upstream => "upstream",
     }
 }
 

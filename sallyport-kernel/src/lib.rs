@@ -62,6 +62,7 @@ pub mod session;
 pub mod target;
 pub mod telemetry;
 pub mod vault;
+mod vocab;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -5,8 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::code::Code;
-pub use crate::code::RefusalCode;
+use crate::code::{Code, RefusalCode};
 use crate::ids::{AttemptId, ReceiptId};
 pub use crate::ids::{Origin, Status};
 

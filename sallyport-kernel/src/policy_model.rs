@@ -2,37 +2,20 @@
 //! `outcome` and `journal` can name a decision without importing the policy's inputs (the
 //! catalog's cards and the session). Re-exported from [`crate::policy`].
 
-use std::fmt;
-
+use crate::vocab::string_enum;
 use serde::{Deserialize, Serialize};
 
-/// A policy's verdict on one call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum PolicyVerdict {
-    /// The call goes on under the action's own consent rule.
-    Allow,
-    /// The call is refused (`policy_denied`); nothing is sent.
-    Deny,
-    /// The call goes on, and a human must approve this one call.
-    RequireConsent,
-}
-
-impl PolicyVerdict {
-    /// The snake-case string of the audit record.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allow => "allow",
-            Self::Deny => "deny",
-            Self::RequireConsent => "require_consent",
-        }
-    }
-}
-
-impl fmt::Display for PolicyVerdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+string_enum! {
+    /// A policy's verdict on one call.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum PolicyVerdict {
+        /// The call goes on under the action's own consent rule.
+        Allow => "allow",
+        /// The call is refused (`policy_denied`); nothing is sent.
+        Deny => "deny",
+        /// The call goes on, and a human must approve this one call.
+        RequireConsent => "require_consent",
     }
 }
 

@@ -10,8 +10,8 @@ use sallyport_core::after_send::{AfterSend, Failure, first_not_sent};
 use sallyport_core::channel::{
     CallView, Channel, ChannelOutcome, Dispatch, PreparedRequest, RequestSummary, fingerprint,
 };
-use sallyport_core::code::{Code, UpstreamCode};
-use sallyport_core::outcome::{Origin, Refusal, RefusalCode, Status};
+use sallyport_core::code::{Code, RefusalCode, UpstreamCode};
+use sallyport_core::outcome::{Origin, Refusal, Status};
 use sallyport_core::target::{SshTarget, Target};
 use sallyport_core::vault::{Credential, CredentialKind, CredentialMeta};
 use serde_json::{Value, json};

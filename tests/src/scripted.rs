@@ -11,7 +11,8 @@ use rusqlite::OptionalExtension;
 use sallyport_core::channel::{
     CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
 };
-use sallyport_core::outcome::{Refusal, RefusalCode};
+use sallyport_core::code::RefusalCode;
+use sallyport_core::outcome::Refusal;
 
 /// What the channel does on its next dispatch.
 #[derive(Debug, Clone)]

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
-use sallyport_core::code::UpstreamCode;
+use sallyport_core::code::{RefusalCode, UpstreamCode};
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::SqliteJournal;
-use sallyport_core::outcome::{ActionResult, Refusal, RefusalCode};
+use sallyport_core::outcome::{ActionResult, Refusal};
 use sallyport_core::target::Target;
 use sallyport_core::vault::{
     ApiKeyPlacement, Binding, CredentialKind, CredentialMeta, MemoryVault, Secret,

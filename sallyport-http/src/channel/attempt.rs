@@ -7,8 +7,8 @@ use std::sync::Arc;
 use sallyport_core::RetryRule;
 use sallyport_core::after_send::Failure;
 use sallyport_core::channel::{ChannelOutcome, Dispatch, DispatchContext};
-use sallyport_core::code::UpstreamCode;
-use sallyport_core::outcome::{Origin, Refusal, RefusalCode, Status};
+use sallyport_core::code::{RefusalCode, UpstreamCode};
+use sallyport_core::outcome::{Origin, Refusal, Status};
 
 use super::{HttpChannel, http_target};
 use crate::exchange::{Exchange, LostKind, SendHook, exchange};

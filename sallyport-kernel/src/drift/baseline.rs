@@ -48,13 +48,14 @@ use tokio::sync::watch;
 
 use super::DefinitionGuard;
 use crate::catalog::{Catalog, Entry};
+use crate::code::RefusalCode;
 use crate::drift_model::classify::{self, ScoringRule, Verdict};
 use crate::drift_model::decision::{
     CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, DriftDecision,
 };
 use crate::drift_model::{canonical_json, try_canonical_hash};
 use crate::journal::{AttemptId, AuditEvent, Journal, JournalError, Phase, ReceiptId};
-use crate::outcome::{Origin, Refusal, RefusalCode, Status};
+use crate::outcome::{Origin, Refusal, Status};
 
 /// The `format` of lockfiles this build writes and reads.
 pub const BASELINE_FORMAT: &str = "sallyport-baseline/1";

@@ -24,24 +24,16 @@ use super::BaselineGuard;
 use crate::drift_model::DefinitionChange;
 use crate::journal::{AttemptId, AuditEvent, Journal, Phase, ReceiptId};
 use crate::outcome::{Origin, Status};
+use crate::vocab::string_enum;
 
-/// A read-only HTTP method a probe may use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum ProbeMethod {
-    /// `GET`
-    Get,
-    /// `HEAD`
-    Head,
-}
-
-impl ProbeMethod {
-    /// The method on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Get => "GET",
-            Self::Head => "HEAD",
-        }
+string_enum! {
+    /// A read-only HTTP method a probe may use.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ProbeMethod {
+        /// `GET`
+        Get => "GET",
+        /// `HEAD`
+        Head => "HEAD",
     }
 }
 
@@ -121,14 +113,15 @@ impl PermissionProbe {
     }
 }
 
-/// Where a runner sends its probes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProbeEnvironment {
-    /// A production upstream: probes are skipped unless explicitly allowed.
-    Production,
-    /// A staging, test or sandbox upstream.
-    NonProduction,
+string_enum! {
+    /// Where a runner sends its probes.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ProbeEnvironment {
+        /// A production upstream: probes are skipped unless explicitly allowed.
+        Production => "production",
+        /// A staging, test or sandbox upstream.
+        NonProduction => "non_production",
+    }
 }
 
 /// What a runner saw. Never carries a body: probes must not move data.
@@ -164,45 +157,29 @@ pub trait ProbeRunner: Send + Sync + 'static {
     async fn run(&self, probe: &PermissionProbe) -> ProbeObservation;
 }
 
-/// The class of one probe result. Only [`ProbeClass::EffectivePermissionExpansion`] is a
-/// finding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProbeClass {
-    /// 401 or 403: denied, as expected.
-    Denied,
-    /// A 2xx with a well-formed body: the credential can do what it should not.
-    EffectivePermissionExpansion,
-    /// Any other status (1xx, 3xx, 400, 409, …): says nothing about the permission.
-    Inconclusive,
-    /// A 2xx whose body is not what the resource looks like.
-    Malformed,
-    /// A timeout or transport failure.
-    NetworkFailure,
-    /// 404 or 410: not visible to this credential.
-    NotFound,
-    /// 429.
-    RateLimited,
-    /// Not run: the runner's upstream is production and production probes are not allowed.
-    Skipped,
-    /// 5xx.
-    UpstreamError,
-}
-
-impl ProbeClass {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Denied => "denied",
-            Self::EffectivePermissionExpansion => "effective_permission_expansion",
-            Self::Inconclusive => "inconclusive",
-            Self::Malformed => "malformed",
-            Self::NetworkFailure => "network_failure",
-            Self::NotFound => "not_found",
-            Self::RateLimited => "rate_limited",
-            Self::Skipped => "skipped",
-            Self::UpstreamError => "upstream_error",
-        }
+string_enum! {
+    /// The class of one probe result. Only [`ProbeClass::EffectivePermissionExpansion`] is a
+    /// finding.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ProbeClass {
+        /// 401 or 403: denied, as expected.
+        Denied => "denied",
+        /// A 2xx with a well-formed body: the credential can do what it should not.
+        EffectivePermissionExpansion => "effective_permission_expansion",
+        /// Any other status (1xx, 3xx, 400, 409, …): says nothing about the permission.
+        Inconclusive => "inconclusive",
+        /// A 2xx whose body is not what the resource looks like.
+        Malformed => "malformed",
+        /// A timeout or transport failure.
+        NetworkFailure => "network_failure",
+        /// 404 or 410: not visible to this credential.
+        NotFound => "not_found",
+        /// 429.
+        RateLimited => "rate_limited",
+        /// Not run: the runner's upstream is production and production probes are not allowed.
+        Skipped => "skipped",
+        /// 5xx.
+        UpstreamError => "upstream_error",
     }
 }
 

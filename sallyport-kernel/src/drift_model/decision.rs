@@ -1,212 +1,130 @@
 //! The Drift Decision Object: the verdict of comparing one action's live definition with the
 //! approved baseline, in the shape DESIGN.md fixes (`schema_version` "0.1").
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ids::ReceiptId;
+use crate::vocab::string_enum;
 
 /// The `schema_version` of every decision this build writes.
 pub const DECISION_SCHEMA_VERSION: &str = "0.1";
 
-/// How far a live definition is from the approved one. Ordered from harmless to worst.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DriftStatus {
-    /// Identical to the baseline.
-    Clean,
-    /// Different in a way that does not widen what the action can do; callable, monitored.
-    Changed,
-    /// Different in a way a reviewer must approve first; not callable until then.
-    ReviewRequired,
-    /// Different in a way that escalates power; denied until a new baseline is approved.
-    Quarantined,
-}
-
-impl DriftStatus {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Clean => "clean",
-            Self::Changed => "changed",
-            Self::ReviewRequired => "review_required",
-            Self::Quarantined => "quarantined",
-        }
+string_enum! {
+    /// How far a live definition is from the approved one. Ordered from harmless to worst.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum DriftStatus {
+        /// Identical to the baseline.
+        Clean => "clean",
+        /// Different in a way that does not widen what the action can do; callable, monitored.
+        Changed => "changed",
+        /// Different in a way a reviewer must approve first; not callable until then.
+        ReviewRequired => "review_required",
+        /// Different in a way that escalates power; denied until a new baseline is approved.
+        Quarantined => "quarantined",
     }
 }
 
-/// What the executor does with the action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CoreDisposition {
-    /// Calls go ahead.
-    Allowed,
-    /// Calls are refused (`definition_drift`); terminal until a new baseline is approved.
-    Denied,
-    /// Calls are refused (`review_required`) until a reviewer approves the new baseline.
-    Deferred,
-    /// The definition could not be compared; calls are refused (`definition_drift`).
-    Error,
-}
-
-impl CoreDisposition {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allowed => "allowed",
-            Self::Denied => "denied",
-            Self::Deferred => "deferred",
-            Self::Error => "error",
-        }
+string_enum! {
+    /// What the executor does with the action.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum CoreDisposition {
+        /// Calls go ahead.
+        Allowed => "allowed",
+        /// Calls are refused (`definition_drift`); terminal until a new baseline is approved.
+        Denied => "denied",
+        /// Calls are refused (`review_required`) until a reviewer approves the new baseline.
+        Deferred => "deferred",
+        /// The definition could not be compared; calls are refused (`definition_drift`).
+        Error => "error",
     }
 }
 
-/// How bad a drift is. Ordered from harmless to worst.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    /// Nothing changed.
-    Safe,
-    /// Wording or a narrowing change.
-    Low,
-    /// A change a reviewer should look at.
-    Medium,
-    /// An escalation of power.
-    High,
-    /// An escalation to the most dangerous effect class.
-    Critical,
-}
-
-impl Severity {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Safe => "safe",
-            Self::Low => "low",
-            Self::Medium => "medium",
-            Self::High => "high",
-            Self::Critical => "critical",
-        }
+string_enum! {
+    /// How bad a drift is. Ordered from harmless to worst.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Severity {
+        /// Nothing changed.
+        Safe => "safe",
+        /// Wording or a narrowing change.
+        Low => "low",
+        /// A change a reviewer should look at.
+        Medium => "medium",
+        /// An escalation of power.
+        High => "high",
+        /// An escalation to the most dangerous effect class.
+        Critical => "critical",
     }
 }
 
-/// What a human should do next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecommendedAction {
-    /// Nothing: the action is as approved.
-    Allow,
-    /// Keep an eye on it; calls go ahead.
-    Monitor,
-    /// A reviewer must look at the change (`sallyport baseline diff`).
-    RequireReview,
-    /// Approve the new definition into the baseline (`sallyport baseline approve`).
-    ApproveNewBaseline,
-    /// Leave it quarantined until the escalation is understood.
-    KeepQuarantined,
-}
-
-impl RecommendedAction {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allow => "allow",
-            Self::Monitor => "monitor",
-            Self::RequireReview => "require_review",
-            Self::ApproveNewBaseline => "approve_new_baseline",
-            Self::KeepQuarantined => "keep_quarantined",
-        }
+string_enum! {
+    /// What a human should do next.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum RecommendedAction {
+        /// Nothing: the action is as approved.
+        Allow => "allow",
+        /// Keep an eye on it; calls go ahead.
+        Monitor => "monitor",
+        /// A reviewer must look at the change (`sallyport baseline diff`).
+        RequireReview => "require_review",
+        /// Approve the new definition into the baseline (`sallyport baseline approve`).
+        ApproveNewBaseline => "approve_new_baseline",
+        /// Leave it quarantined until the escalation is understood.
+        KeepQuarantined => "keep_quarantined",
     }
 }
 
-/// Why a definition drifted. The codes DESIGN.md lists, plus the ones its classification
-/// needs (`consent_weakened`, `credential_changed`, `target_changed`, …). Sorted by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ReasonCode {
-    /// The definition has no faithful RFC 8785 form (or the lockfile entry does not match its
-    /// own hash).
-    CanonicalizationError,
-    /// The consent rule became stricter.
-    ConsentStrengthened,
-    /// The consent rule became weaker.
-    ConsentWeakened,
-    /// The credential binding was added, removed or renamed.
-    CredentialChanged,
-    /// Data classes were added.
-    DataClassesAdded,
-    /// Data classes were removed.
-    DataClassesRemoved,
-    /// The description or summary (or a schema annotation) changed.
-    DescriptionChanged,
-    /// The effect class went down (the action now claims to do less).
-    EffectDeescalation,
-    /// The effect class went up.
-    EffectEscalation,
-    /// A permission probe expected to be denied was accepted.
-    EffectivePermissionExpansion,
-    /// The externality changed.
-    ExternalityChanged,
-    /// A change the classifier cannot read with confidence.
-    MetadataConfidenceLow,
-    /// The crate version or upstream spec hash changed.
-    ProvenanceChanged,
-    /// The reconcile action changed.
-    ReconcileChanged,
-    /// Required parameters were added or removed.
-    RequiredParametersChanged,
-    /// The result mapping (status mapping, result shape, limits) changed.
-    ResultMappingChanged,
-    /// The retry rule changed.
-    RetryChanged,
-    /// The input schema changed.
-    SchemaChanged,
-    /// A scope tag was added, removed or changed.
-    ScopeChanged,
-    /// Where the call goes changed: channel, method, path, host, argv, or the fields sent.
-    TargetChanged,
-    /// The action is not in the baseline.
-    ToolAdded,
-    /// The baseline action is no longer in the catalog.
-    ToolRemoved,
-}
-
-impl ReasonCode {
-    /// The snake-case code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::CanonicalizationError => "canonicalization_error",
-            Self::ConsentStrengthened => "consent_strengthened",
-            Self::ConsentWeakened => "consent_weakened",
-            Self::CredentialChanged => "credential_changed",
-            Self::DataClassesAdded => "data_classes_added",
-            Self::DataClassesRemoved => "data_classes_removed",
-            Self::DescriptionChanged => "description_changed",
-            Self::EffectDeescalation => "effect_deescalation",
-            Self::EffectEscalation => "effect_escalation",
-            Self::EffectivePermissionExpansion => "effective_permission_expansion",
-            Self::ExternalityChanged => "externality_changed",
-            Self::MetadataConfidenceLow => "metadata_confidence_low",
-            Self::ProvenanceChanged => "provenance_changed",
-            Self::ReconcileChanged => "reconcile_changed",
-            Self::RequiredParametersChanged => "required_parameters_changed",
-            Self::ResultMappingChanged => "result_mapping_changed",
-            Self::RetryChanged => "retry_changed",
-            Self::SchemaChanged => "schema_changed",
-            Self::ScopeChanged => "scope_changed",
-            Self::TargetChanged => "target_changed",
-            Self::ToolAdded => "tool_added",
-            Self::ToolRemoved => "tool_removed",
-        }
-    }
-}
-
-impl fmt::Display for ReasonCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+string_enum! {
+    /// Why a definition drifted. The codes DESIGN.md lists, plus the ones its classification
+    /// needs (`consent_weakened`, `credential_changed`, `target_changed`, …). Sorted by name.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum ReasonCode {
+        /// The definition has no faithful RFC 8785 form (or the lockfile entry does not match its
+        /// own hash).
+        CanonicalizationError => "canonicalization_error",
+        /// The consent rule became stricter.
+        ConsentStrengthened => "consent_strengthened",
+        /// The consent rule became weaker.
+        ConsentWeakened => "consent_weakened",
+        /// The credential binding was added, removed or renamed.
+        CredentialChanged => "credential_changed",
+        /// Data classes were added.
+        DataClassesAdded => "data_classes_added",
+        /// Data classes were removed.
+        DataClassesRemoved => "data_classes_removed",
+        /// The description or summary (or a schema annotation) changed.
+        DescriptionChanged => "description_changed",
+        /// The effect class went down (the action now claims to do less).
+        EffectDeescalation => "effect_deescalation",
+        /// The effect class went up.
+        EffectEscalation => "effect_escalation",
+        /// A permission probe expected to be denied was accepted.
+        EffectivePermissionExpansion => "effective_permission_expansion",
+        /// The externality changed.
+        ExternalityChanged => "externality_changed",
+        /// A change the classifier cannot read with confidence.
+        MetadataConfidenceLow => "metadata_confidence_low",
+        /// The crate version or upstream spec hash changed.
+        ProvenanceChanged => "provenance_changed",
+        /// The reconcile action changed.
+        ReconcileChanged => "reconcile_changed",
+        /// Required parameters were added or removed.
+        RequiredParametersChanged => "required_parameters_changed",
+        /// The result mapping (status mapping, result shape, limits) changed.
+        ResultMappingChanged => "result_mapping_changed",
+        /// The retry rule changed.
+        RetryChanged => "retry_changed",
+        /// The input schema changed.
+        SchemaChanged => "schema_changed",
+        /// A scope tag was added, removed or changed.
+        ScopeChanged => "scope_changed",
+        /// Where the call goes changed: channel, method, path, host, argv, or the fields sent.
+        TargetChanged => "target_changed",
+        /// The action is not in the baseline.
+        ToolAdded => "tool_added",
+        /// The baseline action is no longer in the catalog.
+        ToolRemoved => "tool_removed",
     }
 }
 

@@ -5,44 +5,35 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::vocab::string_enum;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 
-/// How a divergence from the schema is handled.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DriftMode {
-    /// Deny the call (the default).
-    #[default]
-    Strict,
-    /// Allow it, strip unknown fields, log a warning through `tracing`.
-    Warn,
-    /// Allow it, strip unknown fields, record the divergences on the decision only.
-    Shadow,
+string_enum! {
+    /// How a divergence from the schema is handled.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub enum DriftMode {
+        /// Deny the call (the default).
+        #[default]
+        Strict => "strict",
+        /// Allow it, strip unknown fields, log a warning through `tracing`.
+        Warn => "warn",
+        /// Allow it, strip unknown fields, record the divergences on the decision only.
+        Shadow => "shadow",
+    }
 }
 
-/// The kind of one divergence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DivergenceKind {
-    /// A value violates a pattern, enum, length, range or format.
-    ConstraintViolation,
-    /// A required field is absent.
-    MissingRequired,
-    /// A value has the wrong JSON type.
-    TypeMismatch,
-    /// A field the schema does not declare.
-    UnknownField,
-}
-
-impl DivergenceKind {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ConstraintViolation => "constraint_violation",
-            Self::MissingRequired => "missing_required",
-            Self::TypeMismatch => "type_mismatch",
-            Self::UnknownField => "unknown_field",
-        }
+string_enum! {
+    /// The kind of one divergence.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum DivergenceKind {
+        /// A value violates a pattern, enum, length, range or format.
+        ConstraintViolation => "constraint_violation",
+        /// A required field is absent.
+        MissingRequired => "missing_required",
+        /// A value has the wrong JSON type.
+        TypeMismatch => "type_mismatch",
+        /// A field the schema does not declare.
+        UnknownField => "unknown_field",
     }
 }
 
@@ -76,18 +67,19 @@ impl fmt::Display for Divergence {
     }
 }
 
-/// The guard's verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// No divergence.
-    Clean,
-    /// Divergences found; the call is denied (strict mode).
-    Denied,
-    /// Divergences found; the call is allowed and a warning was logged.
-    Warned,
-    /// Divergences found; the call is allowed and they are recorded on the decision only.
-    Shadowed,
+string_enum! {
+    /// The guard's verdict.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Verdict {
+        /// No divergence.
+        Clean => "clean",
+        /// Divergences found; the call is denied (strict mode).
+        Denied => "denied",
+        /// Divergences found; the call is allowed and a warning was logged.
+        Warned => "warned",
+        /// Divergences found; the call is allowed and they are recorded on the decision only.
+        Shadowed => "shadowed",
+    }
 }
 
 /// The decision of the payload drift guard for one call.

@@ -19,10 +19,10 @@ use crate::approval::{
     self, Approval, ApprovalFilter, ApprovalId, ApprovalState, ConsentMode, Decided, Decider,
     Verdict,
 };
-use crate::code::ConsentOutcome;
+use crate::code::{ConsentOutcome, RefusalCode};
 use crate::consent::{ConsentDecision, ConsentDisplay, ConsentRequest, MAX_SHOWN_BYTES};
 use crate::outcome::ActionResult;
-use crate::outcome::{Refusal, RefusalCode};
+use crate::outcome::Refusal;
 use crate::scrub::Scrubber;
 use crate::session::Session;
 

@@ -15,8 +15,9 @@ use super::authorize::Authorized;
 use super::consent::Consented;
 use crate::approval::{ApprovalId, Claim};
 use crate::channel::{fingerprint, still_ready};
+use crate::code::RefusalCode;
 use crate::journal::{AttemptId, IdempotencyKey, Intent, JournalError};
-use crate::outcome::{Refusal, RefusalCode};
+use crate::outcome::Refusal;
 
 /// A call whose attempt is recorded (or, for an observe call, ready to be recorded with its
 /// outcome). Only this stage's `intend` makes one.

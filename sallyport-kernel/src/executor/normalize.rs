@@ -14,9 +14,7 @@ use crate::catalog::{Catalog, Entry};
 use crate::channel::ChannelOutcome;
 use crate::code::{Code, UpstreamCode};
 use crate::outcome::{ActionResult, Next, Origin, Status};
-
-/// Longest reason the agent is shown.
-pub(super) const MAX_REASON: usize = 500;
+use crate::vocab::MAX_REASON;
 
 /// The answer the agent will get, before scrubbing. Only this stage's `normalize` makes one.
 pub(crate) struct Normalized {

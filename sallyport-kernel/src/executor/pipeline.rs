@@ -14,7 +14,8 @@ use super::{
     consent, definition, dispatch, filter, intent, normalize, precheck, record, resolve, vault,
 };
 use crate::approval::{Approval, ApprovalId, Claim};
-use crate::outcome::{ActionResult, Refusal, RefusalCode};
+use crate::code::RefusalCode;
+use crate::outcome::{ActionResult, Refusal};
 use crate::scrub::Scrubber;
 use crate::session::Session;
 

@@ -18,16 +18,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::validate::Validated;
+use crate::code::RefusalCode;
 use crate::journal::AttemptId;
-use crate::outcome::{Refusal, RefusalCode};
+use crate::outcome::Refusal;
 use crate::policy::{
     CallCounts, Policy, PolicyDecision, PolicyNote, PolicyRequest, PolicyVerdict, visible_arguments,
 };
 use crate::scrub::Scrubber;
 use crate::session::Session;
-
-/// Longest policy reason kept.
-const MAX_REASON: usize = 500;
+use crate::vocab::MAX_REASON;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3_600);

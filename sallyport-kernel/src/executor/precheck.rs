@@ -4,10 +4,9 @@
 use std::fmt;
 
 use super::vault::Unlocked;
-use crate::outcome::{Refusal, RefusalCode};
-
-/// Longest precondition reason the agent is shown.
-const MAX_REASON: usize = 500;
+use crate::code::RefusalCode;
+use crate::outcome::Refusal;
+use crate::vocab::MAX_REASON;
 
 /// A call whose preconditions hold. Only this stage's `precheck` makes one.
 pub(crate) struct Checked {

@@ -36,6 +36,7 @@ use crate::journal::{
 };
 use crate::outcome::{ActionResult, Origin, Status};
 use crate::session::Session;
+use crate::vocab::string_enum;
 
 /// The session id reconcile checks run under (their audit records say so).
 pub const RECONCILE_SESSION: &str = "reconcile";
@@ -74,27 +75,17 @@ impl ReconcileOptions {
     }
 }
 
-/// What the reconciler concluded about one attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ReconcileOutcome {
-    /// The check found the effect: settled `completed`.
-    Completed,
-    /// The check proved the effect absent: settled `rejected`.
-    Rejected,
-    /// The check could not tell (or could not run): still unresolved.
-    Unknown,
-}
-
-impl ReconcileOutcome {
-    /// The snake-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Completed => "completed",
-            Self::Rejected => "rejected",
-            Self::Unknown => "unknown",
-        }
+string_enum! {
+    /// What the reconciler concluded about one attempt.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum ReconcileOutcome {
+        /// The check found the effect: settled `completed`.
+        Completed => "completed",
+        /// The check proved the effect absent: settled `rejected`.
+        Rejected => "rejected",
+        /// The check could not tell (or could not run): still unresolved.
+        Unknown => "unknown",
     }
 }
 

@@ -23,14 +23,12 @@ use super::validate::Validated;
 use super::vault::Unlocked;
 use crate::action::ScopedValue;
 use crate::approval::{Approval, ApprovalId, ApprovalNote, ApprovalStep, Claim};
-use crate::code::{Code, ConsentOutcome};
+use crate::code::{Code, ConsentOutcome, RefusalCode};
 use crate::journal::{AttemptId, AuditEvent, AuditRecord, Journal, JournalError, Phase, ReceiptId};
-use crate::outcome::{ActionResult, Origin, Refusal, RefusalCode, Status};
+use crate::outcome::{ActionResult, Origin, Refusal, Status};
 use crate::scrub::Scrubber;
 use crate::session::Session;
-
-/// Longest action name kept (an agent may call any name).
-const MAX_ACTION: usize = 128;
+use crate::vocab::{MAX_ACTION_NAME, MAX_REASON};
 
 /// What one call's audit record says beyond its outcome.
 #[derive(Debug)]
@@ -65,7 +63,7 @@ impl CallRecord {
         Self {
             attempt_id,
             texts: Texts {
-                action: scrubber.bounded(action, MAX_ACTION),
+                action: scrubber.bounded(action, MAX_ACTION_NAME),
                 session_id: session.id().as_str().to_owned(),
                 ..Texts::default()
             },
@@ -387,7 +385,7 @@ pub(super) async fn refusal(
     refusal: Refusal,
 ) -> ActionResult {
     let scrubber = &record.scrubber;
-    let reason = scrubber.bounded(&refusal.reason, super::normalize::MAX_REASON);
+    let reason = scrubber.bounded(&refusal.reason, MAX_REASON);
     let action = scrubber.scrub(record.action()).into_owned();
     let mut result = ActionResult::new(Status::Rejected, &action, record.attempt_id.clone());
     result.origin = Some(Origin::Executor);

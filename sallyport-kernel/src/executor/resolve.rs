@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::catalog::{Catalog, Entry};
-use crate::outcome::{Refusal, RefusalCode};
+use crate::code::RefusalCode;
+use crate::outcome::Refusal;
 
 /// An action the catalog holds. Only this stage's `resolve` makes one.
 pub(crate) struct Resolved {

@@ -2,8 +2,9 @@
 
 use super::{Executor, pipeline};
 use crate::approval::{self, ApprovalError, ApprovalId, ApprovalState, Transition};
+use crate::code::RefusalCode;
 use crate::outcome::ActionResult;
-use crate::outcome::{Refusal, RefusalCode};
+use crate::outcome::Refusal;
 
 /// See [`Executor::resume_approval`].
 pub(super) async fn resume(

@@ -10,10 +10,6 @@ use crate::executor::{CallOptions, Inner};
 #[cfg(feature = "otel")]
 use crate::telemetry::{OPERATION_EXECUTE_TOOL, TARGET, attr, span};
 
-/// Longest action name and tool-call id a span keeps.
-#[cfg(feature = "otel")]
-const MAX_NAME: usize = 128;
-
 /// Runs `call` (one whole call, to its answer) inside its `execute_tool` span and records
 /// the answer on it.
 #[cfg(feature = "otel")]
@@ -123,11 +119,12 @@ mod enabled {
     use tracing::Span;
     use tracing::field::Empty;
 
-    use super::{MAX_NAME, OPERATION_EXECUTE_TOOL, TARGET, attr};
+    use super::{OPERATION_EXECUTE_TOOL, TARGET, attr};
     use crate::ActionResult;
     use crate::channel::DispatchContext;
     use crate::code::ConsentOutcome;
     use crate::executor::{CallOptions, Inner};
+    use crate::vocab::MAX_ACTION_NAME;
 
     /// What the stages of one call tell its span. One per call, set for the call's future
     /// (a task-local value, so the stages need no handle and a call nested in a consent
@@ -180,7 +177,7 @@ mod enabled {
             return Span::none();
         }
         let scrubber = inner.current_scrubber();
-        let tool = scrubber.bounded(action, MAX_NAME);
+        let tool = scrubber.bounded(action, MAX_ACTION_NAME);
         let spec = inner.catalog.get(action).map(|entry| entry.spec());
         // Only a catalog name makes a span name: span names stay few.
         let name = match spec {
@@ -189,7 +186,7 @@ mod enabled {
         };
         let call_id = options
             .tool_call_id()
-            .map(|id| scrubber.bounded(id, MAX_NAME));
+            .map(|id| scrubber.bounded(id, MAX_ACTION_NAME));
         tracing::info_span!(
             target: TARGET,
             super::span::EXECUTE_TOOL,

@@ -11,9 +11,10 @@ use serde_json::Value;
 use super::resolve::Resolved;
 use crate::action::ScopedValue;
 use crate::catalog::Entry;
+use crate::code::RefusalCode;
 use crate::drift::{DriftMode, Verdict};
 use crate::drift_model::canonical::canonical_len;
-use crate::outcome::{Refusal, RefusalCode};
+use crate::outcome::Refusal;
 use crate::scrub::Scrubber;
 
 /// Longest agent's note kept for the human and the audit record.

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use super::definition::Approved;
 use crate::channel::{RequestSummary, ResolvedName};
-use crate::outcome::{Refusal, RefusalCode};
+use crate::code::RefusalCode;
+use crate::outcome::Refusal;
 use crate::scrub::Scrubber;
 use crate::vault::{Credential, Vault, VaultError, VaultState};
 

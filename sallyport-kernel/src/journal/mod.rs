@@ -52,6 +52,7 @@ use crate::approval_model::{
 };
 pub use crate::ids::{AttemptId, IdempotencyKey, ReceiptId};
 use crate::ids::{Origin, Status};
+use crate::vocab::string_enum;
 
 /// The durable record written before the first byte is sent.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -244,30 +245,31 @@ pub struct ChainHead {
     pub hash: String,
 }
 
-/// What kind of damage `verify` found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BreakKind {
-    /// A record's content no longer matches its hash.
-    Edited,
-    /// Records are missing (a gap in the sequence, or the chain is shorter than an exported head).
-    Deleted,
-    /// A record was added that does not link to its predecessor.
-    Inserted,
-    /// Records are out of order.
-    Reordered,
-    /// A record cannot be read.
-    Malformed,
-    /// The chain does not match the exported head it was compared with, or a record no longer
-    /// matches the head signed at its position.
-    HeadMismatch,
-    /// A stored head names the verifying key but its signature does not verify.
-    BadSignature,
-    /// Records that no head signed by the verifying key covers (only with a key).
-    Unsigned,
-    /// An attempt row disagrees with the audit chain: its phase or status was changed, or it
-    /// claims an outcome no audit record gives.
-    AttemptEdited,
+string_enum! {
+    /// What kind of damage `verify` found.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum BreakKind {
+        /// A record's content no longer matches its hash.
+        Edited => "edited",
+        /// Records are missing (a gap in the sequence, or the chain is shorter than an exported head).
+        Deleted => "deleted",
+        /// A record was added that does not link to its predecessor.
+        Inserted => "inserted",
+        /// Records are out of order.
+        Reordered => "reordered",
+        /// A record cannot be read.
+        Malformed => "malformed",
+        /// The chain does not match the exported head it was compared with, or a record no longer
+        /// matches the head signed at its position.
+        HeadMismatch => "head_mismatch",
+        /// A stored head names the verifying key but its signature does not verify.
+        BadSignature => "bad_signature",
+        /// Records that no head signed by the verifying key covers (only with a key).
+        Unsigned => "unsigned",
+        /// An attempt row disagrees with the audit chain: its phase or status was changed, or it
+        /// claims an outcome no audit record gives.
+        AttemptEdited => "attempt_edited",
+    }
 }
 
 /// The first broken link `verify` found.

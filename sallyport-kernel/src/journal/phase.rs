@@ -1,69 +1,42 @@
 //! The phases an attempt moves through, spelled the same in the audit JSON and in every
 //! backend's attempt rows.
 
-use serde::{Deserialize, Serialize};
+use crate::vocab::string_enum;
 
-/// The phase an attempt is in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// The call arrived.
-    Received,
-    /// The executor declined before sending.
-    Refused,
-    /// The intent (attempt id, key, fingerprint) is written.
-    IntentWritten,
-    /// At least one request was handed to the transport.
-    Dispatched,
-    /// The call ended with an outcome.
-    Finished,
-    /// The call's future was dropped before anything was sent.
-    CancelledBeforeSend,
-    /// The call's future was dropped after bytes may have left.
-    CancelledUnknown,
-    /// The call is parked until a human decides; nothing was sent (the `requested` record of
-    /// an approval).
-    Deferred,
-    /// A human's decision on a parked call, or its expiry; nothing was sent.
-    Decided,
+string_enum! {
+    /// The phase an attempt is in.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Phase {
+        /// The call arrived.
+        Received => "received",
+        /// The executor declined before sending.
+        Refused => "refused",
+        /// The intent (attempt id, key, fingerprint) is written.
+        IntentWritten => "intent_written",
+        /// At least one request was handed to the transport.
+        Dispatched => "dispatched",
+        /// The call ended with an outcome.
+        Finished => "finished",
+        /// The call's future was dropped before anything was sent.
+        CancelledBeforeSend => "cancelled_before_send",
+        /// The call's future was dropped after bytes may have left.
+        CancelledUnknown => "cancelled_unknown",
+        /// The call is parked until a human decides; nothing was sent (the `requested` record of
+        /// an approval).
+        Deferred => "deferred",
+        /// A human's decision on a parked call, or its expiry; nothing was sent.
+        Decided => "decided",
+    }
 }
 
 impl Phase {
-    /// Every phase, in the order an attempt may pass through them.
-    pub const ALL: [Self; 9] = [
-        Self::Received,
-        Self::Refused,
-        Self::IntentWritten,
-        Self::Dispatched,
-        Self::Finished,
-        Self::CancelledBeforeSend,
-        Self::CancelledUnknown,
-        Self::Deferred,
-        Self::Decided,
-    ];
-
-    /// The snake-case name, exactly as serde writes it in the audit JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Received => "received",
-            Self::Refused => "refused",
-            Self::IntentWritten => "intent_written",
-            Self::Dispatched => "dispatched",
-            Self::Finished => "finished",
-            Self::CancelledBeforeSend => "cancelled_before_send",
-            Self::CancelledUnknown => "cancelled_unknown",
-            Self::Deferred => "deferred",
-            Self::Decided => "decided",
-        }
-    }
-
     /// Parses a phase as a backend stored it: [`Phase::as_str`], or `unknown`, which builds
     /// before the spelling was unified wrote to attempt rows for [`Phase::CancelledUnknown`].
     pub fn parse_stored(name: &str) -> Option<Self> {
         if name == "unknown" {
             return Some(Self::CancelledUnknown);
         }
-        Self::ALL.into_iter().find(|phase| phase.as_str() == name)
+        Self::parse(name)
     }
 }
 
@@ -73,7 +46,7 @@ mod tests {
 
     #[test]
     fn every_phase_serializes_to_exactly_its_name_and_parses_back() {
-        for phase in Phase::ALL {
+        for &phase in Phase::ALL {
             let json = serde_json::to_value(phase).expect("serialize");
             assert_eq!(json, serde_json::Value::from(phase.as_str()), "{phase:?}");
             let back: Phase = serde_json::from_value(json).expect("deserialize");
@@ -87,7 +60,8 @@ mod tests {
 
     #[test]
     fn all_lists_every_phase_once() {
-        // Adding a phase breaks this match until it is placed in `ALL` too.
+        // `ALL` follows the declaration: adding a phase breaks this match, so its place in
+        // the order an attempt passes through is chosen, not left to chance.
         let position = |phase: Phase| match phase {
             Phase::Received => 0,
             Phase::Refused => 1,
@@ -99,7 +73,7 @@ mod tests {
             Phase::Deferred => 7,
             Phase::Decided => 8,
         };
-        for (i, phase) in Phase::ALL.into_iter().enumerate() {
+        for (i, phase) in Phase::ALL.iter().copied().enumerate() {
             assert_eq!(position(phase), i, "{phase:?}");
         }
     }

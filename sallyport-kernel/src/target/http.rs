@@ -11,35 +11,26 @@ use serde_json::Value;
 
 use super::ResultShape;
 use crate::outcome::Status;
+use crate::vocab::string_enum;
 
-/// An HTTP method. Never used to infer the effect class.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum HttpMethod {
-    /// `DELETE`
-    Delete,
-    /// `GET`
-    Get,
-    /// `PATCH`
-    Patch,
-    /// `POST`
-    Post,
-    /// `PUT`
-    Put,
+string_enum! {
+    /// An HTTP method. Never used to infer the effect class.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum HttpMethod {
+        /// `DELETE`
+        Delete => "DELETE",
+        /// `GET`
+        Get => "GET",
+        /// `PATCH`
+        Patch => "PATCH",
+        /// `POST`
+        Post => "POST",
+        /// `PUT`
+        Put => "PUT",
+    }
 }
 
 impl HttpMethod {
-    /// The method as it appears on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Delete => "DELETE",
-            Self::Get => "GET",
-            Self::Patch => "PATCH",
-            Self::Post => "POST",
-            Self::Put => "PUT",
-        }
-    }
-
     /// Whether requests with this method carry a JSON body by default (`POST`, `PUT`,
     /// `PATCH`).
     pub fn has_body(self) -> bool {

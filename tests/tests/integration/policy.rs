@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use sallyport_core::approval::{ApprovalState, ConsentMode, Decided, Decider, Verdict};
+use sallyport_core::code::RefusalCode;
 use sallyport_core::journal::SqliteJournal;
-use sallyport_core::outcome::{ActionResult, RefusalCode};
+use sallyport_core::outcome::ActionResult;
 use sallyport_core::policy::{CallCounts, Policy, PolicyDecision, PolicyRequest};
 use sallyport_core::{Action, Catalog, EffectClass, Executor, ScopedValue, Session, Status};
 use sallyport_http::HttpChannel;

@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use sallyport_cedar::{CedarError, CedarPolicy};
+use sallyport_core::code::RefusalCode;
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::SqliteJournal;
-use sallyport_core::outcome::{ActionResult, RefusalCode};
+use sallyport_core::outcome::ActionResult;
 use sallyport_core::{Action, Catalog, Executor, Session, Status};
 use sallyport_http::HttpChannel;
 use sallyport_tests::http_server::{Reply, Upstream, audit_event};
