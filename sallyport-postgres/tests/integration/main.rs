@@ -3,8 +3,6 @@
 //!
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
 
-mod common;
-
 mod journal;
 mod leases;
 mod secrets;
