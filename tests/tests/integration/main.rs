@@ -36,7 +36,6 @@ mod http_send_rules;
 mod http_tls;
 mod journal_conformance;
 mod journal_conformance_postgres;
-mod journal_postgres_outage;
 mod journal_postgres_processes;
 mod journal_processes;
 mod lean_build;
