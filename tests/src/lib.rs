@@ -1,4 +1,6 @@
-//! Shared helpers for sallyport integration tests.
+//! Shared test rigs: the workspace's flows across crates (this package's `tests/`) and the
+//! crates' own tests (`sallyport-http`, `sallyport-ssh`, `sallyport-postgres`, ...) use them
+//! as a dev-dependency.
 
 pub mod approvals_rig;
 pub mod http_server;

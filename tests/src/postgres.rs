@@ -1,6 +1,15 @@
 //! A fresh PostgreSQL database for one test, on a real server: `SALLYPORT_PG_URL` if set,
-//! else the machine's own through its Unix socket. No server is a failure with instructions,
-//! never a skipped test.
+//! else the machine's own through its Unix socket
+//! (`host=/var/run/postgresql user=root dbname=postgres`). No server is a failure with
+//! instructions, never a skipped test.
+//!
+//! The one PostgreSQL test rig: `sallyport-postgres`'s own tests and the workspace's flows
+//! across crates both use it.
+
+use std::time::Duration;
+
+use sallyport_core::journal::{AuditEvent, Intent};
+use sallyport_postgres::{PostgresJournal, PostgresJournalBuilder};
 
 /// The server the tests use.
 pub fn admin_url() -> String {
@@ -70,7 +79,21 @@ impl TestDb {
         }
     }
 
-    /// A direct connection to this database.
+    /// A builder for a journal on this database.
+    pub fn builder(&self) -> PostgresJournalBuilder {
+        PostgresJournal::builder(&self.url)
+    }
+
+    /// A journal on this database, owned by `owner`.
+    pub async fn journal(&self, owner: &str) -> PostgresJournal {
+        self.builder()
+            .owner(owner)
+            .connect()
+            .await
+            .expect("journal connects")
+    }
+
+    /// A direct connection to this database, for the SQL a test checks or edits with.
     pub async fn sql(&self) -> tokio_postgres::Client {
         client(&self.url).await
     }
@@ -98,4 +121,19 @@ impl Drop for TestDb {
             panic!("DROP DATABASE {} failed: {dropped:?}", self.name);
         }
     }
+}
+
+/// A durable (state-changing) intent.
+pub fn intent() -> Intent {
+    Intent::for_bench(true)
+}
+
+/// The record closing `intent` as finished and completed after one request.
+pub fn event(intent: &Intent) -> AuditEvent {
+    AuditEvent::for_bench(intent)
+}
+
+/// Waits `ms` milliseconds.
+pub async fn sleep_ms(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
 }

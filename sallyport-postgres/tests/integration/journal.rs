@@ -2,15 +2,13 @@
 //! atomic observe records, the chain and the attempt rows under `verify`, unresolved
 //! attempts, migrations, and signed heads.
 
-use crate::common;
-
 use std::sync::Arc;
 
-use common::{TestDb, event, intent, sleep_ms};
 use futures_util::FutureExt;
 use sallyport_core::Status;
 use sallyport_core::journal::{BreakKind, HeadSigningKey, Journal, JournalError, Phase};
 use sallyport_postgres::SCHEMA_VERSION;
+use sallyport_tests::postgres::{TestDb, event, intent, sleep_ms};
 
 /// The attempt row's phase, status and dispatch count, read with SQL.
 async fn row(db: &TestDb, attempt: &str) -> Option<(String, Option<String>, i64)> {
@@ -676,7 +674,7 @@ async fn a_record_made_while_its_intent_is_still_queued_is_applied_after_the_int
                 if let Some((phase, Some(status), _)) = row(&db, intent.attempt_id.as_str()).await {
                     return (phase, status);
                 }
-                common::sleep_ms(5).await;
+                sleep_ms(5).await;
             }
         };
         let (phase, status) = tokio::time::timeout(std::time::Duration::from_secs(10), closed)

@@ -1,14 +1,12 @@
 //! Leases, takeover and fencing between journals (each its own pool, as separate processes
 //! would be), and one chain for many concurrent writers.
 
-use crate::common;
-
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestDb, event, intent, sleep_ms};
 use sallyport_core::journal::{Journal, JournalError, Phase};
+use sallyport_tests::postgres::{TestDb, event, intent, sleep_ms};
 
 /// A journal whose heartbeat never comes in time: its leases lapse while it lives (a
 /// stalled process).

@@ -1,13 +1,11 @@
 //! No error, and no `Debug` of the journal or its builder, shows the password of the
 //! connection string: a real role with a real password, over TCP.
 
-use crate::common;
-
 use std::error::Error as _;
 
-use common::{TestDb, client, event, intent};
 use sallyport_core::journal::{Journal, JournalError};
 use sallyport_postgres::{PostgresError, PostgresJournal};
+use sallyport_tests::postgres::{TestDb, admin_url, client, event, intent};
 
 /// Everything an error can print: `Display` and `Debug` of it and of every source.
 fn everything(e: &JournalError) -> String {
@@ -29,7 +27,7 @@ struct Role {
 impl Role {
     async fn create(password: &str) -> Self {
         let name = format!("sp_role_{}", uuid::Uuid::new_v4().simple());
-        client(&common::admin_url())
+        client(&admin_url())
             .await
             .batch_execute(&format!("CREATE ROLE {name} LOGIN PASSWORD '{password}'"))
             .await
@@ -39,7 +37,7 @@ impl Role {
 
     /// Makes the role the owner of `db`, so it may create the journal's tables there.
     async fn own(&self, db: &TestDb) {
-        client(&common::admin_url())
+        client(&admin_url())
             .await
             .batch_execute(&format!(
                 "ALTER DATABASE {} OWNER TO {}",
@@ -59,7 +57,7 @@ impl Drop for Role {
                 .build()
                 .expect("runtime")
                 .block_on(async {
-                    client(&common::admin_url())
+                    client(&admin_url())
                         .await
                         .batch_execute(&format!("DROP ROLE IF EXISTS {name}"))
                         .await

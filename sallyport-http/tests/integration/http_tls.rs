@@ -1,8 +1,8 @@
 //! A TLS trust failure against a real TLS server on 127.0.0.1:0 whose certificate chains to a
-//! throwaway CA (`tests/fixtures/tls/`) that the executor does not trust: the agent is told
-//! the certificate is not trusted and that nothing was sent, the server receives no HTTP
-//! request, and nothing is resent. With the CA added as a root, the same server answers, so
-//! the refusal is about trust and nothing else.
+//! throwaway CA (`sallyport-http/tests/fixtures/tls/`) that the executor does not trust: the
+//! agent is told the certificate is not trusted and that nothing was sent, the server receives
+//! no HTTP request, and nothing is resent. With the CA added as a root, the same server
+//! answers, so the refusal is about trust and nothing else.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,9 +20,9 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
-const CA: &[u8] = include_bytes!("../../fixtures/tls/ca.der");
-const LEAF: &[u8] = include_bytes!("../../fixtures/tls/leaf.der");
-const LEAF_KEY: &[u8] = include_bytes!("../../fixtures/tls/leaf-key.der");
+const CA: &[u8] = include_bytes!("../fixtures/tls/ca.der");
+const LEAF: &[u8] = include_bytes!("../fixtures/tls/leaf.der");
+const LEAF_KEY: &[u8] = include_bytes!("../fixtures/tls/leaf-key.der");
 
 /// Read one invoice.
 #[derive(Action, Deserialize, Serialize, JsonSchema)]

@@ -50,8 +50,10 @@ fn executor_for(
     upstream: &Upstream,
     dir: &tempfile::TempDir,
 ) -> (Executor, Arc<AtomicU32>) {
-    let document = OpenApi::parse(include_str!("../../fixtures/openapi/deployments.json"))
-        .expect("spec parses");
+    let document = OpenApi::parse(include_str!(
+        "../../../tests/fixtures/openapi/deployments.json"
+    ))
+    .expect("spec parses");
     let channel = HttpChannel::builder()
         .base_url(upstream.url())
         .openapi(document, DriftMode::Strict)
@@ -197,9 +199,10 @@ async fn an_action_that_omits_a_header_the_upstream_requires_is_refused_and_neve
 /// The deployments document with `DeploymentBase` (part of `createDeployment`'s body) made to
 /// refer to itself through `allOf`.
 fn self_referencing_deployments() -> OpenApi {
-    let mut doc: Value =
-        serde_json::from_str(include_str!("../../fixtures/openapi/deployments.json"))
-            .expect("json");
+    let mut doc: Value = serde_json::from_str(include_str!(
+        "../../../tests/fixtures/openapi/deployments.json"
+    ))
+    .expect("json");
     doc["components"]["schemas"]["DeploymentBase"]["allOf"] =
         json!([{"$ref": "#/components/schemas/DeploymentBase"}]);
     OpenApi::from_value(doc).expect("parses")
@@ -300,8 +303,10 @@ async fn an_action_missing_from_the_document_fails_a_strict_build_and_is_sent_un
         .build()
         .expect("catalog");
     let document = || {
-        OpenApi::parse(include_str!("../../fixtures/openapi/deployments.json"))
-            .expect("spec parses")
+        OpenApi::parse(include_str!(
+            "../../../tests/fixtures/openapi/deployments.json"
+        ))
+        .expect("spec parses")
     };
     let err = HttpChannel::builder()
         .base_url(upstream.url())
@@ -341,7 +346,7 @@ async fn an_action_missing_from_the_document_fails_a_strict_build_and_is_sent_un
 /// GitHub's REST API description, `@octokit/openapi` 23.0.2 (see the fixture's README).
 fn github() -> OpenApi {
     let path = format!(
-        "{}/fixtures/openapi/github/api.github.com.json.gz",
+        "{}/../tests/fixtures/openapi/github/api.github.com.json.gz",
         env!("CARGO_MANIFEST_DIR")
     );
     let mut text = String::new();
