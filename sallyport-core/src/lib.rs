@@ -1,5 +1,17 @@
 //! sallyport-core: typed, narrow agent actions executed through one fixed safety pipeline.
 //!
+//! An OpenAPI operation is not an agent action. An action is smaller: a bounded goal, inputs
+//! the agent can justify, a result it can act on, consent sized to its consequences and a plan
+//! for failure. You write each action once, as a Rust struct with `#[derive(Action)]`; the
+//! card, the JSON Schema, the tool exports and the definition hash all come from it.
+//!
+//! Every call then goes through the same [`Executor`] pipeline: payload drift check → scope →
+//! definition drift → vault → preconditions → consent → durable intent with an executor-made
+//! idempotency key → dispatch → normalization to one of five [`Status`]es → secret scrubbing
+//! → a hash-chained audit record. A refusal at any stage before dispatch sends nothing.
+//!
+//! # Features
+//!
 //! This is the crate to name. It re-exports [`sallyport-kernel`](sallyport_kernel) (the traits,
 //! the executor, the scrubber and the audit chain, with no storage backend) and, through its
 //! default features, the embedded backends:
@@ -18,16 +30,6 @@
 //! sallyport-core = { version = "0.1", default-features = false }
 //! sallyport-postgres = "0.1"
 //! ```
-//!
-//! An OpenAPI operation is not an agent action. An action is smaller: a bounded goal, inputs
-//! the agent can justify, a result it can act on, consent sized to its consequences and a plan
-//! for failure. You write each action once, as a Rust struct with `#[derive(Action)]`; the
-//! card, the JSON Schema, the tool exports and the definition hash all come from it.
-//!
-//! Every call then goes through the same [`Executor`] pipeline: payload drift check → scope →
-//! definition drift → vault → preconditions → consent → durable intent with an executor-made
-//! idempotency key → dispatch → normalization to one of five [`Status`]es → secret scrubbing
-//! → a hash-chained audit record. A refusal at any stage before dispatch sends nothing.
 //!
 //! # Example
 //!
