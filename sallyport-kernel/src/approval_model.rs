@@ -305,7 +305,7 @@ pub enum ApprovalStep {
     Resumed,
 }
 
-/// Which approvals [`Journal::approvals`](crate::Journal::approvals) lists. The default lists all, newest first.
+/// Which approvals [`ApprovalStore::approvals`](crate::journal::ApprovalStore::approvals) lists. The default lists all, newest first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ApprovalFilter {

@@ -9,7 +9,9 @@ use sallyport_core::approval::{
     Verdict,
 };
 use sallyport_core::consent::escape;
-use sallyport_core::journal::{AttemptId, AuditEvent, Journal, Phase, SqliteJournal};
+use sallyport_core::journal::{
+    ApprovalStore, AttemptId, AuditEvent, Journal, Phase, SqliteJournal,
+};
 use sallyport_core::{Executor, Status};
 use sallyport_tests::approvals_rig::{self, HostOptions};
 use sallyport_tests::http_server::{Reply, Upstream};

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use sallyport_core::approval::{
     self, Approval, ApprovalId, ApprovalState, ApprovalStep, Decider, Verdict,
 };
-use sallyport_core::journal::{AttemptId, AuditEvent, Intent, Journal};
+use sallyport_core::journal::{ApprovalStore, AttemptId, AuditEvent, Intent, Journal};
 use sallyport_postgres::PostgresJournal;
 use sallyport_tests::journal_conformance::parked_event;
 use sallyport_tests::postgres::TestDb;
