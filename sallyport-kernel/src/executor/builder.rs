@@ -44,7 +44,7 @@ pub enum BuildError {
     /// [`ExecutorBuilder::consent_mode_for`]) parks calls in an approval store, and the
     /// journal is not one.
     #[error(
-        "deferred consent needs an approval store, and the journal is not one: use a journal that stores approvals (`SqliteJournal`, `PostgresJournal`), pass yours with `.journal_with_approvals(…)`, or keep consent blocking"
+        "deferred consent needs an approval store, and the journal is not one: use a journal that stores approvals (`SqliteJournal`, `PostgresJournal`, `MemoryJournal`), pass yours with `.journal_with_approvals(…)`, or keep consent blocking"
     )]
     MissingApprovalStore,
     /// An action binds a credential but no vault was added.

@@ -37,6 +37,7 @@
 
 mod attempts;
 pub mod chain;
+mod memory;
 mod phase;
 pub mod signing;
 
@@ -49,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use self::chain::{GENESIS_HASH, chain_hash};
+pub use self::memory::MemoryJournal;
 pub use self::phase::Phase;
 pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
 use crate::action::{EffectClass, ScopedValue};
@@ -631,7 +633,7 @@ pub trait Journal: Send + Sync + 'static {
 #[async_trait]
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a sallyport approval store",
-    note = "deferred consent needs a journal that stores approvals: `SqliteJournal` or `PostgresJournal`, or implement `sallyport_core::journal::ApprovalStore`"
+    note = "deferred consent needs a journal that stores approvals: `SqliteJournal`, `PostgresJournal` or `MemoryJournal`, or implement `sallyport_core::journal::ApprovalStore`"
 )]
 pub trait ApprovalStore: Journal {
     /// Stores a new approval (state `awaiting`) and appends `event`, the parked call's record.
