@@ -8,7 +8,7 @@ use sallyport_core::approval::{
 };
 use sallyport_core::journal::{ApprovalStore, AttemptId, AuditEvent, Intent, Journal};
 use sallyport_postgres::PostgresJournal;
-use sallyport_tests::journal_conformance::parked_event;
+use sallyport_testkit::conformance::parked_event;
 use sallyport_tests::postgres::TestDb;
 use serde_json::json;
 

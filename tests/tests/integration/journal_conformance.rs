@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use sallyport_core::approval::{self, ApprovalState, ApprovalStep, Verdict};
 use sallyport_core::journal::{ApprovalStore, Journal, Phase, SqliteJournal};
-use sallyport_tests::journal_conformance::{self as suite, sample_approval};
+use sallyport_testkit::conformance::{self as suite, sample_approval};
 
 /// A factory of fresh journals, each its own file in `dir`.
 fn journals(dir: &tempfile::TempDir) -> impl FnMut() -> std::future::Ready<Arc<dyn ApprovalStore>> {

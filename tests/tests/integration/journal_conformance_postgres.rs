@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use sallyport_core::journal::ApprovalStore;
 use sallyport_postgres::PostgresJournal;
-use sallyport_tests::journal_conformance as suite;
+use sallyport_testkit::conformance as suite;
 use sallyport_tests::postgres::TestDb;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@
 //! use sallyport_core::journal::{ApprovalStore, SqliteJournal};
 //! let dir = tempfile::tempdir().expect("tempdir");
 //! let mut n = 0;
-//! sallyport_tests::journal_conformance::run_all(|| {
+//! sallyport_testkit::conformance::run_all(|| {
 //!     n += 1;
 //!     let path = dir.path().join(format!("journal-{n}.db"));
 //!     async move { Arc::new(SqliteJournal::open(path).expect("open")) as Arc<dyn ApprovalStore> }
@@ -19,8 +19,9 @@
 //! # }
 //! ```
 //!
-//! The checks use only the [`Journal`](sallyport_core::Journal) and [`ApprovalStore`] traits, so they hold for every backend. The
-//! concurrency check spawns tasks: run the suite on a multi-threaded runtime.
+//! The checks use only the [`Journal`](sallyport_core::Journal) and [`ApprovalStore`] traits,
+//! so they hold for every backend. The concurrency check spawns tasks: run the suite on a
+//! multi-threaded runtime.
 
 use std::future::Future;
 use std::sync::Arc;
