@@ -630,6 +630,10 @@ pub trait Journal: Send + Sync + 'static {
 ///   [`ApprovalStore::park_approval`] and [`ApprovalStore::settle_approval`] write a call's
 ///   last record, like [`Journal::append`]: once their future has been polled the write
 ///   must be carried out even if the future is then dropped.
+///
+/// The conformance suite in `sallyport-testkit` (feature `conformance`) checks these
+/// properties, and the [`Journal`] ones, against a backend; [`MemoryJournal`] is the
+/// smallest implementation that passes it.
 #[async_trait]
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a sallyport approval store",

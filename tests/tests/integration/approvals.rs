@@ -1030,7 +1030,7 @@ async fn deferred_consent_on_a_journal_without_an_approval_store_fails_to_build(
 }
 
 #[tokio::test]
-async fn deferred_consent_on_the_sqlite_journal_builds() {
+async fn deferred_consent_on_the_sqlite_and_memory_journals_builds_an_executor() {
     let dir = tempfile::tempdir().expect("tempdir");
     let options = HostOptions::new(dir.path().join("journal.db"), "http://127.0.0.1:9");
     let executor = builder_for(&options)
@@ -1045,4 +1045,10 @@ async fn deferred_consent_on_the_sqlite_journal_builds() {
         .build()
         .expect("given as an approval store");
     assert!(per_action.approval_store().is_some());
+    let in_memory = builder_for(&options)
+        .journal(sallyport_core::journal::MemoryJournal::new())
+        .consent_mode(ConsentMode::Deferred)
+        .build()
+        .expect("the in-memory journal is an approval store");
+    assert!(in_memory.approval_store().is_some());
 }
