@@ -13,7 +13,7 @@ use sallyport_core::approval::{
     self, Approval, ApprovalFilter, ApprovalId, ApprovalState, Decided, Decider, Verdict,
 };
 use sallyport_core::consent::escape;
-use sallyport_core::journal::Journal;
+use sallyport_core::journal::{ApprovalStore, JournalError};
 use sallyport_core::outcome::ActionResult;
 use sallyport_core::{EffectClass, Externality};
 
@@ -39,9 +39,12 @@ pub(crate) fn run(
         return Err(Failure::new(Exit::Usage, RESUME_NEEDS_EXECUTOR));
     }
     let rt = crate::audit::runtime()?;
-    let journal: Arc<dyn Journal> = match executor {
-        Some(executor) => executor.journal().clone(),
-        None => crate::audit::open_journal(cli, &rt)?,
+    let journal: Arc<dyn ApprovalStore> = match executor {
+        Some(executor) => executor
+            .approval_store()
+            .cloned()
+            .ok_or(JournalError::Unsupported("approvals"))?,
+        None => crate::audit::open_approval_store(cli, &rt)?,
     };
     let journal = journal.as_ref();
     match cmd {
@@ -116,7 +119,7 @@ pub(crate) fn run(
 /// Decides through the executor when there is one (which then also sends an approved call),
 /// else through the library's one path, which records the decision only.
 async fn decide(
-    journal: &dyn Journal,
+    journal: &dyn ApprovalStore,
     executor: Option<&Executor>,
     id: &ApprovalId,
     verdict: Verdict,

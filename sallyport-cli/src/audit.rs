@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sallyport_core::journal::{
-    ChainHead, HeadSigningKey, HeadVerifyingKey, Journal, KeyError, SqliteJournal,
+    ApprovalStore, ChainHead, HeadSigningKey, HeadVerifyingKey, Journal, KeyError, SqliteJournal,
     export_json_lines,
 };
 use sallyport_core::vault::default_data_dir;
@@ -34,6 +34,15 @@ pub(crate) fn open_journal(
     cli: &Cli,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Arc<dyn Journal>, Failure> {
+    let journal: Arc<dyn Journal> = open_approval_store(cli, rt)?;
+    Ok(journal)
+}
+
+/// [`open_journal`], as the approval store both journals are.
+pub(crate) fn open_approval_store(
+    cli: &Cli,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Arc<dyn ApprovalStore>, Failure> {
     match journal_location(cli)? {
         JournalLocation::File(path) => {
             // Opening creates a missing file; an audit command must not.

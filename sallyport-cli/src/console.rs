@@ -60,7 +60,7 @@ pub(crate) fn run(
     let rt = crate::audit::runtime()?;
     let builder = match executor {
         Some(executor) => Console::builder(executor.clone()),
-        None => Console::journal_only(crate::audit::open_journal(cli, &rt)?),
+        None => Console::journal_only(crate::audit::open_approval_store(cli, &rt)?),
     };
     let console = builder
         .user(user.clone(), token.clone())

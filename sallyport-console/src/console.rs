@@ -10,6 +10,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use axum::routing::{get, post};
 use sallyport_core::journal::HeadVerifyingKey;
+use sallyport_core::journal::{ApprovalStore, JournalError};
 use sallyport_core::scrub::Scrubber;
 use sallyport_core::{Executor, Journal};
 
@@ -30,14 +31,26 @@ pub(crate) enum Backend {
     /// Decides and carries approved calls out.
     Executor(Executor),
     /// Records decisions only.
-    Journal(Arc<dyn Journal>),
+    Journal(Arc<dyn ApprovalStore>),
 }
 
 impl Backend {
-    pub(crate) fn journal(&self) -> &Arc<dyn Journal> {
+    pub(crate) fn journal(&self) -> &dyn Journal {
         match self {
-            Self::Executor(e) => e.journal(),
-            Self::Journal(j) => j,
+            Self::Executor(e) => e.journal().as_ref(),
+            Self::Journal(j) => j.as_ref(),
+        }
+    }
+
+    /// The approval store; an executor whose journal stores no approvals has none (its
+    /// pages then say the journal cannot be used).
+    pub(crate) fn approval_store(&self) -> Result<&dyn ApprovalStore, JournalError> {
+        match self {
+            Self::Executor(e) => e
+                .approval_store()
+                .map(|s| s.as_ref())
+                .ok_or(JournalError::Unsupported("approvals")),
+            Self::Journal(j) => Ok(j.as_ref()),
         }
     }
 
@@ -234,8 +247,9 @@ impl Console {
     }
 
     /// A console over a journal alone: it records decisions, and an executor holding the
-    /// action carries approved calls out later.
-    pub fn journal_only(journal: Arc<dyn Journal>) -> ConsoleBuilder {
+    /// action carries approved calls out later. The journal must store approvals (the
+    /// SQLite and PostgreSQL journals do).
+    pub fn journal_only(journal: Arc<dyn ApprovalStore>) -> ConsoleBuilder {
         Self::with_backend(Backend::Journal(journal))
     }
 

@@ -224,7 +224,9 @@ pub(crate) async fn approvals(State(shared): St, headers: HeaderMap) -> Response
     let Some((_, info)) = session(&shared, &headers) else {
         return to_login();
     };
-    let journal = shared.backend.journal();
+    let Ok(journal) = shared.backend.approval_store() else {
+        return journal_unavailable(&shared, Some(&info));
+    };
     let pending = journal
         .approvals(&ApprovalFilter::states([ApprovalState::Awaiting]).limit(PENDING_SHOWN))
         .await;
@@ -267,12 +269,11 @@ pub(crate) async fn approval(
     let Some((_, info)) = session(&shared, &headers) else {
         return to_login();
     };
-    let found = match shared
-        .backend
-        .journal()
-        .approval(&ApprovalId::from_stored(id))
-        .await
-    {
+    let found = match shared.backend.approval_store() {
+        Ok(store) => store.approval(&ApprovalId::from_stored(id)).await,
+        Err(e) => Err(e),
+    };
+    let found = match found {
         Ok(found) => found,
         Err(_) => return journal_unavailable(&shared, Some(&info)),
     };
@@ -345,7 +346,11 @@ pub(crate) async fn decide(
         }
     };
     let id = ApprovalId::from_stored(id);
-    let current = match shared.backend.journal().approval(&id).await {
+    let current = match shared.backend.approval_store() {
+        Ok(store) => store.approval(&id).await,
+        Err(e) => Err(e),
+    };
+    let current = match current {
         Ok(Some(a)) => a,
         Ok(None) => {
             return status_page(

@@ -30,7 +30,7 @@
 //! which channel ([`ApprovalNote`]), and the execution's own record with its receipt.
 //!
 //! ```no_run
-//! # async fn demo(journal: &dyn sallyport_core::Journal) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo(journal: &dyn sallyport_core::ApprovalStore) -> Result<(), Box<dyn std::error::Error>> {
 //! use sallyport_core::approval::{self, ApprovalId, Decider, Verdict};
 //! let id = ApprovalId::from_stored("apr_0193…");
 //! let decided = approval::decide(journal, &id, Verdict::Approve, &Decider::new("alice", "cli"), None).await?;
@@ -51,7 +51,7 @@ pub use crate::approval_model::{
 use crate::code::{ConsentOutcome, RefusalCode};
 pub use crate::ids::ApprovalId;
 use crate::ids::{ReceiptId, Status};
-use crate::journal::{AuditEvent, Journal, JournalError, Phase};
+use crate::journal::{ApprovalStore, AuditEvent, JournalError, Phase};
 
 /// The name of the built-in read-only action every executor with deferred consent offers:
 /// `check_approval {"approval_id": "apr_…"}`.
@@ -145,7 +145,7 @@ pub enum ApprovalError {
 ///
 /// [`ApprovalError::NotFound`], or the journal's failure (nothing was decided).
 pub async fn decide(
-    journal: &dyn Journal,
+    journal: &dyn ApprovalStore,
     id: &ApprovalId,
     verdict: Verdict,
     decider: &Decider,
@@ -191,7 +191,7 @@ pub async fn decide(
 ///
 /// The journal's failure.
 pub async fn expire(
-    journal: &dyn Journal,
+    journal: &dyn ApprovalStore,
     approval: &Approval,
     now_ms: u64,
 ) -> Result<Transition, JournalError> {

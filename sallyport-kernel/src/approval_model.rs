@@ -264,7 +264,7 @@ string_enum! {
     }
 }
 
-/// Which approvals [`Journal::approvals`](crate::Journal::approvals) lists. The default lists all, newest first.
+/// Which approvals [`ApprovalStore::approvals`](crate::journal::ApprovalStore::approvals) lists. The default lists all, newest first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ApprovalFilter {

@@ -186,6 +186,8 @@ pub(crate) struct Inner {
     pub(crate) channels: HashMap<String, Arc<dyn Channel>>,
     pub(crate) vault: Option<Arc<dyn Vault>>,
     pub(crate) journal: Arc<dyn Journal>,
+    /// The journal as an approval store, when it is one (always, with deferred consent).
+    pub(crate) approval_store: Option<Arc<dyn crate::journal::ApprovalStore>>,
     pub(crate) consent: Option<Arc<dyn ConsentProvider>>,
     pub(crate) consent_timeout: Duration,
     pub(crate) session_grant_ttl: Duration,
@@ -207,6 +209,17 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// The approval store. Deferred consent cannot be built without one, so `Unsupported`
+    /// reaches only a caller of [`Executor::decide`], [`Executor::resume_approval`] and the
+    /// like on an executor with blocking consent over a journal that stores no approvals.
+    pub(crate) fn approval_store(
+        &self,
+    ) -> Result<&dyn crate::journal::ApprovalStore, crate::journal::JournalError> {
+        self.approval_store
+            .as_deref()
+            .ok_or(crate::journal::JournalError::Unsupported("approvals"))
+    }
+
     /// The vault's scrubber now (empty without a vault or while it is locked); a call
     /// replaces it with its own at stage 6.
     pub(crate) fn current_scrubber(&self) -> Arc<Scrubber> {
@@ -245,6 +258,12 @@ impl Executor {
     /// The journal.
     pub fn journal(&self) -> &Arc<dyn Journal> {
         &self.inner.journal
+    }
+
+    /// The approval store deferred consent parks calls in: the journal, when it is one
+    /// ([`Journal::approval_store`]).
+    pub fn approval_store(&self) -> Option<&Arc<dyn crate::journal::ApprovalStore>> {
+        self.inner.approval_store.as_ref()
     }
 
     /// The vault, if the executor has one: for front ends that keep their own secrets in it

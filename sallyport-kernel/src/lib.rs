@@ -79,7 +79,7 @@ pub use crate::channel::Channel;
 pub use crate::code::{Code, ConsentOutcome, DeclaredCode, RefusalCode, UpstreamCode};
 pub use crate::consent::ConsentProvider;
 pub use crate::executor::Executor;
-pub use crate::journal::Journal;
+pub use crate::journal::{ApprovalStore, Journal};
 pub use crate::outcome::{ActionResult, Origin, Status};
 pub use crate::session::Session;
 pub use crate::vault::Vault;

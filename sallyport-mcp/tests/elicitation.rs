@@ -488,7 +488,10 @@ async fn with_deferred_consent_a_client_without_elicitation_gets_pending_and_pol
 
     // A human approves elsewhere; the agent's next poll carries the call out, once.
     sallyport_core::approval::decide(
-        h.executor.journal().as_ref(),
+        h.executor
+            .approval_store()
+            .expect("an approval store")
+            .as_ref(),
         &ApprovalId::from_stored(id.clone()),
         Verdict::Approve,
         &Decider::new("alice", "test"),
@@ -522,7 +525,8 @@ async fn with_deferred_consent_an_eliciting_client_decides_now_through_the_appro
     let id = ApprovalId::from_stored(result["approval_id"].as_str().expect("approval_id"));
     let approval = h
         .executor
-        .journal()
+        .approval_store()
+        .expect("an approval store")
         .approval(&id)
         .await
         .expect("read")

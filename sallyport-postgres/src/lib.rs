@@ -89,8 +89,8 @@ use sallyport_core::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
 };
 use sallyport_core::journal::{
-    AttemptId, AuditEvent, AuditRecord, HeadVerifyingKey, Intent, Journal, JournalError,
-    SignedHead, UnresolvedAttempt, VerifyReport,
+    ApprovalStore, AttemptId, AuditEvent, AuditRecord, HeadVerifyingKey, Intent, Journal,
+    JournalError, SignedHead, UnresolvedAttempt, VerifyReport,
 };
 use sallyport_core::outcome::ActionResult;
 use tokio::sync::{mpsc, oneshot};
@@ -262,6 +262,13 @@ impl Journal for PostgresJournal {
         self.ask(|reply| Op::Settle(Box::new(event), reply)).await
     }
 
+    fn approval_store(self: Arc<Self>) -> Option<Arc<dyn ApprovalStore>> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for PostgresJournal {
     async fn park_approval(
         &self,
         approval: &Approval,

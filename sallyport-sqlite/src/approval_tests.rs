@@ -1,7 +1,7 @@
 //! The approval store on a real journal file: the schema's upgrade, batches mixing
 //! approval changes with failing writes, and the JSON kept in step with the columns. The
 //! transitions themselves are checked by the backend conformance suite
-//! (`sallyport-tests`, `journal_conformance`).
+//! (`sallyport-testkit`, feature `conformance`).
 
 use rusqlite::Connection;
 use serde_json::json;

@@ -87,8 +87,8 @@ use sallyport_kernel::approval::{
 };
 use sallyport_kernel::journal::signing::{HeadSigningKey, HeadVerifyingKey, SignedHead};
 use sallyport_kernel::journal::{
-    AttemptId, AuditEvent, AuditRecord, Intent, Journal, JournalError, UnresolvedAttempt,
-    VerifyReport,
+    ApprovalStore, AttemptId, AuditEvent, AuditRecord, Intent, Journal, JournalError,
+    UnresolvedAttempt, VerifyReport,
 };
 use sallyport_kernel::outcome::ActionResult;
 
@@ -423,6 +423,13 @@ impl Journal for SqliteJournal {
             .await
     }
 
+    fn approval_store(self: Arc<Self>) -> Option<Arc<dyn ApprovalStore>> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for SqliteJournal {
     async fn park_approval(
         &self,
         approval: &Approval,

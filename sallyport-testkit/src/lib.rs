@@ -59,9 +59,45 @@
 //! minimum, strings made from simple patterns such as `^proj_[A-Za-z0-9]+$`, common
 //! formats); if the executor's static checks refuse it, the `arguments` check fails with
 //! ``add `.example("get_invoice", json!({…}))` to the bench``.
+//!
+//! # Journal conformance (feature `conformance`)
+//!
+//! Writing your own journal backend? The `conformance` module is the suite the SQLite,
+//! PostgreSQL and in-memory journals pass: attempts and the hash chain ([`Journal`]), every compare-and-set
+//! transition of the approval store ([`ApprovalStore`]), races between concurrent writers,
+//! and a last record written even when its future is dropped after the first poll. Each
+//! check takes a fresh, empty store; `conformance::run_all` runs them all from a factory.
+//! Enable the feature in your dev-dependencies and run it in one test, on a multi-threaded
+//! runtime (the concurrency checks spawn tasks):
+//!
+//! ```toml
+//! [dev-dependencies]
+//! sallyport-testkit = { version = "0.1", features = ["conformance"] }
+//! ```
+//!
+//! ```ignore
+//! use std::sync::Arc;
+//! use sallyport_core::journal::ApprovalStore;
+//!
+//! #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+//! async fn my_journal_passes_the_conformance_suite() {
+//!     sallyport_testkit::conformance::run_all(|| async {
+//!         Arc::new(MyJournal::open_fresh().await) as Arc<dyn ApprovalStore>
+//!     })
+//!     .await;
+//! }
+//! ```
+//!
+//! A check that fails panics with what the backend did wrong. A journal that keeps no
+//! approvals cannot pass it: implement [`ApprovalStore`] too (deferred consent needs it).
+//!
+//! [`Journal`]: sallyport_core::journal::Journal
+//! [`ApprovalStore`]: sallyport_core::journal::ApprovalStore
 
 mod bench;
 mod checks;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod logs;
 mod report;
 mod rig;

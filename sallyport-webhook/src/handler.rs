@@ -276,14 +276,13 @@ async fn decide_and_resume(
     decider: &Decider,
     reason: Option<String>,
 ) -> Result<(bool, ApprovalState), ApprovalError> {
-    let decided = approval::decide(
-        executor.journal().as_ref(),
-        id,
-        verdict,
-        decider,
-        reason.as_deref(),
-    )
-    .await?;
+    let store =
+        executor
+            .approval_store()
+            .ok_or(sallyport_core::journal::JournalError::Unsupported(
+                "approvals",
+            ))?;
+    let decided = approval::decide(store.as_ref(), id, verdict, decider, reason.as_deref()).await?;
     let recorded = matches!(decided, Decided::Recorded(_));
     let mut state = decided.approval().state;
     tracing::info!(approval_id = %id, by = %decider.by, recorded, state = %state, "webhook decision");
@@ -295,7 +294,7 @@ async fn decide_and_resume(
                 "the approved call could not be carried out now; it stays approved for resume_approvals"
             );
         }
-        match executor.journal().approval(id).await {
+        match store.approval(id).await {
             Ok(Some(now)) => state = now.state,
             Ok(None) => {}
             Err(error) => {

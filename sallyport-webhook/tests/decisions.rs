@@ -227,7 +227,8 @@ impl Rig {
 
     async fn approval(&self, id: &ApprovalId) -> Approval {
         self.executor
-            .journal()
+            .approval_store()
+            .expect("an approval store")
             .approval(id)
             .await
             .expect("read")

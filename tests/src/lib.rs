@@ -4,7 +4,6 @@
 
 pub mod approvals_rig;
 pub mod http_server;
-pub mod journal_conformance;
 pub mod postgres;
 pub mod scripted;
 pub mod sshd;

@@ -107,7 +107,7 @@ async fn a_person_approves_a_parked_call_in_a_real_browser_and_one_request_is_se
 
     assert_eq!(rig.posts(), 1, "exactly one request at the upstream");
     let stored = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")

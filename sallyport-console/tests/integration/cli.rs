@@ -76,7 +76,7 @@ async fn the_cli_console_records_a_decision_and_the_executor_carries_it_out() {
     assert_eq!(answer.status, 303, "{}", answer.body);
 
     let stored = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")

@@ -120,7 +120,7 @@ async fn an_irreversible_action_is_approved_only_after_a_confirmation() {
         page.body
     );
     let stored = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")
@@ -154,7 +154,7 @@ async fn an_irreversible_action_is_approved_only_after_a_confirmation() {
         Some(format!("/approvals/{}?done=recorded", id.as_str()).as_str())
     );
     let stored = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")

@@ -55,7 +55,7 @@ async fn without_a_session_pages_redirect_to_login_and_posts_are_refused() {
         .await;
     assert_eq!(answer.status, 401);
     let a = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")
@@ -181,7 +181,7 @@ async fn a_post_without_the_csrf_token_changes_nothing() {
         "still logged in"
     );
     let a = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")
@@ -232,7 +232,7 @@ async fn an_approval_decided_twice_is_executed_once_and_audited_with_the_console
     assert_eq!(rig.posts(), 1, "one request reached the upstream");
 
     let stored = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")
@@ -294,7 +294,7 @@ async fn a_deny_is_recorded_and_nothing_is_sent() {
         .await;
     assert_eq!(answer.status, 303);
     let stored = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")
@@ -460,7 +460,12 @@ async fn calls_filter_and_the_chain_verifies_and_exports_without_secrets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_console_without_an_executor_records_the_decision_and_sends_nothing() {
-    let rig = rig_with(|e| Console::journal_only(std::sync::Arc::clone(e.journal()))).await;
+    let rig = rig_with(|e| {
+        Console::journal_only(std::sync::Arc::clone(
+            e.approval_store().expect("an approval store"),
+        ))
+    })
+    .await;
     let id = rig.park(8, "month-end").await;
     let (cookie, csrf) = rig.login().await;
     let page = rig.get("/approvals", Some(&cookie)).await;
@@ -478,7 +483,7 @@ async fn a_console_without_an_executor_records_the_decision_and_sends_nothing() 
         .await;
     assert_eq!(answer.status, 303);
     let stored = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")
@@ -538,7 +543,7 @@ async fn a_secret_the_vault_learns_later_is_scrubbed_from_every_page() {
 
 /// Serves a journal-only console over `journal` (user alice) on 127.0.0.1:0.
 async fn serve_journal_console(
-    journal: std::sync::Arc<dyn sallyport_core::Journal>,
+    journal: std::sync::Arc<dyn sallyport_core::ApprovalStore>,
     key: Option<sallyport_core::journal::HeadVerifyingKey>,
 ) -> std::net::SocketAddr {
     let mut builder = Console::journal_only(journal).user(
@@ -577,7 +582,7 @@ async fn the_chain_page_checks_signed_heads_with_the_key_it_is_given() {
             .await
             .expect("append");
     }
-    let shared: std::sync::Arc<dyn Journal> = journal;
+    let shared: std::sync::Arc<dyn sallyport_core::ApprovalStore> = journal;
 
     let checked = serve_journal_console(std::sync::Arc::clone(&shared), Some(public)).await;
     let (cookie, _) = common::login_at(checked, LOGIN).await;

@@ -13,7 +13,7 @@ use crate::channel::{
     CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
 };
 use crate::code::RefusalCode;
-use crate::journal::Journal;
+use crate::journal::ApprovalStore;
 use crate::outcome::{Next, Origin, Refusal, Status};
 use crate::target::Target;
 
@@ -58,8 +58,9 @@ pub(crate) struct ApprovalsChannel {
 /// reference to itself: the channel does not keep its executor alive).
 #[async_trait]
 pub(crate) trait ApprovalHost: Send + Sync {
-    /// The executor's journal; `None` once the executor is gone.
-    fn journal(&self) -> Option<Arc<dyn Journal>>;
+    /// The executor's approval store; `None` once the executor is gone (or when it has no
+    /// store, which deferred consent, the only way to this channel, rules out).
+    fn journal(&self) -> Option<Arc<dyn ApprovalStore>>;
     /// Carries out approval `id` if it is approved and not yet carried out (what came of it
     /// is in the journal).
     async fn resume(&self, id: &ApprovalId);

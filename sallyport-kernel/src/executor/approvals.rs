@@ -75,7 +75,7 @@ impl Executor {
         reason: Option<&str>,
     ) -> Result<Decided, ApprovalError> {
         let decided =
-            approval::decide(self.journal().as_ref(), id, verdict, decider, reason).await?;
+            approval::decide(self.inner.approval_store()?, id, verdict, decider, reason).await?;
         if !matches!(&decided, Decided::Recorded(a) if a.state == ApprovalState::Approved) {
             return Ok(decided);
         }
@@ -84,7 +84,7 @@ impl Executor {
         if let Err(e) = self.resume_approval(id).await {
             tracing::warn!(approval = %id, error = %e, "approved, but not carried out here; it stays approved");
         }
-        match self.journal().approval(id).await {
+        match self.inner.approval_store()?.approval(id).await {
             Ok(Some(now)) => Ok(Decided::Recorded(now)),
             _ => Ok(decided),
         }
@@ -116,7 +116,8 @@ impl Executor {
     /// The journal's failure to list approvals.
     pub async fn resume_approvals(&self) -> Result<Vec<ActionResult>, ApprovalError> {
         let approved = self
-            .journal()
+            .inner
+            .approval_store()?
             .approvals(&ApprovalFilter::states([ApprovalState::Approved]))
             .await?;
         let mut results = Vec::new();
@@ -154,8 +155,10 @@ impl Host {
 
 #[async_trait::async_trait]
 impl crate::approval::ApprovalHost for Host {
-    fn journal(&self) -> Option<Arc<dyn crate::journal::Journal>> {
-        self.0.upgrade().map(|inner| Arc::clone(&inner.journal))
+    fn journal(&self) -> Option<Arc<dyn crate::journal::ApprovalStore>> {
+        self.0
+            .upgrade()
+            .and_then(|inner| inner.approval_store.clone())
     }
 
     async fn resume(&self, id: &ApprovalId) {

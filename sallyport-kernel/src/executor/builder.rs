@@ -11,7 +11,7 @@ use crate::channel::Channel;
 use crate::consent::{ConsentProvider, SessionGrants};
 use crate::danger::AutoApprove;
 use crate::drift::DriftMode;
-use crate::journal::Journal;
+use crate::journal::{ApprovalStore, Journal};
 use crate::vault::Vault;
 
 /// Why an executor could not be built.
@@ -40,6 +40,13 @@ pub enum BuildError {
         "deferred consent adds the built-in action `check_approval`, and the catalog already has one; rename yours"
     )]
     BuiltinNameTaken,
+    /// Deferred consent ([`ExecutorBuilder::consent_mode`] or
+    /// [`ExecutorBuilder::consent_mode_for`]) parks calls in an approval store, and the
+    /// journal is not one.
+    #[error(
+        "deferred consent needs an approval store, and the journal is not one: use a journal that stores approvals (`SqliteJournal`, `PostgresJournal`, `MemoryJournal`), pass yours with `.journal_with_approvals(…)`, or keep consent blocking"
+    )]
+    MissingApprovalStore,
     /// An action binds a credential but no vault was added.
     #[error(
         "action `{action}` binds credential `{credential}`, but no vault was added with `.vault(…)`"
@@ -60,6 +67,7 @@ pub struct ExecutorBuilder {
     channels: HashMap<String, Arc<dyn Channel>>,
     vault: Option<Arc<dyn Vault>>,
     journal: Option<Arc<dyn Journal>>,
+    approval_store: Option<Arc<dyn ApprovalStore>>,
     consent: Option<Arc<dyn ConsentProvider>>,
     consent_timeout: Duration,
     session_grant_ttl: Duration,
@@ -86,6 +94,7 @@ impl ExecutorBuilder {
             channels: HashMap::new(),
             vault: None,
             journal: None,
+            approval_store: None,
             consent: None,
             consent_timeout: Duration::from_secs(120),
             session_grant_ttl: Duration::from_secs(3600),
@@ -98,15 +107,30 @@ impl ExecutorBuilder {
         }
     }
 
-    /// The journal (required).
-    pub fn journal(mut self, journal: impl Journal) -> Self {
-        self.journal = Some(Arc::new(journal));
+    /// The journal (required). When it is also an approval store (it says so through
+    /// [`Journal::approval_store`], as the SQLite, PostgreSQL and in-memory journals do),
+    /// deferred consent keeps its approvals there.
+    pub fn journal(self, journal: impl Journal) -> Self {
+        self.journal_arc(Arc::new(journal))
+    }
+
+    /// The journal, shared; its approval store, when it is one, with it.
+    pub fn journal_arc(mut self, journal: Arc<dyn Journal>) -> Self {
+        self.approval_store = Arc::clone(&journal).approval_store();
+        self.journal = Some(journal);
         self
     }
 
-    /// The journal, shared.
-    pub fn journal_arc(mut self, journal: Arc<dyn Journal>) -> Self {
-        self.journal = Some(journal);
+    /// The journal, and the same journal as the approval store deferred consent parks calls
+    /// in (for a store whose [`Journal::approval_store`] does not say it is one).
+    pub fn journal_with_approvals(self, journal: impl ApprovalStore) -> Self {
+        self.journal_with_approvals_arc(Arc::new(journal))
+    }
+
+    /// [`ExecutorBuilder::journal_with_approvals`], shared.
+    pub fn journal_with_approvals_arc(mut self, journal: Arc<dyn ApprovalStore>) -> Self {
+        self.journal = Some(Arc::clone(&journal) as Arc<dyn Journal>);
+        self.approval_store = Some(journal);
         self
     }
 
@@ -258,11 +282,16 @@ impl ExecutorBuilder {
     ///
     /// # Errors
     ///
-    /// [`BuildError::MissingJournal`], [`BuildError::MissingChannel`] for an action whose
-    /// channel was not added, [`BuildError::MissingVault`] for a credential binding without a
-    /// vault, [`BuildError::Baseline`] for a baseline lockfile that cannot be read.
+    /// [`BuildError::MissingJournal`], [`BuildError::MissingApprovalStore`] for deferred
+    /// consent on a journal that stores no approvals, [`BuildError::MissingChannel`] for an
+    /// action whose channel was not added, [`BuildError::MissingVault`] for a credential
+    /// binding without a vault, [`BuildError::Baseline`] for a baseline lockfile that cannot
+    /// be read.
     pub fn build(mut self) -> Result<Executor, BuildError> {
         let journal = self.journal.ok_or(BuildError::MissingJournal)?;
+        if self.approvals.any_deferred() && self.approval_store.is_none() {
+            return Err(BuildError::MissingApprovalStore);
+        }
         if let Some(path) = &self.baseline_lockfile {
             let guard = crate::drift::BaselineGuard::from_lockfile(&self.catalog, path)
                 .map_err(BuildError::Baseline)?;
@@ -304,6 +333,7 @@ impl ExecutorBuilder {
             channels: self.channels,
             vault: self.vault,
             journal,
+            approval_store: self.approval_store,
             consent: self.consent,
             consent_timeout: self.consent_timeout,
             session_grant_ttl: self.session_grant_ttl,

@@ -271,11 +271,16 @@ async fn park(
         .session(session.id().as_str())
         .fingerprint(&fingerprint)
         .limit(8);
-    match inner.journal.approvals(&same).await {
+    // Deferred consent is never built without an approval store.
+    let store = match inner.approval_store() {
+        Ok(store) => store,
+        Err(e) => return store_failed(&e),
+    };
+    match store.approvals(&same).await {
         Ok(existing) => {
             if let Some(approval) = existing.into_iter().find(|a| !a.is_expired_at(now)) {
                 return ConsentRefused::Parked(Box::new(
-                    record::parked_again(inner.journal.as_ref(), record, &approval).await,
+                    record::parked_again(store, record, &approval).await,
                 ));
             }
         }
@@ -309,7 +314,7 @@ async fn park(
         execution: None,
         result: None,
     };
-    let parked = match record::parked(inner.journal.as_ref(), record, &approval).await {
+    let parked = match record::parked(store, record, &approval).await {
         Ok(result) => result,
         Err(e) => return store_failed(&e),
     };
@@ -330,15 +335,7 @@ async fn park(
     };
     let decider = Decider::new("operator", provider.channel());
     let id = approval.approval_id.clone();
-    match approval::decide(
-        inner.journal.as_ref(),
-        &id,
-        verdict.0,
-        &decider,
-        verdict.1.as_deref(),
-    )
-    .await
-    {
+    match approval::decide(store, &id, verdict.0, &decider, verdict.1.as_deref()).await {
         Ok(Decided::Recorded(a)) if a.state == ApprovalState::Approved => {
             ConsentRefused::ApprovedNow(id, Box::new(parked))
         }

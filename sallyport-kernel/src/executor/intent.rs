@@ -149,7 +149,11 @@ pub(super) fn intend_approved<'a>(
             .await
             .map_err(NotIntended::Refused)?;
         let intent = intent_of(attempt_id, session_id, &consented);
-        match inner.journal.begin_approved(approval, claim, &intent).await {
+        let begun = match inner.approval_store() {
+            Ok(store) => store.begin_approved(approval, claim, &intent).await,
+            Err(e) => Err(e),
+        };
+        match begun {
             Ok(()) => Ok(Intended {
                 consented,
                 intent,

@@ -69,7 +69,13 @@ pub(super) async fn run(
 
 /// Records `refusal` as the call's end.
 pub(super) async fn refuse(inner: &Inner, guard: &CallGuard, refusal: Refusal) -> ActionResult {
-    record::refusal(inner.journal.as_ref(), guard.record(), refusal).await
+    record::refusal(
+        inner.journal.as_ref(),
+        inner.approval_store.as_deref(),
+        guard.record(),
+        refusal,
+    )
+    .await
 }
 
 /// Stages 1–4 only: nothing is recorded, nothing is sent, no human is asked, and no journal
@@ -252,7 +258,7 @@ async fn pipeline(
 
 /// Carries out an approved call under `claim`: the same stages on the stored arguments,
 /// the approval in place of asking at stage 8, the intent written with the approval's move
-/// to `executing`. Every end is stored with the approval ([`crate::Journal::settle_approval`]).
+/// to `executing`. Every end is stored with the approval ([`crate::journal::ApprovalStore::settle_approval`]).
 /// `None` when the claim was lost: another executor carries the call out, and this one wrote
 /// nothing.
 pub(super) async fn resume(

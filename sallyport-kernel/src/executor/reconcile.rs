@@ -17,7 +17,7 @@
 //! The settling record names the check and its receipt ([`ReconcileNote`]) and is appended
 //! with [`Journal::settle_unresolved`](crate::journal::Journal::settle_unresolved), a compare-and-set: two reconcilers running at once
 //! settle an attempt once. An attempt that carries out an approval (state `executing`) is
-//! settled through [`Journal::settle_approval`](crate::journal::Journal::settle_approval) under the claim it was begun with, so the
+//! settled through [`ApprovalStore::settle_approval`](crate::journal::ApprovalStore::settle_approval) under the claim it was begun with, so the
 //! approval finishes with the settled result in the same transaction.
 
 use std::time::Duration;
@@ -156,10 +156,15 @@ impl Executor {
         if open.is_empty() {
             return Ok(Vec::new());
         }
-        let executing = match journal
-            .approvals(&ApprovalFilter::states([ApprovalState::Executing]))
-            .await
-        {
+        let executing = match self.inner.approval_store() {
+            Ok(store) => {
+                store
+                    .approvals(&ApprovalFilter::states([ApprovalState::Executing]))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let executing = match executing {
             Ok(list) => list,
             Err(JournalError::Unsupported(_)) => Vec::new(),
             Err(e) => return Err(e.into()),
@@ -281,7 +286,8 @@ impl Executor {
                 settled.receipt_id = Some(receipt.clone());
                 settled.approval_id = Some(approval.approval_id.clone());
                 match self
-                    .journal()
+                    .inner
+                    .approval_store()?
                     .settle_approval(&approval.approval_id, &claim, &settled, event)
                     .await
                 {

@@ -24,7 +24,9 @@ use super::vault::Unlocked;
 use crate::action::ScopedValue;
 use crate::approval::{Approval, ApprovalId, ApprovalNote, ApprovalStep, Claim};
 use crate::code::{Code, ConsentOutcome, RefusalCode};
-use crate::journal::{AttemptId, AuditEvent, AuditRecord, Journal, JournalError, Phase, ReceiptId};
+use crate::journal::{
+    ApprovalStore, AttemptId, AuditEvent, AuditRecord, Journal, JournalError, Phase, ReceiptId,
+};
 use crate::outcome::{ActionResult, Origin, Refusal, Status};
 use crate::scrub::Scrubber;
 use crate::session::Session;
@@ -38,7 +40,7 @@ pub(crate) struct CallRecord {
     texts: Texts,
     consent: Option<ConsentOutcome>,
     /// The approval this call carries out, and the claim it holds: its end is stored with
-    /// [`Journal::settle_approval`], which finishes the approval in the same transaction.
+    /// [`ApprovalStore::settle_approval`](crate::journal::ApprovalStore::settle_approval), which finishes the approval in the same transaction.
     pub(crate) settle: Option<(ApprovalId, Claim)>,
     /// The call's scrubber: the vault's when the call began, replaced at stage 6 by the one
     /// built from the credential the call resolved. Every record of the call passes it, the
@@ -228,6 +230,7 @@ type Storing<'a> = Pin<Box<dyn Future<Output = Result<AuditRecord, JournalError>
 /// the caller's future does not hold a second copy of them while the write is awaited.
 fn store<'a>(
     journal: &'a dyn Journal,
+    approvals: Option<&'a dyn ApprovalStore>,
     record: &'a CallRecord,
     intent: Option<crate::journal::Intent>,
     event: AuditEvent,
@@ -238,7 +241,13 @@ fn store<'a>(
         (Some((id, claim)), _) => {
             result.approval_id = Some(id.clone());
             let settled = result.clone();
-            Box::pin(async move { journal.settle_approval(id, claim, &settled, event).await })
+            Box::pin(async move {
+                // A call carries an approval out only on an executor with a store.
+                match approvals {
+                    Some(store) => store.settle_approval(id, claim, &settled, event).await,
+                    None => Err(JournalError::Unsupported("approvals")),
+                }
+            })
         }
         (None, Some(intent)) => journal.append_with_intent(intent, event),
         (None, None) => journal.append(event),
@@ -248,7 +257,7 @@ fn store<'a>(
 /// The answer of a parked call, `pending` / `awaiting_approval`, stored with its approval
 /// and this call's record.
 pub(super) async fn parked(
-    journal: &dyn Journal,
+    journal: &dyn ApprovalStore,
     record: &CallRecord,
     approval: &Approval,
 ) -> Result<ActionResult, JournalError> {
@@ -274,7 +283,7 @@ pub(super) async fn parked(
 /// The answer of a call identical to a parked one: where that approval stands. This call
 /// gets a record of its own, naming the approval.
 pub(super) async fn parked_again(
-    journal: &dyn Journal,
+    journal: &dyn ApprovalStore,
     record: &CallRecord,
     approval: &Approval,
 ) -> ActionResult {
@@ -340,6 +349,7 @@ pub(super) fn record<'a>(
     // The event and the intent move straight into the journal's (boxed) future.
     let storing = record.hand_over(store(
         inner.journal.as_ref(),
+        inner.approval_store.as_deref(),
         record,
         intent,
         event,
@@ -381,6 +391,7 @@ fn withheld(read: &ActionResult) -> ActionResult {
 /// Records a refusal (exactly one audit record) and answers the agent.
 pub(super) async fn refusal(
     journal: &dyn Journal,
+    approvals: Option<&dyn ApprovalStore>,
     record: &CallRecord,
     refusal: Refusal,
 ) -> ActionResult {
@@ -414,7 +425,7 @@ pub(super) async fn refusal(
     }
     scrub_event(scrubber, &mut event);
     match record
-        .hand_over(store(journal, record, None, event, &mut result))
+        .hand_over(store(journal, approvals, record, None, event, &mut result))
         .await
     {
         Ok(_) => {}

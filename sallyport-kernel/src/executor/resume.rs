@@ -12,7 +12,7 @@ pub(super) async fn resume(
     id: &ApprovalId,
 ) -> Result<Option<ActionResult>, ApprovalError> {
     let inner = &executor.inner;
-    let journal = inner.journal.as_ref();
+    let journal = inner.approval_store()?;
     let Some(current) = journal.approval(id).await? else {
         return Err(ApprovalError::NotFound(id.clone()));
     };

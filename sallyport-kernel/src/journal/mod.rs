@@ -31,19 +31,26 @@
 //!   and dispatch count from its event, in the same transaction as the record.
 //! * **Errors carry no backend types.** A backend's own error goes into [`JournalError`] as
 //!   a boxed source ([`BackendError`]).
+//!
+//! A backend that also keeps approvals (deferred consent) implements [`ApprovalStore`],
+//! whose docs list what it adds, and overrides [`Journal::approval_store`] to say so.
 
 mod attempts;
 pub mod chain;
+mod memory;
 mod phase;
 pub mod signing;
 
 pub(crate) use crate::clock::now;
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use self::chain::{GENESIS_HASH, chain_hash};
+pub use self::memory::MemoryJournal;
 pub use self::phase::Phase;
 pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
 use crate::action::{EffectClass, ScopedValue};
@@ -427,8 +434,9 @@ pub enum JournalError {
 ///
 /// # A call's last record is handed over on the first poll
 ///
-/// [`Journal::append`], [`Journal::append_with_intent`], [`Journal::park_approval`] and
-/// [`Journal::settle_approval`] write a call's last record. Once the future of one of them
+/// [`Journal::append`] and [`Journal::append_with_intent`] (and
+/// [`ApprovalStore::park_approval`] and [`ApprovalStore::settle_approval`]) write a call's
+/// last record. Once the future of one of them
 /// has been polled, the write must be carried out even if the future is then dropped (both
 /// built-in backends queue it for a writer on that first poll). The executor relies on it:
 /// a call whose future is dropped after its last record was handed over is not recorded
@@ -566,12 +574,74 @@ pub trait Journal: Send + Sync + 'static {
         Ok(true)
     }
 
-    // The approval store (see [`crate::approval`]). Every change below is a compare-and-set
-    // that holds across threads and processes sharing the store, and appends its audit
-    // record in the same transaction: after an error neither is stored. The defaults report
-    // [`JournalError::Unsupported`], so a backend without them still works for blocking
-    // consent.
+    /// This journal as an [`ApprovalStore`], when it is one; `None` by default.
+    ///
+    /// A backend that implements [`ApprovalStore`] overrides it to return `Some(self)`: that
+    /// is how [`ExecutorBuilder::journal`](crate::executor::ExecutorBuilder::journal) finds
+    /// the approval store of a journal given by value, so `.journal(SqliteJournal::open(p)?)`
+    /// is all deferred consent needs. A journal that returns `None` still serves blocking
+    /// consent; an executor with deferred consent on it fails to build
+    /// ([`BuildError::MissingApprovalStore`](crate::executor::BuildError::MissingApprovalStore)).
+    fn approval_store(self: Arc<Self>) -> Option<Arc<dyn ApprovalStore>> {
+        None
+    }
+}
 
+/// The approval store: approvals that outlive the call (see [`crate::approval`]), kept in a
+/// [`Journal`] because every step of one is an audit record in the journal's chain.
+///
+/// Deferred consent ([`ConsentMode::Deferred`](crate::approval::ConsentMode)) needs one; a
+/// journal that is not an approval store still serves blocking consent. The executor gets
+/// its store when it is built, never finds out at run time that it has none: an executor
+/// with deferred consent (for every action or for one) and no store fails
+/// [`ExecutorBuilder::build`](crate::executor::ExecutorBuilder::build) with
+/// [`BuildError::MissingApprovalStore`](crate::executor::BuildError::MissingApprovalStore).
+///
+/// # Why a method on [`Journal`] finds it
+///
+/// The builder takes a journal by value (`.journal(SqliteJournal::open(path)?)`) and keeps
+/// it as `Arc<dyn Journal>`; a trait object cannot be asked which other traits its type
+/// implements. So [`Journal::approval_store`] (default `None`) is the store's way of making
+/// itself known: a backend implementing this trait overrides it to return `Some(self)`, and
+/// `.journal(j)` and `.journal_arc(j)` pick the store up with no change for their callers.
+/// [`ExecutorBuilder::journal_with_approvals`](crate::executor::ExecutorBuilder::journal_with_approvals)
+/// takes an `impl ApprovalStore` directly, for a backend that does not override it.
+///
+/// # What a backend must guarantee
+///
+/// Everything [`Journal`] asks for, and:
+///
+/// * **Compare-and-set transitions.** Every change below checks the approval's state (and
+///   for [`ApprovalStore::begin_approved`] and [`ApprovalStore::settle_approval`], its claim:
+///   owner and epoch) and changes it in one step that holds across threads and processes
+///   sharing the store: of two racing deciders, claimers or settlers exactly one changes the
+///   approval; the others get [`Transition::Unchanged`] (or [`JournalError::Fenced`]) and
+///   write nothing.
+/// * **Audited with the change.** A change that takes an audit event appends it to the one
+///   chain in the same transaction as the change: after an error neither is stored. The
+///   records follow the chain rules of [`Journal`] (next sequence number, link to the record
+///   before, JSON byte for byte as hashed).
+/// * **Intents with their approval.** [`ApprovalStore::begin_approved`] writes the intent
+///   (durably when it says so) in the same transaction that moves the approval to
+///   `executing`; [`ApprovalStore::settle_approval`]'s event closes that attempt like
+///   [`Journal::append`] does.
+/// * **Stored as given.** An approval read back equals the one parked, with the fields the
+///   transitions set (decision, claim, execution, result); the arguments stored are the
+///   scrubbed ones the executor hands over.
+/// * **A call's last record is handed over on the first poll.**
+///   [`ApprovalStore::park_approval`] and [`ApprovalStore::settle_approval`] write a call's
+///   last record, like [`Journal::append`]: once their future has been polled the write
+///   must be carried out even if the future is then dropped.
+///
+/// The conformance suite in `sallyport-testkit` (feature `conformance`) checks these
+/// properties, and the [`Journal`] ones, against a backend; [`MemoryJournal`] is the
+/// smallest implementation that passes it.
+#[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a sallyport approval store",
+    note = "deferred consent needs a journal that stores approvals: `SqliteJournal`, `PostgresJournal` or `MemoryJournal`, or implement `sallyport_core::journal::ApprovalStore`"
+)]
+pub trait ApprovalStore: Journal {
     /// Stores a new approval (state `awaiting`) and appends `event`, the parked call's record.
     ///
     /// # Errors
@@ -581,30 +651,21 @@ pub trait Journal: Send + Sync + 'static {
         &self,
         approval: &Approval,
         event: AuditEvent,
-    ) -> Result<AuditRecord, JournalError> {
-        let _ = (approval, event);
-        Err(JournalError::Unsupported("approvals"))
-    }
+    ) -> Result<AuditRecord, JournalError>;
 
     /// The approval with this id, if any.
     ///
     /// # Errors
     ///
     /// When the store cannot be read.
-    async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError> {
-        let _ = id;
-        Err(JournalError::Unsupported("approvals"))
-    }
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError>;
 
     /// The approvals `filter` selects, newest first.
     ///
     /// # Errors
     ///
     /// When the store cannot be read.
-    async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>, JournalError> {
-        let _ = filter;
-        Err(JournalError::Unsupported("approvals"))
-    }
+    async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>, JournalError>;
 
     /// Records `decision` if the approval is `awaiting` and `decision.at_ms` is before its
     /// expiry: state `approved` or `denied`, and `event` appended. Otherwise
@@ -618,10 +679,7 @@ pub trait Journal: Send + Sync + 'static {
         id: &ApprovalId,
         decision: &ApprovalDecision,
         event: AuditEvent,
-    ) -> Result<Transition, JournalError> {
-        let _ = (id, decision, event);
-        Err(JournalError::Unsupported("approvals"))
-    }
+    ) -> Result<Transition, JournalError>;
 
     /// Marks the approval `expired` if it is `awaiting` and `now_ms` is at or past its
     /// expiry, appending `event`. Otherwise [`Transition::Unchanged`].
@@ -634,10 +692,7 @@ pub trait Journal: Send + Sync + 'static {
         id: &ApprovalId,
         now_ms: u64,
         event: AuditEvent,
-    ) -> Result<Transition, JournalError> {
-        let _ = (id, now_ms, event);
-        Err(JournalError::Unsupported("approvals"))
-    }
+    ) -> Result<Transition, JournalError>;
 
     /// Claims an `approved` approval for `owner` until `now_ms + lease_ms`, if no claim is
     /// held or the held one's lease ended: the claim's epoch is the previous one plus one.
@@ -652,10 +707,7 @@ pub trait Journal: Send + Sync + 'static {
         owner: &str,
         now_ms: u64,
         lease_ms: u64,
-    ) -> Result<Transition, JournalError> {
-        let _ = (id, owner, now_ms, lease_ms);
-        Err(JournalError::Unsupported("approvals"))
-    }
+    ) -> Result<Transition, JournalError>;
 
     /// Writes `intent` (durably when it says so) and moves the approval to `executing` with
     /// `intent.attempt_id` as its execution, in one transaction — only while the approval is
@@ -670,10 +722,7 @@ pub trait Journal: Send + Sync + 'static {
         id: &ApprovalId,
         claim: &Claim,
         intent: &Intent,
-    ) -> Result<(), JournalError> {
-        let _ = (id, claim, intent);
-        Err(JournalError::Unsupported("approvals"))
-    }
+    ) -> Result<(), JournalError>;
 
     /// Moves the approval to `finished` holding `result`, and appends `event` (the
     /// execution's record, which closes its attempt if an intent was written), in one
@@ -689,10 +738,7 @@ pub trait Journal: Send + Sync + 'static {
         claim: &Claim,
         result: &crate::outcome::ActionResult,
         event: AuditEvent,
-    ) -> Result<AuditRecord, JournalError> {
-        let _ = (id, claim, result, event);
-        Err(JournalError::Unsupported("approvals"))
-    }
+    ) -> Result<AuditRecord, JournalError>;
 }
 
 /// Writes records as JSON lines (one [`AuditRecord`] per line) for SIEM pipelines.

@@ -104,6 +104,10 @@ impl Rig {
     fn journal(&self) -> &Arc<dyn Journal> {
         self.executor.journal()
     }
+
+    fn store(&self) -> &Arc<dyn sallyport_core::journal::ApprovalStore> {
+        self.executor.approval_store().expect("an approval store")
+    }
 }
 
 fn alice() -> Decider {
@@ -137,7 +141,7 @@ async fn a_deferred_call_is_parked_pending_with_nothing_sent_and_its_approval_st
     assert_eq!(rig.upstream.requests(), 0, "nothing is sent while parked");
 
     let stored = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")
@@ -412,7 +416,7 @@ async fn a_reissued_identical_call_returns_the_stored_state_instead_of_asking_ag
     assert_eq!(second.approval_id.as_ref(), Some(&first));
     assert_eq!(code(&second), Some("awaiting_approval"));
     let all = rig
-        .journal()
+        .store()
         .approvals(&ApprovalFilter::all())
         .await
         .expect("list");
@@ -474,7 +478,8 @@ async fn a_parked_call_dropped_while_its_provider_is_asked_is_recorded_once() {
     );
     // A read through the journal thread comes after the cancelled call's writes.
     let parked = executor
-        .journal()
+        .approval_store()
+        .expect("an approval store")
         .approvals(&ApprovalFilter::all())
         .await
         .expect("list");
@@ -522,7 +527,8 @@ async fn a_consent_provider_decides_now_as_one_front_end_among_others() {
         .clone()
         .expect("carried out as an approval");
     let stored = approving
-        .journal()
+        .approval_store()
+        .expect("an approval store")
         .approval(&id)
         .await
         .expect("read")
@@ -817,7 +823,7 @@ async fn two_processes_and_a_webhook_deciding_the_same_approvals_at_once_send_on
     let report = rig.journal().verify().await.expect("verify");
     assert!(report.is_intact(), "{report:?}");
     let finished = rig
-        .journal()
+        .store()
         .approvals(&ApprovalFilter::states([ApprovalState::Finished]))
         .await
         .expect("list");
@@ -833,15 +839,9 @@ async fn an_executor_killed_after_the_approval_and_before_the_send_sends_once_af
     let id = rig.park(30).await.approval_id.expect("id");
     // Approved, but not carried out (recorded through the library path alone, as the CLI
     // does).
-    sallyport_core::approval::decide(
-        rig.journal().as_ref(),
-        &id,
-        Verdict::Approve,
-        &alice(),
-        None,
-    )
-    .await
-    .expect("decide");
+    sallyport_core::approval::decide(rig.store().as_ref(), &id, Verdict::Approve, &alice(), None)
+        .await
+        .expect("decide");
     // The customer check hangs: the host claims the call and stops inside its precondition.
     rig.upstream.set_behaviour(|r| {
         if r.path.starts_with("/v1/customers/") {
@@ -875,7 +875,7 @@ async fn an_executor_killed_after_the_approval_and_before_the_send_sends_once_af
     child.kill().expect("kill -9");
     let _ = child.wait();
     let stranded = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")
@@ -913,7 +913,7 @@ async fn an_executor_killed_after_the_approval_and_before_the_send_sends_once_af
         Some(&id)
     );
     let finished = rig
-        .journal()
+        .store()
         .approval(&id)
         .await
         .expect("read")
@@ -929,4 +929,126 @@ async fn an_executor_killed_after_the_approval_and_before_the_send_sends_once_af
             .is_empty()
     );
     assert_eq!(posts(&rig.upstream), 1);
+}
+
+/// A journal that stores no approvals: the SQLite journal behind the plain [`Journal`]
+/// trait, its approval store hidden.
+struct NoApprovals(SqliteJournal);
+
+#[async_trait::async_trait]
+impl Journal for NoApprovals {
+    async fn write_intent(
+        &self,
+        intent: &sallyport_core::journal::Intent,
+    ) -> Result<(), sallyport_core::journal::JournalError> {
+        self.0.write_intent(intent).await
+    }
+    fn note_dispatch(&self, attempt: &sallyport_core::journal::AttemptId, n: u32) {
+        self.0.note_dispatch(attempt, n);
+    }
+    async fn append(
+        &self,
+        event: sallyport_core::journal::AuditEvent,
+    ) -> Result<sallyport_core::journal::AuditRecord, sallyport_core::journal::JournalError> {
+        self.0.append(event).await
+    }
+    fn append_detached(&self, event: sallyport_core::journal::AuditEvent) {
+        self.0.append_detached(event);
+    }
+    async fn verify(
+        &self,
+    ) -> Result<sallyport_core::journal::VerifyReport, sallyport_core::journal::JournalError> {
+        self.0.verify().await
+    }
+    async fn records(
+        &self,
+    ) -> Result<Vec<sallyport_core::journal::AuditRecord>, sallyport_core::journal::JournalError>
+    {
+        self.0.records().await
+    }
+    async fn unresolved(
+        &self,
+    ) -> Result<
+        Vec<sallyport_core::journal::UnresolvedAttempt>,
+        sallyport_core::journal::JournalError,
+    > {
+        self.0.unresolved().await
+    }
+}
+
+fn no_approvals(dir: &tempfile::TempDir) -> NoApprovals {
+    NoApprovals(SqliteJournal::open(dir.path().join("plain.db")).expect("journal"))
+}
+
+fn builder_for(options: &HostOptions) -> sallyport_core::executor::ExecutorBuilder {
+    let vault = approvals_rig::vault(&options.upstream);
+    Executor::builder(approvals_rig::catalog(options))
+        .channel(HttpChannel::builder().build().expect("channel"))
+        .vault_arc(vault)
+}
+
+#[tokio::test]
+async fn deferred_consent_on_a_journal_without_an_approval_store_fails_to_build() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = HostOptions::new(dir.path().join("journal.db"), "http://127.0.0.1:9");
+
+    let everywhere = builder_for(&options)
+        .journal(no_approvals(&dir))
+        .consent_mode(ConsentMode::Deferred)
+        .build();
+    let Err(error) = everywhere else {
+        panic!("deferred consent without an approval store built");
+    };
+    assert!(
+        matches!(
+            error,
+            sallyport_core::executor::BuildError::MissingApprovalStore
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("approval store"),
+        "the message says what to do: {error}"
+    );
+
+    let one_action = builder_for(&options)
+        .journal_arc(Arc::new(no_approvals(&dir)))
+        .consent_mode_for("send_invoice", ConsentMode::Deferred)
+        .build();
+    assert!(
+        matches!(
+            one_action,
+            Err(sallyport_core::executor::BuildError::MissingApprovalStore)
+        ),
+        "per-action deferred consent needs a store too"
+    );
+
+    // Blocking consent needs none.
+    let blocking = builder_for(&options).journal(no_approvals(&dir)).build();
+    let executor = blocking.expect("blocking consent builds without an approval store");
+    assert!(executor.approval_store().is_none());
+}
+
+#[tokio::test]
+async fn deferred_consent_on_the_sqlite_and_memory_journals_builds_an_executor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = HostOptions::new(dir.path().join("journal.db"), "http://127.0.0.1:9");
+    let executor = builder_for(&options)
+        .journal(SqliteJournal::open(&options.journal).expect("journal"))
+        .consent_mode(ConsentMode::Deferred)
+        .build()
+        .expect("the SQLite journal is an approval store");
+    assert!(executor.approval_store().is_some());
+    let per_action = builder_for(&options)
+        .journal_with_approvals(SqliteJournal::open(&options.journal).expect("journal"))
+        .consent_mode_for("send_invoice", ConsentMode::Deferred)
+        .build()
+        .expect("given as an approval store");
+    assert!(per_action.approval_store().is_some());
+    let in_memory = builder_for(&options)
+        .journal(sallyport_core::journal::MemoryJournal::new())
+        .consent_mode(ConsentMode::Deferred)
+        .build()
+        .expect("the in-memory journal is an approval store");
+    assert!(in_memory.approval_store().is_some());
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sallyport_core::approval::{
     ApprovalFilter, ApprovalState, ConsentMode, Decided, Decider, Transition, Verdict, now_ms,
 };
-use sallyport_core::journal::{Intent, Journal, JournalError};
+use sallyport_core::journal::{ApprovalStore, Intent, Journal, JournalError};
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
 use sallyport_core::{Action, Catalog, Executor, Session, Status};
 use sallyport_http::HttpChannel;

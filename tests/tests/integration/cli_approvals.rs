@@ -9,11 +9,13 @@ use sallyport_core::approval::{
     Verdict,
 };
 use sallyport_core::consent::escape;
-use sallyport_core::journal::{AttemptId, AuditEvent, Journal, Phase, SqliteJournal};
+use sallyport_core::journal::{
+    ApprovalStore, AttemptId, AuditEvent, Journal, Phase, SqliteJournal,
+};
 use sallyport_core::{Executor, Status};
+use sallyport_testkit::conformance::parked_event;
 use sallyport_tests::approvals_rig::{self, HostOptions};
 use sallyport_tests::http_server::{Reply, Upstream};
-use sallyport_tests::journal_conformance::parked_event;
 use serde_json::json;
 
 const HOUR_MS: u64 = 3_600_000;

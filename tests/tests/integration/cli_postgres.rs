@@ -6,9 +6,9 @@ use std::process::{Command, Output};
 use sallyport_core::approval::{
     self, Approval, ApprovalId, ApprovalState, ApprovalStep, Decider, Verdict,
 };
-use sallyport_core::journal::{AttemptId, AuditEvent, Intent, Journal};
+use sallyport_core::journal::{ApprovalStore, AttemptId, AuditEvent, Intent, Journal};
 use sallyport_postgres::PostgresJournal;
-use sallyport_tests::journal_conformance::parked_event;
+use sallyport_testkit::conformance::parked_event;
 use sallyport_tests::postgres::TestDb;
 use serde_json::json;
 

@@ -7,17 +7,17 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use sallyport_core::approval::{self, ApprovalState, ApprovalStep, Verdict};
-use sallyport_core::journal::{Journal, Phase, SqliteJournal};
-use sallyport_tests::journal_conformance::{self as suite, sample_approval};
+use sallyport_core::journal::{ApprovalStore, Journal, Phase, SqliteJournal};
+use sallyport_testkit::conformance::{self as suite, sample_approval};
 
 /// A factory of fresh journals, each its own file in `dir`.
-fn journals(dir: &tempfile::TempDir) -> impl FnMut() -> std::future::Ready<Arc<dyn Journal>> {
+fn journals(dir: &tempfile::TempDir) -> impl FnMut() -> std::future::Ready<Arc<dyn ApprovalStore>> {
     let root: PathBuf = dir.path().to_path_buf();
     let mut n = 0;
     move || {
         n += 1;
         let journal = SqliteJournal::open(root.join(format!("journal-{n}.db"))).expect("open");
-        std::future::ready(Arc::new(journal) as Arc<dyn Journal>)
+        std::future::ready(Arc::new(journal) as Arc<dyn ApprovalStore>)
     }
 }
 
@@ -39,7 +39,7 @@ async fn the_sqlite_journal_passes_the_whole_conformance_suite() {
 async fn approvals_written_through_one_handle_read_back_through_another() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("journal.db");
-    let journal: Arc<dyn Journal> = Arc::new(SqliteJournal::open(&path).expect("open"));
+    let journal: Arc<dyn ApprovalStore> = Arc::new(SqliteJournal::open(&path).expect("open"));
     suite::claims_take_over_after_the_lease_and_fence_the_old_holder(journal.clone()).await;
     let written = journal
         .approvals(&approval::ApprovalFilter::all())
@@ -197,8 +197,8 @@ async fn processes_racing_to_decide_one_approval_record_one_decision_per_round()
 async fn handles_racing_to_claim_one_approval_on_one_file_give_it_one_holder() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("journal.db");
-    let handles: Vec<Arc<dyn Journal>> = (0..3)
-        .map(|_| Arc::new(SqliteJournal::open(&path).expect("open")) as Arc<dyn Journal>)
+    let handles: Vec<Arc<dyn ApprovalStore>> = (0..3)
+        .map(|_| Arc::new(SqliteJournal::open(&path).expect("open")) as Arc<dyn ApprovalStore>)
         .collect();
     let now = approval::now_ms();
     let parked = sample_approval("ses_claims", &"4".repeat(64), now, now + 60 * 60 * 1000);

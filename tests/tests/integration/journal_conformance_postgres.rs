@@ -3,9 +3,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use sallyport_core::journal::Journal;
+use sallyport_core::journal::ApprovalStore;
 use sallyport_postgres::PostgresJournal;
-use sallyport_tests::journal_conformance as suite;
+use sallyport_testkit::conformance as suite;
 use sallyport_tests::postgres::TestDb;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -18,7 +18,7 @@ async fn the_postgres_journal_passes_the_whole_conformance_suite() {
             let db = TestDb::create().await;
             let journal = PostgresJournal::connect(&db.url).await.expect("connect");
             held.lock().expect("databases").push(db);
-            Arc::new(journal) as Arc<dyn Journal>
+            Arc::new(journal) as Arc<dyn ApprovalStore>
         }
     })
     .await;

@@ -419,7 +419,10 @@ async fn an_approved_call_killed_mid_send_finishes_its_approval_once_the_claim_l
         .await;
     let id = parked.approval_id.expect("parked");
     approval::decide(
-        deferred.journal().as_ref(),
+        deferred
+            .approval_store()
+            .expect("an approval store")
+            .as_ref(),
         &id,
         Verdict::Approve,
         &Decider::new("alice", "test"),
@@ -436,7 +439,8 @@ async fn an_approved_call_killed_mid_send_finishes_its_approval_once_the_claim_l
 
     let executor = approvals_rig::executor(&options, approvals_rig::vault(&options.upstream));
     let journal = executor.journal().as_ref();
-    let stranded = journal.approval(&id).await.expect("read").expect("stored");
+    let store = executor.approval_store().expect("an approval store");
+    let stranded = store.approval(&id).await.expect("read").expect("stored");
     assert_eq!(stranded.state, ApprovalState::Executing);
     let execution = stranded.execution.clone().expect("its attempt");
     let claim = stranded.claim.clone().expect("the dead host's claim");
@@ -467,7 +471,7 @@ async fn an_approved_call_killed_mid_send_finishes_its_approval_once_the_claim_l
     assert_eq!(report[0].outcome, ReconcileOutcome::Completed);
     assert_eq!(report[0].approval_id.as_ref(), Some(&id));
     assert_settled(journal, &report[0], Status::Completed, Status::Completed).await;
-    let finished = journal.approval(&id).await.expect("read").expect("stored");
+    let finished = store.approval(&id).await.expect("read").expect("stored");
     assert_eq!(finished.state, ApprovalState::Finished);
     let result = finished.result.expect("the settled result");
     assert_eq!(result.status, Status::Completed);

@@ -84,6 +84,10 @@ impl Rig {
         self.executor.journal()
     }
 
+    pub(crate) fn store(&self) -> &Arc<dyn sallyport_core::journal::ApprovalStore> {
+        self.executor.approval_store().expect("an approval store")
+    }
+
     /// POSTs the upstream received.
     pub(crate) fn posts(&self) -> usize {
         self.upstream

@@ -1,4 +1,4 @@
-//! A conformance suite any [`Journal`] backend runs: attempts and the chain, and every
+//! A conformance suite any [`ApprovalStore`] backend runs: attempts and the chain, and every
 //! transition of the approval store (see `sallyport_core::approval`).
 //!
 //! Each check is a public async function taking a fresh, empty journal; [`run_all`] runs
@@ -7,20 +7,21 @@
 //! ```no_run
 //! # async fn demo() {
 //! use std::sync::Arc;
-//! use sallyport_core::journal::{Journal, SqliteJournal};
+//! use sallyport_core::journal::{ApprovalStore, SqliteJournal};
 //! let dir = tempfile::tempdir().expect("tempdir");
 //! let mut n = 0;
-//! sallyport_tests::journal_conformance::run_all(|| {
+//! sallyport_testkit::conformance::run_all(|| {
 //!     n += 1;
 //!     let path = dir.path().join(format!("journal-{n}.db"));
-//!     async move { Arc::new(SqliteJournal::open(path).expect("open")) as Arc<dyn Journal> }
+//!     async move { Arc::new(SqliteJournal::open(path).expect("open")) as Arc<dyn ApprovalStore> }
 //! })
 //! .await;
 //! # }
 //! ```
 //!
-//! The checks use only the [`Journal`] trait, so they hold for every backend. The
-//! concurrency check spawns tasks: run the suite on a multi-threaded runtime.
+//! The checks use only the [`Journal`](sallyport_core::Journal) and [`ApprovalStore`] traits,
+//! so they hold for every backend. The concurrency check spawns tasks: run the suite on a
+//! multi-threaded runtime.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use sallyport_core::approval::{
     ApprovalStep, Claim, Decided, Decider, Transition, Verdict,
 };
 use sallyport_core::journal::{
-    AttemptId, AuditEvent, AuditRecord, Intent, Journal, JournalError, Phase,
+    ApprovalStore, AttemptId, AuditEvent, AuditRecord, Intent, JournalError, Phase,
 };
 use sallyport_core::{ActionResult, ConsentOutcome, RefusalCode, Session, Status};
 use serde_json::json;
@@ -159,7 +160,7 @@ pub fn execution_outcome(approval: &Approval, intent: &Intent) -> (ActionResult,
 pub async fn run_all<F, Fut>(mut factory: F)
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Arc<dyn Journal>>,
+    Fut: Future<Output = Arc<dyn ApprovalStore>>,
 {
     an_intent_then_its_append_closes_the_attempt(factory().await).await;
     append_with_intent_stores_both_or_neither(factory().await).await;
@@ -178,14 +179,14 @@ where
 }
 
 /// How many records the chain holds, checking that it verifies.
-async fn intact_count(journal: &dyn Journal) -> u64 {
+async fn intact_count(journal: &dyn ApprovalStore) -> u64 {
     let report = journal.verify().await.expect("verify");
     assert!(report.is_intact(), "the chain verifies: {report:?}");
     report.records
 }
 
 /// The chain's last record.
-async fn last_step(journal: &dyn Journal) -> AuditRecord {
+async fn last_step(journal: &dyn ApprovalStore) -> AuditRecord {
     journal
         .records()
         .await
@@ -199,7 +200,7 @@ fn step_of(record: &AuditRecord) -> Option<ApprovalStep> {
 }
 
 /// Parks `approval`, checking that exactly its record was appended.
-async fn park(journal: &dyn Journal, approval: &Approval) -> AuditRecord {
+async fn park(journal: &dyn ApprovalStore, approval: &Approval) -> AuditRecord {
     let before = intact_count(journal).await;
     let record = journal
         .park_approval(approval, parked_event(approval))
@@ -212,7 +213,11 @@ async fn park(journal: &dyn Journal, approval: &Approval) -> AuditRecord {
 }
 
 /// `decide_approval` with a decision made now, straight on the store.
-async fn decide_raw(journal: &dyn Journal, approval: &Approval, verdict: Verdict) -> Transition {
+async fn decide_raw(
+    journal: &dyn ApprovalStore,
+    approval: &Approval,
+    verdict: Verdict,
+) -> Transition {
     let decision = ApprovalDecision::new(verdict, Decider::new("conformance", "suite"), None);
     journal
         .decide_approval(
@@ -238,7 +243,7 @@ fn unchanged(transition: Transition, what: &str) -> Approval {
     }
 }
 
-async fn stored(journal: &dyn Journal, id: &ApprovalId) -> Approval {
+async fn stored(journal: &dyn ApprovalStore, id: &ApprovalId) -> Approval {
     journal
         .approval(id)
         .await
@@ -247,7 +252,7 @@ async fn stored(journal: &dyn Journal, id: &ApprovalId) -> Approval {
 }
 
 /// A durable intent then its record: listed unresolved in between, closed after.
-pub async fn an_intent_then_its_append_closes_the_attempt(journal: Arc<dyn Journal>) {
+pub async fn an_intent_then_its_append_closes_the_attempt(journal: Arc<dyn ApprovalStore>) {
     let intent = Intent::for_bench(true);
     journal.write_intent(&intent).await.expect("intent");
     let open = journal.unresolved().await.expect("unresolved");
@@ -266,7 +271,7 @@ pub async fn an_intent_then_its_append_closes_the_attempt(journal: Arc<dyn Journ
 
 /// An observe call's closed attempt and its record: both stored, or after an error neither
 /// (a closed attempt row without its record would break `verify`).
-pub async fn append_with_intent_stores_both_or_neither(journal: Arc<dyn Journal>) {
+pub async fn append_with_intent_stores_both_or_neither(journal: Arc<dyn ApprovalStore>) {
     let intent = Intent::for_bench(false);
     let record = journal
         .append_with_intent(intent.clone(), AuditEvent::for_bench(&intent))
@@ -295,7 +300,7 @@ pub async fn append_with_intent_stores_both_or_neither(journal: Arc<dyn Journal>
 }
 
 /// A second intent with the key of the first is refused; the first stays.
-pub async fn a_duplicate_idempotency_key_is_refused(journal: Arc<dyn Journal>) {
+pub async fn a_duplicate_idempotency_key_is_refused(journal: Arc<dyn ApprovalStore>) {
     let first = Intent::for_bench(true);
     journal.write_intent(&first).await.expect("intent");
     let mut clash = Intent::for_bench(true);
@@ -318,7 +323,7 @@ pub async fn a_duplicate_idempotency_key_is_refused(journal: Arc<dyn Journal>) {
 }
 
 /// Records get positions 1, 2, 3 linking each to the one before; `verify` reports the head.
-pub async fn an_intact_chain_verifies_and_links(journal: Arc<dyn Journal>) {
+pub async fn an_intact_chain_verifies_and_links(journal: Arc<dyn ApprovalStore>) {
     let empty = journal.verify().await.expect("verify");
     assert!(empty.is_intact());
     assert_eq!(empty.records, 0);
@@ -348,7 +353,7 @@ pub async fn an_intact_chain_verifies_and_links(journal: Arc<dyn Journal>) {
 }
 
 /// An attempt no record closes is listed with its key, arguments and dispatches.
-pub async fn unresolved_lists_an_open_attempt_with_its_dispatches(journal: Arc<dyn Journal>) {
+pub async fn unresolved_lists_an_open_attempt_with_its_dispatches(journal: Arc<dyn ApprovalStore>) {
     let mut intent = Intent::for_bench(true);
     intent.arguments = json!({"invoice_id": "inv_7"});
     journal.write_intent(&intent).await.expect("intent");
@@ -378,7 +383,9 @@ pub async fn unresolved_lists_an_open_attempt_with_its_dispatches(journal: Arc<d
 
 /// Parked approvals read back as stored, list newest first and filter by state, session,
 /// fingerprint and count; an unknown id is none; a second park of one id is refused.
-pub async fn parked_approvals_read_back_list_newest_first_and_filter(journal: Arc<dyn Journal>) {
+pub async fn parked_approvals_read_back_list_newest_first_and_filter(
+    journal: Arc<dyn ApprovalStore>,
+) {
     let j = journal.as_ref();
     let now = approval::now_ms();
     let (fa, fb) = ("a".repeat(64), "b".repeat(64));
@@ -479,7 +486,7 @@ pub async fn parked_approvals_read_back_list_newest_first_and_filter(journal: Ar
 
 /// The first decision applies and is audited; a second (either verdict) is unchanged and
 /// audited by nothing, through the store and through [`approval::decide`].
-pub async fn a_second_decision_is_unchanged(journal: Arc<dyn Journal>) {
+pub async fn a_second_decision_is_unchanged(journal: Arc<dyn ApprovalStore>) {
     let j = journal.as_ref();
     let now = approval::now_ms();
     let approved = sample_approval("ses_dec", &"c".repeat(64), now, now + HOUR_MS);
@@ -570,7 +577,7 @@ pub async fn a_second_decision_is_unchanged(journal: Arc<dyn Journal>) {
 /// Past its expiry an approval takes no decision; the expiry applies once (not before it is
 /// due), and [`approval::decide`] records the expiry instead of the decision.
 pub async fn a_decision_after_expiry_is_unchanged_and_the_expiry_applies_once(
-    journal: Arc<dyn Journal>,
+    journal: Arc<dyn ApprovalStore>,
 ) {
     let j = journal.as_ref();
     let now = approval::now_ms();
@@ -638,7 +645,9 @@ pub async fn a_decision_after_expiry_is_unchanged_and_the_expiry_applies_once(
 /// settlement (writing nothing), the current one writes the intent and settles, closing the
 /// execution's attempt. Claims and intents add no record; the chain verifies at the end with
 /// every approval phase in it.
-pub async fn claims_take_over_after_the_lease_and_fence_the_old_holder(journal: Arc<dyn Journal>) {
+pub async fn claims_take_over_after_the_lease_and_fence_the_old_holder(
+    journal: Arc<dyn ApprovalStore>,
+) {
     let j = journal.as_ref();
     let now = approval::now_ms();
     let parked = sample_approval("ses_claim", &"f".repeat(64), now, now + HOUR_MS);
@@ -799,7 +808,9 @@ pub async fn claims_take_over_after_the_lease_and_fence_the_old_holder(journal: 
 
 /// An approved, claimed call refused when checked again settles from `approved`, with no
 /// intent written; without the claim it is fenced.
-pub async fn an_approval_refused_at_recheck_settles_without_an_intent(journal: Arc<dyn Journal>) {
+pub async fn an_approval_refused_at_recheck_settles_without_an_intent(
+    journal: Arc<dyn ApprovalStore>,
+) {
     let j = journal.as_ref();
     let now = approval::now_ms();
     let parked = sample_approval("ses_recheck", &"9".repeat(64), now, now + HOUR_MS);
@@ -856,7 +867,7 @@ pub async fn an_approval_refused_at_recheck_settles_without_an_intent(journal: A
 
 /// 32 tasks decide one approval at once (half approve, half deny): exactly one decision is
 /// applied and audited, the other 31 are told what stands.
-pub async fn concurrent_decisions_apply_exactly_once(journal: Arc<dyn Journal>) {
+pub async fn concurrent_decisions_apply_exactly_once(journal: Arc<dyn ApprovalStore>) {
     const TASKS: usize = 32;
     let now = approval::now_ms();
     let parked = sample_approval("ses_race", &"7".repeat(64), now, now + HOUR_MS);
@@ -921,7 +932,7 @@ fn settle_event(intent: &Intent, status: Status) -> AuditEvent {
 /// settle of an attempt closed by a plain append and a settle of an attempt the journal
 /// never saw all answer `false` and write nothing.
 pub async fn settling_an_unresolved_attempt_appends_once_and_only_while_open(
-    journal: Arc<dyn Journal>,
+    journal: Arc<dyn ApprovalStore>,
 ) {
     let open = Intent::for_bench(true);
     journal.write_intent(&open).await.expect("intent");
@@ -982,7 +993,9 @@ pub async fn settling_an_unresolved_attempt_appends_once_and_only_while_open(
 }
 
 /// Eight tasks settle one attempt at once, each with its own record: exactly one appends.
-pub async fn concurrent_settles_of_one_attempt_append_exactly_once(journal: Arc<dyn Journal>) {
+pub async fn concurrent_settles_of_one_attempt_append_exactly_once(
+    journal: Arc<dyn ApprovalStore>,
+) {
     let intent = Intent::for_bench(true);
     journal.write_intent(&intent).await.expect("intent");
     let tasks: Vec<_> = (0..8)
@@ -1012,11 +1025,13 @@ pub async fn concurrent_settles_of_one_attempt_append_exactly_once(journal: Arc<
     assert!(journal.unresolved().await.expect("unresolved").is_empty());
 }
 
-/// A call's last record is handed over on the first poll of its write (see [`Journal`]):
+/// A call's last record is handed over on the first poll of its write (see [`Journal`](sallyport_core::Journal)):
 /// an append, an observe call's record and a parked approval, each polled once and then
 /// dropped, are all written, once each. The executor relies on it and records no
 /// cancellation for such a call.
-pub async fn a_last_record_dropped_after_its_first_poll_is_written(journal: Arc<dyn Journal>) {
+pub async fn a_last_record_dropped_after_its_first_poll_is_written(
+    journal: Arc<dyn ApprovalStore>,
+) {
     use std::task::{Context, Waker};
 
     let mutating = Intent::for_bench(true);

@@ -1,0 +1,555 @@
+//! An in-memory journal for tests and ephemeral use.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::chain::{AttemptRow, ChainCheck, ChainRow};
+use super::{
+    ApprovalStore, AttemptId, AuditEvent, AuditRecord, GENESIS_HASH, Intent, Journal, JournalError,
+    UnresolvedAttempt, VerifyReport, chain_hash, now,
+};
+use crate::approval_model::{
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
+    Verdict,
+};
+use crate::ids::IdempotencyKey;
+use crate::outcome::ActionResult;
+
+/// A journal that keeps everything in memory, and loses it with the process: for tests,
+/// demos and ephemeral executors.
+///
+/// It keeps the guarantees of a [`Journal`] and an [`ApprovalStore`] within one process:
+/// one hash chain made with [`chain_hash`] and checked with [`ChainCheck`] like the other
+/// backends', attempt rows closed by their records, and approvals changed by compare-and-set
+/// transitions, each with its audit record, under one lock. "Durable" means only "stored"
+/// here: nothing survives the process, and nothing is signed ([`Journal::signed_heads`] is
+/// empty). Clones share the same journal.
+///
+/// ```
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use sallyport_kernel::journal::{AuditEvent, Intent, Journal, MemoryJournal};
+/// let journal = MemoryJournal::new();
+/// let intent = Intent::for_bench(true);
+/// journal.write_intent(&intent).await?;
+/// journal.append(AuditEvent::for_bench(&intent)).await?;
+/// assert!(journal.verify().await?.is_intact());
+/// assert!(journal.unresolved().await?.is_empty());
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct MemoryJournal {
+    state: Arc<Mutex<State>>,
+}
+
+/// One attempt row.
+#[derive(Debug)]
+struct Attempt {
+    attempt_id: AttemptId,
+    action: String,
+    session_id: String,
+    idempotency_key: IdempotencyKey,
+    arguments: Value,
+    phase: String,
+    status: Option<String>,
+    dispatches: u32,
+    created_at: String,
+}
+
+/// One stored approval, with the claim epoch its row holds.
+#[derive(Debug)]
+struct StoredApproval {
+    approval: Approval,
+    epoch: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Attempt rows, oldest first.
+    attempts: Vec<Attempt>,
+    /// Attempt id → index in `attempts`.
+    by_attempt: HashMap<String, usize>,
+    /// Idempotency keys taken.
+    keys: std::collections::HashSet<String>,
+    /// The chain, as stored rows (event JSON byte for byte as hashed).
+    chain: Vec<ChainRow>,
+    /// Attempts some record closes.
+    closed: std::collections::HashSet<String>,
+    /// Approvals, in the order they were parked.
+    approvals: Vec<StoredApproval>,
+    /// Approval id → index in `approvals`.
+    by_approval: HashMap<String, usize>,
+}
+
+impl MemoryJournal {
+    /// An empty journal.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves no half-made change: every change checks
+        // before it writes.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn write_error(e: serde_json::Error) -> JournalError {
+    JournalError::Write(Box::new(e))
+}
+
+fn read_error(e: serde_json::Error) -> JournalError {
+    JournalError::Read(Box::new(e))
+}
+
+impl State {
+    fn head(&self) -> (u64, &str) {
+        self.chain.last().map_or((0, GENESIS_HASH), |r| {
+            (u64::try_from(r.seq).unwrap_or(0), r.hash.as_str())
+        })
+    }
+
+    /// Whether `intent` may get a row: its attempt id and its key are both free.
+    fn check_new(&self, intent: &Intent) -> Result<(), JournalError> {
+        if self.by_attempt.contains_key(intent.attempt_id.as_str())
+            || self.keys.contains(intent.idempotency_key.as_str())
+        {
+            return Err(JournalError::DuplicateKey);
+        }
+        Ok(())
+    }
+
+    fn insert_attempt(&mut self, intent: &Intent) {
+        self.keys.insert(intent.idempotency_key.as_str().to_owned());
+        self.by_attempt
+            .insert(intent.attempt_id.as_str().to_owned(), self.attempts.len());
+        self.attempts.push(Attempt {
+            attempt_id: intent.attempt_id.clone(),
+            action: intent.action.clone(),
+            session_id: intent.session_id.clone(),
+            idempotency_key: intent.idempotency_key.clone(),
+            arguments: intent.arguments.clone(),
+            phase: "intent_written".to_owned(),
+            status: None,
+            dispatches: 0,
+            created_at: now(),
+        });
+    }
+
+    /// The event's JSON, made before anything changes (so a failure writes nothing).
+    fn json(event: &AuditEvent) -> Result<String, JournalError> {
+        serde_json::to_string(event).map_err(write_error)
+    }
+
+    /// Appends `event` (already serialized as `json`) and closes its attempt.
+    fn append(&mut self, event: AuditEvent, json: String) -> AuditRecord {
+        let (count, prev) = self.head();
+        let prev_hash = prev.to_owned();
+        let seq = count + 1;
+        let hash = chain_hash(&prev_hash, seq, &json);
+        self.chain.push(ChainRow::new(
+            i64::try_from(seq).unwrap_or(i64::MAX),
+            prev_hash.clone(),
+            hash.clone(),
+            json,
+        ));
+        self.closed.insert(event.attempt_id.as_str().to_owned());
+        if let Some(&i) = self.by_attempt.get(event.attempt_id.as_str()) {
+            let row = &mut self.attempts[i];
+            row.phase = event.phase.as_str().to_owned();
+            row.status = Some(event.status.as_str().to_owned());
+            row.dispatches = row.dispatches.max(event.dispatches);
+        }
+        AuditRecord {
+            seq,
+            prev_hash,
+            hash,
+            event,
+        }
+    }
+
+    fn approval(&self, id: &ApprovalId) -> Option<&StoredApproval> {
+        self.by_approval
+            .get(id.as_str())
+            .map(|&i| &self.approvals[i])
+    }
+
+    fn approval_mut(&mut self, id: &ApprovalId) -> Option<&mut StoredApproval> {
+        self.by_approval
+            .get(id.as_str())
+            .map(|&i| &mut self.approvals[i])
+    }
+
+    /// Whether `stored` is held under `claim` (owner and epoch).
+    fn holds(stored: &StoredApproval, claim: &Claim) -> bool {
+        stored
+            .approval
+            .claim
+            .as_ref()
+            .is_some_and(|c| c.owner == claim.owner)
+            && stored.epoch == claim.epoch
+    }
+}
+
+#[async_trait]
+impl Journal for MemoryJournal {
+    async fn write_intent(&self, intent: &Intent) -> Result<(), JournalError> {
+        let mut state = self.lock();
+        state.check_new(intent)?;
+        state.insert_attempt(intent);
+        Ok(())
+    }
+
+    fn note_dispatch(&self, attempt: &AttemptId, n: u32) {
+        let mut state = self.lock();
+        if let Some(&i) = state.by_attempt.get(attempt.as_str()) {
+            let row = &mut state.attempts[i];
+            row.phase = "dispatched".to_owned();
+            row.dispatches = row.dispatches.max(n);
+        }
+    }
+
+    async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError> {
+        let json = State::json(&event)?;
+        Ok(self.lock().append(event, json))
+    }
+
+    async fn append_with_intent(
+        &self,
+        intent: Intent,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let json = State::json(&event)?;
+        let mut state = self.lock();
+        state.check_new(&intent)?;
+        state.insert_attempt(&intent);
+        Ok(state.append(event, json))
+    }
+
+    fn append_detached(&self, event: AuditEvent) {
+        match State::json(&event) {
+            Ok(json) => {
+                self.lock().append(event, json);
+            }
+            Err(e) => tracing::error!(error = %e, "detached audit append failed"),
+        }
+    }
+
+    async fn verify(&self) -> Result<VerifyReport, JournalError> {
+        let state = self.lock();
+        let mut check = ChainCheck::new(state.chain.iter().cloned());
+        if check.is_intact() {
+            check.check_attempts(state.attempts.iter().map(|a| {
+                AttemptRow::new(
+                    a.attempt_id.as_str().to_owned(),
+                    a.phase.clone(),
+                    a.status.clone(),
+                )
+            }));
+        }
+        Ok(check.into_report())
+    }
+
+    async fn records(&self) -> Result<Vec<AuditRecord>, JournalError> {
+        let rows = self.lock().chain.clone();
+        rows.into_iter()
+            .map(|row| row.into_record().map_err(read_error))
+            .collect()
+    }
+
+    async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {
+        let state = self.lock();
+        Ok(state
+            .attempts
+            .iter()
+            .filter(|a| !state.closed.contains(a.attempt_id.as_str()))
+            .map(|a| {
+                let row = AttemptRow::new(a.attempt_id.as_str().to_owned(), a.phase.clone(), None);
+                UnresolvedAttempt {
+                    attempt_id: a.attempt_id.clone(),
+                    action: a.action.clone(),
+                    session_id: a.session_id.clone(),
+                    idempotency_key: a.idempotency_key.clone(),
+                    phase: row.unresolved_phase(),
+                    dispatches: a.dispatches,
+                    arguments: a.arguments.clone(),
+                    created_at: a.created_at.clone(),
+                    // No owner or lease: the reconciler goes by the attempt's age.
+                    owner: None,
+                    lease_until_ms: None,
+                }
+            })
+            .collect())
+    }
+
+    async fn settle_unresolved(
+        &self,
+        attempt: &AttemptId,
+        event: AuditEvent,
+    ) -> Result<bool, JournalError> {
+        let json = State::json(&event)?;
+        let mut state = self.lock();
+        let open = state.by_attempt.contains_key(attempt.as_str())
+            && !state.closed.contains(attempt.as_str());
+        if !open || event.attempt_id != *attempt {
+            return Ok(false);
+        }
+        state.append(event, json);
+        Ok(true)
+    }
+
+    fn approval_store(self: Arc<Self>) -> Option<Arc<dyn ApprovalStore>> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for MemoryJournal {
+    async fn park_approval(
+        &self,
+        approval: &Approval,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let json = State::json(&event)?;
+        let mut stored = approval.clone();
+        stored.state = ApprovalState::Awaiting;
+        stored.decision = None;
+        stored.claim = None;
+        stored.execution = None;
+        stored.result = None;
+        let mut state = self.lock();
+        if state.by_approval.contains_key(stored.approval_id.as_str()) {
+            return Err(JournalError::DuplicateKey);
+        }
+        let index = state.approvals.len();
+        state
+            .by_approval
+            .insert(stored.approval_id.as_str().to_owned(), index);
+        state.approvals.push(StoredApproval {
+            approval: stored,
+            epoch: 0,
+        });
+        Ok(state.append(event, json))
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError> {
+        Ok(self.lock().approval(id).map(|s| s.approval.clone()))
+    }
+
+    async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>, JournalError> {
+        let state = self.lock();
+        let mut list: Vec<&Approval> = state
+            .approvals
+            .iter()
+            .map(|s| &s.approval)
+            .filter(|a| filter.states.is_empty() || filter.states.contains(&a.state))
+            .filter(|a| {
+                filter
+                    .session_id
+                    .as_deref()
+                    .is_none_or(|s| a.session.id().as_str() == s)
+            })
+            .filter(|a| {
+                filter
+                    .fingerprint
+                    .as_deref()
+                    .is_none_or(|f| a.fingerprint == f)
+            })
+            .collect();
+        // Newest first, then by id, newest first (as the SQL backends order them).
+        list.sort_by(|a, b| {
+            b.created_at_ms
+                .cmp(&a.created_at_ms)
+                .then_with(|| b.approval_id.as_str().cmp(a.approval_id.as_str()))
+        });
+        Ok(list
+            .into_iter()
+            .take(filter.limit.unwrap_or(usize::MAX))
+            .cloned()
+            .collect())
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &ApprovalId,
+        decision: &ApprovalDecision,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let json = State::json(&event)?;
+        let mut state = self.lock();
+        let Some(stored) = state.approval_mut(id) else {
+            return Ok(Transition::NotFound);
+        };
+        let approval = &stored.approval;
+        if approval.state != ApprovalState::Awaiting || approval.expires_at_ms <= decision.at_ms {
+            return Ok(Transition::Unchanged(approval.clone()));
+        }
+        stored.approval.state = match decision.verdict {
+            Verdict::Approve => ApprovalState::Approved,
+            Verdict::Deny => ApprovalState::Denied,
+        };
+        stored.approval.decision = Some(decision.clone());
+        let next = stored.approval.clone();
+        state.append(event, json);
+        Ok(Transition::Applied(next))
+    }
+
+    async fn expire_approval(
+        &self,
+        id: &ApprovalId,
+        now_ms: u64,
+        event: AuditEvent,
+    ) -> Result<Transition, JournalError> {
+        let json = State::json(&event)?;
+        let mut state = self.lock();
+        let Some(stored) = state.approval_mut(id) else {
+            return Ok(Transition::NotFound);
+        };
+        let approval = &stored.approval;
+        if approval.state != ApprovalState::Awaiting || approval.expires_at_ms > now_ms {
+            return Ok(Transition::Unchanged(approval.clone()));
+        }
+        stored.approval.state = ApprovalState::Expired;
+        let next = stored.approval.clone();
+        state.append(event, json);
+        Ok(Transition::Applied(next))
+    }
+
+    async fn claim_approval(
+        &self,
+        id: &ApprovalId,
+        owner: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<Transition, JournalError> {
+        let mut state = self.lock();
+        let Some(stored) = state.approval_mut(id) else {
+            return Ok(Transition::NotFound);
+        };
+        let free = stored
+            .approval
+            .claim
+            .as_ref()
+            .is_none_or(|c| c.until_ms <= now_ms);
+        if stored.approval.state != ApprovalState::Approved || !free {
+            return Ok(Transition::Unchanged(stored.approval.clone()));
+        }
+        stored.epoch = stored.epoch.saturating_add(1);
+        stored.approval.claim = Some(Claim {
+            owner: owner.to_owned(),
+            epoch: stored.epoch,
+            until_ms: now_ms.saturating_add(lease_ms),
+        });
+        Ok(Transition::Applied(stored.approval.clone()))
+    }
+
+    async fn begin_approved(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        intent: &Intent,
+    ) -> Result<(), JournalError> {
+        let mut state = self.lock();
+        let Some(stored) = state.approval(id) else {
+            return Err(JournalError::Fenced);
+        };
+        if stored.approval.state != ApprovalState::Approved || !State::holds(stored, claim) {
+            return Err(JournalError::Fenced);
+        }
+        state.check_new(intent)?;
+        if let Some(stored) = state.approval_mut(id) {
+            stored.approval.state = ApprovalState::Executing;
+            stored.approval.execution = Some(intent.attempt_id.clone());
+        }
+        state.insert_attempt(intent);
+        Ok(())
+    }
+
+    async fn settle_approval(
+        &self,
+        id: &ApprovalId,
+        claim: &Claim,
+        result: &ActionResult,
+        event: AuditEvent,
+    ) -> Result<AuditRecord, JournalError> {
+        let json = State::json(&event)?;
+        let mut state = self.lock();
+        let Some(stored) = state.approval_mut(id) else {
+            return Err(JournalError::Fenced);
+        };
+        let settles = matches!(
+            stored.approval.state,
+            ApprovalState::Approved | ApprovalState::Executing
+        );
+        if !settles || !State::holds(stored, claim) {
+            return Err(JournalError::Fenced);
+        }
+        stored.approval.state = ApprovalState::Finished;
+        stored.approval.result = Some(result.clone());
+        Ok(state.append(event, json))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn records_link_up_and_close_their_attempts() {
+        let journal = MemoryJournal::new();
+        let first = Intent::for_bench(true);
+        journal.write_intent(&first).await.expect("intent");
+        journal.note_dispatch(&first.attempt_id, 1);
+        assert_eq!(journal.unresolved().await.expect("open").len(), 1);
+        let a = journal
+            .append(AuditEvent::for_bench(&first))
+            .await
+            .expect("append");
+        let second = Intent::for_bench(false);
+        let b = journal
+            .append_with_intent(second.clone(), AuditEvent::for_bench(&second))
+            .await
+            .expect("append with intent");
+        assert_eq!((a.seq, b.seq), (1, 2));
+        assert_eq!(a.prev_hash, GENESIS_HASH);
+        assert_eq!(b.prev_hash, a.hash);
+        let json = serde_json::to_string(&b.event).expect("json");
+        assert_eq!(b.hash, chain_hash(&a.hash, 2, &json));
+        let report = journal.verify().await.expect("verify");
+        assert!(report.is_intact(), "{report:?}");
+        assert_eq!(report.head.count, 2);
+        assert!(journal.unresolved().await.expect("open").is_empty());
+        assert_eq!(journal.records().await.expect("records"), vec![a, b]);
+    }
+
+    #[tokio::test]
+    async fn a_reused_key_is_refused_and_writes_nothing() {
+        let journal = MemoryJournal::new();
+        let intent = Intent::for_bench(true);
+        journal.write_intent(&intent).await.expect("intent");
+        let mut again = Intent::for_bench(true);
+        again.idempotency_key = intent.idempotency_key.clone();
+        assert!(matches!(
+            journal
+                .append_with_intent(again.clone(), AuditEvent::for_bench(&again))
+                .await,
+            Err(JournalError::DuplicateKey)
+        ));
+        assert!(journal.records().await.expect("records").is_empty());
+        assert_eq!(journal.unresolved().await.expect("open").len(), 1);
+    }
+
+    #[test]
+    fn it_says_it_is_an_approval_store_and_clones_share_it() {
+        let journal = MemoryJournal::new();
+        let clone = journal.clone();
+        clone.lock().keys.insert("k".to_owned());
+        assert!(journal.lock().keys.contains("k"));
+        let shared: Arc<dyn Journal> = Arc::new(journal);
+        assert!(shared.approval_store().is_some());
+    }
+}
