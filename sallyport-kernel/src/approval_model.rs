@@ -203,6 +203,32 @@ impl Approval {
         now_ms >= self.expires_at_ms
     }
 
+    /// Applies a human's `decision` if the rules allow it: only an `awaiting` approval whose
+    /// expiry has not passed at the decision's time is decided. Returns whether it changed.
+    /// The one statement of the rule for backends that keep approvals as values (the SQLite
+    /// journal states the same rule in its SQL).
+    pub fn decide(&mut self, decision: &ApprovalDecision) -> bool {
+        if self.state != ApprovalState::Awaiting || self.is_expired_at(decision.at_ms) {
+            return false;
+        }
+        self.state = match decision.verdict {
+            Verdict::Approve => ApprovalState::Approved,
+            Verdict::Deny => ApprovalState::Denied,
+        };
+        self.decision = Some(decision.clone());
+        true
+    }
+
+    /// Marks an `awaiting` approval `expired` if its expiry has passed at `now_ms`. Returns
+    /// whether it changed.
+    pub fn expire(&mut self, now_ms: u64) -> bool {
+        if self.state != ApprovalState::Awaiting || !self.is_expired_at(now_ms) {
+            return false;
+        }
+        self.state = ApprovalState::Expired;
+        true
+    }
+
     /// The expiry as RFC 3339.
     pub fn expires_at(&self) -> String {
         rfc3339(self.expires_at_ms)

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use deadpool_postgres::Client;
 use sallyport_core::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
-    Verdict,
 };
 use sallyport_core::journal::{AuditEvent, AuditRecord, Intent, JournalError};
 use sallyport_core::outcome::ActionResult;
@@ -230,14 +229,9 @@ pub(crate) async fn apply(
             let Some(mut current) = locked(tx, id).await? else {
                 return Ok(transition(Transition::NotFound, false));
             };
-            if current.state != ApprovalState::Awaiting || current.is_expired_at(decision.at_ms) {
+            if !current.decide(decision) {
                 return Ok(transition(Transition::Unchanged(current), false));
             }
-            current.state = match decision.verdict {
-                Verdict::Approve => ApprovalState::Approved,
-                Verdict::Deny => ApprovalState::Denied,
-            };
-            current.decision = Some((**decision).clone());
             store(tx, &current).await?;
             Ok(transition(Transition::Applied(current), true))
         }
@@ -245,10 +239,9 @@ pub(crate) async fn apply(
             let Some(mut current) = locked(tx, id).await? else {
                 return Ok(transition(Transition::NotFound, false));
             };
-            if current.state != ApprovalState::Awaiting || !current.is_expired_at(*now_ms) {
+            if !current.expire(*now_ms) {
                 return Ok(transition(Transition::Unchanged(current), false));
             }
-            current.state = ApprovalState::Expired;
             store(tx, &current).await?;
             Ok(transition(Transition::Applied(current), true))
         }

@@ -105,7 +105,7 @@ pub(super) fn intend(
     }
 }
 
-fn unrecorded() -> Refusal {
+pub(super) fn unrecorded() -> Refusal {
     Refusal::new(
         RefusalCode::JournalUnavailable,
         "the attempt could not be recorded, so nothing was sent; retrying later is safe",

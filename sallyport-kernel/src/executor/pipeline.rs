@@ -57,10 +57,7 @@ pub(super) async fn run(
             // was sent.
             let refusal = match stop {
                 NotIntended::Refused(refusal) | NotIntended::Unrecorded(refusal) => refusal,
-                NotIntended::Fenced => Refusal::new(
-                    RefusalCode::JournalUnavailable,
-                    "the attempt could not be recorded, so nothing was sent; retrying later is safe",
-                ),
+                NotIntended::Fenced => intent::unrecorded(),
             };
             Ended::Answer(Box::new(Box::pin(refuse(inner, guard, refusal)).await))
         }

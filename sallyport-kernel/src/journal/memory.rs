@@ -13,7 +13,6 @@ use super::{
 };
 use crate::approval_model::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
-    Verdict,
 };
 use crate::ids::IdempotencyKey;
 use crate::outcome::ActionResult;
@@ -384,15 +383,9 @@ impl ApprovalStore for MemoryJournal {
         let Some(stored) = state.approval_mut(id) else {
             return Ok(Transition::NotFound);
         };
-        let approval = &stored.approval;
-        if approval.state != ApprovalState::Awaiting || approval.expires_at_ms <= decision.at_ms {
-            return Ok(Transition::Unchanged(approval.clone()));
+        if !stored.approval.decide(decision) {
+            return Ok(Transition::Unchanged(stored.approval.clone()));
         }
-        stored.approval.state = match decision.verdict {
-            Verdict::Approve => ApprovalState::Approved,
-            Verdict::Deny => ApprovalState::Denied,
-        };
-        stored.approval.decision = Some(decision.clone());
         let next = stored.approval.clone();
         state.append(event, json);
         Ok(Transition::Applied(next))
@@ -409,11 +402,9 @@ impl ApprovalStore for MemoryJournal {
         let Some(stored) = state.approval_mut(id) else {
             return Ok(Transition::NotFound);
         };
-        let approval = &stored.approval;
-        if approval.state != ApprovalState::Awaiting || approval.expires_at_ms > now_ms {
-            return Ok(Transition::Unchanged(approval.clone()));
+        if !stored.approval.expire(now_ms) {
+            return Ok(Transition::Unchanged(stored.approval.clone()));
         }
-        stored.approval.state = ApprovalState::Expired;
         let next = stored.approval.clone();
         state.append(event, json);
         Ok(Transition::Applied(next))
