@@ -11,7 +11,14 @@
 //! - the `#[http(…)]` template (method, path, `query(…)`, `header(…)`, `result = …`; the
 //!   channel's default mapping already reads a `202` as `pending`);
 //! - a result struct from the success response (its scalar fields; nested objects are listed
-//!   in a comment, for the author to add if the agent needs them);
+//!   in a comment, for the author to add if the agent needs them), read from every success
+//!   response the operation lists: one without a body (a `204`) is `status(204) =
+//!   completed(empty)`, and the result `Option<…>` when another has one;
+//! - for an answer of several forms (`oneOf` / `anyOf`), an enum of them: tagged by the
+//!   document's discriminator when it can tag every form, else untagged, each object form's
+//!   one-value properties (`type: file`) typed so a form fits only its own answers; the
+//!   forms' common fields when a form has no Rust type; a comment above `result = …` says
+//!   which it chose and why;
 //! - the doc comment from the summary and description (links and HTML made plain);
 //! - `credential = "…"` from the operation's (or the document's) security requirement, or
 //!   the name given with [`Scaffold::credential`].
@@ -30,6 +37,12 @@
 //!
 //! An operation may state them in the document: `x-sallyport-effect`,
 //! `x-sallyport-consent` and `x-sallyport-retry` (same words as the attributes) fill them in.
+//!
+//! What a `404` means is the author's decision too when the document describes it as an
+//! answer to a read ("Not Found if pull request has not been merged"): the generator writes
+//! `status(404) = choose` under a comment quoting the document, to be replaced with
+//! `completed(value = r#"…"#)` (the result that status means) or `rejected` (the default
+//! mapping, `not_found`), and lists [`Decision::NotFound`] among the open decisions.
 //!
 //! # Narrowing
 //!
@@ -95,16 +108,22 @@ pub enum Decision {
     Consent,
     /// The effect class (`effect = …`).
     Effect,
+    /// What a `404` means (`status(404) = …`), asked when the document describes it as an
+    /// answer ("Not Found if the pull request has not been merged"): a result
+    /// (`completed(value = …)`) or an error (`rejected`).
+    NotFound,
     /// The retry rule (`retry = …`).
     Retry,
 }
 
 impl Decision {
-    /// The attribute key, also the suffix of its `x-sallyport-…` extension.
+    /// The attribute key (for effect, consent and retry also the suffix of its
+    /// `x-sallyport-…` extension).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Consent => "consent",
             Self::Effect => "effect",
+            Self::NotFound => "status(404)",
             Self::Retry => "retry",
         }
     }
@@ -119,6 +138,7 @@ impl Decision {
                 "external_commitment",
                 "irreversible_or_broad",
             ],
+            Self::NotFound => &["completed(value = …)", "rejected"],
             Self::Retry => &["never", "safe", "idempotency_key"],
         }
     }
@@ -132,6 +152,7 @@ impl Decision {
             Self::Effect => {
                 "observe | reversible_change | external_commitment | irreversible_or_broad"
             }
+            Self::NotFound => "completed(value = …) | rejected",
             Self::Retry => {
                 "never | safe (observe only) | idempotency_key (only if the API honours an Idempotency-Key)"
             }

@@ -1,6 +1,7 @@
 //! One operation → one action: its input struct, `#[action]` and `#[http]` attributes, and
 //! its result type.
 
+mod responses;
 mod write;
 
 use serde_json::Value;
@@ -78,8 +79,8 @@ fn generate_inner(
     input.body(&mut cx, op, method, &type_name)?;
     input.distinct_idents()?;
 
-    // The result.
-    let (result, result_note) = success(&mut cx, op, &type_name)?;
+    // The result, and what each answer means.
+    let answers = responses::answers(&mut cx, op, method, &type_name)?;
 
     // The credential.
     let credential = match credential {
@@ -89,7 +90,8 @@ fn generate_inner(
 
     // Decisions.
     let action = action_name(id);
-    let (decisions, open) = write::decisions(op);
+    let (decisions, mut open) = write::decisions(op);
+    open.extend(answers.open.iter().copied());
 
     // The code.
     let mut code = write::notes(id, &location, op);
@@ -99,12 +101,7 @@ fn generate_inner(
         &decisions,
         credential.as_deref(),
     ));
-    code.push_str(&write::http_attribute(
-        &location,
-        &input.fields,
-        &result,
-        result_note.as_deref(),
-    ));
+    code.push_str(&write::http_attribute(&location, &input.fields, &answers));
     code.push_str(&input.code(&type_name));
     types.set(&type_name, code);
     Ok(ScaffoldedAction {
@@ -445,54 +442,6 @@ fn offer_parameter(
         );
     }
     Ok(Offer::Field(json, where_, code))
-}
-
-/// The result type of the operation's success response, and a note on what it is.
-fn success(
-    cx: &mut Cx<'_>,
-    op: &Value,
-    type_name: &str,
-) -> Result<(String, Option<String>), String> {
-    let Some(responses) = op.get("responses").and_then(Value::as_object) else {
-        return Ok((
-            "()".to_owned(),
-            Some("The document declares no responses.".to_owned()),
-        ));
-    };
-    let mut codes: Vec<&String> = responses
-        .keys()
-        .filter(|code| code.starts_with('2'))
-        .collect();
-    codes.sort();
-    let Some(code) = codes.first() else {
-        return Ok((
-            "()".to_owned(),
-            Some("The document declares no success response.".to_owned()),
-        ));
-    };
-    let response = cx.resolve(&responses[code.as_str()])?.schema.clone();
-    let Some(content) = response.get("content").and_then(Value::as_object) else {
-        return Ok(("()".to_owned(), None));
-    };
-    let Some(schema) = crate::schema::sorted(content)
-        .into_iter()
-        .find(|(m, _)| is_json(m))
-        .and_then(|(_, v)| v.get("schema"))
-    else {
-        return Ok((
-            "()".to_owned(),
-            Some(format!(
-                "The success response ({code}) is not JSON: the action returns no data."
-            )),
-        ));
-    };
-    match cx.result(schema, &format!("{type_name}Result")) {
-        Ok(ty) => Ok((ty, None)),
-        Err(reason) => Ok((
-            "()".to_owned(),
-            Some(format!("{reason}; the action returns no data.")),
-        )),
-    }
 }
 
 /// The credential named by the operation's (or the document's) security requirement.

@@ -2,6 +2,8 @@
 //! constraints as schemars attributes, enums as Rust enums, nested objects as structs that
 //! refuse unknown fields) and the result side (lenient: the scalar fields of the answer).
 
+mod result;
+
 use serde_json::Value;
 
 use crate::text::{field_ident, literal, pascal, plain};
@@ -534,127 +536,6 @@ impl<'a> Cx<'a> {
             }
         }
         Ok(shape)
-    }
-
-    /// The result type of a success response's schema, and what was left out of it.
-    pub(crate) fn result(&mut self, schema: &Value, hint: &str) -> Result<String, String> {
-        let resolved = self.resolve(schema)?;
-        let (types, _) = types_of(resolved.schema);
-        let hint = resolved
-            .name
-            .as_deref()
-            .map_or_else(|| hint.to_owned(), |n| format!("{}Summary", pascal(n)));
-        match types.first().map(String::as_str) {
-            Some("array") => {
-                let items = resolved.schema.get("items").unwrap_or(&Value::Null);
-                let item = self.resolve(items)?;
-                let item_hint = item.name.as_deref().map_or_else(
-                    || format!("{hint}Item"),
-                    |n| format!("{}Summary", pascal(n)),
-                );
-                if let Some(scalar) = self.result_scalar(item.schema) {
-                    return Ok(format!("Vec<{scalar}>"));
-                }
-                Ok(format!(
-                    "Vec<{}>",
-                    self.result_struct(item.schema, &item_hint)?
-                ))
-            }
-            Some("object") | None => self.result_struct(resolved.schema, &hint),
-            Some(_) => self
-                .result_scalar(resolved.schema)
-                .ok_or_else(|| "the success response has no Rust form".to_owned()),
-        }
-    }
-
-    /// A result struct of an object's scalar properties (nested objects are listed in a
-    /// comment, not followed).
-    fn result_struct(&mut self, schema: &Value, hint: &str) -> Result<String, String> {
-        let shape = self.shape(schema)?;
-        if shape.properties.is_empty() {
-            return Err("the success response is a free-form object".to_owned());
-        }
-        let mut fields = String::new();
-        let mut left_out = Vec::new();
-        for (json, property) in &shape.properties {
-            let Some(ty) = self.result_scalar(property) else {
-                left_out.push(format!("`{json}`"));
-                continue;
-            };
-            let resolved = self.resolve(property)?;
-            let (_, nullable) = types_of(resolved.schema);
-            let description = resolved
-                .schema
-                .get("description")
-                .and_then(Value::as_str)
-                .map(|d| plain(d, 1))
-                .and_then(|p| p.into_iter().next());
-            let mapped = Mapped {
-                ty,
-                attrs: Vec::new(),
-                nullable,
-                note: None,
-            };
-            let required = shape.required.contains(json);
-            fields.push_str(&Field::result(json, &mapped, required, description.as_deref()).code);
-        }
-        let description = schema
-            .get("description")
-            .and_then(Value::as_str)
-            .map(|d| plain(d, 1))
-            .and_then(|p| p.into_iter().next());
-        Ok(self.types.add(hint, |name| {
-            let mut code = String::new();
-            match &description {
-                Some(d) => code.push_str(&format!("/// {d}\n")),
-                None => code.push_str(&format!("/// What `{name}` keeps of the answer.\n")),
-            }
-            code.push_str("#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]\n");
-            code.push_str(&format!("pub struct {name} {{\n"));
-            code.push_str(&fields);
-            if !left_out.is_empty() {
-                let text = format!(
-                    "Left out (nested objects and lists of them; add a struct for one the agent needs): {}.",
-                    left_out.join(", ")
-                );
-                for line in crate::text::wrap(&text, 92) {
-                    code.push_str(&format!("    // {line}\n"));
-                }
-            }
-            code.push_str("}\n");
-            code
-        }))
-    }
-
-    /// A result field's scalar type (string, enum as string, integer, number, boolean, or a
-    /// list of those), `None` for anything nested.
-    fn result_scalar(&self, schema: &Value) -> Option<String> {
-        let resolved = self.resolve(schema).ok()?;
-        let (types, _) = types_of(resolved.schema);
-        let ty = match types.as_slice() {
-            [one] => one.as_str(),
-            [] if resolved.schema.get("enum").is_some() => "string",
-            _ => return None,
-        };
-        Some(
-            match ty {
-                "string" => "String",
-                "integer" => "i64",
-                "number" => "f64",
-                "boolean" => "bool",
-                "array" => {
-                    let items = resolved.schema.get("items")?;
-                    let item = self.result_scalar(items)?;
-                    let (_, nullable) = types_of(self.resolve(items).ok()?.schema);
-                    if nullable {
-                        return None;
-                    }
-                    return Some(format!("Vec<{item}>"));
-                }
-                _ => return None,
-            }
-            .to_owned(),
-        )
     }
 }
 

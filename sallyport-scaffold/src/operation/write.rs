@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use sallyport_openapi::OperationLocation;
 
+use super::responses::Answers;
 use super::{Place, attr_name};
 use crate::Decision;
 use crate::text::{literal, plain};
@@ -130,13 +131,12 @@ pub(super) fn action_attributes(action: &str, decisions: &str, credential: Optio
     code
 }
 
-/// The `#[http(…)]` attribute: the method and path, the query and header fields, and the
-/// result type (with a note on it when there is one).
+/// The `#[http(…)]` attribute: the method and path, the query and header fields, the
+/// `status(…)` rules, and the result type (with a note on it when there is one).
 pub(super) fn http_attribute(
     location: &OperationLocation,
     fields: &[(String, Place, String)],
-    result: &str,
-    result_note: Option<&str>,
+    answers: &Answers,
 ) -> String {
     let mut code = String::new();
     code.push_str("#[http(\n");
@@ -163,10 +163,9 @@ pub(super) fn http_attribute(
     if !headers.is_empty() {
         code.push_str(&format!("    header({}),\n", headers.join(", ")));
     }
-    if let Some(note) = result_note {
-        code.push_str(&format!("    // {note}\n"));
-    }
-    code.push_str(&format!("    result = {result},\n"));
+    code.push_str(&answers.statuses);
+    code.push_str(&answers.note);
+    code.push_str(&format!("    result = {},\n", answers.result));
     code.push_str(")]\n");
     code
 }
