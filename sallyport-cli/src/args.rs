@@ -31,25 +31,30 @@ taken from arguments or environment variables, and no command prints one.";
 
 /// Put credentials into a sallyport vault without exposing them to agents, and check the
 /// audit log.
+///
+/// The options on where credentials and the journal are kept (`--vault`, `--keychain`,
+/// `--keychain-service`, `--passphrase-file`, `--journal`) are taken before the command's
+/// name or anywhere after it, by every command but `scaffold`, which reads neither and does
+/// not list them.
 #[derive(Debug, Parser)]
 #[command(name = "sallyport", version, after_long_help = EXIT_CODES, after_help = "Exit codes: see --help.")]
 #[non_exhaustive]
 pub struct Cli {
     /// The encrypted vault file [default: DATA_DIR/sallyport/vault.spv].
-    #[arg(long, global = true, env = "SALLYPORT_VAULT", value_name = "PATH")]
+    #[arg(long, env = "SALLYPORT_VAULT", value_name = "PATH")]
     pub vault: Option<PathBuf>,
 
     /// Use the OS keychain instead of the vault file.
-    #[arg(long, global = true, value_name = "BACKEND")]
+    #[arg(long, value_name = "BACKEND")]
     pub keychain: Option<KeychainArg>,
 
     /// The keychain service name the credentials are stored under.
-    #[arg(long, global = true, default_value = "sallyport", value_name = "NAME")]
+    #[arg(long, default_value = "sallyport", value_name = "NAME")]
     pub keychain_service: String,
 
     /// Read the vault passphrase from the first line of this file (keep it mode 0600) instead
     /// of prompting.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, value_name = "PATH")]
     pub passphrase_file: Option<PathBuf>,
 
     /// The journal for `audit` and `approvals` commands: a SQLite file, or a PostgreSQL
@@ -58,7 +63,6 @@ pub struct Cli {
     /// executor uses the executor's journal for `approvals` instead.
     #[arg(
         long,
-        global = true,
         env = "SALLYPORT_JOURNAL",
         hide_env_values = true,
         value_name = "PATH|URL"
@@ -68,6 +72,92 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The ids of the options on where credentials and the journal are kept.
+const STORE_OPTIONS: [&str; 5] = [
+    "vault",
+    "keychain",
+    "keychain_service",
+    "passphrase_file",
+    "journal",
+];
+
+/// The commands that keep nothing in a vault or a journal, so take none of the
+/// [`STORE_OPTIONS`].
+const STORELESS_COMMANDS: [&str; 1] = ["scaffold"];
+
+impl Cli {
+    /// The command line: the store options are the top level's (before a command's name), and
+    /// global options of each command that uses them, so they are taken after its name too
+    /// (`sallyport vault list --vault PATH`) and listed in its help; `scaffold` neither takes
+    /// nor lists them.
+    fn command_line() -> clap::Command {
+        let mut top = <Self as clap::CommandFactory>::command();
+        let options: Vec<clap::Arg> = top
+            .get_arguments()
+            .filter(|a| STORE_OPTIONS.contains(&a.get_id().as_str()))
+            .cloned()
+            .collect();
+        let commands: Vec<String> = top
+            .get_subcommands()
+            .map(|c| c.get_name().to_owned())
+            .filter(|name| !STORELESS_COMMANDS.contains(&name.as_str()))
+            .collect();
+        for name in commands {
+            top = top.mut_subcommand(name, |mut command| {
+                for option in &options {
+                    command = command.arg(option.clone().global(true));
+                }
+                command
+            });
+        }
+        top
+    }
+
+    /// Parses the command line (the first item is the program name): a store option given
+    /// after the command's name wins over the same option before it.
+    ///
+    /// # Errors
+    ///
+    /// clap's error for arguments it does not accept (or its help and version text).
+    pub(crate) fn parse_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::FromArgMatches as _;
+        use clap::parser::ValueSource;
+
+        let mut command = Self::command_line();
+        let matches = command.try_get_matches_from_mut(args)?;
+        let mut cli = Self::from_arg_matches(&matches).map_err(|e| e.format(&mut command))?;
+        let Some((_, sub)) = matches.subcommand() else {
+            return Ok(cli);
+        };
+        let given = |id: &str| {
+            sub.try_get_raw(id).ok().flatten().is_some()
+                && sub.value_source(id) == Some(ValueSource::CommandLine)
+        };
+        if given("vault") {
+            cli.vault = sub.get_one::<PathBuf>("vault").cloned();
+        }
+        if given("keychain") {
+            cli.keychain = sub.get_one::<KeychainArg>("keychain").copied();
+        }
+        if given("keychain_service")
+            && let Some(service) = sub.get_one::<String>("keychain_service")
+        {
+            cli.keychain_service.clone_from(service);
+        }
+        if given("passphrase_file") {
+            cli.passphrase_file = sub.get_one::<PathBuf>("passphrase_file").cloned();
+        }
+        if given("journal") {
+            cli.journal = sub.get_one::<JournalLocation>("journal").cloned();
+        }
+        Ok(cli)
+    }
 }
 
 /// Where `--journal` points: a SQLite file or a PostgreSQL database.
@@ -424,4 +514,118 @@ pub struct DenyArgs {
     /// Who decides, as the audit record names them [default: $USER (USERNAME on Windows), else `cli`].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::parse_args(std::iter::once("sallyport").chain(args.iter().copied()))
+    }
+
+    fn long_help(path: &[&str]) -> String {
+        let mut command = Cli::command_line();
+        // Global options reach the subcommands when the command is built.
+        command.build();
+        let mut current = &mut command;
+        for name in path {
+            current = current.find_subcommand_mut(name).expect("a subcommand");
+        }
+        current.render_long_help().to_string()
+    }
+
+    #[test]
+    fn scaffold_help_lists_only_its_own_options() {
+        let help = long_help(&["scaffold"]);
+        for option in [
+            "--openapi",
+            "--operation",
+            "--out",
+            "--force",
+            "--credential",
+        ] {
+            assert!(help.contains(option), "{option} missing from:\n{help}");
+        }
+        for option in [
+            "--vault",
+            "--keychain",
+            "--keychain-service",
+            "--passphrase-file",
+            "--journal",
+        ] {
+            assert!(!help.contains(option), "{option} in:\n{help}");
+        }
+    }
+
+    #[test]
+    fn every_other_command_still_lists_the_store_options() {
+        for path in [
+            &["vault"][..],
+            &["vault", "set"],
+            &["audit", "verify"],
+            &["approvals", "list"],
+            &["reconcile"],
+            &["console"],
+        ] {
+            let help = long_help(path);
+            for option in ["--vault", "--keychain", "--passphrase-file", "--journal"] {
+                assert!(help.contains(option), "{path:?}: {option} missing");
+            }
+        }
+    }
+
+    #[test]
+    fn store_options_are_taken_before_or_after_the_command_and_after_wins() {
+        let before = parse(&["--vault", "/a.spv", "vault", "list"]).expect("parses");
+        assert_eq!(before.vault, Some(PathBuf::from("/a.spv")));
+        let after = parse(&["vault", "list", "--vault", "/b.spv"]).expect("parses");
+        assert_eq!(after.vault, Some(PathBuf::from("/b.spv")));
+        let between = parse(&["vault", "--passphrase-file", "/p", "unlock"]).expect("parses");
+        assert_eq!(between.passphrase_file, Some(PathBuf::from("/p")));
+        let both =
+            parse(&["--vault", "/a.spv", "vault", "list", "--vault", "/b.spv"]).expect("parses");
+        assert_eq!(both.vault, Some(PathBuf::from("/b.spv")));
+        let keychain = parse(&[
+            "vault",
+            "list",
+            "--keychain",
+            "keyutils",
+            "--keychain-service",
+            "ops",
+        ])
+        .expect("parses");
+        assert_eq!(keychain.keychain, Some(KeychainArg::Keyutils));
+        assert_eq!(keychain.keychain_service, "ops");
+        let default_service = parse(&["vault", "list"]).expect("parses");
+        assert_eq!(default_service.keychain_service, "sallyport");
+        let journal = parse(&[
+            "audit",
+            "verify",
+            "--journal",
+            "postgres://u:secret@db:5432/journal",
+        ])
+        .expect("parses");
+        assert_eq!(
+            journal.journal,
+            Some(JournalLocation::Postgres(
+                "postgres://u:secret@db:5432/journal".to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn scaffold_refuses_the_store_options_after_its_name() {
+        let refused = parse(&[
+            "scaffold",
+            "--openapi",
+            "api.json",
+            "--operation",
+            "getNote",
+            "--vault",
+            "/a.spv",
+        ])
+        .expect_err("scaffold keeps no vault");
+        assert_eq!(refused.kind(), clap::error::ErrorKind::UnknownArgument);
+    }
 }

@@ -93,7 +93,6 @@ mod vault;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::Parser as _;
 use sallyport_core::Executor;
 
 pub use crate::args::Cli;
@@ -130,7 +129,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::parse_args(args) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
