@@ -236,45 +236,36 @@ impl Call<'_> {
 }
 
 /// Maps one answer: the codes with a rule of their own first (authentication, rate limits,
-/// the Idempotency-Key draft's answers), then a success-range body's predicates, then the
-/// status the action declares for the code, then the default mapping.
+/// the Idempotency-Key draft's answers), then a status the action declares to be an answer
+/// in itself (its result a constant: the body is not read), then a success-range body's
+/// predicates, then the status the action declares for the code, then the default mapping.
 pub(crate) fn classify(call: &Call<'_>, answer: &Answer) -> Step {
     let reading = Reading::new(call, answer);
-    let code = reading.code;
-
-    // Authentication: stop, and mark the credential unusable.
-    if matches!(code, 401 | 403) {
-        return Step::Done(reading.credential_refused());
+    let rule = call.target.declared_rule(reading.code);
+    if let Some(step) = reading.own_rule(rule.map(|rule| rule.status)) {
+        return step;
     }
-
-    // Rate limits: wait only for a usable Retry-After within the cap.
-    if code == 429 {
-        return reading.rate_limited();
+    if let Some(rule) = rule
+        && let Some(constant) = rule.result.constant()
+    {
+        return Step::Done(reading.constant_answer(rule.status, constant));
     }
-
-    // The IETF Idempotency-Key draft's answers.
-    let declared = call.target.declared_status(code);
-    if let Some(outcome) = reading.idempotency_answer(declared) {
-        return Step::Done(outcome);
-    }
-
-    // Success-range answers: body predicates first, then the declared or default mapping.
     if answer.status.is_success()
         && let Some(outcome) = reading.success_predicates()
     {
         return Step::Done(outcome);
     }
-    if let Some(status) = declared {
-        return Step::Done(declared_outcome(
+    match rule {
+        Some(rule) => Step::Done(declared_outcome(
             call,
-            status,
-            code,
+            rule.status,
+            reading.code,
             reading.body,
             &reading.reference,
             answer.too_large(),
-        ));
+        )),
+        None => reading.by_code(),
     }
-    reading.by_code()
 }
 
 fn body_rules(
