@@ -44,6 +44,7 @@ mod prepared_request;
 mod reconcile;
 mod scaffold;
 mod scaffold_github;
+mod scaffold_github_answers;
 mod scrub_truncation;
 mod vault_file;
 mod vault_keychain;
