@@ -16,9 +16,9 @@
 //!   completed(empty)`, and the result `Option<…>` when another has one;
 //! - for an answer of several forms (`oneOf` / `anyOf`), an enum of them: tagged by the
 //!   document's discriminator when it can tag every form, else untagged, each object form's
-//!   one-value properties (`type: file`) typed so a form fits only its own answers; the
-//!   forms' common fields when a form has no Rust type; a comment above `result = …` says
-//!   which it chose and why;
+//!   one-value properties (`type: file`) typed so a form fits only its own answers; a
+//!   comment above `result = …` says which it chose and why (an answer with a form of no
+//!   Rust type, e.g. a free-form object, returns no data, and the comment says why);
 //! - the doc comment from the summary and description (links and HTML made plain);
 //! - `credential = "…"` from the operation's (or the document's) security requirement, or
 //!   the name given with [`Scaffold::credential`].

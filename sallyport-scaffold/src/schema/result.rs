@@ -38,8 +38,11 @@ struct Variant {
 impl Cx<'_> {
     /// The result type of a success response's schema: a `oneOf` / `anyOf` of several
     /// forms as an enum (tagged by the document's discriminator when it can tag every form,
-    /// else untagged), or the forms' common fields when a form has no Rust type; anything
-    /// else as [`Cx::result_single`] maps it.
+    /// else untagged); anything else as [`Cx::result_single`] maps it.
+    ///
+    /// # Errors
+    ///
+    /// Why the answer has no Rust form (a form of it has none): the action returns no data.
     pub(crate) fn result(&mut self, schema: &Value, hint: &str) -> Result<ResultType, String> {
         let resolved = self.resolve(schema)?;
         let (types, _) = types_of(resolved.schema);
@@ -137,10 +140,8 @@ impl Cx<'_> {
             } else {
                 self.result_single(part, &payload_hint)
             };
-            let ty = match ty {
-                Ok(ty) => ty,
-                Err(reason) => return self.common_fields(key, &forms, hint, &reason),
-            };
+            let ty = ty
+                .map_err(|reason| format!("one form of its `{key}` has no Rust type ({reason})"))?;
             let doc = describe(resolved.schema).unwrap_or_else(|| {
                 name.as_deref()
                     .map_or_else(|| format!("Form {}.", i + 1), |n| format!("`{n}`."))
@@ -236,55 +237,6 @@ impl Cx<'_> {
             tags.push(value);
         }
         Ok(tags)
-    }
-
-    /// The fields every form of the answer has (when a form has no Rust type of its own).
-    fn common_fields(
-        &mut self,
-        key: &str,
-        forms: &[(&Value, Option<String>, Vec<String>)],
-        hint: &str,
-        reason: &str,
-    ) -> Result<ResultType, String> {
-        let mut common: Option<Vec<(String, Value)>> = None;
-        let mut required: Option<Vec<String>> = None;
-        for (part, _, types) in forms {
-            if !(types.is_empty() || types == &["object".to_owned()]) {
-                return Err(format!(
-                    "the success response is a `{key}` of forms not all objects, one of them with no Rust type ({reason})"
-                ));
-            }
-            let shape = self.shape(part)?;
-            common = Some(match common {
-                None => shape.properties.clone(),
-                Some(kept) => kept
-                    .into_iter()
-                    .filter(|(n, _)| shape.properties.iter().any(|(m, _)| m == n))
-                    .collect(),
-            });
-            required = Some(match required {
-                None => shape.required.clone(),
-                Some(kept) => kept
-                    .into_iter()
-                    .filter(|n| shape.required.contains(n))
-                    .collect(),
-            });
-        }
-        let properties: serde_json::Map<String, Value> =
-            common.unwrap_or_default().into_iter().collect();
-        let merged = serde_json::json!({
-            "type": "object",
-            "properties": properties,
-            "required": required.unwrap_or_default(),
-        });
-        let ty = self.result_struct(&merged, hint, Form::Plain)?;
-        Ok(ResultType {
-            ty,
-            note: Some(format!(
-                "The success response is a `{key}` of {} forms, one with no Rust type ({reason}): the fields they all have.",
-                forms.len()
-            )),
-        })
     }
 
     /// For an untagged form: the one value `property` admits (`const`, or an `enum` of
