@@ -11,10 +11,10 @@ use sallyport_core::code::UpstreamCode;
 use sallyport_core::outcome::Status;
 use serde_json::Value;
 
-use super::{
-    Call, RetryAfter, Step, body_rules, mentions_idempotency, message, project_optional,
-    retry_after, success,
-};
+use super::declared::{body_rules, project_optional, success};
+use super::headers::{RetryAfter, retry_after};
+use super::message::{mentions_idempotency, message};
+use super::{Call, Step};
 use crate::exchange::Answer;
 
 /// One answer as the mapping reads it.

@@ -196,7 +196,6 @@ fn check_status_rule(rule: &CodeRule<u16>, unit_result: bool, errs: &mut Errors)
                  `completed(value = r#\"…\"#)`"
             ),
         ),
-        None => {}
         Some(_) if matches!(status, Status::Rejected | Status::Unknown) => errs.at(
             rule.status.ident.span(),
             format!(
@@ -225,7 +224,7 @@ fn check_status_rule(rule: &CodeRule<u16>, unit_result: bool, errs: &mut Errors)
             "`result = ()` returns no data, so this value would never reach the agent; declare \
              the result type it is read as, as in `result = Merged`",
         ),
-        Some(_) => {}
+        None | Some(_) => {}
     }
 }
 
