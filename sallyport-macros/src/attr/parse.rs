@@ -195,6 +195,26 @@ pub(super) fn parse_code<C: TryFrom<u64>>(
             )
         })?;
     expect_eq(input, key, usage)?;
+    // `sallyport scaffold` writes `status(404) = choose` where the document reads as if the
+    // status may be an answer; say both ways out, with the code the author is deciding.
+    if key == "status"
+        && input
+            .fork()
+            .call(Ident::parse_any)
+            .is_ok_and(|i| i == CHOOSE)
+    {
+        let ident = input.call(Ident::parse_any)?;
+        return Err(Error::new(
+            ident.span(),
+            format!(
+                "choose what {what} {code_lit} means for this action: write \
+                 `{key}({code_lit}) = completed(value = r#\"…\"#)` if the status is itself the \
+                 answer, `{key}({code_lit}) = already_in_desired_state` if it means nothing \
+                 needed doing, or remove the rule to keep it an error; sallyport never guesses \
+                 what an answer means"
+            ),
+        ));
+    }
     let status = parse_keyword::<Status>(input, key)?;
     let result = if input.peek(token::Paren) {
         Some(parse_rule_result(input, &status)?)
