@@ -20,10 +20,13 @@
 //!
 //! Each stage lives in the module named after it and returns the next stage's typed value
 //! or a [`Refusal`]. Each value can be read anywhere but made only inside its own module,
-//! from the previous stage's value, so no stage can be skipped; each carries what its stage
-//! established (the authorized objects and note, the prepared request, the bound credential,
-//! the consent decision, the intent). The request a channel prepares at stage 4 is the one
-//! the human approves at stage 8 and the one sent at stage 10.
+//! from the previous stage's value, so no stage can be skipped. From stage 4 on, each value
+//! owns the call's flat context (`call::Call`: the entry and its card, the validated
+//! arguments, objects and note, the channel and its prepared request, the policy's decision,
+//! and from stage 6 the bound credential and the call's scrubber), which stages read through
+//! `call()`; a stage adds what only it establishes beside it (the consent decision, the
+//! intent). The request a channel prepares at stage 4 is the one the human approves at
+//! stage 8 and the one sent at stage 10.
 //!
 //! # No stage can be skipped
 //!
@@ -68,6 +71,11 @@
 //! ```
 //!
 //! ```compile_fail,E0603
+//! // a call context assembled outside the stages
+//! use sallyport_kernel::executor::call::Call;
+//! ```
+//!
+//! ```compile_fail,E0603
 //! // an intent never written
 //! use sallyport_kernel::executor::intent::Intended;
 //! ```
@@ -102,6 +110,7 @@ mod spans;
 mod typed;
 
 mod authorize;
+mod call;
 mod consent;
 mod definition;
 mod dispatch;

@@ -8,77 +8,45 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::Inner;
-use super::policy::{self, PolicyCheck, Purpose};
+use super::call::Call;
+use super::policy::{self, Purpose};
 use super::validate::Validated;
-use crate::channel::{CallView, Channel, PreparedRequest, RequestSummary};
+use crate::channel::CallView;
 use crate::code::RefusalCode;
 use crate::outcome::Refusal;
 use crate::scrub::Scrubber;
 use crate::session::Session;
-use crate::vault::Credential;
 
 /// A call inside the session's scope, with the request its channel prepared for it. Only
 /// `authorize` makes one.
 pub(crate) struct Authorized {
-    validated: Validated,
-    channel: Arc<dyn Channel>,
-    request: Box<dyn PreparedRequest>,
-    /// The request's summary, rendered once when the request was prepared and again only
-    /// when binding a credential changed the request.
-    summary: RequestSummary,
-    policy: PolicyCheck,
+    call: Call,
 }
 
 impl fmt::Debug for Authorized {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Authorized")
-            .field("validated", &self.validated)
-            .field("channel", &self.channel.name())
-            .field("request", &self.request)
-            .field("policy", &self.policy)
+            .field("call", &self.call)
             .finish()
     }
 }
 
 impl Authorized {
-    /// What stages 2 and 3 established.
-    pub(crate) fn validated(&self) -> &Validated {
-        &self.validated
+    /// The call as stages 1–4 established it.
+    pub(crate) fn call(&self) -> &Call {
+        &self.call
     }
 
-    /// The channel that will send the request.
-    pub(crate) fn channel(&self) -> &Arc<dyn Channel> {
-        &self.channel
-    }
-
-    /// The prepared request, exactly as it will be sent.
-    pub(crate) fn request(&self) -> &dyn PreparedRequest {
-        self.request.as_ref()
-    }
-
-    /// The request's summary now (after the vault stage bound the credential, with the real
-    /// destination).
-    pub(crate) fn summary(&self) -> &RequestSummary {
-        &self.summary
-    }
-
-    /// What the host's policy decided (nothing without a policy).
-    pub(crate) fn policy(&self) -> &PolicyCheck {
-        &self.policy
-    }
-
-    /// Binds the credential resolved at stage 6 to the prepared request.
-    pub(super) fn bind(&mut self, credential: &Credential) -> Result<(), Refusal> {
-        self.request.bind(credential)?;
-        self.summary = self.request.summary();
-        Ok(())
+    /// The call alone, for stage 5 to carry on.
+    pub(super) fn into_call(self) -> Call {
+        self.call
     }
 }
 
 /// Checks scope, lets the channel prepare the request, and asks the host's policy.
 pub(super) fn authorize(
     inner: &Inner,
-    scrubber: &Scrubber,
+    scrubber: Arc<Scrubber>,
     session: &Session,
     validated: Validated,
     purpose: Purpose<'_>,
@@ -114,16 +82,12 @@ pub(super) fn authorize(
     let policy = policy::check(
         inner.policy.as_deref(),
         &inner.call_log,
-        scrubber,
+        &scrubber,
         session,
         &validated,
         purpose,
     )?;
     Ok(Authorized {
-        validated,
-        channel,
-        summary: request.summary(),
-        request,
-        policy,
+        call: Call::new(validated, channel, request, policy, scrubber),
     })
 }

@@ -11,6 +11,7 @@
 use std::fmt;
 
 use super::Inner;
+use super::call::Call;
 use super::filter::{scrub_cut, scrub_cut_in_place, scrub_in_place};
 use super::precheck::Checked;
 use super::record::{self, CallRecord};
@@ -28,23 +29,28 @@ use crate::session::Session;
 
 /// A call a human approved, or whose rule needs no one. Only this stage's `consent` makes one.
 pub(crate) struct Consented {
-    checked: Checked,
+    call: Call,
     decision: ConsentOutcome,
 }
 
 impl fmt::Debug for Consented {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Consented")
-            .field("checked", &self.checked)
+            .field("call", &self.call)
             .field("decision", &self.decision)
             .finish()
     }
 }
 
 impl Consented {
-    /// What stage 7 established.
-    pub(crate) fn checked(&self) -> &Checked {
-        &self.checked
+    /// The call as stages 1–8 established it.
+    pub(crate) fn call(&self) -> &Call {
+        &self.call
+    }
+
+    /// The call alone, for stage 9 to carry on.
+    pub(super) fn into_call(self) -> Call {
+        self.call
     }
 
     /// How consent was given.
@@ -84,8 +90,11 @@ pub(super) fn consent(
     checked: Checked,
 ) -> impl Future<Output = Result<Consented, ConsentRefused>> {
     async move {
-        match rule_for(inner, session, &checked) {
-            Ok(decision) => Ok(Consented { checked, decision }),
+        match rule_for(inner, session, checked.call()) {
+            Ok(decision) => Ok(Consented {
+                call: checked.into_call(),
+                decision,
+            }),
             // Someone must decide. That path's state (the prompt, the wait, the parking) is
             // boxed, so the future of a call that needs no one does not carry it: the whole
             // call's future is allocated and moved once per call.
@@ -95,15 +104,9 @@ pub(super) fn consent(
 }
 
 /// How consent is given without asking anyone (`Ok`), or the rule a human must decide by.
-fn rule_for(
-    inner: &Inner,
-    session: &Session,
-    checked: &Checked,
-) -> Result<ConsentOutcome, ConsentRule> {
-    let authorized = checked.unlocked().approved().authorized();
-    let entry = authorized.validated().entry();
-    let spec = entry.spec();
-    let rule = if authorized.policy().requires_consent() {
+fn rule_for(inner: &Inner, session: &Session, call: &Call) -> Result<ConsentOutcome, ConsentRule> {
+    let spec = call.spec();
+    let rule = if call.policy().requires_consent() {
         ConsentRule::PerCall
     } else {
         spec.consent
@@ -113,7 +116,7 @@ fn rule_for(
         ConsentRule::Session
             if inner
                 .grants
-                .has(session.id().as_str(), &spec.name, entry.definition_hash()) =>
+                .has(session.id().as_str(), &spec.name, call.definition_hash()) =>
         {
             Ok(ConsentOutcome::SessionGrant)
         }
@@ -131,13 +134,15 @@ async fn ask(
 ) -> Result<Consented, ConsentRefused> {
     let attempt_id = &record.attempt_id;
     let session_id = session.id().as_str();
-    let unlocked = checked.unlocked();
-    let authorized = unlocked.approved().authorized();
-    let validated = authorized.validated();
-    let entry = validated.entry();
-    let spec = entry.spec();
-    let hash = entry.definition_hash();
-    let done = |checked, decision| Ok(Consented { checked, decision });
+    let call = checked.call();
+    let spec = call.spec();
+    let hash = call.definition_hash();
+    let done = |checked: Checked, decision| {
+        Ok(Consented {
+            call: checked.into_call(),
+            decision,
+        })
+    };
     // Deferred consent parks the call (and asks the provider, if any, from there).
     let deferred = inner.approvals.mode_for(&spec.name) == ConsentMode::Deferred;
     let provider = match &inner.consent {
@@ -153,7 +158,7 @@ async fn ask(
             ));
         }
     };
-    let scrubber = unlocked.scrubber();
+    let scrubber = call.scrubber();
     let request = ConsentRequest {
         attempt_id: attempt_id.to_string(),
         session_id: session_id.to_owned(),
@@ -162,9 +167,9 @@ async fn ask(
         effect: spec.effect,
         externality: spec.externality,
         rule,
-        objects: validated.objects().to_vec(),
-        note: validated.note().map(str::to_owned),
-        request: unlocked.summary().0.clone(),
+        objects: call.objects().to_vec(),
+        note: call.note().map(str::to_owned),
+        request: call.summary().0.clone(),
         definition_hash: hash.to_owned(),
         display: ConsentDisplay::default(),
     };
@@ -184,7 +189,7 @@ async fn ask(
         ));
     }
     let Some(provider) = provider else {
-        return Err(park(inner, record, session, &checked, request).await);
+        return Err(park(inner, record, session, call, request).await);
     };
     let ask = crate::executor::spans::consent_wait(provider.ask(&request));
     let decision = tokio::time::timeout(inner.consent_timeout, ask).await;
@@ -254,15 +259,11 @@ async fn park(
     inner: &Inner,
     record: &CallRecord,
     session: &Session,
-    checked: &Checked,
+    call: &Call,
     request: ConsentRequest,
 ) -> ConsentRefused {
-    let unlocked = checked.unlocked();
-    let authorized = unlocked.approved().authorized();
-    let validated = authorized.validated();
-    let entry = validated.entry();
-    let spec = entry.spec();
-    let fingerprint = super::intent::fingerprint_of(authorized);
+    let spec = call.spec();
+    let fingerprint = super::intent::fingerprint_of(call);
     crate::executor::spans::consented(ConsentOutcome::Deferred);
     let now = approval::now_ms();
     // The same call again, in the same session, while an approval of it lives: the answer
@@ -286,8 +287,8 @@ async fn park(
         }
         Err(e) => return store_failed(&e),
     }
-    let mut arguments = validated.arguments().clone();
-    unlocked.scrubber().scrub_json(&mut arguments);
+    let mut arguments = call.arguments().clone();
+    call.scrubber().scrub_json(&mut arguments);
     let expiry = u64::try_from(inner.approvals.expiry.as_millis()).unwrap_or(u64::MAX);
     let approval = Approval {
         approval_id: ApprovalId::generate(),
@@ -303,7 +304,7 @@ async fn park(
         note: request.note.clone(),
         request: request.request.clone(),
         fingerprint,
-        definition_hash: entry.definition_hash().to_owned(),
+        definition_hash: call.definition_hash().to_owned(),
         definition_status: super::definition::status(inner.definition_guard.as_deref()).to_owned(),
         arguments,
         created_at_ms: now,
@@ -365,8 +366,7 @@ fn store_failed(e: &crate::journal::JournalError) -> ConsentRefused {
 /// Stage 8 for a call a human approved earlier: the approval holds only for the request it
 /// was given for, and only until it expires.
 pub(super) fn approved(checked: Checked, approval: &Approval) -> Result<Consented, Refusal> {
-    let unlocked = checked.unlocked();
-    let authorized = unlocked.approved().authorized();
+    let call = checked.call();
     if approval.is_expired_at(approval::now_ms()) {
         return Err(Refusal::new(
             RefusalCode::ApprovalExpired,
@@ -376,17 +376,15 @@ pub(super) fn approved(checked: Checked, approval: &Approval) -> Result<Consente
             ),
         ));
     }
-    let request = scrub_cut(unlocked.scrubber(), &unlocked.summary().0);
-    if super::intent::fingerprint_of(authorized) != approval.fingerprint
-        || request != approval.request
-    {
+    let request = scrub_cut(call.scrubber(), &call.summary().0);
+    if super::intent::fingerprint_of(call) != approval.fingerprint || request != approval.request {
         return Err(Refusal::new(
             RefusalCode::RequestChanged,
             "the request prepared now is not the one a human approved (another destination or content); the approval is void; nothing was sent; make the call again to ask again",
         ));
     }
     Ok(Consented {
-        checked,
+        call: checked.into_call(),
         decision: ConsentOutcome::Approved,
     })
 }

@@ -4,30 +4,32 @@
 use std::fmt;
 
 use super::authorize::Authorized;
+use super::call::Call;
 use crate::drift::DefinitionGuard;
 use crate::outcome::Refusal;
 
 /// A call whose action definition may be called. Only this stage's `check` makes one.
 pub(crate) struct Approved {
-    authorized: Authorized,
+    call: Call,
 }
 
 impl fmt::Debug for Approved {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Approved")
-            .field("authorized", &self.authorized)
+            .field("call", &self.call)
             .finish()
     }
 }
 
 impl Approved {
-    /// What stage 4 established.
-    pub(crate) fn authorized(&self) -> &Authorized {
-        &self.authorized
+    /// The call as stages 1–5 established it.
+    pub(crate) fn call(&self) -> &Call {
+        &self.call
     }
 
-    pub(super) fn authorized_mut(&mut self) -> &mut Authorized {
-        &mut self.authorized
+    /// The call alone, for stage 6 to bind its credential.
+    pub(super) fn into_call(self) -> Call {
+        self.call
     }
 }
 
@@ -38,14 +40,16 @@ pub(super) fn check(
     guard: Option<&dyn DefinitionGuard>,
     authorized: Authorized,
 ) -> Result<Approved, Refusal> {
-    let entry = authorized.validated().entry();
-    let builtin = entry.spec().target.channel_name() == Some(crate::approval::check::CHANNEL);
+    let call = authorized.call();
+    let builtin = call.spec().target.channel_name() == Some(crate::approval::check::CHANNEL);
     if let Some(guard) = guard
         && !builtin
     {
-        guard.check(&entry.spec().name, entry.definition_hash())?;
+        guard.check(&call.spec().name, call.definition_hash())?;
     }
-    Ok(Approved { authorized })
+    Ok(Approved {
+        call: authorized.into_call(),
+    })
 }
 
 /// What the definition check found, in words for an approver.

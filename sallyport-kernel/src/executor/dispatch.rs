@@ -46,26 +46,24 @@ pub(super) fn dispatch(
     intended: Intended,
 ) -> impl Future<Output = Dispatched> {
     async move {
-        let unlocked = intended.consented().checked().unlocked();
-        let authorized = unlocked.approved().authorized();
-        let spec = authorized.validated().entry().spec();
+        let call = intended.call();
         let context = Arc::new(DispatchContext::new(
             intended.intent().attempt_id.clone(),
             intended.intent().session_id.clone(),
             Arc::clone(&inner.journal),
             intended.written(),
             inner.vault.clone(),
-            unlocked.resolved(),
-            Arc::clone(unlocked.scrubber()),
+            call.resolved(),
+            Arc::clone(call.scrubber()),
         ));
         guard.dispatching(Arc::clone(&context));
-        let channel = authorized.channel();
+        let channel = call.channel();
         let send = channel.dispatch(Dispatch {
-            spec,
-            request: authorized.request(),
+            spec: call.spec(),
+            request: call.request(),
             attempt_id: &intended.intent().attempt_id,
             idempotency_key: intended.idempotency_key(),
-            credential: unlocked.credential(),
+            credential: call.credential(),
             context: &context,
         });
         let outcome = crate::executor::spans::dispatch(channel.name(), &context, send).await;

@@ -38,10 +38,7 @@ impl Filtered {
 /// Scrubs the answer with the call's scrubber.
 pub(super) fn filter(normalized: Normalized) -> Filtered {
     let (intended, sends, mut result, upstream_status) = normalized.into_parts();
-    scrub_result(
-        intended.consented().checked().unlocked().scrubber(),
-        &mut result,
-    );
+    scrub_result(intended.call().scrubber(), &mut result);
     Filtered {
         intended,
         sends,

@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 
 use super::Inner;
-use super::authorize::Authorized;
+use super::call::Call;
 use super::consent::Consented;
 use crate::approval::{ApprovalId, Claim};
 use crate::channel::{fingerprint, still_ready};
@@ -22,7 +22,7 @@ use crate::outcome::Refusal;
 /// A call whose attempt is recorded (or, for an observe call, ready to be recorded with its
 /// outcome). Only this stage's `intend` makes one.
 pub(crate) struct Intended {
-    consented: Consented,
+    call: Call,
     intent: Intent,
     written: bool,
 }
@@ -30,7 +30,7 @@ pub(crate) struct Intended {
 impl fmt::Debug for Intended {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Intended")
-            .field("consented", &self.consented)
+            .field("call", &self.call)
             .field("attempt_id", &self.intent.attempt_id)
             .field("fingerprint", &self.intent.fingerprint)
             .field("written", &self.written)
@@ -39,9 +39,9 @@ impl fmt::Debug for Intended {
 }
 
 impl Intended {
-    /// What stage 8 established.
-    pub(crate) fn consented(&self) -> &Consented {
-        &self.consented
+    /// The call as stages 1–9 established it.
+    pub(crate) fn call(&self) -> &Call {
+        &self.call
     }
 
     /// The intent.
@@ -79,11 +79,10 @@ pub(super) fn intend(
     consented: Consented,
 ) -> impl Future<Output = Result<Intended, Refusal>> {
     async move {
-        let unlocked = consented.checked().unlocked();
         // Consent can take minutes: the vault may have been locked, or the credential replaced
         // or removed, meanwhile. The channel checks again before each send.
-        still_ready(inner.vault.as_deref(), unlocked.resolved().as_ref()).await?;
-        let intent = intent_of(attempt_id, session_id, &consented);
+        still_ready(inner.vault.as_deref(), consented.call().resolved().as_ref()).await?;
+        let intent = intent_of(attempt_id, session_id, consented.call());
         // An observe call writes its attempt now only while the journal is known to be
         // unwritable: a read whose record cannot be written is refused before it is sent.
         let written = intent.durable || inner.journal_unwritable.load(Ordering::SeqCst);
@@ -98,7 +97,7 @@ pub(super) fn intend(
             }
         }
         Ok(Intended {
-            consented,
+            call: consented.into_call(),
             intent,
             written,
         })
@@ -144,18 +143,17 @@ pub(super) fn intend_approved<'a>(
     claim: &'a Claim,
 ) -> impl Future<Output = Result<Intended, NotIntended>> + 'a {
     async move {
-        let unlocked = consented.checked().unlocked();
-        still_ready(inner.vault.as_deref(), unlocked.resolved().as_ref())
+        still_ready(inner.vault.as_deref(), consented.call().resolved().as_ref())
             .await
             .map_err(NotIntended::Refused)?;
-        let intent = intent_of(attempt_id, session_id, &consented);
+        let intent = intent_of(attempt_id, session_id, consented.call());
         let begun = match inner.approval_store() {
             Ok(store) => store.begin_approved(approval, claim, &intent).await,
             Err(e) => Err(e),
         };
         match begun {
             Ok(()) => Ok(Intended {
-                consented,
+                call: consented.into_call(),
                 intent,
                 written: true,
             }),
@@ -170,34 +168,29 @@ pub(super) fn intend_approved<'a>(
 
 /// SHA-256 over the action, its definition hash and the prepared request's fingerprint
 /// (hex): what an intent and an approval bind to.
-pub(super) fn fingerprint_of(authorized: &Authorized) -> String {
-    let entry = authorized.validated().entry();
-    let request = authorized.request().fingerprint();
+pub(super) fn fingerprint_of(call: &Call) -> String {
+    let request = call.request().fingerprint();
     crate::ids::hex_lower(&fingerprint([
-        entry.spec().name.as_bytes(),
-        entry.definition_hash().as_bytes(),
+        call.spec().name.as_bytes(),
+        call.definition_hash().as_bytes(),
         request.as_slice(),
     ]))
 }
 
-fn intent_of(attempt_id: &AttemptId, session_id: &str, consented: &Consented) -> Intent {
-    let unlocked = consented.checked().unlocked();
-    let authorized = unlocked.approved().authorized();
-    let validated = authorized.validated();
-    let entry = validated.entry();
-    let spec = entry.spec();
+fn intent_of(attempt_id: &AttemptId, session_id: &str, call: &Call) -> Intent {
+    let spec = call.spec();
     Intent {
         attempt_id: attempt_id.clone(),
         action: spec.name.to_string(),
         session_id: session_id.to_owned(),
         idempotency_key: IdempotencyKey::generate(),
-        fingerprint: fingerprint_of(authorized),
-        definition_hash: entry.definition_hash().to_owned(),
+        fingerprint: fingerprint_of(call),
+        definition_hash: call.definition_hash().to_owned(),
         effect: spec.effect,
         arguments: {
             // The journal stores arguments for reconcile; never a secret value among them.
-            let mut arguments = validated.arguments().clone();
-            unlocked.scrubber().scrub_json(&mut arguments);
+            let mut arguments = call.arguments().clone();
+            call.scrubber().scrub_json(&mut arguments);
             arguments
         },
         durable: spec.effect.is_mutating(),

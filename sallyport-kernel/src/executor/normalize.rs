@@ -44,11 +44,9 @@ impl Normalized {
 pub(super) fn normalize(inner: &Inner, action: &str, dispatched: Dispatched) -> Normalized {
     let (intended, outcome, sends) = dispatched.into_parts();
     let outcome = nothing_sent_is_nothing_done(outcome, sends);
-    let unlocked = intended.consented().checked().unlocked();
-    let validated = unlocked.approved().authorized().validated();
-    let entry = validated.entry();
+    let call = intended.call();
     if outcome.credential_rejected
-        && let Some(credential) = unlocked.credential()
+        && let Some(credential) = call.credential()
     {
         let meta = credential.meta();
         match inner.unusable.lock() {
@@ -71,14 +69,14 @@ pub(super) fn normalize(inner: &Inner, action: &str, dispatched: Dispatched) -> 
     result.reason = outcome
         .reason
         .as_deref()
-        .map(|r| unlocked.scrubber().bounded(r, MAX_REASON));
+        .map(|r| call.scrubber().bounded(r, MAX_REASON));
     result.next = outcome.next.clone().or_else(|| {
         matches!(outcome.status, Status::Pending | Status::Unknown)
             .then(|| {
                 next_call(
                     &inner.catalog,
-                    entry,
-                    validated.arguments(),
+                    call.entry(),
+                    call.arguments(),
                     outcome.data.as_ref(),
                 )
             })

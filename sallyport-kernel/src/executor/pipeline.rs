@@ -1,6 +1,8 @@
 //! The driver: runs the stages in order, each on the previous stage's value, and fills the
 //! call's record from each value as its stage completes.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::Inner;
@@ -85,22 +87,14 @@ pub(super) fn preflight(
 ) -> Result<(), Refusal> {
     let scrubber = inner.current_scrubber();
     let purpose = Purpose::Preflight;
-    authorized(
-        inner,
-        &scrubber,
-        action,
-        session,
-        arguments,
-        purpose,
-        |_| {},
-    )
-    .map(|_| ())
+    authorized(inner, scrubber, action, session, arguments, purpose, |_| {}).map(|_| ())
 }
 
-/// Stages 1–4, telling `fill` about each value as it is made.
+/// Stages 1–4, telling `fill` about each value as it is made. `scrubber` is the one the call
+/// begins with; the call keeps it until stage 6 gives it its own.
 fn authorized(
     inner: &Inner,
-    scrubber: &Scrubber,
+    scrubber: Arc<Scrubber>,
     action: &str,
     session: &Session,
     arguments: Value,
@@ -113,7 +107,7 @@ fn authorized(
         drift_mode: inner.drift_mode,
         max_argument_bytes: inner.max_argument_bytes,
     };
-    let validated = validate::validate(limits, scrubber, resolved, arguments)?;
+    let validated = validate::validate(limits, &scrubber, resolved, arguments)?;
     fill(Step::Validated(&validated));
     let authorized = authorize::authorize(inner, scrubber, session, validated, purpose)?;
     fill(Step::Authorized(&authorized));
@@ -167,7 +161,7 @@ async fn pipeline(
     consent: Consent<'_>,
 ) -> Result<Ended, NotIntended> {
     let approved = {
-        let scrubber = std::sync::Arc::clone(&guard.record().scrubber);
+        let scrubber = Arc::clone(&guard.record().scrubber);
         let action = guard.record().action().to_owned();
         let attempt = guard.record().attempt_id.clone();
         let purpose = match consent {
@@ -176,7 +170,7 @@ async fn pipeline(
         };
         let authorized = authorized(
             inner,
-            &scrubber,
+            scrubber,
             &action,
             session,
             std::mem::take(arguments),
@@ -185,8 +179,7 @@ async fn pipeline(
         )?;
         let approved = definition::check(inner.definition_guard.as_deref(), authorized)?;
         if let Consent::Approved { approval, .. } = consent
-            && approved.authorized().validated().entry().definition_hash()
-                != approval.definition_hash
+            && approved.call().definition_hash() != approval.definition_hash
         {
             return Err(NotIntended::Refused(Refusal::new(
                 RefusalCode::DefinitionDrift,

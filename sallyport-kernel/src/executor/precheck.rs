@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::call::Call;
 use super::vault::Unlocked;
 use crate::code::RefusalCode;
 use crate::outcome::Refusal;
@@ -10,44 +11,45 @@ use crate::vocab::MAX_REASON;
 
 /// A call whose preconditions hold. Only this stage's `precheck` makes one.
 pub(crate) struct Checked {
-    unlocked: Unlocked,
+    call: Call,
 }
 
 impl fmt::Debug for Checked {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Checked")
-            .field("unlocked", &self.unlocked)
-            .finish()
+        f.debug_struct("Checked").field("call", &self.call).finish()
     }
 }
 
 impl Checked {
-    /// What stage 6 established.
-    pub(crate) fn unlocked(&self) -> &Unlocked {
-        &self.unlocked
+    /// The call as stages 1–7 established it.
+    pub(crate) fn call(&self) -> &Call {
+        &self.call
+    }
+
+    /// The call alone, for stage 8 to carry on.
+    pub(super) fn into_call(self) -> Call {
+        self.call
     }
 }
 
 /// Runs the action's precondition, when it has one.
-#[expect(
-    clippy::manual_async_fn,
-    reason = "an async fn keeps its by-value argument twice in its future; a block uses the capture in place"
-)]
+///
+/// Not an `async fn`: one keeps its by-value argument twice in its future; the block
+/// captures the call it takes out, once.
 pub(super) fn precheck(unlocked: Unlocked) -> impl Future<Output = Result<Checked, Refusal>> {
+    let call = unlocked.into_call();
     async move {
-        let validated = unlocked.approved().authorized().validated();
-        let entry = validated.entry();
-        if entry.has_precondition() {
-            entry
-                .precheck(validated.input_arc())
+        if call.entry().has_precondition() {
+            call.entry()
+                .precheck(call.input_arc())
                 .await
                 .map_err(|reason| {
                     Refusal::new(
                         RefusalCode::PreconditionFailed,
-                        unlocked.scrubber().bounded(&reason, MAX_REASON),
+                        call.scrubber().bounded(&reason, MAX_REASON),
                     )
                 })?;
         }
-        Ok(Checked { unlocked })
+        Ok(Checked { call })
     }
 }

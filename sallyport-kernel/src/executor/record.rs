@@ -112,18 +112,20 @@ impl CallRecord {
     }
 
     pub(super) fn authorized(&mut self, authorized: &Authorized) {
-        self.texts.request = Some(authorized.summary().0.clone());
-        self.texts.policy = authorized.policy().note().cloned();
+        let call = authorized.call();
+        self.texts.request = Some(call.summary().0.clone());
+        self.texts.policy = call.policy().note().cloned();
     }
 
     pub(super) fn unlocked(&mut self, unlocked: &Unlocked) {
+        let call = unlocked.call();
         // Bound to the credential, the summary names the real destination (without one it
         // is the summary already recorded, not copied again).
-        let summary = &unlocked.summary().0;
+        let summary = &call.summary().0;
         if self.texts.request.as_ref() != Some(summary) {
             self.texts.request = Some(summary.clone());
         }
-        self.scrubber = Arc::clone(unlocked.scrubber());
+        self.scrubber = Arc::clone(call.scrubber());
     }
 
     pub(super) fn consented(&mut self, consented: &Consented) {

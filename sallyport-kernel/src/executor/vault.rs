@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use super::call::Call;
 use super::definition::Approved;
-use crate::channel::{RequestSummary, ResolvedName};
 use crate::code::RefusalCode;
 use crate::outcome::Refusal;
 use crate::scrub::Scrubber;
@@ -19,52 +19,26 @@ pub(crate) type Unusable = Mutex<HashMap<String, u64>>;
 
 /// A call whose credential is resolved and bound to its request. Only this stage's `unlock` makes one.
 pub(crate) struct Unlocked {
-    approved: Approved,
-    credential: Option<Credential>,
-    scrubber: Arc<Scrubber>,
+    call: Call,
 }
 
 impl fmt::Debug for Unlocked {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Unlocked")
-            .field("approved", &self.approved)
-            .field(
-                "credential",
-                &self.credential.as_ref().map(|c| &c.meta().name),
-            )
-            .finish_non_exhaustive()
+            .field("call", &self.call)
+            .finish()
     }
 }
 
 impl Unlocked {
-    /// What stage 5 established.
-    pub(crate) fn approved(&self) -> &Approved {
-        &self.approved
+    /// The call as stages 1–6 established it: its credential bound, its own scrubber.
+    pub(crate) fn call(&self) -> &Call {
+        &self.call
     }
 
-    /// The resolved credential, when the action binds one.
-    pub(crate) fn credential(&self) -> Option<&Credential> {
-        self.credential.as_ref()
-    }
-
-    /// The call's scrubber from here on: every secret the vault knew at this stage, and the
-    /// resolved credential.
-    pub(crate) fn scrubber(&self) -> &Arc<Scrubber> {
-        &self.scrubber
-    }
-
-    /// The request's summary with the credential bound: the real destination, as the human
-    /// and the audit record see it.
-    pub(crate) fn summary(&self) -> &RequestSummary {
-        self.approved.authorized().summary()
-    }
-
-    /// The name and version of the resolved credential.
-    pub(crate) fn resolved(&self) -> Option<ResolvedName> {
-        self.credential.as_ref().map(|c| ResolvedName {
-            name: c.meta().name.clone(),
-            version: c.meta().version,
-        })
+    /// The call alone, for stage 7 to carry on.
+    pub(super) fn into_call(self) -> Call {
+        self.call
     }
 }
 
@@ -76,24 +50,22 @@ fn locked() -> Refusal {
 }
 
 /// Resolves and binds the credential.
-#[expect(
-    clippy::manual_async_fn,
-    reason = "an async fn keeps its by-value argument twice in its future; a block uses the capture in place"
-)]
+///
+/// Not an `async fn`: one keeps its by-value argument twice in its future; the block
+/// captures the call it takes out, once.
 pub(super) fn unlock(
     vault: Option<&Arc<dyn Vault>>,
     unusable: &Unusable,
-    mut approved: Approved,
+    approved: Approved,
 ) -> impl Future<Output = Result<Unlocked, Refusal>> {
+    let mut call = approved.into_call();
     async move {
         if let Some(vault) = vault
             && vault.state() == VaultState::Locked
         {
             return Err(locked());
         }
-        let spec = approved.authorized().validated().entry().spec();
-        let mut credential = None;
-        if let Some(name) = spec.credential.clone() {
+        if let Some(name) = call.spec().credential.clone() {
             let vault = vault.ok_or_else(|| {
                 Refusal::new(RefusalCode::CredentialUnavailable, "no vault is configured")
             })?;
@@ -116,15 +88,14 @@ pub(super) fn unlock(
                     ),
                 ));
             }
-            approved.authorized_mut().bind(&resolved)?;
-            credential = Some(resolved);
+            call.bind(resolved)?;
         }
         // The call's scrubber, from here on for every text of the call: the vault's now (it
         // knows the resolved value, unless the vault changed in between), plus that value.
         let scrubber = match vault {
             Some(vault) => {
                 let scrubber = vault.scrubber();
-                match &credential {
+                match call.credential() {
                     Some(c) if !covers(&scrubber, c) => {
                         let secret = c.secret();
                         Arc::new(scrubber.extended(
@@ -136,11 +107,8 @@ pub(super) fn unlock(
             }
             None => Arc::new(Scrubber::empty()),
         };
-        Ok(Unlocked {
-            approved,
-            credential,
-            scrubber,
-        })
+        call.scrub_with(scrubber);
+        Ok(Unlocked { call })
     }
 }
 
