@@ -54,7 +54,7 @@ pub(crate) fn run(
             if args.json {
                 println!("{}", ascii_json(&list)?);
             } else {
-                print!("{}", table(&list, &states, approval::now_ms()));
+                print!("{}", table(&list, &states, sallyport_core::clock::now_ms()));
             }
             Ok(())
         }
@@ -66,7 +66,7 @@ pub(crate) fn run(
             if *json {
                 println!("{}", ascii_json(&found)?);
             } else {
-                print!("{}", card(&found, approval::now_ms()));
+                print!("{}", card(&found, sallyport_core::clock::now_ms()));
             }
             Ok(())
         }
@@ -248,7 +248,7 @@ fn standing(a: &Approval) -> String {
                 "{verb} by {} via {} at {}",
                 escape(&d.decider.by),
                 escape(&d.decider.channel),
-                approval::rfc3339(d.at_ms)
+                sallyport_core::clock::rfc3339(d.at_ms)
             )
         }
         None => a.state.as_str().to_owned(),
@@ -463,7 +463,7 @@ fn card(a: &Approval, now_ms: u64) -> String {
                 "{verb} by {} via {} at {}",
                 escape(&d.decider.by),
                 escape(&d.decider.channel),
-                approval::rfc3339(d.at_ms)
+                sallyport_core::clock::rfc3339(d.at_ms)
             );
             if let Some(reason) = &d.reason {
                 let _ = write!(text, ": \"{}\"", escape(reason));
@@ -480,7 +480,7 @@ fn card(a: &Approval, now_ms: u64) -> String {
             &format!(
                 "by {} until {}",
                 escape(&claim.owner),
-                approval::rfc3339(claim.until_ms)
+                sallyport_core::clock::rfc3339(claim.until_ms)
             ),
         );
     }

@@ -20,6 +20,12 @@
 //!
 //! The examples in these docs are written as a program writes them, against `sallyport-core`.
 //!
+//! The vocabulary every stage speaks — ids, codes, statuses, phases, results, the approval,
+//! policy and drift models, canonical JSON, the clock — is the leaf crate `sallyport-vocab`,
+//! which depends on no other sallyport crate. This crate re-exports it at the paths below
+//! (whole modules for [`outcome`], [`code`], [`session`] and [`clock`]; the rest beside the
+//! traits and services that use them), which are the paths to name.
+//!
 //! # Modules
 //!
 //! - [`action`]: the [`Action`] trait and its card, [`ActionSpec`].
@@ -42,27 +48,26 @@
 pub mod action;
 pub mod after_send;
 pub mod approval;
-mod approval_model;
 pub mod catalog;
 pub mod channel;
-pub mod clock;
-pub mod code;
 pub mod consent;
 pub mod danger;
 pub mod drift;
-mod drift_model;
 pub mod executor;
-mod ids;
+mod hex;
 pub mod journal;
-pub mod outcome;
+mod payload;
 pub mod policy;
-mod policy_model;
 pub mod scrub;
-pub mod session;
 pub mod target;
 pub mod telemetry;
 pub mod vault;
-mod vocab;
+
+#[doc(inline)]
+pub use sallyport_vocab::{clock, code, outcome, session};
+
+#[cfg(test)]
+mod string_enums;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -387,7 +387,7 @@ pub async fn parked_approvals_read_back_list_newest_first_and_filter(
     journal: Arc<dyn ApprovalStore>,
 ) {
     let j = journal.as_ref();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let (fa, fb) = ("a".repeat(64), "b".repeat(64));
     let oldest = sample_approval("ses_one", &fa, now - 3_000, now + HOUR_MS);
     let middle = sample_approval("ses_two", &fb, now - 2_000, now + HOUR_MS);
@@ -488,7 +488,7 @@ pub async fn parked_approvals_read_back_list_newest_first_and_filter(
 /// audited by nothing, through the store and through [`approval::decide`].
 pub async fn a_second_decision_is_unchanged(journal: Arc<dyn ApprovalStore>) {
     let j = journal.as_ref();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let approved = sample_approval("ses_dec", &"c".repeat(64), now, now + HOUR_MS);
     park(j, &approved).await;
     let before = intact_count(j).await;
@@ -580,7 +580,7 @@ pub async fn a_decision_after_expiry_is_unchanged_and_the_expiry_applies_once(
     journal: Arc<dyn ApprovalStore>,
 ) {
     let j = journal.as_ref();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let lapsed = sample_approval("ses_exp", &"e".repeat(64), now - 2_000, now - 1_000);
     park(j, &lapsed).await;
     let before = intact_count(j).await;
@@ -649,7 +649,7 @@ pub async fn claims_take_over_after_the_lease_and_fence_the_old_holder(
     journal: Arc<dyn ApprovalStore>,
 ) {
     let j = journal.as_ref();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = sample_approval("ses_claim", &"f".repeat(64), now, now + HOUR_MS);
     let id = parked.approval_id.clone();
     park(j, &parked).await;
@@ -812,7 +812,7 @@ pub async fn an_approval_refused_at_recheck_settles_without_an_intent(
     journal: Arc<dyn ApprovalStore>,
 ) {
     let j = journal.as_ref();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = sample_approval("ses_recheck", &"9".repeat(64), now, now + HOUR_MS);
     let id = parked.approval_id.clone();
     park(j, &parked).await;
@@ -869,7 +869,7 @@ pub async fn an_approval_refused_at_recheck_settles_without_an_intent(
 /// applied and audited, the other 31 are told what stands.
 pub async fn concurrent_decisions_apply_exactly_once(journal: Arc<dyn ApprovalStore>) {
     const TASKS: usize = 32;
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = sample_approval("ses_race", &"7".repeat(64), now, now + HOUR_MS);
     park(journal.as_ref(), &parked).await;
     let before = intact_count(journal.as_ref()).await;
@@ -1037,7 +1037,7 @@ pub async fn a_last_record_dropped_after_its_first_poll_is_written(
     let mutating = Intent::for_bench(true);
     journal.write_intent(&mutating).await.expect("intent");
     let observed = Intent::for_bench(false);
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = sample_approval("ses_dropped", &"7".repeat(64), now, now + HOUR_MS);
     let mut cx = Context::from_waker(Waker::noop());
     {

@@ -9,8 +9,8 @@
 use std::time::Instant;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use sallyport_core::drift::DefinitionGuard;
 use sallyport_core::drift::{Baseline, BaselineGuard};
-use sallyport_core::executor::DefinitionGuard;
 use sallyport_core::{Action, Catalog, EffectClass, RetryRule};
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -173,7 +173,7 @@ pub(super) fn intend_approved<'a>(
 pub(super) fn fingerprint_of(authorized: &Authorized) -> String {
     let entry = authorized.validated().entry();
     let request = authorized.request().fingerprint();
-    crate::ids::hex_lower(&fingerprint([
+    crate::hex::hex_lower(&fingerprint([
         entry.spec().name.as_bytes(),
         entry.definition_hash().as_bytes(),
         request.as_slice(),

@@ -124,7 +124,7 @@ mod enabled {
     use crate::channel::DispatchContext;
     use crate::code::ConsentOutcome;
     use crate::executor::{CallOptions, Inner};
-    use crate::vocab::MAX_ACTION_NAME;
+    use sallyport_vocab::MAX_ACTION_NAME;
 
     /// What the stages of one call tell its span. One per call, set for the call's future
     /// (a task-local value, so the stages need no handle and a call nested in a consent

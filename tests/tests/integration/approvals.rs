@@ -741,7 +741,7 @@ async fn webhook_approve(client: &reqwest::Client, url: &str, id: &str) -> bool 
         "approval_id": id, "decision": "approve", "decided_by": "chat-bot"
     }))
     .expect("json");
-    let t = sallyport_core::approval::now_ms() / 1000;
+    let t = sallyport_core::clock::now_ms() / 1000;
     let signature = sallyport_webhook::sign(approvals_rig::WEBHOOK_SECRET.as_bytes(), t, &body);
     let response = client
         .post(url)
