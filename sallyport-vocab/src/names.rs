@@ -1,10 +1,10 @@
-//! The one table each string enum's names come from ([`string_enum!`]), and the error of a
+//! The one table each string enum's names come from ([`string_enum!`](crate::string_enum!)), and the error of a
 //! name that is none of them ([`UnknownName`], public as `code::UnknownName`).
 //!
 //! # String enums
 //!
 //! Every fieldless enum whose variants travel as strings (results, audit records, stored
-//! rows, cards) is declared through [`string_enum!`], with each variant's name written once:
+//! rows, cards) is declared through [`string_enum!`](crate::string_enum!), with each variant's name written once:
 //!
 //! ```
 //! sallyport_vocab::string_enum! {
@@ -78,7 +78,7 @@ impl fmt::Display for UnknownName {
 impl std::error::Error for UnknownName {}
 
 /// Reads a string enum from its name without copying the string: the `Deserialize` that
-/// [`string_enum!`] writes.
+/// [`string_enum!`](crate::string_enum!) writes.
 pub fn deserialize_name<'de, D, T>(
     deserializer: D,
     kind: &'static str,
