@@ -8,14 +8,15 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use sallyport_core::EffectClass;
 use sallyport_core::Executor;
+use sallyport_core::action::Externality;
 use sallyport_core::approval::{
     self, Approval, ApprovalFilter, ApprovalId, ApprovalState, Decided, Decider, Verdict,
 };
 use sallyport_core::consent::escape;
 use sallyport_core::journal::{ApprovalStore, JournalError};
 use sallyport_core::outcome::ActionResult;
-use sallyport_core::{EffectClass, Externality};
 
 use crate::args::{ApprovalsCommand, Cli, StateArg};
 use crate::exit::{Exit, Failure};

@@ -30,7 +30,7 @@
 //! which channel ([`ApprovalNote`]), and the execution's own record with its receipt.
 //!
 //! ```no_run
-//! # async fn demo(journal: &dyn sallyport_core::ApprovalStore) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo(journal: &dyn sallyport_core::journal::ApprovalStore) -> Result<(), Box<dyn std::error::Error>> {
 //! use sallyport_core::approval::{self, ApprovalId, Decider, Verdict};
 //! let id = ApprovalId::from_stored("apr_0193…");
 //! let decided = approval::decide(journal, &id, Verdict::Approve, &Decider::new("alice", "cli"), None).await?;

@@ -19,7 +19,7 @@
 //! # }
 //! ```
 //!
-//! The checks use only the [`Journal`](sallyport_core::Journal) and [`ApprovalStore`] traits,
+//! The checks use only the [`Journal`](sallyport_core::journal::Journal) and [`ApprovalStore`] traits,
 //! so they hold for every backend. The concurrency check spawns tasks: run the suite on a
 //! multi-threaded runtime.
 
@@ -31,10 +31,12 @@ use sallyport_core::approval::{
     self, Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalNote, ApprovalState,
     ApprovalStep, Claim, Decided, Decider, Transition, Verdict,
 };
+use sallyport_core::code::ConsentOutcome;
 use sallyport_core::journal::{
     ApprovalStore, AttemptId, AuditEvent, AuditRecord, Intent, JournalError, Phase,
 };
-use sallyport_core::{ActionResult, ConsentOutcome, RefusalCode, Session, Status};
+use sallyport_core::outcome::ActionResult;
+use sallyport_core::{RefusalCode, Session, Status};
 use serde_json::json;
 
 /// An hour, in milliseconds: the expiry of approvals no check lets expire.
@@ -1025,7 +1027,7 @@ pub async fn concurrent_settles_of_one_attempt_append_exactly_once(
     assert!(journal.unresolved().await.expect("unresolved").is_empty());
 }
 
-/// A call's last record is handed over on the first poll of its write (see [`Journal`](sallyport_core::Journal)):
+/// A call's last record is handed over on the first poll of its write (see [`Journal`](sallyport_core::journal::Journal)):
 /// an append, an observe call's record and a parked approval, each polled once and then
 /// dropped, are all written, once each. The executor relies on it and records no
 /// cancellation for such a call.
