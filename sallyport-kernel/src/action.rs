@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::target::Target;
+use crate::target::{HttpMethod, StatusResult, Target};
 pub use sallyport_vocab::action::{
     ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
 };
@@ -113,6 +113,12 @@ pub struct ActionSpec {
     pub scope_text: Option<Cow<'static, str>>,
     /// A sentence for the card's `Result:` line.
     pub result_text: Option<Cow<'static, str>>,
+    /// The author's reviewed reason why an `observe` action uses a method meant to change
+    /// state (a search sent as `POST`, say). Without it [`ActionSpec::check`] (and
+    /// `#[derive(Action)]`, at compile time) refuses the contradiction. Shown on the card and
+    /// part of the canonical definition, so changing it is drift.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method_override: Option<Cow<'static, str>>,
     /// Where and how the call is sent.
     pub target: Target,
 }
@@ -141,6 +147,7 @@ impl ActionSpec {
             policy_fields: Vec::new(),
             scope_text: None,
             result_text: None,
+            method_override: None,
             target: Target::None,
         }
     }
@@ -267,6 +274,27 @@ impl ActionSpec {
         self
     }
 
+    /// Gives the reviewed reason why this `observe` action uses a method meant to change
+    /// state (see [`ActionSpec::method_override`]).
+    #[must_use]
+    pub fn with_method_override(mut self, reason: impl Into<Cow<'static, str>>) -> Self {
+        self.method_override = Some(reason.into());
+        self
+    }
+
+    /// The HTTP method that contradicts this action's `observe` effect class: a method
+    /// meant to change state on an `observe` action. `None` for any other action.
+    pub fn contradicting_method(&self) -> Option<HttpMethod> {
+        match &self.target {
+            Target::Http(http)
+                if self.effect == EffectClass::Observe && http.method.changes_state() =>
+            {
+                Some(http.method)
+            }
+            _ => None,
+        }
+    }
+
     /// Sets where and how the call is sent.
     #[must_use]
     pub fn with_target(mut self, target: Target) -> Self {
@@ -299,6 +327,21 @@ impl ActionSpec {
                 path: http.path.to_string(),
                 reason,
             });
+        }
+        if let Target::Http(http) = &self.target
+            && let Err((code, reason)) = http.check_status_results()
+        {
+            return Err(SpecError::InvalidStatusResult { code, reason });
+        }
+        if let Some(reason) = &self.method_override
+            && reason.trim().is_empty()
+        {
+            return Err(SpecError::EmptyMethodOverride);
+        }
+        if let Some(method) = self.contradicting_method()
+            && self.method_override.is_none()
+        {
+            return Err(SpecError::MethodContradictsEffect(method));
         }
         Ok(())
     }
@@ -366,6 +409,35 @@ impl ActionSpec {
         if let Some(reconcile) = &self.reconcile {
             out.push_str(&format!("If uncertain: check with {reconcile}\n"));
         }
+        if let Target::Http(http) = &self.target {
+            let answers: Vec<String> = http
+                .statuses
+                .iter()
+                .filter_map(|rule| {
+                    let data = match &rule.result {
+                        StatusResult::Body => return None,
+                        StatusResult::Empty => "no data".to_owned(),
+                        StatusResult::Value(value) => format!("`{value}`"),
+                    };
+                    Some(format!(
+                        "HTTP {} means {} with {data}",
+                        rule.code, rule.status
+                    ))
+                })
+                .collect();
+            if !answers.is_empty() {
+                out.push_str(&format!("Answers: {}.\n", answers.join("; ")));
+            }
+        }
+        if let Some(reason) = &self.method_override {
+            let method = match &self.target {
+                Target::Http(http) => http.method.as_str(),
+                _ => "its method",
+            };
+            out.push_str(&format!(
+                "Method override: {method}, declared observe: {reason}\n"
+            ));
+        }
         out
     }
 }
@@ -403,6 +475,25 @@ pub enum SpecError {
         /// Why.
         reason: String,
     },
+    /// A status rule's constant result (`empty`, or a value) that the declared result type
+    /// cannot read, or that cannot stand for the status it is declared on.
+    #[error("the result declared for HTTP {code} is refused: {reason}")]
+    InvalidStatusResult {
+        /// The HTTP status code.
+        code: u16,
+        /// Why.
+        reason: String,
+    },
+    /// An `observe` action on a method meant to change state, without a reviewed reason.
+    #[error(
+        "an `observe` action uses {0}, a method meant to change state; give the reviewed reason \
+         it only reads with `with_method_override` (`method_override = \"…\"` in \
+         `#[action]`), or declare the effect it has"
+    )]
+    MethodContradictsEffect(HttpMethod),
+    /// A method override without a reason.
+    #[error("a method override needs its reason: say why this action only reads")]
+    EmptyMethodOverride,
 }
 
 /// Whether `name` is a valid action name: lowercase snake case, starting with a letter, at
@@ -456,6 +547,141 @@ Effect: Changes one named preview build into the staging release channel.\n";
         assert!(card.contains(
             "Retry: Never retry automatically unless the server accepts the same idempotency token.\n"
         ));
+    }
+
+    #[test]
+    fn an_observe_action_on_a_changing_method_needs_a_reviewed_override_shown_on_the_card() {
+        use crate::target::HttpTarget;
+        let search = ActionSpec::new("search_issues", EffectClass::Observe)
+            .with_target(Target::Http(HttpTarget::new(HttpMethod::Post, "/search")));
+        assert_eq!(search.contradicting_method(), Some(HttpMethod::Post));
+        assert_eq!(
+            search.check(),
+            Err(SpecError::MethodContradictsEffect(HttpMethod::Post))
+        );
+        assert_eq!(
+            search.check().unwrap_err().to_string(),
+            "an `observe` action uses POST, a method meant to change state; give the reviewed \
+             reason it only reads with `with_method_override` (`method_override = \"…\"` in \
+             `#[action]`), or declare the effect it has"
+        );
+        assert_eq!(
+            search.clone().with_method_override("  ").check(),
+            Err(SpecError::EmptyMethodOverride)
+        );
+        let reviewed = search.with_method_override("the search endpoint takes its query as a body");
+        assert_eq!(reviewed.check(), Ok(()));
+        assert!(
+            reviewed.card().ends_with(
+                "Method override: POST, declared observe: the search endpoint takes its query as \
+                 a body\n"
+            ),
+            "{}",
+            reviewed.card()
+        );
+        let read = ActionSpec::new("get_issue", EffectClass::Observe)
+            .with_target(Target::Http(HttpTarget::new(HttpMethod::Get, "/issue")));
+        assert_eq!(read.contradicting_method(), None);
+        assert!(!read.card().contains("Method override"), "{}", read.card());
+    }
+
+    #[test]
+    fn status_results_are_checked_against_the_result_type_and_shown_on_the_card() {
+        use crate::target::{HttpTarget, ResultShape, StatusResult};
+        #[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+        struct Merged {
+            merged: bool,
+        }
+        let target = HttpTarget::new(HttpMethod::Get, "/pulls/{n}/merge")
+            .with_status_result(
+                204,
+                crate::outcome::Status::Completed,
+                StatusResult::Value(serde_json::json!({"merged": true})),
+            )
+            .with_status_result(
+                404,
+                crate::outcome::Status::Completed,
+                StatusResult::Value(serde_json::json!({"merged": false})),
+            )
+            .with_result(ResultShape::of::<Merged>());
+        let spec = ActionSpec::new("check_if_merged", EffectClass::Observe)
+            .with_target(Target::Http(target));
+        assert_eq!(spec.check(), Ok(()));
+        assert!(
+            spec.card().contains(
+                "Answers: HTTP 204 means completed with `{\"merged\":true}`; HTTP 404 means \
+                 completed with `{\"merged\":false}`.\n"
+            ),
+            "{}",
+            spec.card()
+        );
+        let needs_body =
+            ActionSpec::new("dispatch", EffectClass::ReversibleChange).with_target(Target::Http(
+                HttpTarget::new(HttpMethod::Post, "/dispatches")
+                    .with_status_result(204, crate::outcome::Status::Completed, StatusResult::Empty)
+                    .with_result(ResultShape::of::<Merged>()),
+            ));
+        assert_eq!(
+            needs_body.check().unwrap_err().to_string(),
+            "the result declared for HTTP 204 is refused: the declared result type cannot read \
+             null: response does not match the declared result: invalid type: null, expected \
+             struct Merged"
+        );
+        let optional =
+            ActionSpec::new("dispatch", EffectClass::ReversibleChange).with_target(Target::Http(
+                HttpTarget::new(HttpMethod::Post, "/dispatches")
+                    .with_status_result(204, crate::outcome::Status::Completed, StatusResult::Empty)
+                    .with_result(ResultShape::of::<Option<Merged>>()),
+            ));
+        assert_eq!(optional.check(), Ok(()));
+        assert!(
+            optional
+                .card()
+                .contains("Answers: HTTP 204 means completed with no data.\n")
+        );
+        for (code, status, result, reason) in [
+            (
+                404,
+                crate::outcome::Status::Completed,
+                StatusResult::Empty,
+                "an error code with no data is not an answer; declare the value it means, as in \
+                 `completed(value = ...)`",
+            ),
+            (
+                503,
+                crate::outcome::Status::Completed,
+                StatusResult::Value(serde_json::json!(null)),
+                "a server error is never an answer; leave it to the conservative default",
+            ),
+            (
+                409,
+                crate::outcome::Status::Rejected,
+                StatusResult::Empty,
+                "a `rejected` result carries no data; only `completed`, \
+                 `already_in_desired_state` and `pending` take `empty` or a value",
+            ),
+        ] {
+            let target =
+                HttpTarget::new(HttpMethod::Get, "/x").with_status_result(code, status, result);
+            assert_eq!(
+                target.check_status_results(),
+                Err((code, reason.to_owned()))
+            );
+        }
+        let no_type = HttpTarget::new(HttpMethod::Get, "/x").with_status_result(
+            404,
+            crate::outcome::Status::Completed,
+            StatusResult::Value(serde_json::json!(false)),
+        );
+        assert_eq!(
+            no_type.check_status_results(),
+            Err((
+                404,
+                "the action declares no result type, so the value false would never reach the \
+                 agent; declare one that reads it"
+                    .to_owned()
+            ))
+        );
     }
 
     #[test]

@@ -398,6 +398,9 @@ pub fn definition_of(spec: &ActionSpec, input_schema: &Value, provenance: &Prove
     if spec.naturally_idempotent {
         definition["naturally_idempotent"] = json!(true);
     }
+    if let Some(reason) = &spec.method_override {
+        definition["method_override"] = json!(reason);
+    }
     definition
 }
 
@@ -481,7 +484,7 @@ mod tests {
     use super::*;
     use crate::action::{ConsentRule, DataClass, EffectClass, Externality, RetryRule};
     use crate::outcome::Status;
-    use crate::target::{HttpMethod, HttpTarget, SshTarget, Target};
+    use crate::target::{HttpMethod, HttpTarget, SshTarget, StatusResult, Target};
 
     fn spec() -> ActionSpec {
         ActionSpec::new("create_deployment", EffectClass::ReversibleChange)
@@ -502,7 +505,7 @@ mod tests {
     }
 
     /// Every meaningful field, each with one change.
-    const MUTATIONS: usize = 19;
+    const MUTATIONS: usize = 22;
 
     fn mutate(i: usize, spec: &mut ActionSpec, schema: &mut Value, provenance: &mut Provenance) {
         match i {
@@ -535,6 +538,27 @@ mod tests {
             16 => provenance.upstream_spec_hash = Some("ab".repeat(32)),
             17 => spec.audit_note_field = Some("reason".into()),
             18 => spec.naturally_idempotent = true,
+            19 => spec.method_override = Some("reviewed: it only reads".into()),
+            20 => {
+                spec.target = Target::Http(
+                    HttpTarget::new(HttpMethod::Post, "/v1/projects/{project_id}/deployments")
+                        .with_status_result(
+                            409,
+                            Status::AlreadyInDesiredState,
+                            StatusResult::Empty,
+                        ),
+                );
+            }
+            21 => {
+                spec.target = Target::Http(
+                    HttpTarget::new(HttpMethod::Post, "/v1/projects/{project_id}/deployments")
+                        .with_status_result(
+                            409,
+                            Status::AlreadyInDesiredState,
+                            StatusResult::Value(json!({"queued": false})),
+                        ),
+                );
+            }
             _ => unreachable!("only {MUTATIONS} mutations"),
         }
     }
@@ -568,6 +592,36 @@ mod tests {
         assert_ne!(
             canonical_hash(&noted),
             canonical_hash(&definition_of(&moved, &schema(), &provenance))
+        );
+    }
+
+    #[test]
+    fn a_rule_whose_result_is_the_body_keeps_the_definition_it_had() {
+        let provenance = Provenance::new("1.0.0");
+        let mut explicit = spec();
+        explicit.target = Target::Http(
+            HttpTarget::new(HttpMethod::Post, "/v1/projects/{project_id}/deployments")
+                .with_status_result(409, Status::AlreadyInDesiredState, StatusResult::Body),
+        );
+        let plain = definition_of(&spec(), &schema(), &provenance);
+        assert_eq!(
+            plain["target"]["statuses"],
+            json!([{"code": 409, "status": "already_in_desired_state"}])
+        );
+        assert!(plain.get("method_override").is_none(), "{plain}");
+        assert_eq!(definition_of(&explicit, &schema(), &provenance), plain);
+        let mut answered = spec();
+        mutate(21, &mut answered, &mut schema(), &mut provenance.clone());
+        assert_eq!(
+            definition_of(&answered, &schema(), &provenance)["target"]["statuses"],
+            json!([{"code": 409, "status": "already_in_desired_state",
+                    "result": {"value": {"queued": false}}}])
+        );
+        let mut empty = spec();
+        mutate(20, &mut empty, &mut schema(), &mut provenance.clone());
+        assert_eq!(
+            definition_of(&empty, &schema(), &provenance)["target"]["statuses"][0]["result"],
+            "empty"
         );
     }
 

@@ -16,7 +16,21 @@ pub use crate::action::{
     Action, ActionSpec, ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
 };
 pub use crate::outcome::Status;
-pub use crate::target::{CommandOutput, HttpMethod, HttpTarget, ResultShape, SshTarget, Target};
+pub use crate::target::{
+    CommandOutput, HttpMethod, HttpTarget, ResultShape, SshTarget, StatusResult, Target,
+};
+
+/// A status rule's constant result, `status(404) = completed(value = "…")`, from the JSON
+/// text the derive parsed at compile time.
+pub fn status_value(json: &str) -> StatusResult {
+    #[allow(
+        clippy::expect_used,
+        reason = "the derive refuses the attribute unless this text parses as JSON, with this \
+                  same serde_json"
+    )]
+    let value = serde_json::from_str(json).expect("JSON checked by #[derive(Action)]");
+    StatusResult::Value(value)
+}
 
 /// A duration the derive checked at compile time, in milliseconds.
 pub const fn millis(ms: u64) -> std::time::Duration {

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::Value;
 
-pub use self::http::{BodyRule, HttpBody, HttpMethod, HttpTarget, StatusRule};
+pub use self::http::{BodyRule, HttpBody, HttpMethod, HttpTarget, StatusResult, StatusRule};
 pub use self::ssh::{CommandOutput, ExitRule, SshTarget};
 use crate::outcome::Status;
 

@@ -5,7 +5,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::{DeriveInput, Error, Ident, LitStr};
 
-use crate::attr::{Errors, Input, Keyword, TargetKind};
+use crate::attr::{Errors, Input, Keyword, RuleResult, TargetKind};
 use crate::valid::{self, Checked};
 
 /// Parses, checks and expands `#[derive(Action)]`. The error holds every mistake found; the
@@ -134,6 +134,9 @@ fn spec(checked: &Checked) -> TokenStream {
     if let Some(returns) = action.returns.get() {
         spec.extend(quote!(.with_result_text(#returns)));
     }
+    if let Some(reason) = action.method_override.get() {
+        spec.extend(quote!(.with_method_override(#reason)));
+    }
     if let Some(target) = target(input) {
         spec.extend(quote!(.with_target(#target)));
     }
@@ -181,7 +184,15 @@ fn target(input: &Input) -> Option<TokenStream> {
             for rule in &http.statuses {
                 let code = rule.code;
                 let status = variant(rule.status.value);
-                target.extend(quote!(.with_status(#code, #p::Status::#status)));
+                target.extend(match &rule.result {
+                    None => quote!(.with_status(#code, #p::Status::#status)),
+                    Some(RuleResult::Empty(_)) => quote! {
+                        .with_status_result(#code, #p::Status::#status, #p::StatusResult::Empty)
+                    },
+                    Some(RuleResult::Value(json)) => quote! {
+                        .with_status_result(#code, #p::Status::#status, #p::status_value(#json))
+                    },
+                });
             }
             if let Some(ty) = http.result.get().filter(|ty| !is_unit(ty)) {
                 let shape = quote_spanned!(ty.span()=> #p::result_shape::<#ty>());

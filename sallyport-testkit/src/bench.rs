@@ -89,6 +89,7 @@ impl Bench {
                             channel: channel_of(&entry.spec().target),
                             effect: entry.spec().effect.as_str().to_owned(),
                             checks: vec![checks::not_run(Check::Arguments, &e)],
+                            findings: checks::findings(entry.spec()),
                         })
                         .collect(),
                     journal_intact: None,
@@ -103,6 +104,7 @@ impl Bench {
                 channel: channel_of(&spec.target),
                 effect: spec.effect.as_str().to_owned(),
                 checks: Vec::new(),
+                findings: checks::findings(&spec),
             };
             match &spec.target {
                 Target::Http(http) => {

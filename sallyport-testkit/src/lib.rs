@@ -105,4 +105,4 @@ mod sample;
 mod upstream;
 
 pub use crate::bench::{Bench, bench};
-pub use crate::report::{ActionReport, Check, CheckReport, Report, Verdict};
+pub use crate::report::{ActionReport, Check, CheckReport, Finding, FindingKind, Report, Verdict};

@@ -143,6 +143,43 @@ impl CheckReport {
     }
 }
 
+/// What a finding is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum FindingKind {
+    /// An `observe` action on a method meant to change state, compiled with its author's
+    /// reviewed `method_override` reason.
+    MethodOverride,
+}
+
+impl FindingKind {
+    /// The finding's name, as the report prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::MethodOverride => "method_override",
+        }
+    }
+}
+
+impl fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Something a human should review in an action's definition: never a failure (the bench
+/// still passes), always printed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Finding {
+    /// What it is about.
+    pub kind: FindingKind,
+    /// What the bench read in the definition.
+    pub observed: String,
+    /// What the reviewer should confirm.
+    pub review: String,
+}
+
 /// Every check of one action.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -155,6 +192,8 @@ pub struct ActionReport {
     pub effect: String,
     /// The checks, in the order they ran.
     pub checks: Vec<CheckReport>,
+    /// What a human should review; never failures.
+    pub findings: Vec<Finding>,
 }
 
 impl ActionReport {
@@ -189,7 +228,14 @@ impl Report {
             .filter(|(_, c)| c.is_failed())
     }
 
-    /// Whether every check that ran held and the journal verified.
+    /// Every finding, with its action.
+    pub fn findings(&self) -> impl Iterator<Item = (&ActionReport, &Finding)> {
+        self.actions
+            .iter()
+            .flat_map(|a| a.findings.iter().map(move |f| (a, f)))
+    }
+
+    /// Whether every check that ran held and the journal verified (findings do not count).
     pub fn passed(&self) -> bool {
         self.failures().next().is_none() && self.journal_intact == Some(true)
     }
@@ -229,6 +275,10 @@ impl fmt::Display for Report {
                 None => "unreadable",
             }
         )?;
+        let findings = self.findings().count();
+        if findings > 0 {
+            writeln!(f, "{findings} findings to review (not failures)")?;
+        }
         for action in &self.actions {
             writeln!(
                 f,
@@ -250,6 +300,10 @@ impl fmt::Display for Report {
                         writeln!(f, "  n/a   {}: {reason}", check.check)?;
                     }
                 }
+            }
+            for finding in &action.findings {
+                writeln!(f, "  note  {}: {}", finding.kind, finding.observed)?;
+                writeln!(f, "        review: {}", finding.review)?;
             }
         }
         Ok(())
@@ -276,6 +330,7 @@ mod tests {
                     ),
                     CheckReport::not_applicable(Check::ConsentDenied, "consent rule `none`"),
                 ],
+                findings: Vec::new(),
             }],
             journal_intact: Some(true),
         };
@@ -288,6 +343,42 @@ mod tests {
             "  FAIL  refund / timeout_after_commit_is_unknown: unknown, no next\n        fix: declare a reconcile action\n"
         ));
         assert!(text.contains("  n/a   consent_denied_sends_nothing: consent rule `none`\n"));
+    }
+
+    #[test]
+    fn a_finding_is_printed_for_review_and_is_no_failure() {
+        let report = Report {
+            actions: vec![ActionReport {
+                action: "search".into(),
+                channel: "http".into(),
+                effect: "observe".into(),
+                checks: vec![CheckReport::passed(Check::UnknownField, "rejected")],
+                findings: vec![Finding {
+                    kind: FindingKind::MethodOverride,
+                    observed: "POST declared observe: a search".into(),
+                    review: "confirm it reads".into(),
+                }],
+            }],
+            journal_intact: Some(true),
+        };
+        assert!(report.passed());
+        assert_eq!(report.failures().count(), 0);
+        assert_eq!(report.findings().count(), 1);
+        let text = report.to_string();
+        assert!(
+            text.starts_with(
+                "sallyport bench: 1 actions; 1 checks passed, 0 failed, 0 not applicable; \
+                 journal verified intact\n1 findings to review (not failures)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  note  method_override: POST declared observe: a search\n        review: \
+                 confirm it reads\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

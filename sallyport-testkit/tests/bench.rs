@@ -102,3 +102,58 @@ async fn ssh_and_custom_channel_actions_are_not_applicable_and_http_actions_run(
     assert!(!text.contains("pass  arguments: not applicable"), "{text}");
     report.assert_passed();
 }
+
+/// Search the issues of one repository.
+#[derive(Action, Deserialize, JsonSchema)]
+#[action(
+    name = "search_issues",
+    effect = observe,
+    method_override = "the search endpoint takes its query as a POST body and changes nothing"
+)]
+#[http(post = "/v1/search/issues", result = Service)]
+#[serde(deny_unknown_fields)]
+struct SearchIssues {
+    /// The query.
+    q: String,
+}
+
+#[tokio::test]
+async fn a_method_override_is_a_finding_to_review_and_not_a_failure() {
+    let catalog = Catalog::builder()
+        .action::<SearchIssues>()
+        .action::<ServiceStatus>()
+        .build()
+        .expect("catalog");
+    let report = sallyport_testkit::bench(&catalog).run().await;
+    println!("{report}");
+
+    let search = report.action("search_issues").expect("the search action");
+    let [finding] = search.findings.as_slice() else {
+        panic!("one finding:\n{report}");
+    };
+    assert_eq!(finding.kind, sallyport_testkit::FindingKind::MethodOverride);
+    assert_eq!(
+        finding.observed,
+        "`search_issues` is declared `observe` on POST, a method meant to change state, with \
+         the override: the search endpoint takes its query as a POST body and changes nothing"
+    );
+    assert_eq!(
+        finding.review,
+        "confirm against the upstream's documentation that this POST changes nothing; if it \
+         does, declare the effect it has and remove `method_override`"
+    );
+    let status = report.action("service_status").expect("the GET action");
+    assert!(status.findings.is_empty());
+    assert_eq!(report.findings().count(), 1);
+    let text = report.to_string();
+    assert!(
+        text.contains("\n1 findings to review (not failures)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  note  method_override: `search_issues`"),
+        "{text}"
+    );
+    // A finding is not a failure: the checks of both actions ran and passed.
+    report.assert_passed();
+}

@@ -9,11 +9,12 @@ use sallyport_core::action::RetryRule;
 use sallyport_core::channel::ChannelOutcome;
 use sallyport_core::code::UpstreamCode;
 use sallyport_core::outcome::Status;
+use serde_json::Value;
 
-use super::{
-    Call, RetryAfter, Step, body_rules, mentions_idempotency, message, project_optional,
-    retry_after, success,
-};
+use super::declared::{body_rules, project_optional, success};
+use super::headers::{RetryAfter, retry_after};
+use super::message::{mentions_idempotency, message};
+use super::{Call, Step};
 use crate::exchange::Answer;
 
 /// One answer as the mapping reads it.
@@ -59,8 +60,41 @@ impl<'a> Reading<'a> {
         )
     }
 
+    /// The codes with a rule of their own, whatever the action declares for them:
+    /// authentication (stop, and mark the credential unusable), rate limits (wait only for a
+    /// usable `Retry-After` within the cap) and the IETF Idempotency-Key draft's answers.
+    pub(super) fn own_rule(&self, declared: Option<Status>) -> Option<Step> {
+        match self.code {
+            401 | 403 => Some(Step::Done(self.credential_refused())),
+            429 => Some(self.rate_limited()),
+            _ => self.idempotency_answer(declared).map(Step::Done),
+        }
+    }
+
+    /// A status the action declares to be an answer in itself (`completed(empty)`,
+    /// `completed(value = …)`): `status` with `constant` read as the declared result type,
+    /// and no data for `null`. The body is not read. The catalog build checked that the
+    /// type reads the constant; should it not, that is no evidence of the declared status.
+    pub(super) fn constant_answer(&self, status: Status, constant: &Value) -> ChannelOutcome {
+        let data = match &self.call.target.result {
+            Some(shape) => shape.project(constant.clone()),
+            None => Ok(Value::Null),
+        };
+        match data {
+            Ok(Value::Null) => self.upstream(ChannelOutcome::new(status)),
+            Ok(data) => self.upstream(ChannelOutcome::new(status).with_data(data)),
+            Err(_) => self.upstream(self.call.uncertain(
+                UpstreamCode::UnexpectedResponse,
+                &format!(
+                    "the result this action declares for HTTP {} does not match its result type",
+                    self.code
+                ),
+            )),
+        }
+    }
+
     /// 401 and 403: stop, and mark the credential unusable when one was attached.
-    pub(super) fn credential_refused(&self) -> ChannelOutcome {
+    fn credential_refused(&self) -> ChannelOutcome {
         let o = self.rejected(
             UpstreamCode::AuthFailed,
             "the upstream refused the credential; a human must check or replace it",
@@ -74,7 +108,7 @@ impl<'a> Reading<'a> {
 
     /// 429: wait and resend only for a usable `Retry-After` within the cap, and only when
     /// the action may be resent after a send; otherwise say when the agent may call again.
-    pub(super) fn rate_limited(&self) -> Step {
+    fn rate_limited(&self) -> Step {
         let cap = self.call.max_retry_after;
         match retry_after(&self.answer.headers) {
             // The request left; only an action that may be resent after a send waits and
@@ -137,7 +171,7 @@ impl<'a> Reading<'a> {
     /// another payload, 400 key required), told apart from the same codes' other meanings by
     /// a body mentioning idempotency or, for an action that sends a key, by this being a
     /// resend (a 409 only when the action declares no status of its own for it).
-    pub(super) fn idempotency_answer(&self, declared: Option<Status>) -> Option<ChannelOutcome> {
+    fn idempotency_answer(&self, declared: Option<Status>) -> Option<ChannelOutcome> {
         let (call, code) = (self.call, self.code);
         let key_action = call.spec.retry == RetryRule::IdempotencyKey;
         let idem = mentions_idempotency(self.body);

@@ -1,5 +1,5 @@
 //! The HTTP channel's tests through a real executor, one module per area, linked into one test
-//! binary: the fault loop, probes, send rules, TLS trust, and OpenAPI checks. `http_channel`
+//! binary: the fault loop, probes, send rules, status answers, TLS trust, and OpenAPI checks. `http_channel`
 //! beside this directory is a binary of its own: it installs a global tracing subscriber.
 //!
 //! Run one area with its module path, e.g.
@@ -14,4 +14,5 @@ mod http_fault_loop;
 mod http_openapi;
 mod http_probe;
 mod http_send_rules;
+mod http_status_answers;
 mod http_tls;

@@ -36,16 +36,66 @@ impl HttpMethod {
     pub fn has_body(self) -> bool {
         matches!(self, Self::Patch | Self::Post | Self::Put)
     }
+
+    /// Whether the method is meant to change state (`POST`, `PUT`, `PATCH`, `DELETE`).
+    /// Never used to infer an effect class: only to refuse an `observe` action on such a
+    /// method unless its author gave a reviewed reason
+    /// ([`ActionSpec::method_override`](crate::action::ActionSpec::method_override)).
+    pub fn changes_state(self) -> bool {
+        self != Self::Get
+    }
 }
 
-/// How one upstream status code maps to an action status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// How one upstream status code maps to an action status, and what the response's body
+/// means for the result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StatusRule {
     /// The HTTP status code.
     pub code: u16,
     /// The action status it means.
     #[serde(serialize_with = "serialize_status")]
     pub status: Status,
+    /// Where the result's data comes from. Left out of the definition when it is the
+    /// default (the body), so definitions written before it existed hash as they did.
+    #[serde(skip_serializing_if = "StatusResult::is_body")]
+    pub result: StatusResult,
+}
+
+/// Where the result's data comes from when the upstream answers with one status code.
+///
+/// The body of most answers *is* the result, read as the declared result type. Some
+/// answers carry no body (GitHub's `204 No Content` for a workflow dispatch), and for some
+/// the status code itself is the answer (`404` from "is this pull request merged?" means
+/// "no"); an action says so per status.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusResult {
+    /// The response body, read as the declared result type.
+    #[default]
+    Body,
+    /// The status carries no body: the result is JSON `null` read as the declared result
+    /// type (so the type must accept `null`: `()`, an `Option`). The body is not read.
+    Empty,
+    /// The status is the answer: the result is this constant JSON value, read as the
+    /// declared result type. The body is not read.
+    Value(Value),
+}
+
+impl StatusResult {
+    /// Whether the result is the response body (the default).
+    pub fn is_body(&self) -> bool {
+        *self == Self::Body
+    }
+
+    /// The constant JSON this status stands for, when the body is not read: `null` for
+    /// [`Empty`](Self::Empty), the value for [`Value`](Self::Value).
+    pub fn constant(&self) -> Option<&Value> {
+        match self {
+            Self::Body => None,
+            Self::Empty => Some(&Value::Null),
+            Self::Value(value) => Some(value),
+        }
+    }
 }
 
 fn serialize_status<S: serde::Serializer>(status: &Status, s: S) -> Result<S::Ok, S::Error> {
@@ -184,10 +234,24 @@ impl HttpTarget {
         self
     }
 
-    /// Maps status `code` to `status`.
+    /// Maps status `code` to `status`; the response body is the result.
     #[must_use]
-    pub fn with_status(mut self, code: u16, status: Status) -> Self {
-        self.statuses.push(StatusRule { code, status });
+    pub fn with_status(self, code: u16, status: Status) -> Self {
+        self.with_status_result(code, status, StatusResult::Body)
+    }
+
+    /// Maps status `code` to `status`, with the result taken from where `result` says: the
+    /// body, nothing (`null`), or a constant value. [`ActionSpec::check`] refuses a constant
+    /// the declared result type cannot read.
+    ///
+    /// [`ActionSpec::check`]: crate::action::ActionSpec::check
+    #[must_use]
+    pub fn with_status_result(mut self, code: u16, status: Status, result: StatusResult) -> Self {
+        self.statuses.push(StatusRule {
+            code,
+            status,
+            result,
+        });
         self
     }
 
@@ -300,10 +364,77 @@ impl HttpTarget {
 
     /// The status declared for `code`, if any.
     pub fn declared_status(&self, code: u16) -> Option<Status> {
-        self.statuses
-            .iter()
-            .find(|rule| rule.code == code)
-            .map(|rule| rule.status)
+        self.declared_rule(code).map(|rule| rule.status)
+    }
+
+    /// The rule declared for `code`, if any (the first, should there be several).
+    pub fn declared_rule(&self, code: u16) -> Option<&StatusRule> {
+        self.statuses.iter().find(|rule| rule.code == code)
+    }
+
+    /// Checks each status rule whose result is a constant (`empty`, or a value): the
+    /// declared result type must read it, and only an answer the status itself is may turn
+    /// an error code into success (a constant value on a 4xx; never a 5xx).
+    ///
+    /// # Errors
+    ///
+    /// The code of the first rule that fails, and why, as a sentence.
+    pub fn check_status_results(&self) -> Result<(), (u16, String)> {
+        for rule in &self.statuses {
+            let Some(constant) = rule.result.constant() else {
+                continue;
+            };
+            let code = rule.code;
+            if !matches!(
+                rule.status,
+                Status::Completed | Status::AlreadyInDesiredState | Status::Pending
+            ) {
+                return Err((
+                    code,
+                    format!(
+                        "a `{}` result carries no data; only `completed`, \
+                         `already_in_desired_state` and `pending` take `empty` or a value",
+                        rule.status.as_str()
+                    ),
+                ));
+            }
+            if code >= 500 {
+                return Err((
+                    code,
+                    "a server error is never an answer; leave it to the conservative default"
+                        .to_owned(),
+                ));
+            }
+            if code >= 400 && rule.result == StatusResult::Empty {
+                return Err((
+                    code,
+                    "an error code with no data is not an answer; declare the value it means, \
+                     as in `completed(value = ...)`"
+                        .to_owned(),
+                ));
+            }
+            match (&self.result, &rule.result) {
+                (Some(shape), _) => {
+                    shape.project(constant.clone()).map_err(|reason| {
+                        (
+                            code,
+                            format!("the declared result type cannot read {constant}: {reason}"),
+                        )
+                    })?;
+                }
+                (None, StatusResult::Value(value)) => {
+                    return Err((
+                        code,
+                        format!(
+                            "the action declares no result type, so the value {value} would \
+                             never reach the agent; declare one that reads it"
+                        ),
+                    ));
+                }
+                (None, _) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Checks the path template's fixed text: no segment written

@@ -22,6 +22,7 @@ pub(super) const ACTION_KEYS: &[&str] = &[
     "returns",
     "summary",
     "idempotent",
+    "method_override",
 ];
 
 pub(super) fn parse_action(attr: &Attribute, action: &mut ActionAttr, errs: &mut Errors) {
@@ -82,6 +83,12 @@ pub(super) fn parse_action(attr: &Attribute, action: &mut ActionAttr, errs: &mut
                 expect_eq(input, &key, "summary = \"One line.\"")?;
                 let value = parse_str(input, "summary = \"One line.\"");
                 action.summary.set(key, "action", value)
+            }
+            "method_override" => {
+                let usage = "method_override = \"why this DELETE only reads\"";
+                expect_eq(input, &key, usage)?;
+                let value = parse_str(input, usage);
+                action.method_override.set(key, "action", value)
             }
             "idempotent" => {
                 if input.peek(Token![=]) {

@@ -69,6 +69,9 @@ pub(crate) struct ActionAttr {
     pub(crate) scope: Setting<LitStr>,
     pub(crate) returns: Setting<LitStr>,
     pub(crate) summary: Setting<LitStr>,
+    /// `method_override = "why"`: the reviewed reason an `observe` action uses a method
+    /// meant to change state.
+    pub(crate) method_override: Setting<LitStr>,
     /// `idempotent`: the author declares a repeated call with the same arguments adds
     /// nothing. A bare flag.
     pub(crate) idempotent: Setting<()>,
@@ -101,11 +104,32 @@ pub(crate) struct FieldRef {
     pub(crate) span: Span,
 }
 
-/// `status(code) = status` or `exit(code) = status`.
+/// `status(code) = status`, `status(code) = status(empty)`,
+/// `status(code) = status(value = "…")` or `exit(code) = status`.
 pub(crate) struct CodeRule<C> {
     pub(crate) code: C,
     pub(crate) code_lit: LitInt,
     pub(crate) status: Kw<Status>,
+    /// Where the result comes from, when the author said (`None`: the body).
+    pub(crate) result: Option<RuleResult>,
+}
+
+/// What a status rule says the result is, instead of the body.
+pub(crate) enum RuleResult {
+    /// `(empty)`: no body; the result is `null`. The keyword, for spans.
+    Empty(Ident),
+    /// `(value = "…")`: the status is the answer; the literal was checked to be JSON.
+    Value(LitStr),
+}
+
+impl RuleResult {
+    /// The span of what the author wrote.
+    pub(crate) fn span(&self) -> Span {
+        match self {
+            Self::Empty(ident) => ident.span(),
+            Self::Value(lit) => lit.span(),
+        }
+    }
 }
 
 /// `header("Name" = field)`.

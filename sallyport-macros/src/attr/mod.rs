@@ -34,8 +34,8 @@ use self::serde::parse_serde_container;
 use self::ssh::parse_ssh;
 
 pub(crate) use self::ast::{
-    ActionAttr, ChannelAttr, CodeRule, Doc, Field, FieldRef, HttpAttr, Input, SshAttr, TargetAttr,
-    TargetKind,
+    ActionAttr, ChannelAttr, CodeRule, Doc, Field, FieldRef, HttpAttr, Input, RuleResult, SshAttr,
+    TargetAttr, TargetKind,
 };
 use self::case::RenameRule;
 pub(crate) use self::errors::{Errors, closest, one_of};
@@ -269,7 +269,7 @@ mod tests {
             [
                 "unknown key `efect` in #[action]; expected one of `name`, `effect`, `consent`, \
                  `retry`, `reconcile`, `credential`, `data`, `externality`, `scope`, `returns`, \
-                 `summary`, `idempotent` (did you mean `effect`?)",
+                 `summary`, `idempotent`, `method_override` (did you mean `effect`?)",
                 "unknown effect class `destroy`; expected one of `observe`, `reversible_change`, \
                  `external_commitment`, `irreversible_or_broad`",
                 "write `retry = safe` without quotes",

@@ -6,7 +6,7 @@ use syn::ext::IdentExt as _;
 use syn::parse::ParseStream;
 use syn::{Attribute, Error, Ident, LitInt, LitStr, Meta, Token, parenthesized, token};
 
-use super::ast::{CodeRule, FieldRef, Kw, Millis, Number};
+use super::ast::{CodeRule, FieldRef, Kw, Millis, Number, RuleResult};
 use super::errors::{Errors, one_of};
 use super::keyword::{Keyword, Status};
 
@@ -196,11 +196,61 @@ pub(super) fn parse_code<C: TryFrom<u64>>(
         })?;
     expect_eq(input, key, usage)?;
     let status = parse_keyword::<Status>(input, key)?;
+    let result = if input.peek(token::Paren) {
+        Some(parse_rule_result(input, &status)?)
+    } else {
+        None
+    };
     Ok(CodeRule {
         code,
         code_lit,
         status,
+        result,
     })
+}
+
+/// `(empty)` or `(value = "…")` after a rule's status: where the result comes from when
+/// the body is not it. The value must be JSON.
+fn parse_rule_result(input: ParseStream, status: &Kw<Status>) -> syn::Result<RuleResult> {
+    let name = status.value.name();
+    let usage = format!(
+        "{name}(empty)` for an answer with no body, or `{name}(value = r#\"{{\"merged\": false}}\"#)` \
+         for a status that is itself the answer"
+    );
+    let content;
+    parenthesized!(content in input);
+    let form = content
+        .call(Ident::parse_any)
+        .map_err(|e| Error::new(e.span(), format!("expected `{usage}")))?;
+    let result = match form.to_string().as_str() {
+        "empty" => RuleResult::Empty(form),
+        "value" => {
+            if !content.peek(Token![=]) {
+                return Err(Error::new(form.span(), format!("expected `{usage}")));
+            }
+            content.parse::<Token![=]>()?;
+            let lit = parse_str(&content, &usage)?;
+            if let Err(error) = serde_json::from_str::<serde_json::Value>(&lit.value()) {
+                return Err(Error::new(
+                    lit.span(),
+                    format!(
+                        "the value is not JSON ({error}); write it as JSON text, as in `{usage}"
+                    ),
+                ));
+            }
+            RuleResult::Value(lit)
+        }
+        other => {
+            return Err(Error::new(
+                form.span(),
+                format!("unknown result form `{other}`; expected `{usage}"),
+            ));
+        }
+    };
+    if !content.is_empty() {
+        return Err(content.error(format!("expected one result form: `{usage}")));
+    }
+    Ok(result)
 }
 
 /// `key = "400ms"`: a whole number of `ms`, `s` or `m`, at least `min_ms`. With `whole_seconds`

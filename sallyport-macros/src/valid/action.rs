@@ -1,6 +1,6 @@
 //! The rules inside `#[action]`, and the action-name rule that scope kinds share.
 
-use crate::attr::{Effect, Errors, Input, Keyword as _, Retry};
+use crate::attr::{Effect, Errors, Input, Keyword as _, Method, Retry, TargetKind};
 
 /// The rules inside `#[action]`.
 pub(super) fn check_action(input: &Input, errs: &mut Errors) {
@@ -84,6 +84,7 @@ pub(super) fn check_action(input: &Input, errs: &mut Errors) {
             errs.at(summary.span(), "the summary must be one non-empty line");
         }
     }
+    check_method_override(input, errs);
     for (key, text) in [("scope", &action.scope), ("returns", &action.returns)] {
         if let Some(text) = text.get()
             && text.value().trim().is_empty()
@@ -93,6 +94,50 @@ pub(super) fn check_action(input: &Input, errs: &mut Errors) {
                 format!("`{key}` must not be empty; leave it out instead"),
             );
         }
+    }
+}
+
+/// An `observe` action on an HTTP method meant to change state is a contradiction: refused
+/// unless `method_override = "…"` gives the reviewed reason it only reads. An override needs
+/// a reason, and a contradiction to override.
+fn check_method_override(input: &Input, errs: &mut Errors) {
+    let action = &input.action;
+    let effect = action.effect.get().map(|kw| kw.value);
+    let method = match input.target.as_ref().map(|target| &target.kind) {
+        Some(TargetKind::Http(http)) => http
+            .method
+            .get()
+            .map(|(method, _)| *method)
+            .zip(http.method.key.as_ref()),
+        _ => None,
+    };
+    let contradiction =
+        method.filter(|(method, _)| *method != Method::Get && effect == Some(Effect::Observe));
+    match (contradiction, action.method_override.get()) {
+        (Some((method, key)), None) => {
+            let upper = method.name().to_ascii_uppercase();
+            errs.at(
+                key.span(),
+                format!(
+                    "`effect = observe` contradicts `{}`, a method meant to change state; \
+                     declare the effect this action has, or, if it really only reads, give the \
+                     reviewed reason in #[action]: `method_override = \"why this {upper} only \
+                     reads\"`",
+                    method.name()
+                ),
+            );
+        }
+        (Some(_), Some(reason)) if reason.value().trim().is_empty() => errs.at(
+            reason.span(),
+            "`method_override` needs the reviewed reason this action only reads; it is shown \
+             on the action's card",
+        ),
+        (None, Some(reason)) => errs.at(
+            reason.span(),
+            "`method_override` is only for an `observe` action on `post`, `put`, `patch` or \
+             `delete`; this action has no such contradiction, so remove it",
+        ),
+        _ => {}
     }
 }
 
@@ -188,6 +233,64 @@ mod tests {
         ] {
             assert!(check_action_name(bad).is_err(), "{bad:?} should be invalid");
         }
+    }
+
+    fn errors_of(input: &syn::DeriveInput) -> Vec<String> {
+        crate::valid::tests::errors(input)
+    }
+
+    #[test]
+    fn an_observe_action_on_a_changing_method_needs_a_reviewed_override() {
+        let refused: syn::DeriveInput = syn::parse_quote! {
+            /// Look one repository up.
+            #[action(name = "look_up", effect = observe)]
+            #[http(delete = "/repos/{repo}", result = ())]
+            struct LookUp { repo: String }
+        };
+        assert_eq!(
+            errors_of(&refused),
+            [
+                "`effect = observe` contradicts `delete`, a method meant to change state; \
+                 declare the effect this action has, or, if it really only reads, give the \
+                 reviewed reason in #[action]: `method_override = \"why this DELETE only \
+                 reads\"`"
+            ]
+        );
+        let reviewed: syn::DeriveInput = syn::parse_quote! {
+            /// Search the issues.
+            #[action(name = "search", effect = observe,
+                     method_override = "the search endpoint takes its query as a POST body")]
+            #[http(post = "/search", result = ())]
+            struct Search { q: String }
+        };
+        assert_eq!(errors_of(&reviewed), Vec::<String>::new());
+        let empty: syn::DeriveInput = syn::parse_quote! {
+            /// Search the issues.
+            #[action(name = "search", effect = observe, method_override = " ")]
+            #[http(post = "/search", result = ())]
+            struct Search { q: String }
+        };
+        assert_eq!(
+            errors_of(&empty),
+            [
+                "`method_override` needs the reviewed reason this action only reads; it is \
+                 shown on the action's card"
+            ]
+        );
+        let needless: syn::DeriveInput = syn::parse_quote! {
+            /// Create one issue.
+            #[action(name = "create_issue", effect = reversible_change,
+                     method_override = "it creates")]
+            #[http(post = "/issues", result = ())]
+            struct CreateIssue { title: String }
+        };
+        assert_eq!(
+            errors_of(&needless),
+            [
+                "`method_override` is only for an `observe` action on `post`, `put`, `patch` \
+                 or `delete`; this action has no such contradiction, so remove it"
+            ]
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use proc_macro2::Span;
 use syn::Error;
 
-use crate::attr::{self, Errors, HttpAttr, Keyword, Status};
+use crate::attr::{self, CodeRule, Errors, HttpAttr, Keyword, RuleResult, Status};
 
 use super::check_codes;
 use super::names::{FieldNames, check_note_not_sent, check_template, resolve_ref};
@@ -175,18 +175,62 @@ pub(super) fn check_http(
     }
     check_result_and_limits(http, path, errs);
     check_codes(&http.statuses, "status", errs);
+    let unit_result = http.result.get().is_some_and(is_unit);
     for rule in &http.statuses {
-        if rule.code >= 400 && rule.status.value == Status::Completed {
-            errs.at(
-                rule.status.ident.span(),
-                format!(
-                    "a {} response cannot mean `completed`; map it to `already_in_desired_state` \
-                     if it means nothing needed doing, or leave it to the conservative default",
-                    rule.code
-                ),
-            );
-        }
+        check_status_rule(rule, unit_result, errs);
     }
+}
+
+/// One `status(code) = …` rule: an error code means `completed` only when the status is
+/// itself the answer (`completed(value = …)`), and a result form goes on a status that
+/// carries data, with a result type that can hold it.
+fn check_status_rule(rule: &CodeRule<u16>, unit_result: bool, errs: &mut Errors) {
+    let (code, status) = (rule.code, rule.status.value);
+    match &rule.result {
+        None if code >= 400 && status == Status::Completed => errs.at(
+            rule.status.ident.span(),
+            format!(
+                "a {code} response cannot mean `completed`; map it to `already_in_desired_state` \
+                 if it means nothing needed doing, leave it to the conservative default, or, if \
+                 this status is itself the answer, say what it means: \
+                 `completed(value = r#\"…\"#)`"
+            ),
+        ),
+        Some(_) if matches!(status, Status::Rejected | Status::Unknown) => errs.at(
+            rule.status.ident.span(),
+            format!(
+                "a `{}` result carries no data; only `completed`, `already_in_desired_state` \
+                 and `pending` take `(empty)` or `(value = …)`",
+                status.name()
+            ),
+        ),
+        Some(form) if code >= 500 => errs.at(
+            form.span(),
+            format!(
+                "a {code} response is a server error, never an answer; leave it to the \
+                 conservative default"
+            ),
+        ),
+        Some(RuleResult::Empty(ident)) if code >= 400 => errs.at(
+            ident.span(),
+            format!(
+                "a {code} response with no data is not an answer; if this status is itself the \
+                 answer, say what it means: `{}(value = r#\"…\"#)`",
+                status.name()
+            ),
+        ),
+        Some(RuleResult::Value(lit)) if unit_result => errs.at(
+            lit.span(),
+            "`result = ()` returns no data, so this value would never reach the agent; declare \
+             the result type it is read as, as in `result = Merged`",
+        ),
+        None | Some(_) => {}
+    }
+}
+
+/// Whether `ty` is `()`: `result = ()` declares no data.
+fn is_unit(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Tuple(tuple) if tuple.elems.is_empty())
 }
 
 /// `result` is required (`result = ()` for no data), and the connect timeout fits in the
@@ -239,6 +283,58 @@ mod tests {
             [
                 "`connect_timeout = \"2s\"` is longer than `timeout = \"1s\"`, which bounds the \
               whole request, connecting included"
+            ]
+        );
+    }
+
+    #[test]
+    fn statuses_that_are_answers_pass() {
+        let input: DeriveInput = parse_quote! {
+            /// Tell whether one pull request is merged.
+            #[action(name = "check_if_merged", effect = observe)]
+            #[http(get = "/pulls/{number}/merge",
+                   status(204) = completed(value = r#"{"merged": true}"#),
+                   status(404) = completed(value = r#"{"merged": false}"#),
+                   status(202) = pending(empty),
+                   result = Merged)]
+            struct CheckIfMerged { number: u64 }
+        };
+        assert_eq!(errors(&input), Vec::<String>::new());
+    }
+
+    #[test]
+    fn result_forms_that_cannot_hold_are_refused() {
+        let input: DeriveInput = parse_quote! {
+            /// Dispatch one workflow.
+            #[action(name = "dispatch", effect = reversible_change)]
+            #[http(post = "/dispatches",
+                   status(204) = completed(value = "{not json"),
+                   status(409) = rejected(empty),
+                   status(404) = completed(empty),
+                   status(503) = already_in_desired_state(value = "1"),
+                   status(200) = completed(value = "true"),
+                   status(201) = completed(nothing),
+                   result = ())]
+            struct Dispatch {}
+        };
+        assert_eq!(
+            errors(&input),
+            [
+                "the value is not JSON (key must be a string at line 1 column 2); write it as \
+                 JSON text, as in `completed(empty)` for an answer with no body, or \
+                 `completed(value = r#\"{\"merged\": false}\"#)` for a status that is itself \
+                 the answer",
+                "unknown result form `nothing`; expected `completed(empty)` for an answer with \
+                 no body, or `completed(value = r#\"{\"merged\": false}\"#)` for a status that \
+                 is itself the answer",
+                "a `rejected` result carries no data; only `completed`, \
+                 `already_in_desired_state` and `pending` take `(empty)` or `(value = …)`",
+                "a 404 response with no data is not an answer; if this status is itself the \
+                 answer, say what it means: `completed(value = r#\"…\"#)`",
+                "a 503 response is a server error, never an answer; leave it to the \
+                 conservative default",
+                "`result = ()` returns no data, so this value would never reach the agent; \
+                 declare the result type it is read as, as in `result = Merged`",
             ]
         );
     }

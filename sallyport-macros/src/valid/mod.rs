@@ -196,7 +196,8 @@ mod tests {
                  `result = Invoice` (a `Deserialize + Serialize + JsonSchema` type; only its \
                  fields reach the agent), or write `result = ()` for \"no data\"",
                 "a 404 response cannot mean `completed`; map it to `already_in_desired_state` if \
-                 it means nothing needed doing, or leave it to the conservative default",
+                 it means nothing needed doing, leave it to the conservative default, or, if this \
+                 status is itself the answer, say what it means: `completed(value = r#\"…\"#)`",
             ]
         );
     }

@@ -79,6 +79,15 @@ pub(super) fn check_ssh(ssh: &SshAttr, path: &syn::Path, fields: &FieldNames, er
         None => {}
     }
     check_codes(&ssh.exits, "exit", errs);
+    for rule in &ssh.exits {
+        if let Some(form) = &rule.result {
+            errs.at(
+                form.span(),
+                "an exit rule maps an exit code to a status; the result of an `#[ssh]` action is \
+                 always the command's output, so remove the parenthesized result",
+            );
+        }
+    }
 }
 
 /// `#[ssh(allow_leading_dash)]` fields: only on an `#[ssh]` action, and only on a field its

@@ -1,4 +1,5 @@
-//! The checks every HTTP action runs, one file per concern.
+//! The checks every HTTP action runs, one file per concern, and the findings a reviewer
+//! should look at (`method_override`).
 //!
 //! Each check stands up its own [`Rig`] (a fresh upstream, vault and executor) so that no
 //! check sees another's requests, consent asks or rejected credentials; all of them write to
@@ -7,6 +8,7 @@
 mod consent;
 mod credential;
 mod dropped;
+mod method_override;
 mod sensitive;
 mod statics;
 mod timeout;
@@ -18,7 +20,7 @@ use sallyport_core::target::HttpTarget;
 use sallyport_core::{ActionSpec, Session};
 use serde_json::{Value, json};
 
-use crate::report::{Check, CheckReport};
+use crate::report::{Check, CheckReport, Finding};
 use crate::rig::Env;
 use crate::sample::sample;
 
@@ -124,6 +126,12 @@ impl<'a> Subject<'a> {
             .total_timeout_ms
             .map_or(self.env.timeout, Duration::from_millis)
     }
+}
+
+/// What a reviewer should look at in `spec`, whatever its channel: findings are never
+/// failures.
+pub(crate) fn findings(spec: &ActionSpec) -> Vec<Finding> {
+    method_override::reviewed(spec).into_iter().collect()
 }
 
 /// Runs every check on an HTTP action.

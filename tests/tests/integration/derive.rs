@@ -6,7 +6,9 @@
 use sallyport_core::Action;
 use sallyport_core::action::ScopeTag;
 use sallyport_core::action::{ConsentRule, DataClass, Externality, RetryRule, ScopedValue};
-use sallyport_core::target::{ExitRule, HttpMethod, HttpTarget, SshTarget, StatusRule, Target};
+use sallyport_core::target::{
+    ExitRule, HttpMethod, HttpTarget, SshTarget, StatusResult, StatusRule, Target,
+};
 use sallyport_core::{ActionSpec, EffectClass, Status};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -146,11 +148,13 @@ fn the_http_target_carries_method_path_query_headers_statuses_and_result_schema(
         [
             StatusRule {
                 code: 202,
-                status: Status::Pending
+                status: Status::Pending,
+                result: StatusResult::Body,
             },
             StatusRule {
                 code: 409,
-                status: Status::AlreadyInDesiredState
+                status: Status::AlreadyInDesiredState,
+                result: StatusResult::Body,
             },
         ]
     );
