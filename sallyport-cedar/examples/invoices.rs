@@ -8,8 +8,9 @@
 use std::path::Path;
 
 use sallyport_cedar::CedarPolicy;
+use sallyport_core::action::ScopedValue;
 use sallyport_core::policy::{CallCounts, Policy, PolicyRequest, visible_arguments};
-use sallyport_core::{Action, ActionSpec, Catalog, ScopedValue, Session};
+use sallyport_core::{Action, ActionSpec, Catalog, Session};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;

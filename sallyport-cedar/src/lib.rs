@@ -596,8 +596,9 @@ fn principal_entity(request: &PolicyRequest<'_>, uid: EntityUid) -> Result<Entit
 
 #[cfg(test)]
 mod tests {
+    use sallyport_core::action::ScopedValue;
     use sallyport_core::policy::{CallCounts, visible_arguments};
-    use sallyport_core::{Action, ScopedValue, Session};
+    use sallyport_core::{Action, Session};
     use schemars::JsonSchema;
     use serde::Deserialize;
 

@@ -8,14 +8,15 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use sallyport_core::EffectClass;
 use sallyport_core::Executor;
+use sallyport_core::action::Externality;
 use sallyport_core::approval::{
     self, Approval, ApprovalFilter, ApprovalId, ApprovalState, Decided, Decider, Verdict,
 };
 use sallyport_core::consent::escape;
 use sallyport_core::journal::{ApprovalStore, JournalError};
 use sallyport_core::outcome::ActionResult;
-use sallyport_core::{EffectClass, Externality};
 
 use crate::args::{ApprovalsCommand, Cli, StateArg};
 use crate::exit::{Exit, Failure};
@@ -54,7 +55,7 @@ pub(crate) fn run(
             if args.json {
                 println!("{}", ascii_json(&list)?);
             } else {
-                print!("{}", table(&list, &states, approval::now_ms()));
+                print!("{}", table(&list, &states, sallyport_core::clock::now_ms()));
             }
             Ok(())
         }
@@ -66,7 +67,7 @@ pub(crate) fn run(
             if *json {
                 println!("{}", ascii_json(&found)?);
             } else {
-                print!("{}", card(&found, approval::now_ms()));
+                print!("{}", card(&found, sallyport_core::clock::now_ms()));
             }
             Ok(())
         }
@@ -248,7 +249,7 @@ fn standing(a: &Approval) -> String {
                 "{verb} by {} via {} at {}",
                 escape(&d.decider.by),
                 escape(&d.decider.channel),
-                approval::rfc3339(d.at_ms)
+                sallyport_core::clock::rfc3339(d.at_ms)
             )
         }
         None => a.state.as_str().to_owned(),
@@ -463,7 +464,7 @@ fn card(a: &Approval, now_ms: u64) -> String {
                 "{verb} by {} via {} at {}",
                 escape(&d.decider.by),
                 escape(&d.decider.channel),
-                approval::rfc3339(d.at_ms)
+                sallyport_core::clock::rfc3339(d.at_ms)
             );
             if let Some(reason) = &d.reason {
                 let _ = write!(text, ": \"{}\"", escape(reason));
@@ -480,7 +481,7 @@ fn card(a: &Approval, now_ms: u64) -> String {
             &format!(
                 "by {} until {}",
                 escape(&claim.owner),
-                approval::rfc3339(claim.until_ms)
+                sallyport_core::clock::rfc3339(claim.until_ms)
             ),
         );
     }

@@ -9,10 +9,11 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use axum::routing::{get, post};
+use sallyport_core::Executor;
 use sallyport_core::journal::HeadVerifyingKey;
+use sallyport_core::journal::Journal;
 use sallyport_core::journal::{ApprovalStore, JournalError};
 use sallyport_core::scrub::Scrubber;
-use sallyport_core::{Executor, Journal};
 
 use crate::auth::{LoginToken, Sessions};
 
@@ -154,7 +155,7 @@ impl ConsoleBuilder {
     }
 
     /// The public key the journal's chain heads are signed with: the chain page then
-    /// checks the signatures ([`sallyport_core::Journal::verify_signed`]) and says how far
+    /// checks the signatures ([`sallyport_core::journal::Journal::verify_signed`]) and says how far
     /// the chain is signed. Without it the page shows the newest signed head unchecked.
     pub fn head_key(mut self, key: HeadVerifyingKey) -> Self {
         self.head_key = Some(key);

@@ -249,7 +249,7 @@ pub(crate) async fn approvals(State(shared): St, headers: HeaderMap) -> Response
         &info.csrf,
         &pending,
         &decided,
-        approval::now_ms(),
+        sallyport_core::clock::now_ms(),
     );
     render(&shared, Some(&info), "/approvals", "Approvals", &body).into_response()
 }
@@ -294,7 +294,13 @@ pub(crate) async fn approval(
         Some("expired") => Some("It had expired: the expiry is recorded and nothing was sent."),
         _ => None,
     };
-    let body = pages::approval(&text(&shared), &info.csrf, &a, approval::now_ms(), flash);
+    let body = pages::approval(
+        &text(&shared),
+        &info.csrf,
+        &a,
+        sallyport_core::clock::now_ms(),
+        flash,
+    );
     render(&shared, Some(&info), "/approvals", "Approval", &body).into_response()
 }
 
@@ -374,7 +380,7 @@ pub(crate) async fn decide(
             &info.csrf,
             &current,
             reason,
-            approval::now_ms(),
+            sallyport_core::clock::now_ms(),
         );
         return render(&shared, Some(&info), "/approvals", "Confirm", &body).into_response();
     }

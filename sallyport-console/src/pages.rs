@@ -4,6 +4,8 @@ use maud::{DOCTYPE, Markup, html};
 use sallyport_core::action::EffectClass;
 use sallyport_core::approval::{Approval, ApprovalState, Verdict};
 use sallyport_core::journal::{AuditRecord, SignedHead, VerifyReport};
+// The textarea holds no more than a decision keeps (`ApprovalDecision::new` cuts at this).
+use sallyport_vocab::MAX_REASON;
 
 use crate::auth::SessionInfo;
 use crate::render::{Text, countdown, effect_words, externality_words, wire};
@@ -200,7 +202,7 @@ fn card(t: &Text, csrf: &str, a: &Approval, now_ms: u64, link: bool) -> Markup {
                         strong { (match d.verdict { Verdict::Approve => "Approved", Verdict::Deny => "Denied" }) }
                         " by " strong.by { (t.show(&d.decider.by)) }
                         " through " (t.show(&d.decider.channel))
-                        ", " time datetime=(sallyport_core::approval::rfc3339(d.at_ms)) { (sallyport_core::approval::rfc3339(d.at_ms)) }
+                        ", " time datetime=(sallyport_core::clock::rfc3339(d.at_ms)) { (sallyport_core::clock::rfc3339(d.at_ms)) }
                     }
                     @if let Some(reason) = &d.reason { p { "Reason: " (t.show(reason)) } }
                 }
@@ -238,7 +240,7 @@ fn decide_form(csrf: &str, a: &Approval, confirm: Option<&str>) -> Markup {
                 a href=(format!("/approvals/{id}")) { "Cancel" }
             } @else {
                 label for=(format!("reason-{id}")) { "Your reason (optional; the agent is told it when you deny)" }
-                textarea id=(format!("reason-{id}")) name="reason" rows="2" maxlength="500" {}
+                textarea id=(format!("reason-{id}")) name="reason" rows="2" maxlength=(MAX_REASON) {}
                 @if irreversible {
                     p.hint { "This action cannot be undone: approving asks you to confirm." }
                 }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use reqwest::header::HeaderName;
 use sallyport_core::Catalog;
-use sallyport_core::RetryRule;
 use sallyport_core::action::ActionSpec;
+use sallyport_core::action::RetryRule;
 use sallyport_core::code::RefusalCode;
 use sallyport_core::drift::DriftMode;
 use sallyport_core::outcome::Refusal;

@@ -1171,7 +1171,7 @@ async fn the_idempotency_probe_tells_honouring_ignoring_and_double_executing_ups
             ),
             Secret::new(CANARY),
         );
-        let credential = sallyport_core::Vault::resolve(&vault, "deploy-api")
+        let credential = sallyport_core::vault::Vault::resolve(&vault, "deploy-api")
             .await
             .unwrap();
         let channel = HttpChannel::builder().build().unwrap();
@@ -1196,7 +1196,7 @@ async fn refusals_use_executor_origin_and_codes() {
     let r = rig
         .call("get_deployment", json!({"deployment_id": ".."}))
         .await;
-    assert_eq!(r.origin, Some(sallyport_core::Origin::Executor));
+    assert_eq!(r.origin, Some(sallyport_core::outcome::Origin::Executor));
     assert_eq!(r.code, Some(RefusalCode::InvalidRequest.into()));
 }
 

@@ -30,7 +30,7 @@
 //! which channel ([`ApprovalNote`]), and the execution's own record with its receipt.
 //!
 //! ```no_run
-//! # async fn demo(journal: &dyn sallyport_core::ApprovalStore) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo(journal: &dyn sallyport_core::journal::ApprovalStore) -> Result<(), Box<dyn std::error::Error>> {
 //! use sallyport_core::approval::{self, ApprovalId, Decider, Verdict};
 //! let id = ApprovalId::from_stored("apr_0193…");
 //! let decided = approval::decide(journal, &id, Verdict::Approve, &Decider::new("alice", "cli"), None).await?;
@@ -44,14 +44,14 @@ use std::time::Duration;
 
 pub use self::check::CheckApproval;
 pub(crate) use self::check::{ApprovalHost, ApprovalsChannel, status_outcome};
-pub use crate::approval_model::{
-    Approval, ApprovalDecision, ApprovalFilter, ApprovalNote, ApprovalState, ApprovalStep, Claim,
-    ConsentMode, Decider, Transition, Verdict, now_ms, rfc3339,
-};
 use crate::code::{ConsentOutcome, RefusalCode};
-pub use crate::ids::ApprovalId;
-use crate::ids::{ReceiptId, Status};
+use crate::journal::ReceiptId;
 use crate::journal::{ApprovalStore, AuditEvent, JournalError, Phase};
+use crate::outcome::{Origin, Status};
+pub use sallyport_vocab::approval::{
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalNote, ApprovalState,
+    ApprovalStep, Claim, ConsentMode, Decider, Transition, Verdict,
+};
 
 /// The name of the built-in read-only action every executor with deferred consent offers:
 /// `check_approval {"approval_id": "apr_…"}`.
@@ -60,42 +60,38 @@ pub const CHECK_APPROVAL: &str = "check_approval";
 /// How long an approval waits for a decision unless the host says otherwise: 24 hours.
 pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
 
-// Here rather than in `approval_model`, which sits below the journal and must not use its
-// types.
-impl Approval {
-    /// The audit event of a step of this approval, on the parked call's attempt.
-    pub(crate) fn event(
-        &self,
-        phase: Phase,
-        status: Status,
-        code: Option<RefusalCode>,
-        consent: ConsentOutcome,
-        note: ApprovalNote,
-    ) -> AuditEvent {
-        AuditEvent {
-            receipt_id: ReceiptId::generate(),
-            attempt_id: self.attempt_id.clone(),
-            at: crate::clock::now(),
-            session_id: self.session.id().as_str().to_owned(),
-            action: self.action.clone(),
-            definition_hash: Some(self.definition_hash.clone()),
-            phase,
-            status,
-            origin: Some(crate::ids::Origin::Executor),
-            code: code.map(Into::into),
-            reason: None,
-            objects: self.objects.clone(),
-            note: self.note.clone(),
-            request: Some(self.request.clone()),
-            consent: Some(consent),
-            divergences: Vec::new(),
-            drift_decision: None,
-            dispatches: 0,
-            upstream_status: None,
-            approval: Some(note),
-            reconciled: None,
-            policy: None,
-        }
+/// The audit event of a step of `approval`, on the parked call's attempt.
+fn event(
+    approval: &Approval,
+    phase: Phase,
+    status: Status,
+    code: Option<RefusalCode>,
+    consent: ConsentOutcome,
+    note: ApprovalNote,
+) -> AuditEvent {
+    AuditEvent {
+        receipt_id: ReceiptId::generate(),
+        attempt_id: approval.attempt_id.clone(),
+        at: crate::clock::now(),
+        session_id: approval.session.id().as_str().to_owned(),
+        action: approval.action.clone(),
+        definition_hash: Some(approval.definition_hash.clone()),
+        phase,
+        status,
+        origin: Some(Origin::Executor),
+        code: code.map(Into::into),
+        reason: None,
+        objects: approval.objects.clone(),
+        note: approval.note.clone(),
+        request: Some(approval.request.clone()),
+        consent: Some(consent),
+        divergences: Vec::new(),
+        drift_decision: None,
+        dispatches: 0,
+        upstream_status: None,
+        approval: Some(note),
+        reconciled: None,
+        policy: None,
     }
 }
 
@@ -176,7 +172,7 @@ pub async fn decide(
             ConsentOutcome::Denied,
         ),
     };
-    let mut event = current.event(Phase::Decided, status, code, consent, note);
+    let mut event = event(&current, Phase::Decided, status, code, consent, note);
     event.reason = decision.reason.clone();
     match journal.decide_approval(id, &decision, event).await? {
         Transition::Applied(a) => Ok(Decided::Recorded(a)),
@@ -196,7 +192,8 @@ pub async fn expire(
     now_ms: u64,
 ) -> Result<Transition, JournalError> {
     let note = ApprovalNote::new(approval.approval_id.clone(), ApprovalStep::Expired);
-    let mut event = approval.event(
+    let mut event = event(
+        approval,
         Phase::Decided,
         Status::Rejected,
         Some(RefusalCode::ApprovalExpired),

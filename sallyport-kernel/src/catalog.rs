@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::action::{Action, ActionSpec, ScopedValue, SpecError};
-use crate::drift_model::{CanonicalError, PayloadGuard, canonical_hash, try_canonical_hash};
+use crate::payload::PayloadGuard;
+use sallyport_vocab::drift::{CanonicalError, canonical_hash, try_canonical_hash};
 
 /// The decoded input of one call, type-erased.
 pub(crate) struct Decoded {

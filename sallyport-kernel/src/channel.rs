@@ -105,7 +105,7 @@ impl PreparedRequest for DescribedRequest {
     }
 
     fn fingerprint(&self) -> [u8; 32] {
-        let arguments = crate::drift_model::canonical_json(&self.arguments);
+        let arguments = sallyport_vocab::drift::canonical_json(&self.arguments);
         fingerprint([self.summary.as_bytes(), arguments.as_bytes()])
     }
 }
@@ -201,11 +201,16 @@ impl SendPermit {
     }
 }
 
-// Here rather than in `outcome`, which sits below channels and must not import them.
-impl ActionResult {
+/// Taking a channel's outcome into a result: here rather than on [`ActionResult`], whose crate
+/// (the vocabulary) sits below channels.
+pub(crate) trait ApplyOutcome {
     /// Takes status, origin, code, reason, data and `next` from `outcome` (the answer of the
     /// approval status check), keeping this call's ids.
-    pub(crate) fn apply(&mut self, outcome: &ChannelOutcome) {
+    fn apply(&mut self, outcome: &ChannelOutcome);
+}
+
+impl ApplyOutcome for ActionResult {
+    fn apply(&mut self, outcome: &ChannelOutcome) {
         self.status = outcome.status;
         self.origin = matches!(
             outcome.status,

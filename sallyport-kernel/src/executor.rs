@@ -144,7 +144,7 @@ use crate::catalog::Catalog;
 use crate::channel::Channel;
 use crate::code::RefusalCode;
 use crate::consent::{ConsentProvider, SessionGrants};
-pub use crate::drift::DefinitionGuard;
+use crate::drift::DefinitionGuard;
 use crate::drift::DriftMode;
 use crate::journal::{AttemptId, Journal};
 use crate::outcome::{ActionResult, Refusal};

@@ -8,7 +8,8 @@
 //!
 //! It holds the contract and the pipeline: the [`Action`] trait and its card, the
 //! [`Catalog`], the [`Executor`] and its stages, the traits a backend implements
-//! ([`Journal`], [`Vault`], [`Channel`], [`ConsentProvider`], [`policy::Policy`],
+//! ([`Journal`](journal::Journal), [`Vault`](vault::Vault), [`Channel`],
+//! [`ConsentProvider`](consent::ConsentProvider), [`policy::Policy`],
 //! [`drift::DefinitionGuard`]), the [`scrub`]ber, the payload guard, the audit chain's hashing
 //! and signing ([`journal::chain`], [`journal::signing`]), and an in-memory vault
 //! ([`vault::MemoryVault`]).
@@ -20,6 +21,12 @@
 //!
 //! The examples in these docs are written as a program writes them, against `sallyport-core`.
 //!
+//! The vocabulary every stage speaks — ids, codes, statuses, phases, results, the approval,
+//! policy and drift models, canonical JSON, the clock — is the leaf crate `sallyport-vocab`,
+//! which depends on no other sallyport crate. This crate re-exports it at the paths below
+//! (whole modules for [`outcome`], [`code`], [`session`] and [`clock`]; the rest beside the
+//! traits and services that use them), which are the paths to name.
+//!
 //! # Modules
 //!
 //! - [`action`]: the [`Action`] trait and its card, [`ActionSpec`].
@@ -29,9 +36,9 @@
 //! - [`consent`]: consent requests, providers and session grants; [`danger`] for auto-approve.
 //! - [`approval`]: deferred consent — calls parked for a human who answers later, decided
 //!   from any front end through one compare-and-set, carried out exactly once.
-//! - [`journal`]: durable intents and the hash-chained audit log: the [`Journal`] trait, chain
+//! - [`journal`]: durable intents and the hash-chained audit log: the [`Journal`](journal::Journal) trait, chain
 //!   hashing and head signing (the SQLite journal is `sallyport-sqlite`).
-//! - [`vault`]: credentials and the [`Vault`] trait (the file and keychain vaults are
+//! - [`vault`]: credentials and the [`Vault`](vault::Vault) trait (the file and keychain vaults are
 //!   `sallyport-vault`); [`scrub`]: removing secret values from everything outgoing.
 //! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
 //!   every channel shares.
@@ -42,27 +49,26 @@
 pub mod action;
 pub mod after_send;
 pub mod approval;
-mod approval_model;
 pub mod catalog;
 pub mod channel;
-pub mod clock;
-pub mod code;
 pub mod consent;
 pub mod danger;
 pub mod drift;
-mod drift_model;
 pub mod executor;
-mod ids;
+mod hex;
 pub mod journal;
-pub mod outcome;
+mod payload;
 pub mod policy;
-mod policy_model;
 pub mod scrub;
-pub mod session;
 pub mod target;
 pub mod telemetry;
 pub mod vault;
-mod vocab;
+
+#[doc(inline)]
+pub use sallyport_vocab::{clock, code, outcome, session};
+
+#[cfg(test)]
+mod string_enums;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -70,16 +76,13 @@ pub mod __private;
 
 pub use sallyport_macros::Action;
 
-pub use crate::action::{
-    Action, ActionSpec, ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
-};
+// The root holds what the README and the crate guides name; every other item is named by its
+// module (`outcome::ActionResult`, `journal::Journal`, `code::UpstreamCode`, …).
+pub use crate::action::{Action, ActionSpec, EffectClass};
 pub use crate::approval::ConsentMode;
 pub use crate::catalog::Catalog;
 pub use crate::channel::Channel;
-pub use crate::code::{Code, ConsentOutcome, DeclaredCode, RefusalCode, UpstreamCode};
-pub use crate::consent::ConsentProvider;
+pub use crate::code::RefusalCode;
 pub use crate::executor::Executor;
-pub use crate::journal::{ApprovalStore, Journal};
-pub use crate::outcome::{ActionResult, Origin, Status};
+pub use crate::outcome::Status;
 pub use crate::session::Session;
-pub use crate::vault::Vault;

@@ -66,7 +66,7 @@ use serde_json::{Map, Value};
 use crate::action::{ActionSpec, ConsentRule, DataClass, EffectClass, Externality, ScopedValue};
 use crate::session::Session;
 
-pub use crate::policy_model::{PolicyDecision, PolicyNote, PolicyVerdict};
+pub use sallyport_vocab::policy::{PolicyDecision, PolicyNote, PolicyVerdict};
 
 /// The host's policy: decides every call that passed the scope check. See the
 /// [module](self) docs.

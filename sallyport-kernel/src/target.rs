@@ -83,7 +83,7 @@ impl ResultShape {
             let typed = typed.map_err(|e| {
                 format!(
                     "response does not match the declared result: {}",
-                    crate::drift_model::describe_serde_error(&e)
+                    sallyport_vocab::drift::describe_serde_error(&e)
                 )
             })?;
             serde_json::to_value(typed).map_err(|e| e.to_string())

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::{Peer, RoleServer};
-use sallyport_core::ConsentRule;
+use sallyport_core::action::ConsentRule;
 use sallyport_core::consent::{ConsentDecision, ConsentProvider, ConsentRequest};
 
 /// Whether, and when, an MCP client's own user may answer consent through

@@ -1,6 +1,6 @@
 //! The short text rendering of a result that accompanies `structuredContent`.
 
-use sallyport_core::ActionResult;
+use sallyport_core::outcome::ActionResult;
 use sallyport_core::outcome::{Origin, Status};
 
 /// A plain-language rendering of `result` that tells the model what happened and what to do
@@ -40,7 +40,7 @@ pub fn render(result: &ActionResult) -> String {
 
 #[cfg(test)]
 mod tests {
-    use sallyport_core::ActionResult;
+    use sallyport_core::outcome::ActionResult;
     use serde_json::json;
 
     use super::render;

@@ -59,7 +59,7 @@ pub enum ServeError {
 ///   approved or has quarantined; when the baseline changes, each connection is sent
 ///   `notifications/tools/list_changed`.
 /// * `tools/call` runs [`Executor::call_json`]: `structuredContent` is the
-///   [`ActionResult`](sallyport_core::ActionResult), the text content says what to do next,
+///   [`ActionResult`](sallyport_core::outcome::ActionResult), the text content says what to do next,
 ///   and `isError` is true for `rejected` and `unknown`. A tool name the catalog does not
 ///   hold is an `invalid_params` protocol error; `notifications/cancelled` drops the call, and
 ///   the journal records it as `cancelled_before_send` (or `unknown` after a send).

@@ -6,7 +6,7 @@ use rmcp::model::{JsonObject, Tool};
 use sallyport_core::catalog::Entry;
 use serde_json::{Map, Value, json};
 
-/// The `outputSchema` of an action: the [`ActionResult`](sallyport_core::ActionResult)
+/// The `outputSchema` of an action: the [`ActionResult`](sallyport_core::outcome::ActionResult)
 /// envelope (what `structuredContent` carries), with `data` described by the action's
 /// declared result type. `$defs` of the result type are hoisted to the root so their
 /// `$ref`s still resolve.

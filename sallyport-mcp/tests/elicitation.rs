@@ -17,11 +17,11 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
-use sallyport_core::ConsentOutcome;
 use sallyport_core::approval::{ApprovalId, ConsentMode, Decider, Verdict};
 use sallyport_core::channel::{
     CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
 };
+use sallyport_core::code::ConsentOutcome;
 use sallyport_core::consent::{ConsentDecision, ConsentProvider, FnConsent};
 use sallyport_core::journal::{AuditRecord, Journal, SqliteJournal};
 use sallyport_core::outcome::Refusal;

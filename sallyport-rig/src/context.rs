@@ -2,7 +2,8 @@
 //! executor's answer out. The model never sees either.
 
 use rig_core::tool::{ContextValue, ToolContext, ToolContextError};
-use sallyport_core::{ActionResult, Session};
+use sallyport_core::Session;
+use sallyport_core::outcome::ActionResult;
 use serde::{Deserialize, Serialize};
 
 /// The sallyport [`Session`] a run's tool calls execute under: its id and the objects it may

@@ -7,8 +7,10 @@
 //! result JSON itself.
 
 use rig_core::tool::{ToolErrorKind, ToolExecutionError, ToolOutput};
+use sallyport_core::code::Code;
 use sallyport_core::code::UpstreamCode;
-use sallyport_core::{ActionResult, Code, Origin, RefusalCode, Status};
+use sallyport_core::outcome::{ActionResult, Origin};
+use sallyport_core::{RefusalCode, Status};
 
 /// The model's view of `result`:
 ///
@@ -132,7 +134,7 @@ fn model_text(result: &ActionResult) -> String {
 #[cfg(test)]
 mod tests {
     use rig_core::tool::ToolErrorKind;
-    use sallyport_core::ActionResult;
+    use sallyport_core::outcome::ActionResult;
     use serde_json::json;
 
     use super::tool_output;

@@ -14,7 +14,7 @@ use sallyport_kernel::outcome::Status;
 
 /// Built from its JSON, as a backend stores it: [`Approval`] is `#[non_exhaustive]`.
 fn approval(expires_in_ms: u64) -> Approval {
-    let now = sallyport_kernel::approval::now_ms();
+    let now = sallyport_kernel::clock::now_ms();
     serde_json::from_value(json!({
         "approval_id": ApprovalId::generate(),
         "attempt_id": AttemptId::generate(),
@@ -217,7 +217,7 @@ async fn the_stored_json_follows_the_columns_through_every_transition() {
         .await
         .expect("decided");
     assert_eq!(columns_and_json(journal.path())[0].0, "approved");
-    let now = sallyport_kernel::approval::now_ms();
+    let now = sallyport_kernel::clock::now_ms();
     let Transition::Applied(claimed) = journal
         .claim_approval(&id, "exe_unit", now, 30_000)
         .await

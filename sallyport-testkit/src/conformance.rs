@@ -19,7 +19,7 @@
 //! # }
 //! ```
 //!
-//! The checks use only the [`Journal`](sallyport_core::Journal) and [`ApprovalStore`] traits,
+//! The checks use only the [`Journal`](sallyport_core::journal::Journal) and [`ApprovalStore`] traits,
 //! so they hold for every backend. The concurrency check spawns tasks: run the suite on a
 //! multi-threaded runtime.
 
@@ -31,10 +31,12 @@ use sallyport_core::approval::{
     self, Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalNote, ApprovalState,
     ApprovalStep, Claim, Decided, Decider, Transition, Verdict,
 };
+use sallyport_core::code::ConsentOutcome;
 use sallyport_core::journal::{
     ApprovalStore, AttemptId, AuditEvent, AuditRecord, Intent, JournalError, Phase,
 };
-use sallyport_core::{ActionResult, ConsentOutcome, RefusalCode, Session, Status};
+use sallyport_core::outcome::ActionResult;
+use sallyport_core::{RefusalCode, Session, Status};
 use serde_json::json;
 
 /// An hour, in milliseconds: the expiry of approvals no check lets expire.
@@ -387,7 +389,7 @@ pub async fn parked_approvals_read_back_list_newest_first_and_filter(
     journal: Arc<dyn ApprovalStore>,
 ) {
     let j = journal.as_ref();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let (fa, fb) = ("a".repeat(64), "b".repeat(64));
     let oldest = sample_approval("ses_one", &fa, now - 3_000, now + HOUR_MS);
     let middle = sample_approval("ses_two", &fb, now - 2_000, now + HOUR_MS);
@@ -488,7 +490,7 @@ pub async fn parked_approvals_read_back_list_newest_first_and_filter(
 /// audited by nothing, through the store and through [`approval::decide`].
 pub async fn a_second_decision_is_unchanged(journal: Arc<dyn ApprovalStore>) {
     let j = journal.as_ref();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let approved = sample_approval("ses_dec", &"c".repeat(64), now, now + HOUR_MS);
     park(j, &approved).await;
     let before = intact_count(j).await;
@@ -580,7 +582,7 @@ pub async fn a_decision_after_expiry_is_unchanged_and_the_expiry_applies_once(
     journal: Arc<dyn ApprovalStore>,
 ) {
     let j = journal.as_ref();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let lapsed = sample_approval("ses_exp", &"e".repeat(64), now - 2_000, now - 1_000);
     park(j, &lapsed).await;
     let before = intact_count(j).await;
@@ -649,7 +651,7 @@ pub async fn claims_take_over_after_the_lease_and_fence_the_old_holder(
     journal: Arc<dyn ApprovalStore>,
 ) {
     let j = journal.as_ref();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = sample_approval("ses_claim", &"f".repeat(64), now, now + HOUR_MS);
     let id = parked.approval_id.clone();
     park(j, &parked).await;
@@ -812,7 +814,7 @@ pub async fn an_approval_refused_at_recheck_settles_without_an_intent(
     journal: Arc<dyn ApprovalStore>,
 ) {
     let j = journal.as_ref();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = sample_approval("ses_recheck", &"9".repeat(64), now, now + HOUR_MS);
     let id = parked.approval_id.clone();
     park(j, &parked).await;
@@ -869,7 +871,7 @@ pub async fn an_approval_refused_at_recheck_settles_without_an_intent(
 /// applied and audited, the other 31 are told what stands.
 pub async fn concurrent_decisions_apply_exactly_once(journal: Arc<dyn ApprovalStore>) {
     const TASKS: usize = 32;
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = sample_approval("ses_race", &"7".repeat(64), now, now + HOUR_MS);
     park(journal.as_ref(), &parked).await;
     let before = intact_count(journal.as_ref()).await;
@@ -1025,7 +1027,7 @@ pub async fn concurrent_settles_of_one_attempt_append_exactly_once(
     assert!(journal.unresolved().await.expect("unresolved").is_empty());
 }
 
-/// A call's last record is handed over on the first poll of its write (see [`Journal`](sallyport_core::Journal)):
+/// A call's last record is handed over on the first poll of its write (see [`Journal`](sallyport_core::journal::Journal)):
 /// an append, an observe call's record and a parked approval, each polled once and then
 /// dropped, are all written, once each. The executor relies on it and records no
 /// cancellation for such a call.
@@ -1037,7 +1039,7 @@ pub async fn a_last_record_dropped_after_its_first_poll_is_written(
     let mutating = Intent::for_bench(true);
     journal.write_intent(&mutating).await.expect("intent");
     let observed = Intent::for_bench(false);
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = sample_approval("ses_dropped", &"7".repeat(64), now, now + HOUR_MS);
     let mut cx = Context::from_waker(Waker::noop());
     {

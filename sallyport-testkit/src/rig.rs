@@ -11,10 +11,11 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use sallyport_core::channel::{CallView, Channel, ChannelOutcome, Dispatch, PreparedRequest};
 use sallyport_core::consent::{ConsentDecision, ConsentProvider, ConsentRequest};
 use sallyport_core::journal::{AuditEvent, Journal, SqliteJournal};
+use sallyport_core::outcome::ActionResult;
 use sallyport_core::outcome::Refusal;
 use sallyport_core::target::Target;
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
-use sallyport_core::{ActionResult, Catalog, Executor, RefusalCode, Session, Status};
+use sallyport_core::{Catalog, Executor, RefusalCode, Session, Status};
 use sallyport_http::HttpChannel;
 use serde_json::Value;
 

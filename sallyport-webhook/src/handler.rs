@@ -69,7 +69,7 @@ async fn check_and_decide(
 
     let header = signature_header(headers)?;
 
-    let now = approval::now_ms() / 1000;
+    let now = sallyport_core::clock::now_ms() / 1000;
     if header.t.abs_diff(now) > shared.window_secs {
         return Err(Refused::new(
             RefusalCode::StaleTimestamp,

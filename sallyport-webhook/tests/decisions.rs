@@ -117,7 +117,7 @@ async fn rig_with(expiry: Duration) -> Rig {
 }
 
 fn now() -> u64 {
-    sallyport_core::approval::now_ms() / 1000
+    sallyport_core::clock::now_ms() / 1000
 }
 
 fn body(id: &str, decision: &str, by: &str, reason: Option<&str>) -> Vec<u8> {

@@ -9,9 +9,10 @@
 use std::time::Instant;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use sallyport_core::action::RetryRule;
+use sallyport_core::drift::DefinitionGuard;
 use sallyport_core::drift::{Baseline, BaselineGuard};
-use sallyport_core::executor::DefinitionGuard;
-use sallyport_core::{Action, Catalog, EffectClass, RetryRule};
+use sallyport_core::{Action, Catalog, EffectClass};
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -22,11 +22,12 @@ use sallyport_core::channel::ChannelOutcome;
 use sallyport_core::code::{RefusalCode, UpstreamCode};
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::{Journal, SqliteJournal, export_json_lines};
+use sallyport_core::outcome::ActionResult;
 use sallyport_core::outcome::{Next, Status};
 use sallyport_core::vault::{
     ApiKeyPlacement, Binding, CredentialKind, CredentialMeta, FileVault, Secret, VaultAdmin,
 };
-use sallyport_core::{ActionResult, Catalog, Executor, Session};
+use sallyport_core::{Catalog, Executor, Session};
 use vault_support::{DeployPreview, PASSPHRASE, ReadStatus, ScriptedChannel, bearer, fast_kdf};
 
 /// The bearer canary: characters that every encoding changes (`/`, `+`, `=`, `"`, `\`, `é`).

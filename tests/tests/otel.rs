@@ -14,9 +14,10 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::executor::CallOptions;
 use sallyport_core::journal::SqliteJournal;
+use sallyport_core::outcome::ActionResult;
 use sallyport_core::telemetry::{attr, span};
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
-use sallyport_core::{Action, ActionResult, Catalog, ConsentMode, Executor, Session, Status};
+use sallyport_core::{Action, Catalog, ConsentMode, Executor, Session, Status};
 use sallyport_http::HttpChannel;
 use sallyport_tests::http_server::{Drop, Reply, Upstream, audit_event};
 use schemars::JsonSchema;

@@ -10,7 +10,7 @@ use rmcp::model::CallToolResult;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use sallyport_core::ConsentOutcome;
+use sallyport_core::code::ConsentOutcome;
 use sallyport_core::journal::{Journal, SqliteJournal};
 use sallyport_examples::catalog::demo_catalog;
 use sallyport_examples::upstream::{DEMO_TOKEN, DemoUpstream};

@@ -543,7 +543,7 @@ async fn a_secret_the_vault_learns_later_is_scrubbed_from_every_page() {
 
 /// Serves a journal-only console over `journal` (user alice) on 127.0.0.1:0.
 async fn serve_journal_console(
-    journal: std::sync::Arc<dyn sallyport_core::ApprovalStore>,
+    journal: std::sync::Arc<dyn sallyport_core::journal::ApprovalStore>,
     key: Option<sallyport_core::journal::HeadVerifyingKey>,
 ) -> std::net::SocketAddr {
     let mut builder = Console::journal_only(journal).user(
@@ -582,7 +582,7 @@ async fn the_chain_page_checks_signed_heads_with_the_key_it_is_given() {
             .await
             .expect("append");
     }
-    let shared: std::sync::Arc<dyn sallyport_core::ApprovalStore> = journal;
+    let shared: std::sync::Arc<dyn sallyport_core::journal::ApprovalStore> = journal;
 
     let checked = serve_journal_console(std::sync::Arc::clone(&shared), Some(public)).await;
     let (cookie, _) = common::login_at(checked, LOGIN).await;

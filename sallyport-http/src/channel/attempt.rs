@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use sallyport_core::RetryRule;
+use sallyport_core::action::RetryRule;
 use sallyport_core::after_send::Failure;
 use sallyport_core::channel::{ChannelOutcome, Dispatch, DispatchContext};
 use sallyport_core::code::{RefusalCode, UpstreamCode};

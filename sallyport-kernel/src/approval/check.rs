@@ -146,9 +146,9 @@ impl Channel for ApprovalsChannel {
         }
         // An awaiting approval past its expiry is recorded as expired by whoever sees it.
         if approval.state == ApprovalState::Awaiting
-            && approval.is_expired_at(super::now_ms())
+            && approval.is_expired_at(crate::clock::now_ms())
             && let Ok(super::Transition::Applied(_)) =
-                super::expire(journal.as_ref(), &approval, super::now_ms()).await
+                super::expire(journal.as_ref(), &approval, crate::clock::now_ms()).await
         {
             tracing::info!(approval = %id, "approval expired undecided");
         }
@@ -176,7 +176,7 @@ pub(crate) fn status_outcome(approval: &Approval) -> ChannelOutcome {
             if approval
                 .claim
                 .as_ref()
-                .is_some_and(|c| c.until_ms <= super::now_ms()) =>
+                .is_some_and(|c| c.until_ms <= crate::clock::now_ms()) =>
         {
             let attempt = approval
                 .execution

@@ -24,11 +24,11 @@ impl Entry {
             spec.externality.as_str()
         ));
         match spec.consent {
-            crate::ConsentRule::None => {}
-            crate::ConsentRule::Session => {
+            crate::action::ConsentRule::None => {}
+            crate::action::ConsentRule::Session => {
                 lines.push("A human approves this action once per session.".to_owned());
             }
-            crate::ConsentRule::PerCall => {
+            crate::action::ConsentRule::PerCall => {
                 lines.push("A human approves every call.".to_owned());
             }
         }

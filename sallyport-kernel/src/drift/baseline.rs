@@ -49,11 +49,9 @@ use tokio::sync::watch;
 use super::DefinitionGuard;
 use crate::catalog::{Catalog, Entry};
 use crate::code::RefusalCode;
-use crate::drift_model::classify::{self, ScoringRule, Verdict};
-use crate::drift_model::decision::{
-    CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, DriftDecision,
-};
-use crate::drift_model::{canonical_json, try_canonical_hash};
+use crate::drift::classify::{self, ScoringRule, Verdict};
+use crate::drift::{CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, DriftDecision};
+use crate::drift::{canonical_json, try_canonical_hash};
 use crate::journal::{AttemptId, AuditEvent, Journal, JournalError, Phase, ReceiptId};
 use crate::outcome::{Origin, Refusal, Status};
 

@@ -12,16 +12,20 @@ pub mod baseline;
 pub mod probe;
 
 pub use self::baseline::{Baseline, BaselineEntry, BaselineError, BaselineGuard};
-pub use crate::drift_model::{
-    CanonicalError, CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, Divergence,
-    DivergenceKind, DriftDecision, DriftMode, DriftStatus, MAX_CANONICAL_DEPTH, MAX_DEPTH,
-    MAX_EXACT_INTEGER, PartnerDecision, PayloadDecision, PayloadGuard, ReasonCode,
-    RecommendedAction, SCORING_TABLE, ScoringRule, Severity, Verdict, canonical_hash,
-    canonical_json, compare_definitions, describe_serde_error, try_canonical_hash,
-    try_canonical_json,
-};
+pub(crate) mod classify;
+
+pub use self::classify::{SCORING_TABLE, ScoringRule, compare_definitions};
+// The payload guard sits below the catalog, which compiles one per action; the baseline guard
+// and the probe here sit above it. Its public path is this module.
+pub use crate::payload::{DriftMode, MAX_DEPTH, PayloadDecision, PayloadGuard, Verdict};
 #[doc(hidden)]
-pub use crate::drift_model::{json_type, push_divergences};
+pub use crate::payload::{json_type, push_divergences};
+pub use sallyport_vocab::drift::{
+    CanonicalError, CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, Divergence,
+    DivergenceKind, DriftDecision, DriftStatus, MAX_CANONICAL_DEPTH, MAX_EXACT_INTEGER,
+    PartnerDecision, ReasonCode, RecommendedAction, Severity, canonical_hash, canonical_json,
+    canonical_len, describe_serde_error, try_canonical_hash, try_canonical_json,
+};
 
 /// Decides whether a live definition may be called (stage 5 of the executor). The baseline
 /// guard ([`BaselineGuard`]) implements it; without one, every registered action is

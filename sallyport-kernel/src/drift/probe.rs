@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::BaselineGuard;
-use crate::drift_model::DefinitionChange;
+use crate::drift::DefinitionChange;
 use crate::journal::{AttemptId, AuditEvent, Journal, Phase, ReceiptId};
 use crate::outcome::{Origin, Status};
-use crate::vocab::string_enum;
+use sallyport_vocab::string_enum;
 
 string_enum! {
     /// A read-only HTTP method a probe may use.

@@ -4,12 +4,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{DefinitionGuard, Executor, Inner};
+use super::{Executor, Inner};
 use crate::approval::ConsentMode;
 use crate::catalog::Catalog;
 use crate::channel::Channel;
 use crate::consent::{ConsentProvider, SessionGrants};
 use crate::danger::AutoApprove;
+use crate::drift::DefinitionGuard;
 use crate::drift::DriftMode;
 use crate::journal::{ApprovalStore, Journal};
 use crate::vault::Vault;

@@ -20,6 +20,7 @@ use crate::approval::{
     self, Approval, ApprovalFilter, ApprovalId, ApprovalState, ConsentMode, Decided, Decider,
     Verdict,
 };
+use crate::channel::ApplyOutcome;
 use crate::code::{ConsentOutcome, RefusalCode};
 use crate::consent::{ConsentDecision, ConsentDisplay, ConsentRequest, MAX_SHOWN_BYTES};
 use crate::outcome::ActionResult;
@@ -265,7 +266,7 @@ async fn park(
     let spec = call.spec();
     let fingerprint = super::intent::fingerprint_of(call);
     crate::executor::spans::consented(ConsentOutcome::Deferred);
-    let now = approval::now_ms();
+    let now = crate::clock::now_ms();
     // The same call again, in the same session, while an approval of it lives: the answer
     // is where that approval stands, and no one is asked twice.
     let same = ApprovalFilter::all()
@@ -367,7 +368,7 @@ fn store_failed(e: &crate::journal::JournalError) -> ConsentRefused {
 /// was given for, and only until it expires.
 pub(super) fn approved(checked: Checked, approval: &Approval) -> Result<Consented, Refusal> {
     let call = checked.call();
-    if approval.is_expired_at(approval::now_ms()) {
+    if approval.is_expired_at(crate::clock::now_ms()) {
         return Err(Refusal::new(
             RefusalCode::ApprovalExpired,
             format!(

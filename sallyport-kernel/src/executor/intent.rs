@@ -170,7 +170,7 @@ pub(super) fn intend_approved<'a>(
 /// (hex): what an intent and an approval bind to.
 pub(super) fn fingerprint_of(call: &Call) -> String {
     let request = call.request().fingerprint();
-    crate::ids::hex_lower(&fingerprint([
+    crate::hex::hex_lower(&fingerprint([
         call.spec().name.as_bytes(),
         call.definition_hash().as_bytes(),
         request.as_slice(),

@@ -14,7 +14,7 @@ use crate::catalog::{Catalog, Entry};
 use crate::channel::ChannelOutcome;
 use crate::code::{Code, UpstreamCode};
 use crate::outcome::{ActionResult, Next, Origin, Status};
-use crate::vocab::MAX_REASON;
+use sallyport_vocab::MAX_REASON;
 
 /// The answer the agent will get, before scrubbing. Only this stage's `normalize` makes one.
 pub(crate) struct Normalized {

@@ -26,7 +26,7 @@ use crate::policy::{
 };
 use crate::scrub::Scrubber;
 use crate::session::Session;
-use crate::vocab::MAX_REASON;
+use sallyport_vocab::MAX_REASON;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3_600);

@@ -7,7 +7,7 @@ use super::call::Call;
 use super::vault::Unlocked;
 use crate::code::RefusalCode;
 use crate::outcome::Refusal;
-use crate::vocab::MAX_REASON;
+use sallyport_vocab::MAX_REASON;
 
 /// A call whose preconditions hold. Only this stage's `precheck` makes one.
 pub(crate) struct Checked {

@@ -36,7 +36,7 @@ use crate::journal::{
 };
 use crate::outcome::{ActionResult, Origin, Status};
 use crate::session::Session;
-use crate::vocab::string_enum;
+use sallyport_vocab::string_enum;
 
 /// The session id reconcile checks run under (their audit records say so).
 pub const RECONCILE_SESSION: &str = "reconcile";

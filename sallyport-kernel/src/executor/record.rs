@@ -23,6 +23,7 @@ use super::validate::Validated;
 use super::vault::Unlocked;
 use crate::action::ScopedValue;
 use crate::approval::{Approval, ApprovalId, ApprovalNote, ApprovalStep, Claim};
+use crate::channel::ApplyOutcome;
 use crate::code::{Code, ConsentOutcome, RefusalCode};
 use crate::journal::{
     ApprovalStore, AttemptId, AuditEvent, AuditRecord, Journal, JournalError, Phase, ReceiptId,
@@ -30,7 +31,7 @@ use crate::journal::{
 use crate::outcome::{ActionResult, Origin, Refusal, Status};
 use crate::scrub::Scrubber;
 use crate::session::Session;
-use crate::vocab::{MAX_ACTION_NAME, MAX_REASON};
+use sallyport_vocab::{MAX_ACTION_NAME, MAX_REASON};
 
 /// What one call's audit record says beyond its outcome.
 #[derive(Debug)]

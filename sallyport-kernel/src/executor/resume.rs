@@ -1,7 +1,7 @@
 //! Resuming an approved call: claim it, then run the pipeline's resume path under the claim.
 
 use super::{Executor, pipeline};
-use crate::approval::{self, ApprovalError, ApprovalId, ApprovalState, Transition};
+use crate::approval::{ApprovalError, ApprovalId, ApprovalState, Transition};
 use crate::code::RefusalCode;
 use crate::outcome::ActionResult;
 use crate::outcome::Refusal;
@@ -24,7 +24,7 @@ pub(super) async fn resume(
     let settings = &inner.approvals;
     let lease = u64::try_from(settings.lease.as_millis()).unwrap_or(u64::MAX);
     let approval = match journal
-        .claim_approval(id, &settings.instance, approval::now_ms(), lease)
+        .claim_approval(id, &settings.instance, crate::clock::now_ms(), lease)
         .await?
     {
         Transition::Applied(a) => a,

@@ -18,9 +18,9 @@ pub(crate) fn traced<F>(
     action: &str,
     options: &CallOptions,
     call: F,
-) -> impl Future<Output = crate::ActionResult> + use<F>
+) -> impl Future<Output = crate::outcome::ActionResult> + use<F>
 where
-    F: Future<Output = crate::ActionResult>,
+    F: Future<Output = crate::outcome::ActionResult>,
 {
     use tracing::Instrument as _;
 
@@ -44,9 +44,9 @@ pub(crate) fn traced<F>(
     _action: &str,
     _options: &CallOptions,
     call: F,
-) -> impl Future<Output = crate::ActionResult> + use<F>
+) -> impl Future<Output = crate::outcome::ActionResult> + use<F>
 where
-    F: Future<Output = crate::ActionResult>,
+    F: Future<Output = crate::outcome::ActionResult>,
 {
     call
 }
@@ -120,11 +120,11 @@ mod enabled {
     use tracing::field::Empty;
 
     use super::{OPERATION_EXECUTE_TOOL, TARGET, attr};
-    use crate::ActionResult;
     use crate::channel::DispatchContext;
     use crate::code::ConsentOutcome;
     use crate::executor::{CallOptions, Inner};
-    use crate::vocab::MAX_ACTION_NAME;
+    use crate::outcome::ActionResult;
+    use sallyport_vocab::MAX_ACTION_NAME;
 
     /// What the stages of one call tell its span. One per call, set for the call's future
     /// (a task-local value, so the stages need no handle and a call nested in a consent

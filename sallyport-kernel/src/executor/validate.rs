@@ -12,8 +12,8 @@ use super::resolve::Resolved;
 use crate::action::ScopedValue;
 use crate::catalog::Entry;
 use crate::code::RefusalCode;
+use crate::drift::canonical_len;
 use crate::drift::{DriftMode, Verdict};
-use crate::drift_model::canonical::canonical_len;
 use crate::outcome::Refusal;
 use crate::scrub::Scrubber;
 

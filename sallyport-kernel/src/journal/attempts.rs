@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use super::{AttemptId, BreakKind, ChainBreak, Phase};
-use crate::ids::Status;
+use crate::outcome::Status;
 
 /// An attempt row as a backend stored it: the columns the chain vouches for, as text, so a
 /// row edited to hold anything at all can still be checked.

@@ -39,7 +39,7 @@ pub fn chain_hash(prev_hash: &str, seq: u64, event_json: &str) -> String {
     h.update(itoa::Buffer::new().format(seq).as_bytes());
     h.update(b"\n");
     h.update(event_json.as_bytes());
-    crate::ids::hex_lower(&h.finalize())
+    crate::hex::hex_lower(&h.finalize())
 }
 
 /// One stored audit record as a backend read it, before anything is trusted: the sequence
@@ -226,9 +226,10 @@ impl ChainCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{AttemptId, Status};
+    use crate::journal::AttemptId;
     use crate::journal::signing::HeadSigningKey;
     use crate::journal::{BreakKind, Phase};
+    use crate::outcome::Status;
 
     fn event(attempt: &str, phase: Phase, status: Status) -> AuditEvent {
         let mut event = AuditEvent::for_bench(&crate::journal::Intent::for_bench(false));

@@ -11,11 +11,11 @@ use super::{
     ApprovalStore, AttemptId, AuditEvent, AuditRecord, GENESIS_HASH, Intent, Journal, JournalError,
     UnresolvedAttempt, VerifyReport, chain_hash, now,
 };
-use crate::approval_model::{
+use crate::journal::IdempotencyKey;
+use crate::outcome::ActionResult;
+use sallyport_vocab::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
 };
-use crate::ids::IdempotencyKey;
-use crate::outcome::ActionResult;
 
 /// A journal that keeps everything in memory, and loses it with the process: for tests,
 /// demos and ephemeral executors.

@@ -38,7 +38,6 @@
 mod attempts;
 pub mod chain;
 mod memory;
-mod phase;
 pub mod signing;
 
 pub(crate) use crate::clock::now;
@@ -51,15 +50,14 @@ use serde_json::Value;
 
 pub use self::chain::{GENESIS_HASH, chain_hash};
 pub use self::memory::MemoryJournal;
-pub use self::phase::Phase;
 pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
 use crate::action::{EffectClass, ScopedValue};
-use crate::approval_model::{
+use crate::outcome::{Origin, Status};
+use sallyport_vocab::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
 };
-pub use crate::ids::{AttemptId, IdempotencyKey, ReceiptId};
-use crate::ids::{Origin, Status};
-use crate::vocab::string_enum;
+pub use sallyport_vocab::journal::{AttemptId, IdempotencyKey, Phase, ReceiptId};
+use sallyport_vocab::string_enum;
 
 /// The durable record written before the first byte is sent.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,11 +149,11 @@ pub struct AuditEvent {
     pub consent: Option<crate::code::ConsentOutcome>,
     /// Payload drift divergences seen (warn and shadow modes record them here).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub divergences: Vec<crate::drift_model::Divergence>,
+    pub divergences: Vec<sallyport_vocab::drift::Divergence>,
     /// The definition drift decision behind a `definition_drift` or `review_required`
     /// refusal; its `receipt_id` is this record's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift_decision: Option<Box<crate::drift_model::DriftDecision>>,
+    pub drift_decision: Option<Box<sallyport_vocab::drift::DriftDecision>>,
     /// How many requests the channel handed to the transport.
     pub dispatches: u32,
     /// The upstream's status (HTTP status or exit code), if any.
@@ -163,7 +161,7 @@ pub struct AuditEvent {
     pub upstream_status: Option<i64>,
     /// The approval this record is a step of (requested, decided, expired, resumed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<crate::approval_model::ApprovalNote>,
+    pub approval: Option<sallyport_vocab::approval::ApprovalNote>,
     /// The evidence behind this record when the reconciler settled an unresolved attempt
     /// (see [`crate::Executor::reconcile`]): the read-only check it ran and its receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -171,7 +169,7 @@ pub struct AuditEvent {
     /// The host policy's decision on this call (`policy: {name, decision, reason, rules}`),
     /// when the executor has a [`Policy`](crate::policy::Policy) and the call reached it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy: Option<crate::policy_model::PolicyNote>,
+    pub policy: Option<sallyport_vocab::policy::PolicyNote>,
 }
 
 /// How the reconciler settled an attempt its owner left unresolved: the reconcile action it

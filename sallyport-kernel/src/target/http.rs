@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::ResultShape;
 use crate::outcome::Status;
-use crate::vocab::string_enum;
+use sallyport_vocab::string_enum;
 
 string_enum! {
     /// An HTTP method. Never used to infer the effect class.

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::Journal;
+use sallyport_core::outcome::ActionResult;
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
-use sallyport_core::{Action, ActionResult, Catalog, Executor, Session, Status};
+use sallyport_core::{Action, Catalog, Executor, Session, Status};
 use sallyport_http::HttpChannel;
 use sallyport_postgres::PostgresJournal;
 use sallyport_tests::http_server::{Reply, Upstream};

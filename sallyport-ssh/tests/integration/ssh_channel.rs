@@ -3,11 +3,12 @@
 
 use std::time::{Duration, Instant};
 
+use sallyport_core::action::ConsentRule;
 use sallyport_core::code::{Code, RefusalCode, UpstreamCode};
 use sallyport_core::journal::AuditEvent;
 use sallyport_core::outcome::{ActionResult, Origin};
 use sallyport_core::target::{SshTarget, Target};
-use sallyport_core::{Action, ActionSpec, Catalog, ConsentRule, EffectClass, Session, Status};
+use sallyport_core::{Action, ActionSpec, Catalog, EffectClass, Session, Status};
 use sallyport_ssh::{InventoryError, SshChannel};
 use sallyport_tests::sshd::fixture::{
     self, Harness, KEY_CREDENTIAL, KEY_HOST, PASSWORD_CREDENTIAL, PASSWORD_HOST,
@@ -174,8 +175,8 @@ impl Action for HostUptime {
             )))
     }
 
-    fn scope_values(&self) -> Vec<sallyport_core::ScopedValue> {
-        vec![sallyport_core::ScopedValue::new(
+    fn scope_values(&self) -> Vec<sallyport_core::action::ScopedValue> {
+        vec![sallyport_core::action::ScopedValue::new(
             "host",
             "host",
             self.host.clone(),

@@ -2,11 +2,12 @@
 //! that is not POSIX (fish) is detected once per connection and refused before any command
 //! runs, and a value beginning with `-` never becomes an option by accident.
 
+use sallyport_core::action::ConsentRule;
 use sallyport_core::code::{RefusalCode, UpstreamCode};
 use sallyport_core::journal::AuditEvent;
 use sallyport_core::outcome::{ActionResult, Origin};
 use sallyport_core::target::{SshTarget, Target};
-use sallyport_core::{Action, ActionSpec, Catalog, ConsentRule, EffectClass, Session, Status};
+use sallyport_core::{Action, ActionSpec, Catalog, EffectClass, Session, Status};
 use sallyport_ssh::SshChannel;
 use sallyport_tests::sshd::fixture::{
     self, FISH_CREDENTIAL, FISH_HOST, Harness, KEY_CREDENTIAL, KEY_HOST,

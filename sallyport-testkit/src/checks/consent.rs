@@ -1,7 +1,8 @@
 //! Checks 3 and 8: a denial sends nothing; consent comes after the static checks and before
 //! the request.
 
-use sallyport_core::{ConsentRule, Status};
+use sallyport_core::Status;
+use sallyport_core::action::ConsentRule;
 
 use super::{Subject, not_run, requests};
 use crate::report::{Check, CheckReport};

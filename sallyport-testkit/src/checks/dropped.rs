@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use sallyport_core::Status;
+use sallyport_core::action::ConsentRule;
 use sallyport_core::journal::Phase;
-use sallyport_core::{ConsentRule, Status};
 
 use super::{Subject, not_run, requests, wait_until};
 use crate::report::{Check, CheckReport};

@@ -2,7 +2,8 @@
 //! the reconcile action, and the server must have seen one request, or the same idempotency
 //! key on every resend.
 
-use sallyport_core::{RetryRule, Status};
+use sallyport_core::Status;
+use sallyport_core::action::RetryRule;
 use serde_json::Value;
 
 use super::{Subject, not_run, requests};

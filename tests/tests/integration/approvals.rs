@@ -13,7 +13,8 @@ use sallyport_core::approval::{
 };
 use sallyport_core::consent::{ConsentDecision, FnConsent};
 use sallyport_core::journal::{Journal, Phase, SqliteJournal};
-use sallyport_core::{ActionResult, Executor, RefusalCode, Session, Status};
+use sallyport_core::outcome::ActionResult;
+use sallyport_core::{Executor, RefusalCode, Session, Status};
 use sallyport_http::HttpChannel;
 use sallyport_tests::approvals_rig::{self, HostOptions, TOKEN};
 use sallyport_tests::http_server::{Received, Reply, Upstream, journal_text};
@@ -161,7 +162,7 @@ async fn a_deferred_call_is_parked_pending_with_nothing_sent_and_its_approval_st
     assert_eq!(stored.session.requester(), Some("billing-bot"));
     assert_eq!(
         stored.data_classes,
-        [sallyport_core::DataClass::FINANCIAL],
+        [sallyport_core::action::DataClass::FINANCIAL],
         "the approver sees what kind of data the action touches"
     );
     let lifetime = stored.expires_at_ms - stored.created_at_ms;
@@ -741,7 +742,7 @@ async fn webhook_approve(client: &reqwest::Client, url: &str, id: &str) -> bool 
         "approval_id": id, "decision": "approve", "decided_by": "chat-bot"
     }))
     .expect("json");
-    let t = sallyport_core::approval::now_ms() / 1000;
+    let t = sallyport_core::clock::now_ms() / 1000;
     let signature = sallyport_webhook::sign(approvals_rig::WEBHOOK_SECRET.as_bytes(), t, &body);
     let response = client
         .post(url)

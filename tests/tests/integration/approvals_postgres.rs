@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use sallyport_core::approval::{
-    ApprovalFilter, ApprovalState, ConsentMode, Decided, Decider, Transition, Verdict, now_ms,
+    ApprovalFilter, ApprovalState, ConsentMode, Decided, Decider, Transition, Verdict,
 };
+use sallyport_core::clock::now_ms;
 use sallyport_core::journal::{ApprovalStore, Intent, Journal, JournalError};
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault, Secret};
 use sallyport_core::{Action, Catalog, Executor, Session, Status};

@@ -173,7 +173,9 @@ fn the_definition_hash_changes_with_meaning_and_only_with_meaning() {
     let hash = |c: &Catalog, n: &str| c.get(n).expect("entry").definition_hash().to_owned();
     assert_eq!(hash(&a, "list_builds"), hash(&b, "list_builds"));
     let widened = Catalog::builder()
-        .action_with_spec::<ListBuilds>(|s| s.with_consent(sallyport_core::ConsentRule::Session))
+        .action_with_spec::<ListBuilds>(|s| {
+            s.with_consent(sallyport_core::action::ConsentRule::Session)
+        })
         .build()
         .expect("catalog");
     assert_ne!(hash(&a, "list_builds"), hash(&widened, "list_builds"));

@@ -126,7 +126,7 @@ fn no_terminal_control(out: &str) {
 
 #[tokio::test]
 async fn list_shows_parked_calls_newest_first_with_a_countdown_and_nothing_raw() {
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let older = approval(
         Some("first"),
         "inv_1",
@@ -195,7 +195,7 @@ async fn list_shows_parked_calls_newest_first_with_a_countdown_and_nothing_raw()
 
 #[tokio::test]
 async fn show_prints_the_card_with_the_agents_reason_escaped_and_labelled_as_its_words() {
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     // The object (and so the request) carries a line separator and an OSC title sequence.
     let parked = approval(
         Some(HOSTILE_NOTE),
@@ -248,7 +248,7 @@ decision    none yet
 
 #[tokio::test]
 async fn approve_records_one_decision_naming_cli_and_the_by_name_and_a_second_changes_nothing() {
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = approval(Some("pay it"), "inv_3", now, now + 24 * HOUR_MS);
     let dir = tempfile::tempdir().unwrap();
     let path = journal_with(&dir, &[&parked]).await;
@@ -307,7 +307,7 @@ async fn approve_records_one_decision_naming_cli_and_the_by_name_and_a_second_ch
             format!(
                 "sallyport: approval {id} was already approved by alice via cli at {}; nothing \
                  changed\n",
-                approval::rfc3339(decision.at_ms)
+                sallyport_core::clock::rfc3339(decision.at_ms)
             )
         );
         assert_eq!(text(&again.stdout), "");
@@ -323,7 +323,7 @@ async fn approve_records_one_decision_naming_cli_and_the_by_name_and_a_second_ch
     assert!(
         card.contains(&format!(
             "\ndecision    approved by alice via cli at {}: \"checked the invoice\"\n",
-            approval::rfc3339(decision.at_ms)
+            sallyport_core::clock::rfc3339(decision.at_ms)
         )),
         "{card}"
     );
@@ -331,7 +331,7 @@ async fn approve_records_one_decision_naming_cli_and_the_by_name_and_a_second_ch
 
 #[tokio::test]
 async fn a_decision_made_elsewhere_is_reported_with_who_and_which_front_end() {
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = approval(None, "inv_4", now, now + HOUR_MS);
     let dir = tempfile::tempdir().unwrap();
     let path = journal_with(&dir, &[&parked]).await;
@@ -357,7 +357,7 @@ async fn a_decision_made_elsewhere_is_reported_with_who_and_which_front_end() {
         format!(
             "sallyport: approval {id} was already denied by ops-bot via webhook at {}; nothing \
              changed\n",
-            approval::rfc3339(first.decision.unwrap().at_ms)
+            sallyport_core::clock::rfc3339(first.decision.unwrap().at_ms)
         )
     );
     assert_eq!(record_count(&path).await, records);
@@ -369,7 +369,7 @@ async fn a_decision_made_elsewhere_is_reported_with_who_and_which_front_end() {
 
 #[tokio::test]
 async fn deny_records_the_reason_the_agent_is_told_and_by_defaults_to_user_then_cli() {
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let a = approval(None, "inv_5", now, now + HOUR_MS);
     let b = approval(None, "inv_6", now, now + HOUR_MS);
     let c = approval(None, "inv_8", now, now + HOUR_MS);
@@ -458,7 +458,7 @@ async fn deny_records_the_reason_the_agent_is_told_and_by_defaults_to_user_then_
 
 #[tokio::test]
 async fn an_expired_approval_exits_10_records_the_expiry_once_and_sends_nothing() {
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let lapsed = approval(Some("late"), "inv_9", now - 25 * HOUR_MS, now - HOUR_MS);
     let dir = tempfile::tempdir().unwrap();
     let path = journal_with(&dir, &[&lapsed]).await;
@@ -508,7 +508,7 @@ async fn an_expired_approval_exits_10_records_the_expiry_once_and_sends_nothing(
 
 #[tokio::test]
 async fn an_unknown_id_exits_5_and_changes_nothing() {
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = approval(None, "inv_1", now, now + HOUR_MS);
     let dir = tempfile::tempdir().unwrap();
     let path = journal_with(&dir, &[&parked]).await;
@@ -712,7 +712,7 @@ async fn approve_in_the_applications_command_line_sends_the_call_at_once_and_onl
     // A late second delivery, from the plain binary: already decided, nothing sent.
     let late = run(&path, &["approvals", "approve", id.as_str()]);
     assert_eq!(late.status.code(), Some(9), "{}", text(&late.stderr));
-    let decided_at = approval::rfc3339(finished.decision.as_ref().unwrap().at_ms);
+    let decided_at = sallyport_core::clock::rfc3339(finished.decision.as_ref().unwrap().at_ms);
     let receipt = finished
         .result
         .as_ref()

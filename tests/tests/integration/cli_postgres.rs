@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 
 use sallyport_core::approval::{
-    self, Approval, ApprovalId, ApprovalState, ApprovalStep, Decider, Verdict,
+    Approval, ApprovalId, ApprovalState, ApprovalStep, Decider, Verdict,
 };
 use sallyport_core::journal::{ApprovalStore, AttemptId, AuditEvent, Intent, Journal};
 use sallyport_postgres::PostgresJournal;
@@ -155,7 +155,7 @@ async fn audit_verify_export_and_unresolved_read_a_postgres_journal_and_never_pr
 
 /// A parked `pay_invoice` call as the executor stores it.
 fn parked(invoice: &str) -> Approval {
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     serde_json::from_value(json!({
         "approval_id": ApprovalId::generate(),
         "attempt_id": AttemptId::generate(),

@@ -5,12 +5,11 @@
 
 use sallyport_core::Action;
 use sallyport_core::action::ScopeTag;
+use sallyport_core::action::{ConsentRule, DataClass, Externality, RetryRule, ScopedValue};
 use sallyport_core::target::{
     ExitRule, HttpMethod, HttpTarget, SshTarget, StatusResult, StatusRule, Target,
 };
-use sallyport_core::{
-    ActionSpec, ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue, Status,
-};
+use sallyport_core::{ActionSpec, EffectClass, Status};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sallyport_core::action::ActionSpec;
+use sallyport_core::action::{ConsentRule, DataClass, Externality, RetryRule};
 use sallyport_core::catalog::Provenance;
 use sallyport_core::code::{Code, RefusalCode};
 use sallyport_core::consent::SessionGrants;
@@ -17,9 +18,7 @@ use sallyport_core::drift::{
 use sallyport_core::journal::{Journal, Phase, SqliteJournal};
 use sallyport_core::outcome::{Origin, Status};
 use sallyport_core::target::Target;
-use sallyport_core::{
-    Action, Catalog, ConsentRule, DataClass, EffectClass, Executor, Externality, RetryRule, Session,
-};
+use sallyport_core::{Action, Catalog, EffectClass, Executor, Session};
 use sallyport_tests::scripted::ScriptedChannel;
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -43,7 +43,7 @@ fn escalated() -> Catalog {
     Catalog::builder()
         .action::<GetBuild>()
         .action_with_spec::<RestartWorker>(|s| {
-            s.with_externality(sallyport_core::Externality::External)
+            s.with_externality(sallyport_core::action::Externality::External)
         })
         .build()
         .expect("catalog")

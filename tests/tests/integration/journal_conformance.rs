@@ -72,7 +72,7 @@ const ROUND_MS: u64 = 25;
 async fn processes_racing_to_decide_one_approval_record_one_decision_per_round() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("journal.db");
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked: Vec<_> = (0..ROUNDS)
         .map(|i| {
             sample_approval(
@@ -96,7 +96,7 @@ async fn processes_racing_to_decide_one_approval_record_one_decision_per_round()
         .iter()
         .map(|a| a.approval_id.as_str().to_owned())
         .collect();
-    let start_at = (approval::now_ms() + 1_500).to_string();
+    let start_at = (sallyport_core::clock::now_ms() + 1_500).to_string();
     let verdicts = ["approve", "deny", "approve"];
     let children: Vec<_> = verdicts[..PROCESSES]
         .iter()
@@ -200,7 +200,7 @@ async fn handles_racing_to_claim_one_approval_on_one_file_give_it_one_holder() {
     let handles: Vec<Arc<dyn ApprovalStore>> = (0..3)
         .map(|_| Arc::new(SqliteJournal::open(&path).expect("open")) as Arc<dyn ApprovalStore>)
         .collect();
-    let now = approval::now_ms();
+    let now = sallyport_core::clock::now_ms();
     let parked = sample_approval("ses_claims", &"4".repeat(64), now, now + 60 * 60 * 1000);
     handles[0]
         .park_approval(&parked, suite::parked_event(&parked))
@@ -224,7 +224,7 @@ async fn handles_racing_to_claim_one_approval_on_one_file_give_it_one_holder() {
                 start.wait().await;
                 let owner = format!("exe_{i}");
                 let claimed = journal
-                    .claim_approval(&id, &owner, approval::now_ms(), 60_000)
+                    .claim_approval(&id, &owner, sallyport_core::clock::now_ms(), 60_000)
                     .await
                     .expect("claim");
                 (i, claimed)

@@ -196,7 +196,7 @@ fn harness() -> Harness {
 }
 
 impl Harness {
-    async fn call(&self, action: &str, args: Value) -> sallyport_core::ActionResult {
+    async fn call(&self, action: &str, args: Value) -> sallyport_core::outcome::ActionResult {
         self.executor.call(action, args, &session()).await
     }
 
@@ -208,7 +208,7 @@ impl Harness {
     /// audit record that says the same.
     async fn assert_refused(
         &self,
-        result: &sallyport_core::ActionResult,
+        result: &sallyport_core::outcome::ActionResult,
         code: RefusalCode,
     ) -> AuditRecord {
         assert_eq!(result.status, Status::Rejected, "{}", result.to_json());

@@ -6,12 +6,13 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use sallyport_core::action::ScopedValue;
 use sallyport_core::approval::{ApprovalState, ConsentMode, Decided, Decider, Verdict};
 use sallyport_core::code::RefusalCode;
 use sallyport_core::journal::SqliteJournal;
 use sallyport_core::outcome::ActionResult;
 use sallyport_core::policy::{CallCounts, Policy, PolicyDecision, PolicyRequest};
-use sallyport_core::{Action, Catalog, EffectClass, Executor, ScopedValue, Session, Status};
+use sallyport_core::{Action, Catalog, EffectClass, Executor, Session, Status};
 use sallyport_http::HttpChannel;
 use sallyport_tests::http_server::{Reply, Upstream, audit_event};
 use schemars::JsonSchema;

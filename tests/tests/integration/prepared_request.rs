@@ -144,7 +144,7 @@ async fn rig(
 
 impl Rig {
     /// Posts note `n1` with `text` through the executor.
-    async fn post(&self, text: &str) -> sallyport_core::ActionResult {
+    async fn post(&self, text: &str) -> sallyport_core::outcome::ActionResult {
         self.executor
             .call(
                 "post_note",

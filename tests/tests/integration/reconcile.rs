@@ -450,17 +450,17 @@ async fn an_approved_call_killed_mid_send_finishes_its_approval_once_the_claim_l
 
     // The claim's lease decides, not the age: left alone while it lasts, even with no
     // minimum age ...
-    if approval::now_ms() < claim.until_ms {
+    if sallyport_core::clock::now_ms() < claim.until_ms {
         let early = executor
             .reconcile(ReconcileOptions::new().with_min_age(NOW))
             .await
             .expect("reconcile");
-        if approval::now_ms() < claim.until_ms {
+        if sallyport_core::clock::now_ms() < claim.until_ms {
             assert!(early.is_empty(), "{early:?}");
         }
     }
     // ... and settled once it ended, with the 60 s default minimum age not yet reached.
-    while approval::now_ms() <= claim.until_ms {
+    while sallyport_core::clock::now_ms() <= claim.until_ms {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let report = executor
@@ -589,7 +589,7 @@ async fn on_postgres_the_dead_owners_lease_decides_when_its_attempt_is_reconcile
     assert_eq!(open.len(), 1, "{open:?}");
     let owner = open[0].owner.clone().expect("the dead process's name");
     let until = open[0].lease_until_ms.expect("its lease");
-    if approval::now_ms() + 200 < until {
+    if sallyport_core::clock::now_ms() + 200 < until {
         let early = executor
             .reconcile(ReconcileOptions::new().with_min_age(NOW))
             .await
@@ -600,7 +600,7 @@ async fn on_postgres_the_dead_owners_lease_decides_when_its_attempt_is_reconcile
         );
         assert_eq!(billing.count("GET"), 0);
     }
-    while approval::now_ms() <= until + 100 {
+    while sallyport_core::clock::now_ms() <= until + 100 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let report = executor

@@ -2,10 +2,11 @@
 //! stderr tail shown in a rejection's reason. Against the real OpenSSH sshd on loopback and a
 //! real SQLite journal; the secret is another credential of the vault the command prints.
 
+use sallyport_core::action::ConsentRule;
 use sallyport_core::code::UpstreamCode;
 use sallyport_core::target::{SshTarget, Target};
 use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, Secret};
-use sallyport_core::{Action, ActionSpec, Catalog, ConsentRule, EffectClass, Session, Status};
+use sallyport_core::{Action, ActionSpec, Catalog, EffectClass, Session, Status};
 use sallyport_ssh::SshChannel;
 use sallyport_tests::sshd::Sshd;
 use sallyport_tests::sshd::fixture::{self, Harness, KEY_CREDENTIAL, KEY_HOST};

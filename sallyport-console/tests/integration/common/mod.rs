@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use sallyport_console::{Console, LoginToken};
 use sallyport_core::approval::ApprovalId;
-use sallyport_core::{Executor, Journal, Status};
+use sallyport_core::journal::Journal;
+use sallyport_core::{Executor, Status};
 use sallyport_tests::approvals_rig::{self, HostOptions};
 use sallyport_tests::http_server::{Received, Reply, Upstream};
 use serde_json::{Value, json};

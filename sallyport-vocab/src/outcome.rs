@@ -45,11 +45,11 @@ pub struct ActionResult {
     pub next: Option<Next>,
     /// Details of a payload drift refusal or warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub divergences: Vec<crate::drift_model::Divergence>,
+    pub divergences: Vec<crate::drift::Divergence>,
     /// The definition drift decision (partner form) of a `definition_drift` or
     /// `review_required` refusal; the full decision is in the audit record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift: Option<crate::drift_model::PartnerDecision>,
+    pub drift: Option<crate::drift::PartnerDecision>,
     /// The attempt this call created.
     pub attempt_id: AttemptId,
     /// The audit record of this call; a human can look it up.
@@ -57,11 +57,14 @@ pub struct ActionResult {
     pub receipt_id: Option<ReceiptId>,
     /// The approval a parked call waits for (`awaiting_approval`); `next` checks it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval_id: Option<crate::ids::ApprovalId>,
+    pub approval_id: Option<crate::approval::ApprovalId>,
 }
 
 impl ActionResult {
-    pub(crate) fn new(status: Status, action: &str, attempt_id: AttemptId) -> Self {
+    /// A result of `status` for the call of `action` made as `attempt_id`, with nothing else
+    /// set: what the executor starts from (it is also what deserializing the JSON of such a
+    /// result gives).
+    pub fn new(status: Status, action: &str, attempt_id: AttemptId) -> Self {
         Self {
             status,
             action: action.to_owned(),
@@ -152,12 +155,12 @@ pub struct Refusal {
     /// A short reason, safe to show the agent.
     pub reason: String,
     /// Payload divergences, for `invalid_arguments`.
-    pub divergences: Vec<crate::drift_model::Divergence>,
+    pub divergences: Vec<crate::drift::Divergence>,
     /// The definition drift decision, for `definition_drift` and `review_required`. The
     /// executor sets its `receipt_id` to the refusal's audit record.
-    pub decision: Option<Box<crate::drift_model::DriftDecision>>,
+    pub decision: Option<Box<crate::drift::DriftDecision>>,
     /// The host policy's decision, for `policy_denied`: the audit record names it.
-    pub policy: Option<Box<crate::policy_model::PolicyNote>>,
+    pub policy: Option<Box<crate::policy::PolicyNote>>,
 }
 
 impl Refusal {
@@ -174,7 +177,7 @@ impl Refusal {
 
     /// Attaches the host policy's decision behind a `policy_denied` refusal.
     #[must_use]
-    pub fn with_policy(mut self, note: crate::policy_model::PolicyNote) -> Self {
+    pub fn with_policy(mut self, note: crate::policy::PolicyNote) -> Self {
         self.policy = Some(Box::new(note));
         self
     }
@@ -182,14 +185,14 @@ impl Refusal {
     /// Attaches the definition drift decision behind a `definition_drift` or
     /// `review_required` refusal.
     #[must_use]
-    pub fn with_decision(mut self, decision: crate::drift_model::DriftDecision) -> Self {
+    pub fn with_decision(mut self, decision: crate::drift::DriftDecision) -> Self {
         self.decision = Some(Box::new(decision));
         self
     }
 
     /// Attaches payload divergences.
     #[must_use]
-    pub fn with_divergences(mut self, divergences: Vec<crate::drift_model::Divergence>) -> Self {
+    pub fn with_divergences(mut self, divergences: Vec<crate::drift::Divergence>) -> Self {
         self.divergences = divergences;
         self
     }

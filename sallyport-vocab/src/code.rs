@@ -4,7 +4,7 @@
 //! before sending (stages 1–9), [`UpstreamCode`] for what happened at or after the send
 //! (the transport, the upstream's answer, a cancellation). [`Code`] is either, or a
 //! [`DeclaredCode`] that neither enum names: one an action's author declared (a body rule's
-//! `code`, see [`HttpTarget::with_body_rule_code`](crate::target::HttpTarget::with_body_rule_code)),
+//! `code`, see `HttpTarget::with_body_rule_code` in `sallyport_core::target`),
 //! one a channel of the application's own reports, a drift status or probe class in a
 //! baseline or probe audit record, or one read from a record a later version wrote.
 //! [`ConsentOutcome`] is what the consent stage decided, as the audit record names it.
@@ -15,10 +15,10 @@
 //! [`UnknownName`] for any other string) and serde all come.
 //!
 //! Compare codes by type: `result.code == Some(UpstreamCode::TimeoutAfterSend.into())`,
-//! or `code == RefusalCode::OutOfScope` on a [`Code`]; [`ActionResult::code_str`](crate::ActionResult::code_str)
+//! or `code == RefusalCode::OutOfScope` on a [`Code`]; [`ActionResult::code_str`](crate::outcome::ActionResult::code_str)
 //! gives the string.
 //!
-//! This module is a leaf: it imports nothing of the crate but the vocabulary's macro.
+//! This module imports nothing of the crate but the vocabulary's macro.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -26,11 +26,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub use crate::vocab::UnknownName;
-use crate::vocab::string_enum;
-
-/// The former name of [`UnknownName`], from when only the codes here had one.
-pub type UnknownCode = UnknownName;
+pub use crate::names::UnknownName;
+use crate::string_enum;
 
 string_enum! {
     /// The code of an executor refusal (stages 1–9): nothing was sent. Also the codes of
@@ -69,7 +66,7 @@ string_enum! {
         ChannelUnavailable => "channel_unavailable",
         /// An object is outside the session's scope.
         OutOfScope => "out_of_scope",
-        /// The host's policy ([`Policy`](crate::policy::Policy)) denied the call.
+        /// The host's policy (`Policy`) denied the call.
         PolicyDenied => "policy_denied",
         /// The action's own precondition does not hold.
         PreconditionFailed => "precondition_failed",
@@ -89,7 +86,7 @@ string_enum! {
     /// What happened at or after the send: reported by a channel (the transport, the
     /// upstream's answer, a command's ending) or by the executor (a call cancelled around
     /// its send, a channel that claimed an outcome without sending). The rules that pick
-    /// the transport codes are shared by every channel in [`after_send`](crate::after_send).
+    /// the transport codes are shared by every channel in `sallyport_core::after_send`.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
     #[non_exhaustive]
     pub enum UpstreamCode {
@@ -415,7 +412,7 @@ mod tests {
             (VaultLocked, "vault_locked"),
         ];
         round_trip(&table, RefusalCode::ALL);
-        crate::vocab::check_string_enum(
+        crate::__private::check_string_enum(
             "RefusalCode",
             RefusalCode::ALL,
             RefusalCode::as_str,
@@ -474,7 +471,7 @@ mod tests {
             (UpstreamRejected, "upstream_rejected"),
         ];
         round_trip(&table, UpstreamCode::ALL);
-        crate::vocab::check_string_enum(
+        crate::__private::check_string_enum(
             "UpstreamCode",
             UpstreamCode::ALL,
             UpstreamCode::as_str,
@@ -502,7 +499,7 @@ mod tests {
             (Unavailable, "unavailable"),
         ];
         round_trip(&table, ConsentOutcome::ALL);
-        crate::vocab::check_string_enum(
+        crate::__private::check_string_enum(
             "ConsentOutcome",
             ConsentOutcome::ALL,
             ConsentOutcome::as_str,
@@ -546,40 +543,5 @@ mod tests {
             Some(RefusalCode::OutOfScope)
         );
         assert_ne!(Code::from(UpstreamCode::NotSent), RefusalCode::OutOfScope);
-    }
-
-    /// Audit records are hashed as stored: an event read from a journal written before the
-    /// codes were typed must serialize to the very same bytes, or its chain would break.
-    #[test]
-    fn an_audit_event_serializes_to_the_same_json_as_before_the_codes_were_typed() {
-        use crate::journal::AuditEvent;
-        let stored = [
-            (
-                r#"{"receipt_id":"rcpt_01J0000000000000000000000","attempt_id":"att_01J0000000000000000000000","at":"2026-01-01T00:00:00Z","session_id":"chat-7","action":"create_invoice","definition_hash":"ab12","phase":"finished","status":"unknown","origin":"upstream","code":"timeout_after_send","reason":"sent, no response; do not retry","objects":[{"kind":"customer","field":"customer_id","value":"cus_7"}],"note":"monthly run","request":"POST https://billing.example/v1/invoices","consent":"approved","dispatches":1,"upstream_status":504}"#,
-                Some(Code::Upstream(UpstreamCode::TimeoutAfterSend)),
-                Some(ConsentOutcome::Approved),
-            ),
-            (
-                r#"{"receipt_id":"rcpt_2","attempt_id":"att_2","at":"2026-01-01T00:00:01Z","session_id":"chat-7","action":"delete_user","phase":"refused","status":"rejected","origin":"executor","code":"consent_denied","reason":"the human said no; nothing was sent","consent":"approved_for_session","dispatches":0}"#,
-                Some(Code::Refusal(RefusalCode::ConsentDenied)),
-                Some(ConsentOutcome::ApprovedForSession),
-            ),
-            (
-                r#"{"receipt_id":"rcpt_3","attempt_id":"att_3","at":"2026-01-01T00:00:02Z","session_id":"chat-8","action":"cancel_order","phase":"finished","status":"rejected","origin":"upstream","code":"order_locked","consent":"too_large_to_show","dispatches":1,"upstream_status":200}"#,
-                Some(Code::from("order_locked")),
-                Some(ConsentOutcome::TooLargeToShow),
-            ),
-            (
-                r#"{"receipt_id":"rcpt_4","attempt_id":"att_4","at":"2026-01-01T00:00:03Z","session_id":"s","action":"read","phase":"finished","status":"completed","dispatches":1}"#,
-                None,
-                None,
-            ),
-        ];
-        for (json, code, consent) in stored {
-            let event: AuditEvent = serde_json::from_str(json).unwrap();
-            assert_eq!(event.code, code, "{json}");
-            assert_eq!(event.consent, consent, "{json}");
-            assert_eq!(serde_json::to_string(&event).unwrap(), json);
-        }
     }
 }

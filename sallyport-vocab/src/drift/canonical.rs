@@ -14,7 +14,7 @@ pub fn canonical_json(value: &Value) -> String {
 
 /// The length in bytes of [`canonical_json`]`(value)`, counted without writing it (the
 /// executor's argument-size limit, checked on every call).
-pub(crate) fn canonical_len(value: &Value) -> usize {
+pub fn canonical_len(value: &Value) -> usize {
     let mut len = Len(0);
     write_value(value, &mut len);
     len.0

@@ -39,7 +39,7 @@ impl fmt::Display for SessionId {
 /// is refused with `out_of_scope`.
 ///
 /// ```
-/// use sallyport_core::Session;
+/// use sallyport_vocab::session::Session;
 /// let session = Session::new("chat-42")
 ///     .allow("project", ["proj_1", "proj_2"])
 ///     .allow("host", ["web1"]);
@@ -52,7 +52,7 @@ impl fmt::Display for SessionId {
 /// for, a team, a tier. They are the host's, never the agent's.
 ///
 /// ```
-/// use sallyport_core::Session;
+/// use sallyport_vocab::session::Session;
 /// let session = Session::new("chat-42").with_attribute("team", "billing");
 /// assert_eq!(session.attribute("team"), Some("billing"));
 /// ```

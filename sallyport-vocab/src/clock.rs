@@ -30,7 +30,7 @@ pub fn rfc3339(ms: u64) -> String {
 
 /// The current UTC time, for the crate's own arithmetic on times (an attempt's age); what
 /// [`now`] and [`now_ms`] read.
-pub(crate) fn now_utc() -> OffsetDateTime {
+pub fn now_utc() -> OffsetDateTime {
     OffsetDateTime::now_utc()
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::drift_model::decision::{
+use sallyport_vocab::drift::{
     CoreDisposition, DefinitionChange, DriftStatus, ReasonCode, RecommendedAction, Severity,
 };
 

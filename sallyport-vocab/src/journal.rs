@@ -1,7 +1,10 @@
-//! The phases an attempt moves through, spelled the same in the audit JSON and in every
-//! backend's attempt rows.
+//! The journal's vocabulary: the ids of an attempt, its audit record and its idempotency key,
+//! and the phases an attempt moves through, spelled the same in the audit JSON and in every
+//! backend's attempt rows. `sallyport-kernel`'s `journal` module re-exports them beside the
+//! `Journal` trait.
 
-use crate::vocab::string_enum;
+pub use crate::ids::{AttemptId, IdempotencyKey, ReceiptId};
+use crate::string_enum;
 
 string_enum! {
     /// The phase an attempt is in.

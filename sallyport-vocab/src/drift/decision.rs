@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ids::ReceiptId;
-use crate::vocab::string_enum;
+use crate::string_enum;
 
 /// The `schema_version` of every decision this build writes.
 pub const DECISION_SCHEMA_VERSION: &str = "0.1";
@@ -141,8 +141,10 @@ pub struct DefinitionChange {
 }
 
 /// The Drift Decision Object for one action (DESIGN.md, "Drift").
+///
+/// Not `#[non_exhaustive]`: the baseline guard builds the whole value, so a field added here
+/// must be a compile error where it is built, not a default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
 pub struct DriftDecision {
     /// Always [`DECISION_SCHEMA_VERSION`].
     pub schema_version: String,
@@ -173,7 +175,7 @@ pub struct DriftDecision {
     pub terminal: bool,
     /// How bad.
     pub severity: Severity,
-    /// 0–100, from the scoring table ([`crate::drift::SCORING_TABLE`]).
+    /// 0–100, from the scoring table (`sallyport_core::drift::SCORING_TABLE`).
     pub risk_score: u8,
     /// Why, sorted and without duplicates.
     pub reasons: Vec<ReasonCode>,

@@ -1,31 +1,24 @@
-//! The leaves of drift: what the guards and the audit trail speak of, importing nothing
-//! above them. Canonical JSON and its hash, the payload guard and its divergences, the Drift
-//! Decision Object and the scoring table that fills it.
+//! What the drift guards and the audit trail speak of: canonical JSON and its hash, the
+//! payload guard's [`Divergence`]s, and the Drift Decision Object with its statuses,
+//! severities and reason codes.
 //!
-//! The journal, results, the catalog, channels and targets use these; the services that
-//! compare and enforce ([`crate::drift`]: the baseline guard, the probe, the CLI entry point,
-//! the OpenAPI guard) sit above the catalog and the journal. Public paths stay under
-//! [`crate::drift`], which re-exports everything here.
+//! The guards that compare and enforce (the payload guard, the baseline guard and its scoring
+//! table, the probe) are in `sallyport-kernel`'s `drift` module, which re-exports everything
+//! here.
 
-pub(crate) mod canonical;
-pub(crate) mod classify;
-pub(crate) mod decision;
-pub(crate) mod payload;
+mod canonical;
+mod decision;
+mod divergence;
 
 pub use self::canonical::{
     CanonicalError, MAX_CANONICAL_DEPTH, MAX_EXACT_INTEGER, canonical_hash, canonical_json,
-    try_canonical_hash, try_canonical_json,
+    canonical_len, try_canonical_hash, try_canonical_json,
 };
-pub use self::classify::{SCORING_TABLE, ScoringRule, compare_definitions};
 pub use self::decision::{
     CoreDisposition, DECISION_SCHEMA_VERSION, DefinitionChange, DriftDecision, DriftStatus,
     PartnerDecision, ReasonCode, RecommendedAction, Severity,
 };
-pub use self::payload::{
-    Divergence, DivergenceKind, DriftMode, MAX_DEPTH, PayloadDecision, PayloadGuard, Verdict,
-};
-#[doc(hidden)]
-pub use self::payload::{json_type, push_divergences};
+pub use self::divergence::{Divergence, DivergenceKind};
 
 /// Describes a serde_json error without the observed value (which may be anything the agent
 /// sent): quoted fragments are elided.

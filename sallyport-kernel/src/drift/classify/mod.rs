@@ -22,7 +22,7 @@ use self::scoring::{
     RESULT_MAPPING, RETRY_LOOSER, RETRY_TIGHTER, SCOPE_ADDED, SCOPE_REMOVED, TARGET, UPSTREAM_SPEC,
 };
 pub use self::scoring::{SCORING_TABLE, ScoringRule};
-use super::decision::DefinitionChange;
+use sallyport_vocab::drift::DefinitionChange;
 
 /// Compares an approved definition with a live one (both canonical-definition JSON objects,
 /// as [`crate::catalog::definition_of`] builds them) and returns the changes and the scoring

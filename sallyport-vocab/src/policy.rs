@@ -1,14 +1,15 @@
-//! What a policy decided, as results and audit records carry it: a leaf below `policy`, so
-//! `outcome` and `journal` can name a decision without importing the policy's inputs (the
-//! catalog's cards and the session). Re-exported from [`crate::policy`].
+//! What a policy decided, as results and audit records carry it. `sallyport-kernel`'s
+//! `policy` module re-exports these beside the `Policy` trait that decides.
 
-use crate::vocab::string_enum;
+use crate::string_enum;
 use serde::{Deserialize, Serialize};
 
 string_enum! {
     /// A policy's verdict on one call.
+    ///
+    /// Not `#[non_exhaustive]`: the executor must decide what each verdict does, and a new one
+    /// must be a compile error there rather than a wildcard arm.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    #[non_exhaustive]
     pub enum PolicyVerdict {
         /// The call goes on under the action's own consent rule.
         Allow => "allow",
@@ -80,7 +81,7 @@ impl PolicyDecision {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct PolicyNote {
-    /// The policy's [`Policy::name`](crate::policy::Policy::name).
+    /// The policy's `Policy::name`.
     pub name: String,
     /// Its verdict.
     pub decision: PolicyVerdict,

@@ -1,15 +1,13 @@
-//! The kernel's shared vocabulary: the limits every stage cuts its texts to, and the one
-//! table each string enum's names come from.
-//!
-//! A leaf module: it imports nothing of the crate, so any module may name it.
+//! The one table each string enum's names come from ([`string_enum!`](crate::string_enum!)), and the error of a
+//! name that is none of them ([`UnknownName`], public as `code::UnknownName`).
 //!
 //! # String enums
 //!
 //! Every fieldless enum whose variants travel as strings (results, audit records, stored
-//! rows, cards) is declared through [`string_enum!`], with each variant's name written once:
+//! rows, cards) is declared through [`string_enum!`](crate::string_enum!), with each variant's name written once:
 //!
-//! ```ignore
-//! string_enum! {
+//! ```
+//! sallyport_vocab::string_enum! {
 //!     /// Where an approval stands.
 //!     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 //!     #[non_exhaustive]
@@ -20,6 +18,8 @@
 //!         Approved => "approved",
 //!     }
 //! }
+//! assert_eq!(ApprovalState::Approved.as_str(), "approved");
+//! assert_eq!("awaiting".parse(), Ok(ApprovalState::Awaiting));
 //! ```
 //!
 //! From that table come `ALL`, `as_str`, `parse`, `Display`, `FromStr` (an [`UnknownName`]
@@ -29,15 +29,6 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-
-/// Longest reason kept or shown: a refusal's, a precondition's, a policy's, an upstream
-/// answer's and an approval decision's. The scrubber cuts shown texts at this many bytes
-/// ([`crate::scrub::Scrubber::bounded`]); an approval's reason is cut at this many characters.
-pub(crate) const MAX_REASON: usize = 500;
-
-/// Longest action name kept (an agent may call any name), in the call's record and its
-/// span; a span's tool-call id is cut to the same length.
-pub(crate) const MAX_ACTION_NAME: usize = 128;
 
 /// A string that names none of the variants of the string enum it was parsed as (the error
 /// of every such enum's `FromStr`).
@@ -50,6 +41,21 @@ pub struct UnknownName {
     pub value: String,
     /// The strings that do, in declaration order.
     pub expected: &'static [&'static str],
+}
+
+impl UnknownName {
+    /// `value`, which names none of `expected`, the names of the enum `kind`.
+    pub fn new(
+        kind: &'static str,
+        value: impl Into<String>,
+        expected: &'static [&'static str],
+    ) -> Self {
+        Self {
+            kind,
+            value: value.into(),
+            expected,
+        }
+    }
 }
 
 impl fmt::Display for UnknownName {
@@ -72,8 +78,8 @@ impl fmt::Display for UnknownName {
 impl std::error::Error for UnknownName {}
 
 /// Reads a string enum from its name without copying the string: the `Deserialize` that
-/// [`string_enum!`] writes.
-pub(crate) fn deserialize_name<'de, D, T>(
+/// [`string_enum!`](crate::string_enum!) writes.
+pub fn deserialize_name<'de, D, T>(
     deserializer: D,
     kind: &'static str,
     expected: &'static [&'static str],
@@ -112,7 +118,27 @@ where
 /// Declares a fieldless enum from one `Variant => "name"` table and derives from it
 /// `ALL` (every variant, in declaration order), `as_str`, `parse`, `Display`, `FromStr`
 /// (error [`UnknownName`]), `Serialize` (exactly `as_str`) and `Deserialize` (only those
-/// names; any other is an error listing them). See the [module](self) docs.
+/// names; any other is an error listing them).
+///
+/// ```
+/// sallyport_vocab::string_enum! {
+///     /// Where an approval stands.
+///     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///     pub enum ApprovalState {
+///         /// Waiting for a human.
+///         Awaiting => "awaiting",
+///         /// A human approved.
+///         Approved => "approved",
+///     }
+/// }
+/// assert_eq!(ApprovalState::ALL, [ApprovalState::Awaiting, ApprovalState::Approved]);
+/// assert_eq!(ApprovalState::Approved.to_string(), "approved");
+/// assert_eq!(ApprovalState::parse("awaiting"), Some(ApprovalState::Awaiting));
+/// let err = "maybe".parse::<ApprovalState>().unwrap_err();
+/// assert_eq!(err.to_string(), "`maybe` is not a ApprovalState; expected one of `awaiting`, `approved`");
+/// assert_eq!(serde_json::to_string(&ApprovalState::Awaiting).unwrap(), "\"awaiting\"");
+/// ```
+#[macro_export]
 macro_rules! string_enum {
     (
         $(#[$meta:meta])*
@@ -156,19 +182,17 @@ macro_rules! string_enum {
         }
 
         impl ::std::str::FromStr for $name {
-            type Err = $crate::vocab::UnknownName;
+            type Err = $crate::code::UnknownName;
 
             fn from_str(text: &str) -> ::std::result::Result<Self, Self::Err> {
-                Self::parse(text).ok_or_else(|| $crate::vocab::UnknownName {
-                    kind: stringify!($name),
-                    value: text.to_owned(),
-                    expected: Self::NAMES,
+                Self::parse(text).ok_or_else(|| {
+                    $crate::code::UnknownName::new(stringify!($name), text, Self::NAMES)
                 })
             }
         }
 
-        impl ::serde::Serialize for $name {
-            fn serialize<S: ::serde::Serializer>(
+        impl $crate::__private::serde::Serialize for $name {
+            fn serialize<S: $crate::__private::serde::Serializer>(
                 &self,
                 serializer: S,
             ) -> ::std::result::Result<S::Ok, S::Error> {
@@ -176,11 +200,11 @@ macro_rules! string_enum {
             }
         }
 
-        impl<'de> ::serde::Deserialize<'de> for $name {
-            fn deserialize<D: ::serde::Deserializer<'de>>(
+        impl<'de> $crate::__private::serde::Deserialize<'de> for $name {
+            fn deserialize<D: $crate::__private::serde::Deserializer<'de>>(
                 deserializer: D,
             ) -> ::std::result::Result<Self, D::Error> {
-                $crate::vocab::deserialize_name(
+                $crate::__private::deserialize_name(
                     deserializer,
                     stringify!($name),
                     Self::NAMES,
@@ -191,14 +215,11 @@ macro_rules! string_enum {
     };
 }
 
-pub(crate) use string_enum;
-
 /// The checks every string enum's test runs (see `tests` below): the names are exactly
 /// `expected`, in declaration order, and each one goes through `as_str`, `Display`,
 /// `FromStr`, `parse` and serde JSON and back to its variant; another string is refused by
 /// `FromStr` (naming the enum and the string) and by serde (listing the names).
-#[cfg(test)]
-pub(crate) fn check_string_enum<T>(
+pub fn check_string_enum<T>(
     kind: &str,
     all: &[T],
     as_str: fn(T) -> &'static str,
@@ -239,59 +260,53 @@ pub(crate) fn check_string_enum<T>(
     );
 }
 
+/// One `#[test]` per string enum, named after it, that runs [`check_string_enum`] on it
+/// against the wire names listed (in declaration order). Not public API: the test helper of
+/// the crates that declare string enums.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __string_enum_tests {
+    ($( $test:ident: $ty:ident = [$( $name:literal ),+ $(,)?]; )+) => {
+        $(
+            #[test]
+            fn $test() {
+                $crate::__private::check_string_enum(
+                    stringify!($ty),
+                    $ty::ALL,
+                    $ty::as_str,
+                    $ty::parse,
+                    &[$( $name ),+],
+                );
+            }
+        )+
+    };
+}
+
 #[cfg(test)]
 mod tests {
-    use super::check_string_enum;
     use crate::action::{ConsentRule, EffectClass, Externality, RetryRule};
-    use crate::approval_model::{ApprovalState, ApprovalStep, ConsentMode, Verdict};
-    use crate::drift::probe::{ProbeClass, ProbeEnvironment, ProbeMethod};
-    use crate::drift_model::{
-        CoreDisposition, DivergenceKind, DriftMode, DriftStatus, ReasonCode, RecommendedAction,
-        Severity,
+    use crate::approval::{ApprovalState, ApprovalStep, ConsentMode, Verdict};
+    use crate::drift::{
+        CoreDisposition, DivergenceKind, DriftStatus, ReasonCode, RecommendedAction, Severity,
     };
-    use crate::executor::ReconcileOutcome;
-    use crate::ids::{Origin, Status};
-    use crate::journal::{BreakKind, Phase};
-    use crate::policy_model::PolicyVerdict;
-    use crate::target::HttpMethod;
+    use crate::journal::Phase;
+    use crate::outcome::{Origin, Status};
+    use crate::policy::PolicyVerdict;
 
-    /// One test per string enum, named after it, pinning its wire names (as they were when
-    /// each table was written by hand) in declaration order. The code enums' tests are in
-    /// `code`, with each code's variant beside its string.
-    macro_rules! string_enum_tests {
-        ($( $test:ident: $ty:ident = [$( $name:literal ),+ $(,)?]; )+) => {
-            $(
-                #[test]
-                fn $test() {
-                    check_string_enum(
-                        stringify!($ty),
-                        $ty::ALL,
-                        $ty::as_str,
-                        $ty::parse,
-                        &[$( $name ),+],
-                    );
-                }
-            )+
-        };
-    }
-
-    string_enum_tests! {
+    // One test per string enum, named after it, pinning its wire names (as they were when
+    // each table was written by hand) in declaration order. The code enums' tests are in
+    // `code`, with each code's variant beside its string; the enums `sallyport-kernel`
+    // declares (HTTP methods, probe classes, chain breaks, …) are tested there.
+    crate::__string_enum_tests! {
         effect_class: EffectClass = [
             "observe", "reversible_change", "external_commitment", "irreversible_or_broad",
         ];
         consent_rule: ConsentRule = ["none", "session", "per_call"];
         retry_rule: RetryRule = ["never", "safe", "idempotency_key"];
         externality: Externality = ["internal", "external"];
-        http_method: HttpMethod = ["DELETE", "GET", "PATCH", "POST", "PUT"];
         phase: Phase = [
             "received", "refused", "intent_written", "dispatched", "finished",
             "cancelled_before_send", "cancelled_unknown", "deferred", "decided",
-        ];
-        reconcile_outcome: ReconcileOutcome = ["completed", "rejected", "unknown"];
-        probe_method: ProbeMethod = ["GET", "HEAD"];
-        probe_class: ProbeClass = [
-            "denied", "effective_permission_expansion", "inconclusive", "malformed",
-            "network_failure", "not_found", "rate_limited", "skipped", "upstream_error",
         ];
         approval_state: ApprovalState = [
             "awaiting", "approved", "denied", "expired", "executing", "finished",
@@ -322,21 +337,5 @@ mod tests {
         origin: Origin = ["executor", "upstream"];
         consent_mode: ConsentMode = ["blocking", "deferred"];
         approval_step: ApprovalStep = ["requested", "approved", "denied", "expired", "resumed"];
-        break_kind: BreakKind = [
-            "edited", "deleted", "inserted", "reordered", "malformed", "head_mismatch",
-            "bad_signature", "unsigned", "attempt_edited",
-        ];
-        probe_environment: ProbeEnvironment = ["production", "non_production"];
-        drift_mode: DriftMode = ["strict", "warn", "shadow"];
-    }
-
-    /// The payload guard's `Verdict`, apart from the approval's of the same name.
-    mod payload {
-        use crate::drift_model::Verdict;
-        use crate::vocab::check_string_enum;
-
-        string_enum_tests! {
-            payload_verdict: Verdict = ["clean", "denied", "warned", "shadowed"];
-        }
     }
 }

@@ -1,19 +1,17 @@
 //! The approval store's vocabulary, below the journal that stores it: approvals, their
-//! states, decisions, claims and filters. Public through [`crate::approval`], which adds
-//! what works on a journal ([`crate::approval::decide`], the expiry, `check_approval`).
+//! states, decisions, claims and filters, and the rules by which an approval changes state.
+//! `sallyport-kernel`'s `approval` module re-exports them and adds what works on a journal
+//! (`approval::decide`, the expiry, `check_approval`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::action::{ConsentRule, DataClass, EffectClass, Externality, ScopedValue};
-// The approval's times come from the one clock; re-exported so `approval::now_ms` and
-// `approval::rfc3339` keep working for the front ends that show them.
-pub use crate::clock::{now_ms, rfc3339};
-pub(crate) use crate::ids::ApprovalId;
+use crate::clock::{now_ms, rfc3339};
+pub use crate::ids::ApprovalId;
 use crate::ids::AttemptId;
 use crate::outcome::ActionResult;
-use crate::vocab::MAX_REASON;
-use crate::vocab::string_enum;
+use crate::{MAX_REASON, string_enum};
 
 /// Longest decider name and channel name kept.
 const MAX_NAME: usize = 128;
@@ -34,8 +32,10 @@ string_enum! {
 
 string_enum! {
     /// Where an approval stands.
+    ///
+    /// Not `#[non_exhaustive]`: the approval status check and the journals must say what each
+    /// state means, and a new one must be a compile error there rather than a wildcard arm.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    #[non_exhaustive]
     pub enum ApprovalState {
         /// Waiting for a human.
         Awaiting => "awaiting",
@@ -135,10 +135,12 @@ pub struct Claim {
 /// A parked call and where its approval stands, as the journal stores it.
 ///
 /// Every text is as the executor scrubbed it; none is escaped. A front end showing it to a
-/// human escapes it first ([`crate::consent::escape`]), and marks [`Approval::note`] as the
+/// human escapes it first (`sallyport_core::consent::escape`), and marks [`Approval::note`] as the
 /// agent's words.
+///
+/// Not `#[non_exhaustive]`: the executor parks a call by building the whole value, so a field
+/// added here must be a compile error where it is built, not a default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
 pub struct Approval {
     /// The approval.
     pub approval_id: ApprovalId,
@@ -290,7 +292,7 @@ string_enum! {
     }
 }
 
-/// Which approvals [`ApprovalStore::approvals`](crate::journal::ApprovalStore::approvals) lists. The default lists all, newest first.
+/// Which approvals `ApprovalStore::approvals` lists. The default lists all, newest first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ApprovalFilter {
@@ -354,8 +356,10 @@ impl ApprovalFilter {
 }
 
 /// The answer of a compare-and-set on an approval.
+///
+/// Not `#[non_exhaustive]`: every caller of a compare-and-set must handle each answer, and a
+/// new one must be a compile error there rather than a wildcard arm.
 #[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
 pub enum Transition {
     /// The change was made (and its audit record appended): the approval as it is now.
     Applied(Approval),

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::vocab::string_enum;
+use crate::string_enum;
 use serde::{Deserialize, Serialize};
 
 macro_rules! id_type {
@@ -131,19 +131,6 @@ string_enum! {
     }
 }
 
-/// `bytes` as lowercase hex, two digits a byte: what `hex::encode` gives, written through a
-/// table instead of its per-character iterator (the chain hash and the intent's
-/// fingerprint are encoded on every call).
-pub(crate) fn hex_lower(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,13 +168,5 @@ mod tests {
             same_ms.windows(2).any(|w| w[0] > w[1]),
             "keys within one millisecond are not counter-ordered"
         );
-    }
-
-    #[test]
-    fn hex_lower_matches_the_hex_crate() {
-        let every_byte: Vec<u8> = (0..=255).collect();
-        assert_eq!(hex_lower(&every_byte), hex::encode(&every_byte));
-        assert_eq!(hex_lower(&[]), "");
-        assert_eq!(hex_lower(&[0x0a, 0xf0]), "0af0");
     }
 }
