@@ -294,7 +294,7 @@ impl Done {
         match self {
             Self::Intent(r) | Self::Nothing(r) => Answer::Done(r.map_err(Failure::into_error)),
             Self::Record(r) => Answer::Record((*r).map_err(Failure::into_error)),
-            Self::Transition(r) => Answer::Transition((*r).map_err(Failure::into_error)),
+            Self::Transition(r) => Answer::Transition(Box::new((*r).map_err(Failure::into_error))),
             Self::Settled(r) => Answer::Settled(r.map_err(Failure::into_error)),
         }
     }

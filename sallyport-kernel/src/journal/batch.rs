@@ -180,7 +180,7 @@ impl Write {
                     | ApprovalWrite::Claim(_, reply),
                     Answer::Transition(r),
                 ) => {
-                    let _ = reply.send(r);
+                    let _ = reply.send(*r);
                 }
                 (ApprovalWrite::Begin(.., reply), Answer::Done(r)) => {
                     let _ = reply.send(r);
@@ -235,8 +235,9 @@ pub enum Answer<R> {
     Done(Result<(), JournalError>),
     /// An appended record: an append, an observe call, a parked or settled approval.
     Record(Result<R, JournalError>),
-    /// A decision, an expiry or a claim: applied, unchanged, or not found.
-    Transition(Result<Transition, JournalError>),
+    /// A decision, an expiry or a claim: applied, unchanged, or not found (boxed: a
+    /// transition holds a whole approval).
+    Transition(Box<Result<Transition, JournalError>>),
     /// A reconciler's record: whether it was appended.
     Settled(Result<bool, JournalError>),
 }

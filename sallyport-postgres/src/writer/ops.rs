@@ -108,10 +108,10 @@ fn approval_answer(
             _ => Err(unexpected()),
         }),
         ApprovalWrite::Decide(..) | ApprovalWrite::Expire(..) | ApprovalWrite::Claim(..) => {
-            Answer::Transition(match done {
+            Answer::Transition(Box::new(match done {
                 Done::TransitionRecord(t, _) | Done::Transition(t, _) => Ok(*t),
                 _ => Err(unexpected()),
-            })
+            }))
         }
         ApprovalWrite::Begin(_, _, intent, _) => Answer::Done(match done {
             Done::Written => {
