@@ -1,142 +1,20 @@
 //! The approval store: approvals as rows beside the chain, every change a compare-and-set
-//! on the row locked `FOR UPDATE`, applied by the writer inside its batch so that the
+//! on the row locked `FOR UPDATE` (the new state decided by [`Approval`]'s transition
+//! rules, the ones every backend applies), applied by the writer inside its batch so that the
 //! change and its audit record commit together (or neither does), whichever process makes
 //! it. Of two processes deciding one approval at once, the second finds it decided.
 
 use std::collections::HashMap;
 
 use deadpool_postgres::Client;
-use sallyport_core::approval::{
-    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
-};
-use sallyport_core::journal::{AuditEvent, AuditRecord, Intent, JournalError};
-use sallyport_core::outcome::ActionResult;
+use sallyport_core::approval::{Approval, ApprovalFilter, ApprovalId, Transition};
+use sallyport_core::journal::JournalError;
+use sallyport_core::journal::batch::{ApprovalWrite, ClaimRequest};
 
 use crate::error::PostgresError;
 use crate::shared::Shared;
 use crate::sql;
-use crate::writer::{Done, Reply};
-
-/// A queued change to the approval store.
-pub(crate) enum ApprovalOp {
-    Park(Box<Approval>, Box<AuditEvent>, Reply<AuditRecord>),
-    Decide(
-        ApprovalId,
-        Box<ApprovalDecision>,
-        Box<AuditEvent>,
-        Reply<Transition>,
-    ),
-    Expire(ApprovalId, u64, Box<AuditEvent>, Reply<Transition>),
-    Claim {
-        id: ApprovalId,
-        owner: String,
-        now_ms: u64,
-        lease_ms: u64,
-        reply: Reply<Transition>,
-    },
-    Begin(ApprovalId, Claim, Box<Intent>, Reply<()>),
-    Settle(
-        ApprovalId,
-        Claim,
-        Box<ActionResult>,
-        Box<AuditEvent>,
-        Reply<AuditRecord>,
-    ),
-}
-
-impl ApprovalOp {
-    /// The event the change appends when it is applied.
-    pub(crate) fn event(&self) -> Option<&AuditEvent> {
-        match self {
-            Self::Park(_, event, _)
-            | Self::Decide(_, _, event, _)
-            | Self::Expire(_, _, event, _)
-            | Self::Settle(_, _, _, event, _) => Some(event),
-            Self::Claim { .. } | Self::Begin(..) => None,
-        }
-    }
-
-    /// The approval this change is to.
-    pub(crate) fn approval_id(&self) -> &ApprovalId {
-        match self {
-            Self::Park(approval, ..) => &approval.approval_id,
-            Self::Decide(id, ..)
-            | Self::Expire(id, ..)
-            | Self::Claim { id, .. }
-            | Self::Begin(id, ..)
-            | Self::Settle(id, ..) => id,
-        }
-    }
-
-    /// The attempt whose epoch this change is fenced by (a settle closes the execution).
-    pub(crate) fn fenced_attempt(&self) -> Option<&str> {
-        match self {
-            Self::Settle(_, _, _, event, _) => Some(event.attempt_id.as_str()),
-            _ => None,
-        }
-    }
-
-    /// Answers the change once its batch committed; notes the epochs of attempts begun or
-    /// closed.
-    pub(crate) fn answer(self, done: Done, held: &mut HashMap<String, Option<i64>>) {
-        let unexpected = || {
-            JournalError::Write(Box::new(PostgresError::own(
-                "the approval change ended in an unexpected state",
-            )))
-        };
-        match self {
-            Self::Park(_, _, reply) => {
-                let _ = reply.send(match done {
-                    Done::TransitionRecord(_, record) => Ok(*record),
-                    Done::Duplicate => Err(JournalError::DuplicateKey),
-                    _ => Err(unexpected()),
-                });
-            }
-            Self::Decide(.., reply) | Self::Expire(.., reply) | Self::Claim { reply, .. } => {
-                let _ = reply.send(match done {
-                    Done::TransitionRecord(t, _) | Done::Transition(t, _) => Ok(*t),
-                    _ => Err(unexpected()),
-                });
-            }
-            Self::Begin(_, _, intent, reply) => {
-                let _ = reply.send(match done {
-                    Done::Written => {
-                        held.insert(intent.attempt_id.as_str().to_owned(), Some(1));
-                        Ok(())
-                    }
-                    Done::Duplicate => Err(JournalError::DuplicateKey),
-                    Done::Fenced => Err(JournalError::Fenced),
-                    _ => Err(unexpected()),
-                });
-            }
-            Self::Settle(_, _, _, event, reply) => {
-                let _ = reply.send(match done {
-                    Done::TransitionRecord(_, record) => {
-                        held.insert(event.attempt_id.as_str().to_owned(), None);
-                        Ok(*record)
-                    }
-                    Done::Fenced => Err(JournalError::Fenced),
-                    _ => Err(unexpected()),
-                });
-            }
-        }
-    }
-
-    /// Answers the change when its batch failed.
-    pub(crate) fn fail(self, error: JournalError) {
-        match self {
-            Self::Park(.., reply) | Self::Settle(.., reply) => {
-                let _ = reply.send(Err(error));
-            }
-            Self::Decide(.., reply) | Self::Expire(.., reply) | Self::Claim { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-            Self::Begin(.., reply) => {
-                let _ = reply.send(Err(error));
-            }
-        }
-    }
-}
+use crate::writer::Done;
 
 /// Why a change could not be applied (the batch then fails as a whole).
 pub(crate) enum ApplyError {
@@ -198,14 +76,16 @@ fn ms(value: u64) -> i64 {
 pub(crate) async fn apply(
     shared: &Shared,
     tx: &Client,
-    op: &ApprovalOp,
+    op: &ApprovalWrite,
     epochs: &HashMap<String, i64>,
     lease_ms: i64,
     at: &String,
 ) -> Result<Done, ApplyError> {
     let transition = |t: Transition, appends: bool| Done::Transition(Box::new(t), appends);
     match op {
-        ApprovalOp::Park(approval, ..) => {
+        ApprovalWrite::Park(approval, ..) => {
+            let mut approval = (**approval).clone();
+            approval.park();
             let inserted = tx
                 .query(
                     sql::INSERT_APPROVAL,
@@ -215,17 +95,17 @@ pub(crate) async fn apply(
                         &approval.session.id().as_str(),
                         &approval.fingerprint,
                         &ms(approval.created_at_ms),
-                        &body(approval)?,
+                        &body(&approval)?,
                     ],
                 )
                 .await?;
             Ok(if inserted.is_empty() {
                 Done::Duplicate
             } else {
-                transition(Transition::Applied((**approval).clone()), true)
+                transition(Transition::Applied(approval), true)
             })
         }
-        ApprovalOp::Decide(id, decision, ..) => {
+        ApprovalWrite::Decide(id, decision, ..) => {
             let Some(mut current) = locked(tx, id).await? else {
                 return Ok(transition(Transition::NotFound, false));
             };
@@ -235,7 +115,7 @@ pub(crate) async fn apply(
             store(tx, &current).await?;
             Ok(transition(Transition::Applied(current), true))
         }
-        ApprovalOp::Expire(id, now_ms, ..) => {
+        ApprovalWrite::Expire(id, now_ms, ..) => {
             let Some(mut current) = locked(tx, id).await? else {
                 return Ok(transition(Transition::NotFound, false));
             };
@@ -245,33 +125,27 @@ pub(crate) async fn apply(
             store(tx, &current).await?;
             Ok(transition(Transition::Applied(current), true))
         }
-        ApprovalOp::Claim {
-            id,
-            owner,
-            now_ms,
-            lease_ms,
-            ..
-        } => {
+        ApprovalWrite::Claim(request, _) => {
+            let ClaimRequest {
+                id,
+                owner,
+                now_ms,
+                lease_ms,
+            } = &**request;
             let Some(mut current) = locked(tx, id).await? else {
                 return Ok(transition(Transition::NotFound, false));
             };
-            let free = current.claim.as_ref().is_none_or(|c| c.until_ms <= *now_ms);
-            if current.state != ApprovalState::Approved || !free {
+            if !current.take_claim(owner, *now_ms, *lease_ms) {
                 return Ok(transition(Transition::Unchanged(current), false));
             }
-            current.claim = Some(Claim {
-                owner: owner.clone(),
-                epoch: current.claim.as_ref().map_or(1, |c| c.epoch + 1),
-                until_ms: now_ms.saturating_add(*lease_ms),
-            });
             store(tx, &current).await?;
             Ok(transition(Transition::Applied(current), false))
         }
-        ApprovalOp::Begin(id, claim, intent, _) => {
+        ApprovalWrite::Begin(id, claim, intent, _) => {
             let Some(mut current) = locked(tx, id).await? else {
                 return Ok(Done::Fenced);
             };
-            if current.state != ApprovalState::Approved || current.claim.as_ref() != Some(claim) {
+            if !current.begin_execution(claim, &intent.attempt_id) {
                 return Ok(Done::Fenced);
             }
             let inserted = tx
@@ -295,23 +169,14 @@ pub(crate) async fn apply(
             if inserted.is_empty() {
                 return Ok(Done::Duplicate);
             }
-            current.state = ApprovalState::Executing;
-            current.execution = Some(intent.attempt_id.clone());
             store(tx, &current).await?;
             Ok(Done::Written)
         }
-        ApprovalOp::Settle(id, claim, result, event, _) => {
+        ApprovalWrite::Settle(id, claim, result, event, _) => {
             let Some(mut current) = locked(tx, id).await? else {
                 return Ok(Done::Fenced);
             };
-            let live = matches!(
-                current.state,
-                ApprovalState::Approved | ApprovalState::Executing
-            ) && current
-                .claim
-                .as_ref()
-                .is_some_and(|c| c.owner == claim.owner && c.epoch == claim.epoch);
-            if !live {
+            if !current.settle(claim, result) {
                 return Ok(Done::Fenced);
             }
             // The execution's attempt (if its intent was written) closes with the record,
@@ -333,8 +198,6 @@ pub(crate) async fn apply(
             if closed.is_empty() && epoch.is_some() {
                 return Ok(Done::Fenced);
             }
-            current.state = ApprovalState::Finished;
-            current.result = Some((**result).clone());
             store(tx, &current).await?;
             Ok(transition(Transition::Applied(current), true))
         }

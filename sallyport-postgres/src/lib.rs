@@ -96,23 +96,22 @@ use sallyport_core::outcome::ActionResult;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::approvals::ApprovalOp;
 pub use crate::builder::PostgresJournalBuilder;
 pub use crate::error::PostgresError;
 pub use crate::lease::ClaimedAttempt;
 pub use crate::schema::SCHEMA_VERSION;
 use crate::shared::Shared;
 pub use crate::writer::MAX_BATCH;
-use crate::writer::Op;
+use sallyport_core::journal::batch::{ApprovalWrite, ClaimRequest, Reply, Write};
 
 /// The journal on PostgreSQL. Cheap to share behind an `Arc`; dropping it lets the writers
 /// finish what is queued and stops the heartbeat.
 pub struct PostgresJournal {
     shared: Arc<Shared>,
     /// Intents, to the writer that commits nothing else (see `writer/mod.rs`).
-    intents: mpsc::UnboundedSender<Op>,
+    intents: mpsc::UnboundedSender<Write>,
     /// Every other write, to the writer that appends to the chain.
-    records: mpsc::UnboundedSender<Op>,
+    records: mpsc::UnboundedSender<Write>,
     heartbeat: JoinHandle<()>,
 }
 
@@ -177,9 +176,9 @@ impl PostgresJournal {
         lease::renew(&self.shared).await
     }
 
-    fn send(&self, op: Op) -> Result<(), JournalError> {
+    fn send(&self, op: Write) -> Result<(), JournalError> {
         match op {
-            Op::Intent(ref intent, _) => {
+            Write::Intent(ref intent, _) => {
                 let attempt = intent.attempt_id.as_str().to_owned();
                 self.shared.intent_queued(&attempt);
                 self.intents.send(op).map_err(|_| {
@@ -191,7 +190,7 @@ impl PostgresJournal {
         }
     }
 
-    async fn ask<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Op) -> Result<T, JournalError> {
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Write) -> Result<T, JournalError> {
         let (reply, answer) = oneshot::channel();
         self.send(make(reply))?;
         answer.await.map_err(|_| JournalError::Stopped)?
@@ -202,16 +201,16 @@ impl PostgresJournal {
 impl Journal for PostgresJournal {
     async fn write_intent(&self, intent: &Intent) -> Result<(), JournalError> {
         let intent = Box::new(intent.clone());
-        self.ask(|reply| Op::Intent(intent, reply)).await
+        self.ask(|reply| Write::Intent(intent, reply)).await
     }
 
     fn note_dispatch(&self, attempt: &AttemptId, n: u32) {
         // A stopped writer has nothing left to note it in; the append reports it.
-        let _ = self.send(Op::Dispatch(attempt.clone(), n));
+        let _ = self.send(Write::Dispatch(attempt.clone(), n));
     }
 
     async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError> {
-        self.ask(|reply| Op::Append(Box::new(event), Some(reply)))
+        self.ask(|reply| Write::Append(Box::new(event), Some(reply)))
             .await
     }
 
@@ -221,12 +220,12 @@ impl Journal for PostgresJournal {
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError> {
         let intent = Box::new(intent);
-        self.ask(|reply| Op::Observe(intent, Box::new(event), reply))
+        self.ask(|reply| Write::Observe(intent, Box::new(event), reply))
             .await
     }
 
     fn append_detached(&self, event: AuditEvent) {
-        if self.send(Op::Append(Box::new(event), None)).is_err() {
+        if self.send(Write::Append(Box::new(event), None)).is_err() {
             tracing::error!("detached audit append dropped: the journal writer stopped");
         }
     }
@@ -259,7 +258,9 @@ impl Journal for PostgresJournal {
         if event.attempt_id != *attempt {
             return Ok(false);
         }
-        self.ask(|reply| Op::Settle(Box::new(event), reply)).await
+        let attempt = attempt.clone();
+        self.ask(|reply| Write::SettleUnresolved(attempt, Box::new(event), reply))
+            .await
     }
 
     fn approval_store(self: Arc<Self>) -> Option<Arc<dyn ApprovalStore>> {
@@ -275,8 +276,14 @@ impl ApprovalStore for PostgresJournal {
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError> {
         let approval = Box::new(approval.clone());
-        self.ask(|reply| Op::Approval(Box::new(ApprovalOp::Park(approval, Box::new(event), reply))))
-            .await
+        self.ask(|reply| {
+            Write::Approval(Box::new(ApprovalWrite::Park(
+                approval,
+                Box::new(event),
+                reply,
+            )))
+        })
+        .await
     }
 
     async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError> {
@@ -295,7 +302,7 @@ impl ApprovalStore for PostgresJournal {
     ) -> Result<Transition, JournalError> {
         let (id, decision) = (id.clone(), Box::new(decision.clone()));
         self.ask(|reply| {
-            Op::Approval(Box::new(ApprovalOp::Decide(
+            Write::Approval(Box::new(ApprovalWrite::Decide(
                 id,
                 decision,
                 Box::new(event),
@@ -313,7 +320,7 @@ impl ApprovalStore for PostgresJournal {
     ) -> Result<Transition, JournalError> {
         let id = id.clone();
         self.ask(|reply| {
-            Op::Approval(Box::new(ApprovalOp::Expire(
+            Write::Approval(Box::new(ApprovalWrite::Expire(
                 id,
                 now_ms,
                 Box::new(event),
@@ -332,13 +339,15 @@ impl ApprovalStore for PostgresJournal {
     ) -> Result<Transition, JournalError> {
         let (id, owner) = (id.clone(), owner.to_owned());
         self.ask(|reply| {
-            Op::Approval(Box::new(ApprovalOp::Claim {
-                id,
-                owner,
-                now_ms,
-                lease_ms,
+            Write::Approval(Box::new(ApprovalWrite::Claim(
+                Box::new(ClaimRequest {
+                    id,
+                    owner,
+                    now_ms,
+                    lease_ms,
+                }),
                 reply,
-            }))
+            )))
         })
         .await
     }
@@ -349,8 +358,12 @@ impl ApprovalStore for PostgresJournal {
         claim: &Claim,
         intent: &Intent,
     ) -> Result<(), JournalError> {
-        let (id, claim, intent) = (id.clone(), claim.clone(), Box::new(intent.clone()));
-        self.ask(|reply| Op::Approval(Box::new(ApprovalOp::Begin(id, claim, intent, reply))))
+        let (id, claim, intent) = (
+            id.clone(),
+            Box::new(claim.clone()),
+            Box::new(intent.clone()),
+        );
+        self.ask(|reply| Write::Approval(Box::new(ApprovalWrite::Begin(id, claim, intent, reply))))
             .await
     }
 
@@ -361,9 +374,13 @@ impl ApprovalStore for PostgresJournal {
         result: &ActionResult,
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError> {
-        let (id, claim, result) = (id.clone(), claim.clone(), Box::new(result.clone()));
+        let (id, claim, result) = (
+            id.clone(),
+            Box::new(claim.clone()),
+            Box::new(result.clone()),
+        );
         self.ask(|reply| {
-            Op::Approval(Box::new(ApprovalOp::Settle(
+            Write::Approval(Box::new(ApprovalWrite::Settle(
                 id,
                 claim,
                 result,

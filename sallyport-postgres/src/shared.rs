@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use sallyport_core::journal::HeadSigningKey;
+use sallyport_core::journal::batch::{ApprovalWrite, Write};
 use tokio::sync::Notify;
 
 use crate::error::Redactor;
-use crate::writer::{ChainEnd, Op};
+use crate::writer::ChainEnd;
 
 /// The pool, who this journal is, and the fencing epochs it holds.
 pub(crate) struct Shared {
@@ -137,7 +138,7 @@ impl Shared {
     /// Waits until no write in `ops` names an attempt whose intent is still queued: a write
     /// made after its intent was queued (a cancelled call's record, made while its
     /// `write_intent` was in flight) is applied after the intent, as it was made.
-    pub(crate) async fn after_their_intents(&self, ops: &[Op]) {
+    pub(crate) async fn after_their_intents(&self, ops: &[Write]) {
         loop {
             let answered = self.intents_answered.notified();
             tokio::pin!(answered);
@@ -147,8 +148,8 @@ impl Shared {
                 !pending.is_empty()
                     && ops.iter().any(|op| {
                         let attempt = match op {
-                            Op::Dispatch(attempt, _) => attempt,
-                            Op::Append(event, _) => &event.attempt_id,
+                            Write::Dispatch(attempt, _) => attempt,
+                            Write::Append(event, _) => &event.attempt_id,
                             _ => return false,
                         };
                         pending.contains(attempt.as_str())
@@ -167,14 +168,18 @@ impl Shared {
     }
 
     /// The epochs held for the attempts `ops` name.
-    pub(crate) fn epochs_snapshot(&self, ops: &[Op]) -> HashMap<String, i64> {
+    pub(crate) fn epochs_snapshot(&self, ops: &[Write]) -> HashMap<String, i64> {
         let held = self.epochs();
         ops.iter()
             .filter_map(|op| match op {
-                Op::Dispatch(attempt, _) => Some(attempt.as_str()),
-                Op::Append(event, _) => Some(event.attempt_id.as_str()),
-                Op::Approval(op) => op.fenced_attempt(),
-                Op::Intent(..) | Op::Observe(..) | Op::Settle(..) => None,
+                Write::Dispatch(attempt, _) => Some(attempt.as_str()),
+                Write::Append(event, _) => Some(event.attempt_id.as_str()),
+                // A settled approval closes its execution, fenced like any append.
+                Write::Approval(change) => match &**change {
+                    ApprovalWrite::Settle(_, _, _, event, _) => Some(event.attempt_id.as_str()),
+                    _ => None,
+                },
+                Write::Intent(..) | Write::Observe(..) | Write::SettleUnresolved(..) => None,
             })
             .filter_map(|id| held.get(id).map(|e| (id.to_owned(), *e)))
             .collect()

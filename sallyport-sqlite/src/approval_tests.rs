@@ -156,19 +156,19 @@ async fn a_fenced_intent_and_a_clashing_key_in_one_batch_leave_the_decision_reco
     let (r2, clashed) = oneshot::channel();
     let (r3, began) = oneshot::channel();
     lock(&journal.shared.writer).write_all(vec![
-        Op::Decide(
+        Write::Approval(Box::new(ApprovalWrite::Decide(
             parked.approval_id.clone(),
             Box::new(decision()),
             Box::new(event(&parked, Phase::Decided, Status::Pending)),
             r1,
-        ),
-        Op::Intent(Box::new(clash), r2),
-        Op::Begin(
+        ))),
+        Write::Intent(Box::new(clash), r2),
+        Write::Approval(Box::new(ApprovalWrite::Begin(
             parked.approval_id.clone(),
             Box::new(stale),
             Box::new(fenced_intent.clone()),
             r3,
-        ),
+        ))),
     ]);
     let Transition::Applied(now) = decided.await.expect("answered").expect("decided") else {
         panic!("the decision applies");
@@ -269,25 +269,30 @@ fn an_approved_calls_durable_intent_takes_the_fsynced_path_and_a_decision_does_n
     };
     let begin = |durable: bool| {
         let (reply, _) = oneshot::channel();
-        Op::Begin(
+        Op::Write(Write::Approval(Box::new(ApprovalWrite::Begin(
             parked.approval_id.clone(),
             Box::new(claim.clone()),
             Box::new(Intent::for_bench(durable)),
             reply,
-        )
+        ))))
     };
+    let is_durable_write = |op: &Op| matches!(op, Op::Write(w) if w.has_durable_intent());
     // Durable writes go to the journal thread, whose batch commits with synchronous=FULL.
-    assert!(begin(true).is_write() && begin(true).is_durable());
-    assert!(!begin(false).is_durable());
+    assert!(is_durable_write(&begin(true)) && begin(true).is_for_thread());
+    assert!(!is_durable_write(&begin(false)) && !begin(false).is_for_thread());
     let (reply, _) = oneshot::channel();
-    let decide = Op::Decide(
+    let decide = Op::Write(Write::Approval(Box::new(ApprovalWrite::Decide(
         parked.approval_id.clone(),
         Box::new(decision()),
         Box::new(event(&parked, Phase::Decided, Status::Pending)),
         reply,
+    ))));
+    assert!(
+        matches!(&decide, Op::Write(w) if w.appends())
+            && !is_durable_write(&decide)
+            && !decide.is_for_thread()
     );
-    assert!(decide.is_write() && decide.appends() && !decide.is_durable());
     let (reply, _) = oneshot::channel();
-    let read = Op::Approval(parked.approval_id.clone(), reply);
-    assert!(!read.is_write());
+    let read = Op::Read(Read::Approval(parked.approval_id.clone(), reply));
+    assert!(!matches!(read, Op::Write(_)) && read.is_for_thread());
 }

@@ -1,8 +1,11 @@
-//! The approval store's SQL: every change is a compare-and-set (`UPDATE … WHERE` the state
-//! it needs, the change count checked) made inside the batch's `BEGIN IMMEDIATE`
-//! transaction, followed by its audit record in the same transaction. A change whose
-//! condition fails writes nothing. The columns are what the conditions test; the `approval`
-//! column holds the whole [`Approval`] as JSON and is rewritten with them on every change.
+//! The approval store's SQL. Every change loads the approval's row inside the batch's
+//! `BEGIN IMMEDIATE` transaction, applies the transition rule of [`Approval`] (the rules
+//! every backend applies), and writes the row back, followed by its audit record in the same
+//! transaction. SQLite's single writer makes the load and the write one step: no other
+//! connection writes between them, so of two changes racing for one approval the second
+//! finds the first's result. A change the rule refuses writes nothing. The columns are what
+//! reads filter and order by; the `approval` column holds the whole [`Approval`] as JSON and
+//! is rewritten with them on every change.
 
 use rusqlite::types::{ToSql, Type};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
@@ -10,24 +13,11 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use super::combine::Failure;
 use super::statements::{self as sql, Head, Link, exec, key_failure};
 use sallyport_kernel::approval::{
-    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
-    Verdict,
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
 };
+use sallyport_kernel::journal::batch::ClaimRequest;
 use sallyport_kernel::journal::{AuditEvent, Intent};
 use sallyport_kernel::outcome::ActionResult;
-
-/// Every column a change may move, then the compare-and-set's condition (`?1` is the id,
-/// `?2`–`?7` the new values, the condition's own parameters start at `?8`).
-macro_rules! update_where {
-    ($condition:literal) => {
-        concat!(
-            "UPDATE approvals SET state = ?2, claim_owner = ?3, claim_epoch = ?4, ",
-            "claim_until_ms = ?5, execution = ?6, approval = ?7 ",
-            "WHERE approval_id = ?1 AND ",
-            $condition
-        )
-    };
-}
 
 /// Unix milliseconds as SQLite stores them (a time past 2^63 ms is kept as the largest).
 fn ms(at: u64) -> i64 {
@@ -66,30 +56,56 @@ fn load(conn: &Connection, id: &ApprovalId) -> rusqlite::Result<Option<Stored>> 
     .transpose()
 }
 
-/// Rewrites the row of `next` if `condition` (a statement from [`update_where!`]) holds with
-/// `extra` as its parameters; returns whether it did.
-fn rewrite(
-    conn: &Connection,
-    statement: &str,
-    next: &Approval,
-    epoch: u64,
-    extra: &[&dyn ToSql],
-) -> rusqlite::Result<bool> {
+/// Writes `next`, the approval a rule made of a row loaded in this transaction, over that
+/// row (`epoch` is the claim epoch the row held, kept when `next` has no claim).
+fn store(conn: &Connection, next: &Approval, epoch: u64) -> rusqlite::Result<()> {
     let json = to_json(next)?;
-    let id = next.approval_id.as_str();
-    let state = next.state.as_str();
     let claim = next.claim.as_ref();
-    let owner = claim.map(|c| c.owner.as_str());
-    let claim_epoch = ms(claim.map_or(epoch, |c| c.epoch));
-    let until = claim.map(|c| ms(c.until_ms));
-    let execution = next.execution.as_ref().map(|a| a.as_str());
-    let mut values: Vec<&dyn ToSql> =
-        vec![&id, &state, &owner, &claim_epoch, &until, &execution, &json];
-    values.extend_from_slice(extra);
-    Ok(conn
-        .prepare_cached(statement)?
-        .execute(params_from_iter(values))?
-        == 1)
+    conn.prepare_cached(
+        "UPDATE approvals SET state = ?2, claim_owner = ?3, claim_epoch = ?4, \
+         claim_until_ms = ?5, execution = ?6, approval = ?7 WHERE approval_id = ?1",
+    )?
+    .execute(params![
+        next.approval_id.as_str(),
+        next.state.as_str(),
+        claim.map(|c| c.owner.as_str()),
+        ms(claim.map_or(epoch, |c| c.epoch)),
+        claim.map(|c| ms(c.until_ms)),
+        next.execution.as_ref().map(|a| a.as_str()),
+        json,
+    ])?;
+    Ok(())
+}
+
+/// Loads the approval `id`, applies `rule` to it and, if the rule changed it, stores it:
+/// `Applied` with the approval as it is now, else `Unchanged` with it as it was.
+fn transition(
+    conn: &Connection,
+    id: &ApprovalId,
+    rule: impl FnOnce(&mut Approval) -> bool,
+) -> rusqlite::Result<Transition> {
+    let Some(Stored { approval, epoch }) = load(conn, id)? else {
+        return Ok(Transition::NotFound);
+    };
+    let mut next = approval.clone();
+    if !rule(&mut next) {
+        return Ok(Transition::Unchanged(approval));
+    }
+    store(conn, &next, epoch)?;
+    Ok(Transition::Applied(next))
+}
+
+/// Loads the approval `id` and applies `rule` to it; stores it when the rule changed it.
+/// `Fenced` when there is no such approval or the rule refused (the claim was taken over).
+fn fenced_change(
+    conn: &Connection,
+    id: &ApprovalId,
+    rule: impl FnOnce(&mut Approval) -> bool,
+) -> Result<(), Failure> {
+    match transition(conn, id, rule)? {
+        Transition::Applied(_) => Ok(()),
+        _ => Err(Failure::Fenced),
+    }
 }
 
 /// Appends `event` after `head` and closes its attempt (if it has a row), as `append` does.
@@ -99,8 +115,8 @@ fn append(conn: &Connection, event: &AuditEvent, head: &mut Head) -> rusqlite::R
     Ok(record)
 }
 
-/// Stores `approval` as `awaiting` (whatever state it came with, and with no decision, claim,
-/// execution or result), then appends the parked call's record.
+/// Stores `approval` as parked ([`Approval::park`]: `awaiting`, whatever state it came with),
+/// then appends the parked call's record.
 pub(super) fn park(
     conn: &Connection,
     approval: &Approval,
@@ -108,11 +124,7 @@ pub(super) fn park(
     head: &mut Head,
 ) -> Result<Link, Failure> {
     let mut stored = approval.clone();
-    stored.state = ApprovalState::Awaiting;
-    stored.decision = None;
-    stored.claim = None;
-    stored.execution = None;
-    stored.result = None;
+    stored.park();
     exec(
         conn,
         "INSERT INTO approvals (approval_id, attempt_id, session_id, fingerprint, state, created_at_ms, expires_at_ms, approval)
@@ -132,8 +144,7 @@ pub(super) fn park(
     Ok(append(conn, event, head)?)
 }
 
-/// Records `decision` while the approval is awaiting and `decision.at_ms` is before its
-/// expiry.
+/// Records `decision` as [`Approval::decide`] allows, and appends its record if it did.
 pub(super) fn decide(
     conn: &Connection,
     id: &ApprovalId,
@@ -141,24 +152,15 @@ pub(super) fn decide(
     event: &AuditEvent,
     head: &mut Head,
 ) -> rusqlite::Result<Transition> {
-    let Some(Stored { approval, epoch }) = load(conn, id)? else {
-        return Ok(Transition::NotFound);
-    };
-    let mut next = approval.clone();
-    next.state = match decision.verdict {
-        Verdict::Approve => ApprovalState::Approved,
-        Verdict::Deny => ApprovalState::Denied,
-    };
-    next.decision = Some(decision.clone());
-    let statement = update_where!("state = 'awaiting' AND expires_at_ms > ?8");
-    if !rewrite(conn, statement, &next, epoch, &[&ms(decision.at_ms)])? {
-        return Ok(Transition::Unchanged(approval));
+    let transition = transition(conn, id, |a| a.decide(decision))?;
+    if let Transition::Applied(_) = transition {
+        append(conn, event, head)?;
     }
-    append(conn, event, head)?;
-    Ok(Transition::Applied(next))
+    Ok(transition)
 }
 
-/// Marks the approval expired while it is awaiting and `now_ms` is at or past its expiry.
+/// Marks the approval expired as [`Approval::expire`] allows at `now_ms`, and appends its
+/// record if it did.
 pub(super) fn expire(
     conn: &Connection,
     id: &ApprovalId,
@@ -166,71 +168,34 @@ pub(super) fn expire(
     event: &AuditEvent,
     head: &mut Head,
 ) -> rusqlite::Result<Transition> {
-    let Some(Stored { approval, epoch }) = load(conn, id)? else {
-        return Ok(Transition::NotFound);
-    };
-    let mut next = approval.clone();
-    next.state = ApprovalState::Expired;
-    let statement = update_where!("state = 'awaiting' AND expires_at_ms <= ?8");
-    if !rewrite(conn, statement, &next, epoch, &[&ms(now_ms)])? {
-        return Ok(Transition::Unchanged(approval));
+    let transition = transition(conn, id, |a| a.expire(now_ms))?;
+    if let Transition::Applied(_) = transition {
+        append(conn, event, head)?;
     }
-    append(conn, event, head)?;
-    Ok(Transition::Applied(next))
+    Ok(transition)
 }
 
-/// What a claim asks for.
-pub(super) struct ClaimRequest {
-    pub(super) id: ApprovalId,
-    pub(super) owner: String,
-    pub(super) now_ms: u64,
-    pub(super) lease_ms: u64,
-}
-
-/// Claims an approved approval whose claim is absent or past its lease: epoch + 1.
+/// Claims the approval as [`Approval::take_claim`] allows (not audited).
 pub(super) fn claim(conn: &Connection, request: &ClaimRequest) -> rusqlite::Result<Transition> {
-    let Some(Stored { approval, epoch }) = load(conn, &request.id)? else {
-        return Ok(Transition::NotFound);
-    };
-    let mut next = approval.clone();
-    next.claim = Some(Claim {
-        owner: request.owner.clone(),
-        epoch: epoch.saturating_add(1),
-        until_ms: request.now_ms.saturating_add(request.lease_ms),
-    });
-    let statement = update_where!(
-        "state = 'approved' AND claim_epoch = ?8 AND (claim_owner IS NULL OR claim_until_ms <= ?9)"
-    );
-    let extra: [&dyn ToSql; 2] = [&ms(epoch), &ms(request.now_ms)];
-    if !rewrite(conn, statement, &next, epoch, &extra)? {
-        return Ok(Transition::Unchanged(approval));
-    }
-    Ok(Transition::Applied(next))
+    transition(conn, &request.id, |a| {
+        a.take_claim(&request.owner, request.now_ms, request.lease_ms)
+    })
 }
 
-/// Moves an approved approval held under `claim` to executing and writes its intent.
+/// Moves the approval held under `claim` to executing ([`Approval::begin_execution`]) and
+/// writes its intent; `Fenced` if the claim was taken over.
 pub(super) fn begin(
     conn: &Connection,
     id: &ApprovalId,
     claim: &Claim,
     intent: &Intent,
 ) -> Result<(), Failure> {
-    let Some(Stored { approval, epoch }) = load(conn, id)? else {
-        return Err(Failure::Fenced);
-    };
-    let mut next = approval;
-    next.state = ApprovalState::Executing;
-    next.execution = Some(intent.attempt_id.clone());
-    let statement = update_where!("state = 'approved' AND claim_owner = ?8 AND claim_epoch = ?9");
-    let extra: [&dyn ToSql; 2] = [&claim.owner, &ms(claim.epoch)];
-    if !rewrite(conn, statement, &next, epoch, &extra)? {
-        return Err(Failure::Fenced);
-    }
+    fenced_change(conn, id, |a| a.begin_execution(claim, &intent.attempt_id))?;
     sql::insert_intent(conn, intent).map_err(key_failure)
 }
 
-/// Moves an approved or executing approval held under `claim` to finished with `result`,
-/// and appends the execution's record.
+/// Moves the approval held under `claim` to finished with `result` ([`Approval::settle`])
+/// and appends the execution's record; `Fenced` if the claim was taken over.
 pub(super) fn settle(
     conn: &Connection,
     id: &ApprovalId,
@@ -239,19 +204,7 @@ pub(super) fn settle(
     event: &AuditEvent,
     head: &mut Head,
 ) -> Result<Link, Failure> {
-    let Some(Stored { approval, epoch }) = load(conn, id)? else {
-        return Err(Failure::Fenced);
-    };
-    let mut next = approval;
-    next.state = ApprovalState::Finished;
-    next.result = Some(result.clone());
-    let statement = update_where!(
-        "state IN ('approved', 'executing') AND claim_owner = ?8 AND claim_epoch = ?9"
-    );
-    let extra: [&dyn ToSql; 2] = [&claim.owner, &ms(claim.epoch)];
-    if !rewrite(conn, statement, &next, epoch, &extra)? {
-        return Err(Failure::Fenced);
-    }
+    fenced_change(conn, id, |a| a.settle(claim, result))?;
     Ok(append(conn, event, head)?)
 }
 

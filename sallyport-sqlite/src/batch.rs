@@ -8,9 +8,10 @@ use rusqlite::Connection;
 use rusqlite::hooks::Wal;
 
 use super::approvals;
-use super::combine::{Done, Failure, Op, fail_all, failed, reply_all};
+use super::combine::{Done, Failure, Read, fail_all, failed, reply_all};
 use super::statements::{self as sql, Head, exec, key_failure};
 use sallyport_kernel::clock::now;
+use sallyport_kernel::journal::batch::{ApprovalWrite, Write};
 use sallyport_kernel::journal::signing::HeadSigningKey;
 use sallyport_kernel::journal::{ChainHead, GENESIS_HASH, JournalError};
 
@@ -90,7 +91,7 @@ impl Writer {
     }
 
     /// Applies writes in transactions of at most [`MAX_BATCH`] operations.
-    pub(super) fn write_all(&mut self, mut ops: Vec<Op>) {
+    pub(super) fn write_all(&mut self, mut ops: Vec<Write>) {
         while ops.len() > MAX_BATCH {
             let rest = ops.split_off(MAX_BATCH);
             self.write_batch(ops);
@@ -111,10 +112,10 @@ impl Writer {
     }
 
     /// Opens the batch's transaction and reads the chain head it extends.
-    fn begin(&self, ops: &[Op]) -> rusqlite::Result<Head> {
+    fn begin(&self, ops: &[Write]) -> rusqlite::Result<Head> {
         exec(&self.conn, "BEGIN IMMEDIATE", [])?;
         // Only appends extend the chain; a batch of intents does not need its head.
-        if ops.iter().any(Op::appends) {
+        if ops.iter().any(Write::appends) {
             sql::head(&self.conn).inspect_err(|_| {
                 let _ = exec(&self.conn, "ROLLBACK", []);
             })
@@ -132,8 +133,8 @@ impl Writer {
     /// needs the second pass: its failure rolls back the transaction. If SQLite rolls the
     /// transaction back by itself (it may on a full disk or an I/O error), every operation of
     /// the batch is answered as failed, which is what the file then holds.
-    pub(super) fn write_batch(&mut self, ops: Vec<Op>) {
-        let durable = ops.iter().any(Op::is_durable);
+    pub(super) fn write_batch(&mut self, ops: Vec<Write>) {
+        let durable = ops.iter().any(Write::has_durable_intent);
         let begun = self.set_sync(durable).and_then(|()| self.begin(&ops));
         let mut head = match begun {
             Ok(head) => head,
@@ -222,7 +223,7 @@ impl Writer {
     }
 
     /// Applies one write inside a savepoint, so its failure leaves the rest of the batch.
-    fn apply_isolated(&self, op: &Op, head: &mut Head) -> Done {
+    fn apply_isolated(&self, op: &Write, head: &mut Head) -> Done {
         if let Err(e) = exec(&self.conn, "SAVEPOINT op", []) {
             return failed(op, &e.into());
         }
@@ -237,66 +238,67 @@ impl Writer {
     }
 
     /// Applies one write to the open transaction.
-    fn apply(&self, op: &Op, head: &mut Head) -> Done {
+    fn apply(&self, op: &Write, head: &mut Head) -> Done {
         let conn = &self.conn;
         match op {
-            Op::Intent(intent, _) => {
+            Write::Intent(intent, _) => {
                 Done::Intent(sql::insert_intent(conn, intent).map_err(key_failure))
             }
-            Op::Dispatch(attempt, n) => {
+            Write::Dispatch(attempt, n) => {
                 Done::Nothing(sql::note_dispatch(conn, attempt, *n).map_err(Failure::from))
             }
-            Op::Append(event, _) => Done::Record(Box::new(
+            Write::Append(event, _) => Done::Record(Box::new(
                 sql::insert_record(conn, event, head)
                     .and_then(|record| sql::close_attempt(conn, event).map(|()| record))
                     .map_err(Failure::from),
             )),
             // The attempt row goes in first: a clashing key fails before the chain moves.
-            Op::Observe(intent, event, _) => Done::Record(Box::new(
+            Write::Observe(intent, event, _) => Done::Record(Box::new(
                 sql::insert_closed_attempt(conn, intent, event)
                     .map_err(key_failure)
                     .and_then(|()| sql::insert_record(conn, event, head).map_err(Failure::from)),
             )),
-            Op::Park(approval, event, _) => {
-                Done::Record(Box::new(approvals::park(conn, approval, event, head)))
-            }
-            Op::Decide(id, decision, event, _) => Done::Transition(Box::new(
-                approvals::decide(conn, id, decision, event, head).map_err(Failure::from),
-            )),
-            Op::Expire(id, now_ms, event, _) => Done::Transition(Box::new(
-                approvals::expire(conn, id, *now_ms, event, head).map_err(Failure::from),
-            )),
-            Op::Claim(request, _) => Done::Transition(Box::new(
-                approvals::claim(conn, request).map_err(Failure::from),
-            )),
-            Op::Begin(id, claim, intent, _) => {
-                Done::Intent(approvals::begin(conn, id, claim, intent))
-            }
-            Op::Settle(id, claim, result, event, _) => Done::Record(Box::new(approvals::settle(
-                conn, id, claim, result, event, head,
-            ))),
-            Op::SettleUnresolved(attempt, event, _) => Done::Settled(
+            Write::Approval(change) => self.change_approval(change, head),
+            Write::SettleUnresolved(attempt, event, _) => Done::Settled(
                 sql::settle_unresolved(conn, attempt, event, head).map_err(Failure::from),
             ),
-            Op::Verify(_)
-            | Op::VerifySigned(..)
-            | Op::Heads(_)
-            | Op::Records(_)
-            | Op::Unresolved(_)
-            | Op::Approval(..)
-            | Op::Approvals(..) => Done::Nothing(Ok(())),
+        }
+    }
+
+    /// Applies one change to the approval store to the open transaction.
+    fn change_approval(&self, change: &ApprovalWrite, head: &mut Head) -> Done {
+        let conn = &self.conn;
+        match change {
+            ApprovalWrite::Park(approval, event, _) => {
+                Done::Record(Box::new(approvals::park(conn, approval, event, head)))
+            }
+            ApprovalWrite::Decide(id, decision, event, _) => Done::Transition(Box::new(
+                approvals::decide(conn, id, decision, event, head).map_err(Failure::from),
+            )),
+            ApprovalWrite::Expire(id, now_ms, event, _) => Done::Transition(Box::new(
+                approvals::expire(conn, id, *now_ms, event, head).map_err(Failure::from),
+            )),
+            ApprovalWrite::Claim(request, _) => Done::Transition(Box::new(
+                approvals::claim(conn, request).map_err(Failure::from),
+            )),
+            ApprovalWrite::Begin(id, claim, intent, _) => {
+                Done::Intent(approvals::begin(conn, id, claim, intent))
+            }
+            ApprovalWrite::Settle(id, claim, result, event, _) => Done::Record(Box::new(
+                approvals::settle(conn, id, claim, result, event, head),
+            )),
         }
     }
 
     /// Answers a read (on the journal thread, between batches).
-    pub(super) fn read(&self, op: Op) {
+    pub(super) fn read(&self, op: Read) {
         let conn = &self.conn;
         match op {
-            Op::Verify(reply) => {
+            Read::Verify(reply) => {
                 let report = self.snapshot(|| sql::check_chain(conn).map(|c| c.into_report()));
                 let _ = reply.send(report.map_err(read_failed));
             }
-            Op::VerifySigned(key, reply) => {
+            Read::VerifySigned(key, reply) => {
                 let report = self.snapshot(|| {
                     let heads = sql::heads(conn)?;
                     let mut check = sql::check_chain(conn)?;
@@ -305,35 +307,24 @@ impl Writer {
                 });
                 let _ = reply.send(report.map_err(read_failed));
             }
-            Op::Heads(reply) => {
+            Read::Heads(reply) => {
                 let _ = reply.send(sql::heads(conn).map_err(read_failed));
             }
-            Op::Records(reply) => {
+            Read::Records(reply) => {
                 let _ = reply.send(sql::records(conn).map_err(read_failed));
             }
-            Op::Unresolved(reply) => {
+            Read::Unresolved(reply) => {
                 let open = self.snapshot(|| sql::unresolved(conn));
                 let _ = reply.send(open.map_err(read_failed));
             }
-            Op::Approval(id, reply) => {
+            Read::Approval(id, reply) => {
                 let found = approvals::get(conn, &id);
                 let _ = reply.send(found.map_err(read_failed));
             }
-            Op::Approvals(filter, reply) => {
+            Read::Approvals(filter, reply) => {
                 let listed = approvals::list(conn, &filter);
                 let _ = reply.send(listed.map_err(read_failed));
             }
-            Op::Intent(..)
-            | Op::Dispatch(..)
-            | Op::Append(..)
-            | Op::Observe(..)
-            | Op::Park(..)
-            | Op::Decide(..)
-            | Op::Expire(..)
-            | Op::Claim(..)
-            | Op::Begin(..)
-            | Op::Settle(..)
-            | Op::SettleUnresolved(..) => {}
         }
     }
 

@@ -5,20 +5,13 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
 
-use rusqlite::Connection;
-use tokio::sync::oneshot;
-
-use super::approvals::ClaimRequest;
 use super::batch::Writer;
 use super::statements::Link;
-use sallyport_kernel::approval::{
-    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
-};
+use rusqlite::Connection;
+use sallyport_kernel::approval::{Approval, ApprovalFilter, ApprovalId, Transition};
+use sallyport_kernel::journal::batch::{Answer, ApprovalWrite, Reply, Write};
 use sallyport_kernel::journal::signing::{HeadVerifyingKey, SignedHead};
-use sallyport_kernel::journal::{
-    AttemptId, AuditEvent, AuditRecord, Intent, JournalError, UnresolvedAttempt, VerifyReport,
-};
-use sallyport_kernel::outcome::ActionResult;
+use sallyport_kernel::journal::{AuditRecord, JournalError, UnresolvedAttempt, VerifyReport};
 
 /// Locks `mutex`; a writer that panicked leaves nothing half-written behind the lock (each
 /// batch is one transaction), so a poisoned lock is taken over.
@@ -29,7 +22,7 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// What the journal handle and its thread share.
 pub(super) struct Shared {
     /// Writes that need no fsync, in the order they were made.
-    pub(super) queued: Mutex<Vec<Op>>,
+    pub(super) queued: Mutex<Vec<Write>>,
     /// Durable intents and reads, for the journal thread only.
     pub(super) thread_ops: Mutex<Vec<Op>>,
     /// The one connection that writes.
@@ -117,14 +110,16 @@ impl Shared {
                 // Queued writes first: they were made before anything now in `thread_ops`
                 // that depends on them.
                 let mut writes = std::mem::take(&mut *lock(&self.queued));
-                let (durable, reads): (Vec<Op>, Vec<Op>) =
-                    std::mem::take(&mut *lock(&self.thread_ops))
-                        .into_iter()
-                        .partition(Op::is_write);
-                if writes.is_empty() && durable.is_empty() && reads.is_empty() {
+                let mut reads = Vec::new();
+                for op in std::mem::take(&mut *lock(&self.thread_ops)) {
+                    match op {
+                        Op::Write(write) => writes.push(write),
+                        Op::Read(read) => reads.push(read),
+                    }
+                }
+                if writes.is_empty() && reads.is_empty() {
                     break;
                 }
-                writes.extend(durable);
                 writer.write_all(writes);
                 for op in reads {
                     writer.read(op);
@@ -166,45 +161,40 @@ pub(super) fn checkpoint(conn: &Connection) {
     }
 }
 
-/// Where an operation's answer goes.
-pub(super) type Reply<T> = oneshot::Sender<Result<T, JournalError>>;
-
-/// One queued operation.
+/// One queued operation: a write, or a read for the journal thread.
 pub(super) enum Op {
-    /// An intent to write.
-    Intent(Box<Intent>, Reply<()>),
-    /// A dispatch to note (nobody waits).
-    Dispatch(AttemptId, u32),
-    /// A record to append; no reply for a detached append.
-    Append(Box<AuditEvent>, Option<Reply<AuditRecord>>),
-    /// An observe call's closed attempt row and its record, written together.
-    Observe(Box<Intent>, Box<AuditEvent>, Reply<AuditRecord>),
-    /// A new approval and the parked call's record.
-    Park(Box<Approval>, Box<AuditEvent>, Reply<AuditRecord>),
-    /// A decision, recorded if the approval is awaiting and unexpired.
-    Decide(
-        ApprovalId,
-        Box<ApprovalDecision>,
-        Box<AuditEvent>,
-        Reply<Transition>,
-    ),
-    /// An expiry (the time it is checked at), recorded if the approval is awaiting and due.
-    Expire(ApprovalId, u64, Box<AuditEvent>, Reply<Transition>),
-    /// A claim on an approved approval (not audited).
-    Claim(Box<ClaimRequest>, Reply<Transition>),
-    /// An approved call's intent, written under its claim.
-    Begin(ApprovalId, Box<Claim>, Box<Intent>, Reply<()>),
-    /// An approved call's end, stored under its claim with its record.
-    Settle(
-        ApprovalId,
-        Box<Claim>,
-        Box<ActionResult>,
-        Box<AuditEvent>,
-        Reply<AuditRecord>,
-    ),
-    /// A reconciler's record, appended only if no record closes the attempt yet.
-    SettleUnresolved(AttemptId, Box<AuditEvent>, Reply<bool>),
-    /// Reads, for the journal thread.
+    /// A write (see [`Write`]).
+    Write(Write),
+    /// A read, answered on the journal thread between batches.
+    Read(Read),
+}
+
+impl Op {
+    /// Whether the journal thread applies it: a read, or a write whose intent must be
+    /// fsynced (the thread's batches commit with `synchronous=FULL`). Other writes are
+    /// queued for whichever task holds the connection.
+    pub(super) fn is_for_thread(&self) -> bool {
+        match self {
+            Self::Write(write) => write.has_durable_intent(),
+            Self::Read(_) => true,
+        }
+    }
+}
+
+impl From<Write> for Op {
+    fn from(write: Write) -> Self {
+        Self::Write(write)
+    }
+}
+
+impl From<Read> for Op {
+    fn from(read: Read) -> Self {
+        Self::Read(read)
+    }
+}
+
+/// A read, for the journal thread.
+pub(super) enum Read {
     Verify(Reply<VerifyReport>),
     VerifySigned(Box<HeadVerifyingKey>, Reply<VerifyReport>),
     Heads(Reply<Vec<SignedHead>>),
@@ -212,54 +202,6 @@ pub(super) enum Op {
     Unresolved(Reply<Vec<UnresolvedAttempt>>),
     Approval(ApprovalId, Reply<Option<Approval>>),
     Approvals(Box<ApprovalFilter>, Reply<Vec<Approval>>),
-}
-
-impl Op {
-    pub(super) fn is_write(&self) -> bool {
-        matches!(
-            self,
-            Self::Intent(..)
-                | Self::Dispatch(..)
-                | Self::Append(..)
-                | Self::Observe(..)
-                | Self::Park(..)
-                | Self::Decide(..)
-                | Self::Expire(..)
-                | Self::Claim(..)
-                | Self::Begin(..)
-                | Self::Settle(..)
-                | Self::SettleUnresolved(..)
-        )
-    }
-
-    /// Whether the write must be fsynced before it is answered.
-    pub(super) fn is_durable(&self) -> bool {
-        matches!(
-            self,
-            Self::Intent(intent, _) | Self::Observe(intent, ..) | Self::Begin(_, _, intent, _)
-                if intent.durable
-        )
-    }
-
-    /// A call's last record, with its caller waiting for it (what `write_here_batched`
-    /// writes).
-    pub(super) fn is_call_record(&self) -> bool {
-        matches!(self, Self::Observe(..) | Self::Append(_, Some(_)))
-    }
-
-    /// Whether the write may extend the chain.
-    pub(super) fn appends(&self) -> bool {
-        matches!(
-            self,
-            Self::Append(..)
-                | Self::Observe(..)
-                | Self::Park(..)
-                | Self::Decide(..)
-                | Self::Expire(..)
-                | Self::Settle(..)
-                | Self::SettleUnresolved(..)
-        )
-    }
 }
 
 /// Why a write failed, kept until its caller is answered. SQLite's error is shared, not
@@ -346,62 +288,48 @@ impl Done {
     }
 }
 
-/// Answers every operation of a batch that was not written.
-pub(super) fn fail_all(ops: Vec<Op>, e: &Failure) {
-    let done = ops.iter().map(|op| failed(op, e)).collect();
-    reply_all(ops, done);
-}
-
-/// What `op` reports when its write failed with `e`.
-pub(super) fn failed(op: &Op, e: &Failure) -> Done {
-    match op {
-        Op::Intent(..) | Op::Begin(..) => Done::Intent(Err(e.clone())),
-        Op::Append(..) | Op::Observe(..) | Op::Park(..) | Op::Settle(..) => {
-            Done::Record(Box::new(Err(e.clone())))
+impl Done {
+    /// The answer its write's caller gets.
+    fn into_answer(self) -> Answer<Link> {
+        match self {
+            Self::Intent(r) | Self::Nothing(r) => Answer::Done(r.map_err(Failure::into_error)),
+            Self::Record(r) => Answer::Record((*r).map_err(Failure::into_error)),
+            Self::Transition(r) => Answer::Transition(Box::new((*r).map_err(Failure::into_error))),
+            Self::Settled(r) => Answer::Settled(r.map_err(Failure::into_error)),
         }
-        Op::Decide(..) | Op::Expire(..) | Op::Claim(..) => {
-            Done::Transition(Box::new(Err(e.clone())))
-        }
-        Op::SettleUnresolved(..) => Done::Settled(Err(e.clone())),
-        _ => Done::Nothing(Err(e.clone())),
     }
 }
 
-/// Sends each operation its outcome, once the batch is committed (or has failed).
-pub(super) fn reply_all(ops: Vec<Op>, done: Vec<Done>) {
-    for (op, done) in ops.into_iter().zip(done) {
-        match (op, done) {
-            (Op::Intent(_, reply) | Op::Begin(_, _, _, reply), Done::Intent(r)) => {
-                let _ = reply.send(r.map_err(Failure::into_error));
-            }
-            (
-                Op::Append(event, Some(reply))
-                | Op::Observe(_, event, reply)
-                | Op::Park(_, event, reply)
-                | Op::Settle(_, _, _, event, reply),
-                Done::Record(r),
-            ) => {
-                let record = (*r).map(|link| link.record(*event));
-                let _ = reply.send(record.map_err(Failure::into_error));
-            }
-            (
-                Op::Decide(_, _, _, reply) | Op::Expire(_, _, _, reply) | Op::Claim(_, reply),
-                Done::Transition(r),
-            ) => {
-                let _ = reply.send((*r).map_err(Failure::into_error));
-            }
-            (Op::SettleUnresolved(_, _, reply), Done::Settled(r)) => {
-                let _ = reply.send(r.map_err(Failure::into_error));
-            }
-            (Op::Append(event, None), Done::Record(r)) => {
-                if let Err(e) = *r {
-                    tracing::error!(attempt = %event.attempt_id, error = %e, "detached audit append failed");
-                }
-            }
-            (Op::Dispatch(attempt, _), Done::Nothing(Err(e))) => {
-                tracing::warn!(attempt = %attempt, error = %e, "dispatch note not written");
-            }
-            _ => {}
+/// Answers every write of a batch that was not written.
+pub(super) fn fail_all(ops: Vec<Write>, e: &Failure) {
+    for op in ops {
+        op.fail(&|| e.clone().into_error(), e);
+    }
+}
+
+/// What `op` reports when its write failed with `e`.
+pub(super) fn failed(op: &Write, e: &Failure) -> Done {
+    let change = match op {
+        Write::Intent(..) => return Done::Intent(Err(e.clone())),
+        Write::Append(..) | Write::Observe(..) => return Done::Record(Box::new(Err(e.clone()))),
+        Write::SettleUnresolved(..) => return Done::Settled(Err(e.clone())),
+        Write::Dispatch(..) => return Done::Nothing(Err(e.clone())),
+        Write::Approval(change) => &**change,
+    };
+    match change {
+        ApprovalWrite::Begin(..) => Done::Intent(Err(e.clone())),
+        ApprovalWrite::Park(..) | ApprovalWrite::Settle(..) => {
+            Done::Record(Box::new(Err(e.clone())))
         }
+        ApprovalWrite::Decide(..) | ApprovalWrite::Expire(..) | ApprovalWrite::Claim(..) => {
+            Done::Transition(Box::new(Err(e.clone())))
+        }
+    }
+}
+
+/// Sends each write its outcome, once the batch is committed (or has failed).
+pub(super) fn reply_all(ops: Vec<Write>, done: Vec<Done>) {
+    for (op, done) in ops.into_iter().zip(done) {
+        op.answer(done.into_answer());
     }
 }

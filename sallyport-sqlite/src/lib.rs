@@ -77,14 +77,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
-use self::approvals::ClaimRequest;
 pub use self::batch::MAX_BATCH;
 use self::batch::Writer;
-use self::combine::{Op, Shared, lock};
+use self::combine::{Op, Read, Shared, lock};
 use self::open::{OpenOptions, open_connection};
 use sallyport_kernel::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
 };
+use sallyport_kernel::journal::batch::{ApprovalWrite, ClaimRequest, Write};
 use sallyport_kernel::journal::signing::{HeadSigningKey, HeadVerifyingKey, SignedHead};
 use sallyport_kernel::journal::{
     ApprovalStore, AttemptId, AuditEvent, AuditRecord, Intent, Journal, JournalError,
@@ -228,11 +228,15 @@ impl SqliteJournal {
     }
 
     /// Queues `op` for the journal thread and wakes it.
-    fn to_thread(&self, op: Op) {
-        if op.is_write() && !op.is_durable() {
-            lock(&self.shared.queued).push(op);
-        } else {
-            lock(&self.shared.thread_ops).push(op);
+    fn to_thread(&self, op: impl Into<Op>) {
+        match op.into() {
+            Op::Write(write) if !write.has_durable_intent() => {
+                lock(&self.shared.queued).push(write);
+            }
+            op => {
+                debug_assert!(op.is_for_thread());
+                lock(&self.shared.thread_ops).push(op);
+            }
         }
         let _ = self.wake.send(());
     }
@@ -242,9 +246,9 @@ impl SqliteJournal {
     /// The operation is made now and only queued when the future is first polled: the
     /// future holds the operation (56 bytes, its payload boxed), not the values it is made
     /// of, and not those values again in the closure that made it.
-    fn ask<T>(
+    fn ask<T, O: Into<Op> + Send + 'static>(
         &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> Op,
+        make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> O,
     ) -> impl Future<Output = Result<T, JournalError>> + Send + '_
     where
         T: Send + 'static,
@@ -262,7 +266,7 @@ impl SqliteJournal {
     /// queued on the first poll, as with [`Self::ask`].
     fn write_here<T>(
         &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> Op,
+        make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> Write,
     ) -> impl Future<Output = Result<T, JournalError>> + Send + '_
     where
         T: Send + 'static,
@@ -301,7 +305,7 @@ impl SqliteJournal {
     /// again as cancelled; see [`Journal::append`]).
     fn write_here_batched<T>(
         &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> Op,
+        make: impl FnOnce(oneshot::Sender<Result<T, JournalError>>) -> Write,
     ) -> impl Future<Output = Result<T, JournalError>> + Send + '_
     where
         T: Send + 'static,
@@ -344,15 +348,16 @@ impl Journal for SqliteJournal {
     async fn write_intent(&self, intent: &Intent) -> Result<(), JournalError> {
         let intent = intent.clone();
         if intent.durable {
-            self.ask(|reply| Op::Intent(Box::new(intent), reply)).await
+            self.ask(|reply| Write::Intent(Box::new(intent), reply))
+                .await
         } else {
-            self.write_here(|reply| Op::Intent(Box::new(intent), reply))
+            self.write_here(|reply| Write::Intent(Box::new(intent), reply))
                 .await
         }
     }
 
     fn note_dispatch(&self, attempt: &AttemptId, n: u32) {
-        self.to_thread(Op::Dispatch(attempt.clone(), n));
+        self.to_thread(Write::Dispatch(attempt.clone(), n));
     }
 
     // `append` and `append_with_intent` are written out, not `async fn`s: the future
@@ -367,7 +372,7 @@ impl Journal for SqliteJournal {
         'life0: 'async_trait,
         Self: 'async_trait,
     {
-        Box::pin(self.write_here_batched(|reply| Op::Append(Box::new(event), Some(reply))))
+        Box::pin(self.write_here_batched(|reply| Write::Append(Box::new(event), Some(reply))))
     }
 
     fn append_with_intent<'life0, 'async_trait>(
@@ -380,7 +385,7 @@ impl Journal for SqliteJournal {
         Self: 'async_trait,
     {
         let durable = intent.durable;
-        let op = |reply| Op::Observe(Box::new(intent), Box::new(event), reply);
+        let op = |reply| Write::Observe(Box::new(intent), Box::new(event), reply);
         if durable {
             Box::pin(self.ask(op))
         } else {
@@ -389,28 +394,28 @@ impl Journal for SqliteJournal {
     }
 
     fn append_detached(&self, event: AuditEvent) {
-        self.to_thread(Op::Append(Box::new(event), None));
+        self.to_thread(Write::Append(Box::new(event), None));
     }
 
     async fn verify(&self) -> Result<VerifyReport, JournalError> {
-        self.ask(Op::Verify).await
+        self.ask(Read::Verify).await
     }
 
     async fn signed_heads(&self) -> Result<Vec<SignedHead>, JournalError> {
-        self.ask(Op::Heads).await
+        self.ask(Read::Heads).await
     }
 
     async fn verify_signed(&self, key: &HeadVerifyingKey) -> Result<VerifyReport, JournalError> {
         let key = Box::new(*key);
-        self.ask(|reply| Op::VerifySigned(key, reply)).await
+        self.ask(|reply| Read::VerifySigned(key, reply)).await
     }
 
     async fn records(&self) -> Result<Vec<AuditRecord>, JournalError> {
-        self.ask(Op::Records).await
+        self.ask(Read::Records).await
     }
 
     async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {
-        self.ask(Op::Unresolved).await
+        self.ask(Read::Unresolved).await
     }
 
     async fn settle_unresolved(
@@ -419,7 +424,7 @@ impl Journal for SqliteJournal {
         event: AuditEvent,
     ) -> Result<bool, JournalError> {
         let attempt = attempt.clone();
-        self.write_here(|reply| Op::SettleUnresolved(attempt, Box::new(event), reply))
+        self.write_here(|reply| Write::SettleUnresolved(attempt, Box::new(event), reply))
             .await
     }
 
@@ -436,18 +441,24 @@ impl ApprovalStore for SqliteJournal {
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError> {
         let approval = Box::new(approval.clone());
-        self.write_here(|reply| Op::Park(approval, Box::new(event), reply))
-            .await
+        self.write_here(|reply| {
+            Write::Approval(Box::new(ApprovalWrite::Park(
+                approval,
+                Box::new(event),
+                reply,
+            )))
+        })
+        .await
     }
 
     async fn approval(&self, id: &ApprovalId) -> Result<Option<Approval>, JournalError> {
         let id = id.clone();
-        self.ask(|reply| Op::Approval(id, reply)).await
+        self.ask(|reply| Read::Approval(id, reply)).await
     }
 
     async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>, JournalError> {
         let filter = Box::new(filter.clone());
-        self.ask(|reply| Op::Approvals(filter, reply)).await
+        self.ask(|reply| Read::Approvals(filter, reply)).await
     }
 
     async fn decide_approval(
@@ -457,8 +468,15 @@ impl ApprovalStore for SqliteJournal {
         event: AuditEvent,
     ) -> Result<Transition, JournalError> {
         let (id, decision) = (id.clone(), Box::new(decision.clone()));
-        self.write_here(|reply| Op::Decide(id, decision, Box::new(event), reply))
-            .await
+        self.write_here(|reply| {
+            Write::Approval(Box::new(ApprovalWrite::Decide(
+                id,
+                decision,
+                Box::new(event),
+                reply,
+            )))
+        })
+        .await
     }
 
     async fn expire_approval(
@@ -468,8 +486,15 @@ impl ApprovalStore for SqliteJournal {
         event: AuditEvent,
     ) -> Result<Transition, JournalError> {
         let id = id.clone();
-        self.write_here(|reply| Op::Expire(id, now_ms, Box::new(event), reply))
-            .await
+        self.write_here(|reply| {
+            Write::Approval(Box::new(ApprovalWrite::Expire(
+                id,
+                now_ms,
+                Box::new(event),
+                reply,
+            )))
+        })
+        .await
     }
 
     async fn claim_approval(
@@ -485,7 +510,8 @@ impl ApprovalStore for SqliteJournal {
             now_ms,
             lease_ms,
         });
-        self.write_here(|reply| Op::Claim(request, reply)).await
+        self.write_here(|reply| Write::Approval(Box::new(ApprovalWrite::Claim(request, reply))))
+            .await
     }
 
     async fn begin_approved(
@@ -495,12 +521,12 @@ impl ApprovalStore for SqliteJournal {
         intent: &Intent,
     ) -> Result<(), JournalError> {
         let op = |reply| {
-            Op::Begin(
+            Write::Approval(Box::new(ApprovalWrite::Begin(
                 id.clone(),
                 Box::new(claim.clone()),
                 Box::new(intent.clone()),
                 reply,
-            )
+            )))
         };
         // A durable intent goes to the journal thread's fsync'd batch, as `write_intent`'s.
         if intent.durable {
@@ -518,13 +544,13 @@ impl ApprovalStore for SqliteJournal {
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError> {
         let op = |reply| {
-            Op::Settle(
+            Write::Approval(Box::new(ApprovalWrite::Settle(
                 id.clone(),
                 Box::new(claim.clone()),
                 Box::new(result.clone()),
                 Box::new(event),
                 reply,
-            )
+            )))
         };
         self.write_here(op).await
     }

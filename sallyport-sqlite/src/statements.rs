@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::combine::Failure;
 use sallyport_kernel::clock::now;
+use sallyport_kernel::journal::batch::Chained;
 use sallyport_kernel::journal::chain::{AttemptRow, ChainCheck, ChainRow};
 use sallyport_kernel::journal::signing::SignedHead;
 use sallyport_kernel::journal::{
@@ -153,9 +154,9 @@ pub(super) struct Link {
     pub(super) hash: String,
 }
 
-impl Link {
+impl Chained for Link {
     /// The record this link and `event` make.
-    pub(super) fn record(self, event: AuditEvent) -> AuditRecord {
+    fn into_record(self, event: AuditEvent) -> AuditRecord {
         AuditRecord {
             seq: self.seq,
             prev_hash: self.prev_hash,

@@ -13,7 +13,7 @@ fn event(attempt: &AttemptId) -> AuditEvent {
 }
 
 /// Runs `ops` as one batch on the journal's connection, as a combining task would.
-fn batch(journal: &SqliteJournal, ops: Vec<Op>) {
+fn batch(journal: &SqliteJournal, ops: Vec<Write>) {
     lock(&journal.shared.writer).write_all(ops);
 }
 
@@ -47,13 +47,13 @@ async fn a_failing_write_is_redone_alone_and_leaves_its_batch_and_the_chain_inta
     batch(
         &journal,
         vec![
-            Op::Intent(Box::new(first.clone()), r1),
-            Op::Append(Box::new(event(&first.attempt_id)), Some(r2)),
-            Op::Intent(Box::new(clash), r3),
-            Op::Intent(Box::new(doomed.clone()), r4),
-            Op::Append(Box::new(event(&doomed.attempt_id)), Some(r5)),
-            Op::Intent(Box::new(last.clone()), r6),
-            Op::Append(Box::new(event(&last.attempt_id)), Some(r7)),
+            Write::Intent(Box::new(first.clone()), r1),
+            Write::Append(Box::new(event(&first.attempt_id)), Some(r2)),
+            Write::Intent(Box::new(clash), r3),
+            Write::Intent(Box::new(doomed.clone()), r4),
+            Write::Append(Box::new(event(&doomed.attempt_id)), Some(r5)),
+            Write::Intent(Box::new(last.clone()), r6),
+            Write::Append(Box::new(event(&last.attempt_id)), Some(r7)),
         ],
     );
     a1.await.expect("answered").expect("first intent written");
@@ -100,8 +100,8 @@ async fn when_the_journal_fills_mid_batch_every_answer_matches_the_file() {
             let attempt = intent.attempt_id.clone();
             let (intent_reply, intent_answer) = oneshot::channel();
             let (append_reply, append_answer) = oneshot::channel();
-            ops.push(Op::Intent(Box::new(intent), intent_reply));
-            ops.push(Op::Append(Box::new(event(&attempt)), Some(append_reply)));
+            ops.push(Write::Intent(Box::new(intent), intent_reply));
+            ops.push(Write::Append(Box::new(event(&attempt)), Some(append_reply)));
             calls.push((attempt, intent_answer, append_answer));
         }
         batch(&journal, ops);
@@ -313,7 +313,7 @@ fn commits_leave_checkpoints_to_the_journal_thread() {
             break;
         }
         let attempt = AttemptId::generate();
-        writer.write_all(vec![Op::Append(Box::new(event(&attempt)), None)]);
+        writer.write_all(vec![Write::Append(Box::new(event(&attempt)), None)]);
         if writer.take_checkpoint_ask() {
             asked_at.get_or_insert(wal_frames(&path));
         }
@@ -330,7 +330,7 @@ fn commits_leave_checkpoints_to_the_journal_thread() {
 
     let checkpointer = open::open_checkpointer(&path).expect("a second connection");
     combine::checkpoint(&checkpointer);
-    writer.write_all(vec![Op::Append(
+    writer.write_all(vec![Write::Append(
         Box::new(event(&AttemptId::generate())),
         None,
     )]);

@@ -207,8 +207,7 @@ impl Approval {
 
     /// Applies a human's `decision` if the rules allow it: only an `awaiting` approval whose
     /// expiry has not passed at the decision's time is decided. Returns whether it changed.
-    /// The one statement of the rule for backends that keep approvals as values (the SQLite
-    /// journal states the same rule in its SQL).
+    /// The one statement of the rule: every backend applies it to the row it loaded.
     pub fn decide(&mut self, decision: &ApprovalDecision) -> bool {
         if self.state != ApprovalState::Awaiting || self.is_expired_at(decision.at_ms) {
             return false;
@@ -228,6 +227,72 @@ impl Approval {
             return false;
         }
         self.state = ApprovalState::Expired;
+        true
+    }
+
+    /// Makes the approval as a journal parks it: `awaiting`, with no decision, claim,
+    /// execution or result, whatever it came with. The one statement of the rule; every
+    /// backend stores what this leaves.
+    pub fn park(&mut self) {
+        self.state = ApprovalState::Awaiting;
+        self.decision = None;
+        self.claim = None;
+        self.execution = None;
+        self.result = None;
+    }
+
+    /// Whether the approval is held under `claim`: its claim has the same owner and epoch
+    /// (the epoch alone fences a holder whose lease was taken over).
+    pub fn is_held_under(&self, claim: &Claim) -> bool {
+        self.claim
+            .as_ref()
+            .is_some_and(|c| c.owner == claim.owner && c.epoch == claim.epoch)
+    }
+
+    /// Claims an `approved` approval for `owner` until `now_ms + lease_ms`, if no claim
+    /// holds it at `now_ms` (none was taken, or its lease has ended). The new claim's epoch
+    /// is one past the last claim's (1 for the first), which voids the last holder's
+    /// writes. Returns whether it changed.
+    pub fn take_claim(&mut self, owner: &str, now_ms: u64, lease_ms: u64) -> bool {
+        let free = self.claim.as_ref().is_none_or(|c| c.until_ms <= now_ms);
+        if self.state != ApprovalState::Approved || !free {
+            return false;
+        }
+        let epoch = self.claim.as_ref().map_or(0, |c| c.epoch).saturating_add(1);
+        self.claim = Some(Claim {
+            owner: owner.to_owned(),
+            epoch,
+            until_ms: now_ms.saturating_add(lease_ms),
+        });
+        true
+    }
+
+    /// Moves an `approved` approval held under `claim` to `executing`, its execution being
+    /// the attempt `execution` (whose intent the backend writes in the same transaction).
+    /// Returns whether it changed; `false` means the claim was taken over (or the approval
+    /// is no longer approved), and nothing may be written.
+    pub fn begin_execution(&mut self, claim: &Claim, execution: &AttemptId) -> bool {
+        if self.state != ApprovalState::Approved || !self.is_held_under(claim) {
+            return false;
+        }
+        self.state = ApprovalState::Executing;
+        self.execution = Some(execution.clone());
+        true
+    }
+
+    /// Moves an `approved` or `executing` approval held under `claim` to `finished` with
+    /// `result`. Returns whether it changed; `false` means the claim was taken over (or the
+    /// approval already ended), and nothing may be written.
+    pub fn settle(&mut self, claim: &Claim, result: &ActionResult) -> bool {
+        let live = matches!(
+            self.state,
+            ApprovalState::Approved | ApprovalState::Executing
+        );
+        if !live || !self.is_held_under(claim) {
+            return false;
+        }
+        self.state = ApprovalState::Finished;
+        self.result = Some(result.clone());
         true
     }
 
@@ -403,6 +468,144 @@ mod tests {
                 ApprovalState::Finished
             ]
         );
+    }
+
+    /// An awaiting approval created at 1,000 ms that expires at 2,000 ms.
+    fn awaiting() -> Approval {
+        serde_json::from_value(serde_json::json!({
+            "approval_id": ApprovalId::generate(),
+            "attempt_id": AttemptId::generate(),
+            "action": "pay_invoice",
+            "summary": "Pay one invoice.",
+            "effect": "external_commitment",
+            "externality": "external",
+            "rule": "per_call",
+            "session": crate::session::Session::new("s1"),
+            "objects": [],
+            "request": "POST http://127.0.0.1:9/pay",
+            "fingerprint": "f".repeat(64),
+            "definition_hash": "d".repeat(64),
+            "definition_status": "no definition guard configured",
+            "arguments": {},
+            "created_at_ms": 1_000,
+            "expires_at_ms": 2_000,
+            "state": "awaiting",
+        }))
+        .expect("an approval")
+    }
+
+    fn decision(verdict: Verdict, at_ms: u64) -> ApprovalDecision {
+        let mut decision = ApprovalDecision::new(verdict, Decider::new("alice", "cli"), None);
+        decision.at_ms = at_ms;
+        decision
+    }
+
+    fn approved() -> Approval {
+        let mut approval = awaiting();
+        assert!(approval.decide(&decision(Verdict::Approve, 1_500)));
+        approval
+    }
+
+    fn result(approval: &Approval) -> ActionResult {
+        ActionResult::new(
+            crate::ids::Status::Completed,
+            &approval.action,
+            AttemptId::generate(),
+        )
+    }
+
+    #[test]
+    fn parking_clears_everything_a_parked_call_cannot_have_yet() {
+        let mut approval = approved();
+        assert!(approval.take_claim("exec-1", 1_600, 100));
+        approval.park();
+        assert_eq!(approval.state, ApprovalState::Awaiting);
+        assert_eq!(approval.decision, None);
+        assert_eq!(approval.claim, None);
+        assert_eq!(approval.execution, None);
+        assert_eq!(approval.result, None);
+    }
+
+    #[test]
+    fn only_an_awaiting_unexpired_approval_is_decided_and_only_a_due_one_expires() {
+        let mut late = awaiting();
+        assert!(!late.decide(&decision(Verdict::Approve, 2_000)));
+        assert_eq!(late.state, ApprovalState::Awaiting);
+        assert!(!late.expire(1_999));
+        assert!(late.expire(2_000));
+        assert_eq!(late.state, ApprovalState::Expired);
+        assert!(!late.expire(3_000));
+
+        let mut denied = awaiting();
+        assert!(denied.decide(&decision(Verdict::Deny, 1_999)));
+        assert_eq!(denied.state, ApprovalState::Denied);
+        assert!(!denied.decide(&decision(Verdict::Approve, 1_999)));
+        assert!(!denied.expire(2_000));
+        assert_eq!(denied.state, ApprovalState::Denied);
+    }
+
+    #[test]
+    fn a_claim_needs_an_approved_approval_and_a_free_or_lapsed_lease() {
+        let mut waiting = awaiting();
+        assert!(!waiting.take_claim("exec-1", 1_500, 100));
+        assert_eq!(waiting.claim, None);
+
+        let mut approval = approved();
+        assert!(approval.take_claim("exec-1", 1_600, 100));
+        let first = approval.claim.clone().expect("claimed");
+        assert_eq!(
+            (first.owner.as_str(), first.epoch, first.until_ms),
+            ("exec-1", 1, 1_700)
+        );
+        // Held until the lease ends: another executor is refused before, served at its end.
+        assert!(!approval.take_claim("exec-2", 1_699, 100));
+        assert_eq!(approval.claim.as_ref(), Some(&first));
+        assert!(approval.take_claim("exec-2", 1_700, 50));
+        let second = approval.claim.clone().expect("claimed");
+        assert_eq!(
+            (second.owner.as_str(), second.epoch, second.until_ms),
+            ("exec-2", 2, 1_750)
+        );
+        assert!(approval.is_held_under(&second));
+        assert!(!approval.is_held_under(&first));
+    }
+
+    #[test]
+    fn only_the_current_holder_begins_and_settles() {
+        let mut approval = approved();
+        assert!(approval.take_claim("exec-1", 1_600, 100));
+        let old = approval.claim.clone().expect("claimed");
+        assert!(approval.take_claim("exec-2", 1_800, 100));
+        let current = approval.claim.clone().expect("claimed");
+        let execution = AttemptId::generate();
+
+        assert!(!approval.begin_execution(&old, &execution));
+        assert_eq!(approval.state, ApprovalState::Approved);
+        assert!(approval.begin_execution(&current, &execution));
+        assert_eq!(approval.state, ApprovalState::Executing);
+        assert_eq!(approval.execution.as_ref(), Some(&execution));
+        assert!(!approval.begin_execution(&current, &execution));
+
+        let done = result(&approval);
+        assert!(!approval.settle(&old, &done));
+        assert_eq!(approval.state, ApprovalState::Executing);
+        assert!(approval.settle(&current, &done));
+        assert_eq!(approval.state, ApprovalState::Finished);
+        assert_eq!(approval.result.as_ref(), Some(&done));
+        assert!(!approval.settle(&current, &done));
+    }
+
+    #[test]
+    fn an_approved_call_refused_before_its_intent_settles_without_executing() {
+        let mut approval = approved();
+        assert!(approval.take_claim("exec-1", 1_600, 100));
+        let claim = approval.claim.clone().expect("claimed");
+        let done = result(&approval);
+        assert!(approval.settle(&claim, &done));
+        assert_eq!(approval.state, ApprovalState::Finished);
+        assert_eq!(approval.execution, None);
+        // A finished approval is never claimed again.
+        assert!(!approval.take_claim("exec-2", 5_000, 100));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::{
 use crate::journal::IdempotencyKey;
 use crate::outcome::ActionResult;
 use sallyport_vocab::approval::{
-    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalState, Claim, Transition,
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
 };
 
 /// A journal that keeps everything in memory, and loses it with the process: for tests,
@@ -57,11 +57,10 @@ struct Attempt {
     created_at: String,
 }
 
-/// One stored approval, with the claim epoch its row holds.
+/// One stored approval.
 #[derive(Debug)]
 struct StoredApproval {
     approval: Approval,
-    epoch: u64,
 }
 
 #[derive(Debug, Default)]
@@ -181,16 +180,6 @@ impl State {
         self.by_approval
             .get(id.as_str())
             .map(|&i| &mut self.approvals[i])
-    }
-
-    /// Whether `stored` is held under `claim` (owner and epoch).
-    fn holds(stored: &StoredApproval, claim: &Claim) -> bool {
-        stored
-            .approval
-            .claim
-            .as_ref()
-            .is_some_and(|c| c.owner == claim.owner)
-            && stored.epoch == claim.epoch
     }
 }
 
@@ -315,11 +304,7 @@ impl ApprovalStore for MemoryJournal {
     ) -> Result<AuditRecord, JournalError> {
         let json = State::json(&event)?;
         let mut stored = approval.clone();
-        stored.state = ApprovalState::Awaiting;
-        stored.decision = None;
-        stored.claim = None;
-        stored.execution = None;
-        stored.result = None;
+        stored.park();
         let mut state = self.lock();
         if state.by_approval.contains_key(stored.approval_id.as_str()) {
             return Err(JournalError::DuplicateKey);
@@ -328,10 +313,7 @@ impl ApprovalStore for MemoryJournal {
         state
             .by_approval
             .insert(stored.approval_id.as_str().to_owned(), index);
-        state.approvals.push(StoredApproval {
-            approval: stored,
-            epoch: 0,
-        });
+        state.approvals.push(StoredApproval { approval: stored });
         Ok(state.append(event, json))
     }
 
@@ -421,20 +403,9 @@ impl ApprovalStore for MemoryJournal {
         let Some(stored) = state.approval_mut(id) else {
             return Ok(Transition::NotFound);
         };
-        let free = stored
-            .approval
-            .claim
-            .as_ref()
-            .is_none_or(|c| c.until_ms <= now_ms);
-        if stored.approval.state != ApprovalState::Approved || !free {
+        if !stored.approval.take_claim(owner, now_ms, lease_ms) {
             return Ok(Transition::Unchanged(stored.approval.clone()));
         }
-        stored.epoch = stored.epoch.saturating_add(1);
-        stored.approval.claim = Some(Claim {
-            owner: owner.to_owned(),
-            epoch: stored.epoch,
-            until_ms: now_ms.saturating_add(lease_ms),
-        });
         Ok(Transition::Applied(stored.approval.clone()))
     }
 
@@ -448,13 +419,13 @@ impl ApprovalStore for MemoryJournal {
         let Some(stored) = state.approval(id) else {
             return Err(JournalError::Fenced);
         };
-        if stored.approval.state != ApprovalState::Approved || !State::holds(stored, claim) {
+        let mut next = stored.approval.clone();
+        if !next.begin_execution(claim, &intent.attempt_id) {
             return Err(JournalError::Fenced);
         }
         state.check_new(intent)?;
         if let Some(stored) = state.approval_mut(id) {
-            stored.approval.state = ApprovalState::Executing;
-            stored.approval.execution = Some(intent.attempt_id.clone());
+            stored.approval = next;
         }
         state.insert_attempt(intent);
         Ok(())
@@ -472,15 +443,9 @@ impl ApprovalStore for MemoryJournal {
         let Some(stored) = state.approval_mut(id) else {
             return Err(JournalError::Fenced);
         };
-        let settles = matches!(
-            stored.approval.state,
-            ApprovalState::Approved | ApprovalState::Executing
-        );
-        if !settles || !State::holds(stored, claim) {
+        if !stored.approval.settle(claim, result) {
             return Err(JournalError::Fenced);
         }
-        stored.approval.state = ApprovalState::Finished;
-        stored.approval.result = Some(result.clone());
         Ok(state.append(event, json))
     }
 }

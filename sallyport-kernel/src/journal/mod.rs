@@ -36,6 +36,8 @@
 //! whose docs list what it adds, and overrides [`Journal::approval_store`] to say so.
 
 mod attempts;
+#[doc(hidden)]
+pub mod batch;
 pub mod chain;
 mod memory;
 pub mod signing;

@@ -10,21 +10,21 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
 use super::chain::{Chained, Tail, chain};
-use super::ops::{Done, Op};
+use super::ops::{self, Done};
 use super::single_flight::{Batch, single_flight};
-use crate::approvals::ApprovalOp;
 use crate::error::PostgresError;
 use crate::shared::Shared;
 use crate::sql;
+use sallyport_core::journal::batch::{ApprovalWrite, Write};
 
 /// The batch's operations that write an attempt row (intents and observe calls), with
 /// their places in the batch, in the order of their idempotency keys.
-fn in_key_order(ops: &[Op]) -> impl Iterator<Item = (usize, &Op)> {
-    let mut rows: Vec<(usize, &Op, &str)> = ops
+fn in_key_order(ops: &[Write]) -> impl Iterator<Item = (usize, &Write)> {
+    let mut rows: Vec<(usize, &Write, &str)> = ops
         .iter()
         .enumerate()
         .filter_map(|(i, op)| match op {
-            Op::Intent(intent, _) | Op::Observe(intent, ..) => {
+            Write::Intent(intent, _) | Write::Observe(intent, ..) => {
                 Some((i, op, intent.idempotency_key.as_str()))
             }
             _ => None,
@@ -47,14 +47,14 @@ fn in_key_order(ops: &[Op]) -> impl Iterator<Item = (usize, &Op)> {
 pub(super) async fn apply_batch(
     shared: &Shared,
     client: &Client,
-    ops: &[Op],
+    ops: &[Write],
 ) -> Result<Vec<Done>, PostgresError> {
     let epochs = shared.epochs_snapshot(ops);
     let lease_ms = shared.lease_ms();
     let at = sallyport_core::clock::now();
     let one_at_a_time = ops
         .iter()
-        .any(|op| matches!(op, Op::Approval(_) | Op::Settle(..)));
+        .any(|op| matches!(op, Write::Approval(_) | Write::SettleUnresolved(..)));
     let may_append = ops.iter().any(|op| op.event().is_some());
     let closed_here = closed_here(ops);
     let batch = Batch {
@@ -68,7 +68,7 @@ pub(super) async fn apply_batch(
     // Closes and their records, with the head this journal last wrote: one flight.
     let closes_only = ops
         .iter()
-        .all(|op| matches!(op, Op::Append(..) | Op::Dispatch(..)));
+        .all(|op| matches!(op, Write::Append(..) | Write::Dispatch(..)));
     if may_append
         && closes_only
         && let Some(head) = shared.cached_head()
@@ -92,15 +92,15 @@ pub(super) async fn apply_batch(
 /// Attempts the batch closes → the highest request number noted for each. A dispatch note
 /// for an attempt that the same batch closes says nothing the close does not: the close
 /// takes the highest request number of both, and is fenced the same way.
-fn closed_here(ops: &[Op]) -> HashMap<&str, u32> {
+fn closed_here(ops: &[Write]) -> HashMap<&str, u32> {
     let mut closed_here: HashMap<&str, u32> = HashMap::new();
     for op in ops {
-        if let Op::Append(event, _) = op {
+        if let Write::Append(event, _) = op {
             closed_here.insert(event.attempt_id.as_str(), event.dispatches);
         }
     }
     for op in ops {
-        if let Op::Dispatch(attempt, n) = op
+        if let Write::Dispatch(attempt, n) = op
             && let Some(dispatches) = closed_here.get_mut(attempt.as_str())
         {
             *dispatches = (*dispatches).max(*n);
@@ -113,8 +113,8 @@ fn closed_here(ops: &[Op]) -> HashMap<&str, u32> {
 /// asynchronously: a server crash may lose its last few milliseconds of records (never a
 /// durable intent: a synchronous commit flushes everything before it). A process crash
 /// loses nothing.
-fn begin(ops: &[Op]) -> &'static str {
-    if ops.iter().any(Op::is_durable) {
+fn begin(ops: &[Write]) -> &'static str {
+    if ops.iter().any(ops::is_durable) {
         "BEGIN"
     } else {
         "BEGIN; SET LOCAL synchronous_commit TO off"
@@ -194,31 +194,31 @@ impl TwoFlights<'_> {
     /// Prepares the statements flight 1 needs, and only those.
     async fn prepare_first(&self) -> Result<FirstStatements, PostgresError> {
         let (client, pg) = (self.client, self.pg());
-        let has = |f: fn(&Op) -> bool| self.batch.ops.iter().any(f);
+        let has = |f: fn(&Write) -> bool| self.batch.ops.iter().any(f);
         let insert_intent = prepare_if(
             client,
-            has(|op| matches!(op, Op::Intent(..))),
+            has(|op| matches!(op, Write::Intent(..))),
             sql::INSERT_INTENT,
         )
         .await
         .map_err(&pg)?;
         let insert_closed = prepare_if(
             client,
-            has(|op| matches!(op, Op::Observe(..))),
+            has(|op| matches!(op, Write::Observe(..))),
             sql::INSERT_CLOSED,
         )
         .await
         .map_err(&pg)?;
         let note = prepare_if(
             client,
-            has(|op| matches!(op, Op::Dispatch(..))),
+            has(|op| matches!(op, Write::Dispatch(..))),
             sql::NOTE_DISPATCH,
         )
         .await
         .map_err(&pg)?;
         let close = prepare_if(
             client,
-            has(|op| matches!(op, Op::Append(..))),
+            has(|op| matches!(op, Write::Append(..))),
             sql::CLOSE_ATTEMPT,
         )
         .await
@@ -310,8 +310,8 @@ impl TwoFlights<'_> {
         let (client, lease_ms) = (self.client, self.lease_ms);
         in_key_order(self.batch.ops).filter_map(move |(i, op)| {
             let (statement, intent, event) = match op {
-                Op::Intent(intent, _) => (statements.insert_intent.as_ref()?, intent, None),
-                Op::Observe(intent, event, _) => {
+                Write::Intent(intent, _) => (statements.insert_intent.as_ref()?, intent, None),
+                Write::Observe(intent, event, _) => {
                     (statements.insert_closed.as_ref()?, intent, Some(event))
                 }
                 _ => return None,
@@ -360,7 +360,7 @@ impl TwoFlights<'_> {
     ) -> impl Iterator<Item = impl Future<Output = Result<u64, tokio_postgres::Error>>> {
         let client = self.client;
         self.batch.ops.iter().filter_map(move |op| {
-            let Op::Dispatch(attempt, n) = op else {
+            let Write::Dispatch(attempt, n) = op else {
                 return None;
             };
             if self.batch.closed_here.contains_key(attempt.as_str()) {
@@ -393,7 +393,7 @@ impl TwoFlights<'_> {
             .iter()
             .enumerate()
             .filter_map(move |(i, op)| {
-                let Op::Append(event, _) = op else {
+                let Write::Append(event, _) = op else {
                     return None;
                 };
                 let close = statements.close.as_ref()?;
@@ -435,7 +435,7 @@ impl TwoFlights<'_> {
             .await
             .map_err(&pg)?;
         for (i, op) in self.batch.ops.iter().enumerate() {
-            let Op::Settle(event, _) = op else {
+            let Write::SettleUnresolved(_, event, _) = op else {
                 continue;
             };
             let rows = self
@@ -463,13 +463,13 @@ impl TwoFlights<'_> {
     /// are locked in approval-id order, so two processes' batches never wait on each other
     /// in a cycle; changes to one approval keep the order they were made in.
     async fn change_approvals(&self, done: &mut [Done]) -> Result<(), PostgresError> {
-        let mut changes: Vec<(usize, &ApprovalOp)> = self
+        let mut changes: Vec<(usize, &ApprovalWrite)> = self
             .batch
             .ops
             .iter()
             .enumerate()
             .filter_map(|(i, op)| match op {
-                Op::Approval(op) => Some((i, op.as_ref())),
+                Write::Approval(change) => Some((i, change.as_ref())),
                 _ => None,
             })
             .collect();
@@ -534,7 +534,7 @@ impl TwoFlights<'_> {
 
 /// The places of the operations whose records the batch appends: those with an event that
 /// were written (an approval change only when its compare-and-set appends).
-fn appending(ops: &[Op], done: &[Done]) -> Vec<usize> {
+fn appending(ops: &[Write], done: &[Done]) -> Vec<usize> {
     ops.iter()
         .enumerate()
         .filter(|(i, op)| {

@@ -5,10 +5,10 @@ use deadpool_postgres::Client;
 use futures_util::future::join_all;
 use sallyport_core::journal::{AuditRecord, ChainHead, chain_hash};
 
-use super::ops::Op;
 use crate::error::PostgresError;
 use crate::shared::Shared;
 use crate::sql;
+use sallyport_core::journal::batch::Write;
 
 /// A record chained: its operation's index, its event as stored, and the record.
 pub(super) type Chained = (usize, String, AuditRecord);
@@ -19,7 +19,7 @@ pub(crate) type ChainEnd = (i64, String);
 /// The records of the operations at `appending`, chained on from the head at `seq`, `hash`;
 /// and the chain's new end.
 pub(super) fn chain(
-    ops: &[Op],
+    ops: &[Write],
     appending: &[usize],
     mut seq: i64,
     mut hash: String,

@@ -46,9 +46,10 @@ use std::sync::Arc;
 use tokio::sync::{Mutex, mpsc};
 
 pub(crate) use self::chain::ChainEnd;
-pub(crate) use self::ops::{Done, Op, Reply};
+pub(crate) use self::ops::Done;
 use crate::error::PostgresError;
 use crate::shared::Shared;
+use sallyport_core::journal::batch::Write;
 
 /// Most operations applied in one transaction.
 pub const MAX_BATCH: usize = 512;
@@ -57,7 +58,7 @@ pub const MAX_BATCH: usize = 512;
 /// queued write has been applied. Several writers may share one queue: each takes what is
 /// queued when it gets the queue, and lets go of it while its batch commits, so the next
 /// writer's batch can be on its way while this one waits for its flush.
-pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<Mutex<mpsc::UnboundedReceiver<Op>>>) {
+pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<Mutex<mpsc::UnboundedReceiver<Write>>>) {
     loop {
         let ops = {
             let mut queue = queue.lock().await;
@@ -80,7 +81,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<Mutex<mpsc::UnboundedRec
 }
 
 /// One transaction for the batch; every write's outcome, or the failure that undid them all.
-async fn write_batch(shared: &Shared, ops: &[Op]) -> Result<Vec<Done>, PostgresError> {
+async fn write_batch(shared: &Shared, ops: &[Write]) -> Result<Vec<Done>, PostgresError> {
     let client = shared
         .pool
         .get()

@@ -8,14 +8,15 @@ use deadpool_postgres::Client;
 use futures_util::future::join_all;
 
 use super::chain::{ChainEnd, Tail, chain};
-use super::ops::{Done, Op};
+use super::ops::Done;
 use crate::error::PostgresError;
 use crate::shared::Shared;
 use crate::sql;
+use sallyport_core::journal::batch::Write;
 
 /// What a batch sent in one flight needs of [`apply_batch`](super::batch::apply_batch)'s reading of it.
 pub(super) struct Batch<'a> {
-    pub(super) ops: &'a [Op],
+    pub(super) ops: &'a [Write],
     pub(super) begin: &'static str,
     /// Attempts the batch closes → the highest request number noted for each.
     pub(super) closed_here: &'a HashMap<&'a str, u32>,
@@ -42,7 +43,7 @@ pub(super) async fn single_flight(
     let pg = |e: tokio_postgres::Error| shared.redactor.postgres(&e);
     let ops = batch.ops;
     let has_note = ops.iter().any(|op| {
-        matches!(op, Op::Dispatch(attempt, _) if !batch.closed_here.contains_key(attempt.as_str()))
+        matches!(op, Write::Dispatch(attempt, _) if !batch.closed_here.contains_key(attempt.as_str()))
     });
     let note = if has_note {
         Some(
@@ -77,7 +78,7 @@ pub(super) async fn single_flight(
 
     let at = batch.at;
     let notes = ops.iter().filter_map(|op| {
-        let Op::Dispatch(attempt, n) = op else {
+        let Write::Dispatch(attempt, n) = op else {
             return None;
         };
         if batch.closed_here.contains_key(attempt.as_str()) {
@@ -92,7 +93,7 @@ pub(super) async fn single_flight(
         })
     });
     let closes = ops.iter().filter_map(|op| {
-        let Op::Append(event, _) = op else {
+        let Write::Append(event, _) = op else {
             return None;
         };
         let attempt = event.attempt_id.as_str();
