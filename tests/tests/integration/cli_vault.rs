@@ -2,14 +2,12 @@
 //! messages, nothing printed that is secret, damaged files left byte-identical, concurrent
 //! processes losing no record, and the lock marker reaching a running vault.
 
-use crate::vault_support;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use sallyport_core::vault::{FileVault, Vault, VaultAdmin, VaultState};
-use vault_support::PASSPHRASE;
+use sallyport_tests::vault_rig::PASSPHRASE;
 
 const TOKEN: &str = "cli-canary-token-5e8a";
 

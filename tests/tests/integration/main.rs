@@ -13,9 +13,6 @@
 //! Run one area with its module path, e.g.
 //! `cargo test -p sallyport-tests --test integration pipeline::`.
 
-#[path = "../vault_support/mod.rs"]
-mod vault_support;
-
 mod approvals;
 mod approvals_postgres;
 mod audit;

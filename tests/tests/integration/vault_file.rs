@@ -3,8 +3,6 @@
 //! plaintext on disk, permissions, concurrent writers, locking, and the executor's
 //! `vault_locked` refusal.
 
-use crate::vault_support;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -21,7 +19,7 @@ use sallyport_core::vault::{
 };
 use sallyport_core::{Catalog, Executor, Session, Status};
 use sha2::{Digest, Sha256};
-use vault_support::{
+use sallyport_tests::vault_rig::{
     CountingConsent, DeployPreview, PASSPHRASE, ReadStatus, ScriptedChannel, bearer, fast_kdf,
 };
 

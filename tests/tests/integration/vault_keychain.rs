@@ -11,15 +11,13 @@
 //! ```
 #![cfg(target_os = "linux")]
 
-use crate::vault_support;
-
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use sallyport_core::vault::{
     Binding, CredentialKind, CredentialMeta, KeychainBackend, KeychainVault, Secret, Vault,
     VaultAdmin, VaultError, VaultState,
 };
-use vault_support::bearer;
+use sallyport_tests::vault_rig::bearer;
 
 const HOW_TO_RUN: &str = "the keychain tests need real keychains: install `keyutils dbus gnome-keyring` \
     (apt-get install -y keyutils dbus gnome-keyring) and run the tests inside \
