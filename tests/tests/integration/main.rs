@@ -42,7 +42,5 @@ mod reconcile;
 mod scaffold;
 mod scaffold_github;
 mod scrub_truncation;
-mod vault_file;
-mod vault_keychain;
 mod vault_lock_mid_call;
 mod vault_memory;

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! apt-get install -y keyutils dbus gnome-keyring
-//! tests/keychain-session.sh cargo test -p sallyport-tests --test integration vault_keychain::
+//! tests/keychain-session.sh cargo test -p sallyport-vault --test integration vault_keychain::
 //! ```
 #![cfg(target_os = "linux")]
 
