@@ -15,7 +15,6 @@
 
 mod approvals;
 mod approvals_postgres;
-mod audit;
 mod cli_approvals;
 mod cli_audit;
 mod cli_postgres;
@@ -25,10 +24,8 @@ mod consent_terminal;
 mod derive_limits;
 mod drift_cli;
 mod drift_openapi;
-mod journal_conformance;
 mod journal_conformance_postgres;
 mod journal_postgres_processes;
-mod journal_processes;
 mod lean_build;
 mod policy;
 mod policy_cedar;
