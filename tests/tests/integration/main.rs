@@ -24,8 +24,6 @@ mod consent_terminal;
 mod derive_limits;
 mod drift_cli;
 mod drift_openapi;
-mod journal_conformance_postgres;
-mod journal_postgres_processes;
 mod lean_build;
 mod policy;
 mod policy_cedar;
