@@ -14,22 +14,16 @@
 //! `cargo test -p sallyport-tests --test integration pipeline::`.
 
 mod approvals;
+mod approvals_app;
 mod approvals_postgres;
-mod cli_approvals;
-mod cli_audit;
-mod cli_postgres;
-mod cli_vault;
 mod consent_display;
 mod consent_terminal;
 mod derive_limits;
-mod drift_cli;
 mod drift_openapi;
 mod lean_build;
 mod policy;
 mod policy_cedar;
 mod prepared_request;
 mod reconcile;
-mod scaffold;
-mod scaffold_github;
 mod scrub_truncation;
 mod vault_lock_mid_call;

@@ -10,10 +10,12 @@ use sallyport_core::journal::{
 };
 use sallyport_core::vault::MemoryVault;
 use sallyport_core::{Catalog, Executor, Session};
-use sallyport_tests::vault_rig::{CountingConsent, DeployPreview, ReadStatus, ScriptedChannel, bearer};
+use sallyport_tests::vault_rig::{
+    CountingConsent, DeployPreview, ReadStatus, ScriptedChannel, bearer,
+};
 
 fn run(journal: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
+    Command::new(env!("CARGO_BIN_EXE_sallyport"))
         .arg("--journal")
         .arg(journal)
         .args(args)

@@ -27,7 +27,7 @@ impl Cli {
     }
 
     fn run(&self, args: &[&str], stdin: &str) -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sallyport"))
             .arg("--vault")
             .arg(self.vault())
             .args(args)
@@ -328,7 +328,7 @@ fn concurrent_cli_processes_lose_no_record() {
     cli.init();
     let children: Vec<_> = (0..6)
         .map(|i| {
-            let mut child = Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
+            let mut child = Command::new(env!("CARGO_BIN_EXE_sallyport"))
                 .arg("--vault")
                 .arg(cli.vault())
                 .args([
