@@ -15,14 +15,13 @@
 
 mod approvals;
 mod approvals_app;
+mod approvals_app;
 mod approvals_postgres;
 mod consent_display;
 mod consent_terminal;
 mod derive_limits;
-mod drift_openapi;
 mod lean_build;
 mod policy;
-mod policy_cedar;
 mod prepared_request;
 mod reconcile;
 mod scrub_truncation;
