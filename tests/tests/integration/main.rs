@@ -1,7 +1,7 @@
 //! The workspace's integration tests: flows across crates, one module per area, linked into
-//! one test binary. A crate's own tests live in that crate's `tests/` directory (the HTTP
-//! channel's in `sallyport-http/tests`, the SSH channel's in `sallyport-ssh/tests`, the
-//! PostgreSQL journal's in `sallyport-postgres/tests`).
+//! one test binary. A crate's own tests live in that crate's `tests/` directory (the executor's
+//! in `sallyport-core/tests`, each backend's, channel's and tool's in its crate), each crate's
+//! linked into one binary the same way.
 //!
 //! They used to be one binary each, forty of them. Each linked the whole dependency graph and
 //! instantiated the executor's generic code again: with the package's other binaries, 234 s
@@ -11,10 +11,9 @@
 //! process-wide interest cache.
 //!
 //! Run one area with its module path, e.g.
-//! `cargo test -p sallyport-tests --test integration pipeline::`.
+//! `cargo test -p sallyport-tests --test integration approvals::`.
 
 mod approvals;
-mod approvals_app;
 mod approvals_app;
 mod approvals_postgres;
 mod consent_display;
