@@ -3,7 +3,8 @@
 //! a few calls: `cargo run -p sallyport-cedar --example invoices`.
 //!
 //! The executor asks the same `decide` at stage 4 of every call (see
-//! `tests/tests/integration/policy_cedar.rs` for the whole pipeline against a real upstream).
+//! `sallyport-cedar/tests/integration/policy_cedar.rs` for the whole pipeline against a real
+//! upstream).
 
 use std::path::Path;
 

@@ -1,9 +1,10 @@
 //! Shared test rigs: the workspace's flows across crates (this package's `tests/`) and the
-//! crates' own tests (`sallyport-http`, `sallyport-ssh`, `sallyport-postgres`, ...) use them
-//! as a dev-dependency.
+//! crates' own tests (`sallyport-core`, `sallyport-http`, `sallyport-ssh`, `sallyport-vault`,
+//! `sallyport-cli`, `sallyport-postgres`, ...) use them as a dev-dependency.
 
 pub mod approvals_rig;
 pub mod http_server;
 pub mod postgres;
 pub mod scripted;
 pub mod sshd;
+pub mod vault_rig;

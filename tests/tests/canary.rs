@@ -10,8 +10,6 @@
 //! and a real HTTP upstream echoing a query API key with URL-special characters as its own
 //! encoder writes it.
 
-mod vault_support;
-
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,7 +26,9 @@ use sallyport_core::vault::{
     ApiKeyPlacement, Binding, CredentialKind, CredentialMeta, FileVault, Secret, VaultAdmin,
 };
 use sallyport_core::{Catalog, Executor, Session};
-use vault_support::{DeployPreview, PASSPHRASE, ReadStatus, ScriptedChannel, bearer, fast_kdf};
+use sallyport_tests::vault_rig::{
+    DeployPreview, PASSPHRASE, ReadStatus, ScriptedChannel, bearer, fast_kdf,
+};
 
 /// The bearer canary: characters that every encoding changes (`/`, `+`, `=`, `"`, `\`, `é`).
 const CANARY: &str = "cnry-7Qx/9+Zk=2Lm\"w\\é-tok";

@@ -22,7 +22,7 @@ fn ui() {
     cases.compile_fail("ui/secrets/*.rs");
     // What `sallyport scaffold` writes does not compile until each decision is made, and the
     // error names the decision and its choices (a module whose document made them is the test
-    // target `scaffold-decided-by-the-document`; `tests/tests/integration/scaffold.rs` checks
-    // both files are the generator's).
+    // target `scaffold-decided-by-the-document`;
+    // `sallyport-scaffold/tests/integration/scaffold.rs` checks both files are the generator's).
     cases.compile_fail("ui/scaffold/*.rs");
 }

@@ -1,11 +1,15 @@
 //! The PostgreSQL backend against a real server, one module per area, linked into one test
-//! binary: the journal, leases and fencing, the server going away under an executor, and what
-//! errors and `Debug` show of a password. The server and a fresh database per test come from
-//! `sallyport_tests::postgres`.
+//! binary: the journal, the journal conformance suite of `sallyport-testkit`, leases and
+//! fencing, several real executor processes on one database (this crate's `pg-executor`
+//! helper binary, built by its `test-helpers` feature), the server going away under an
+//! executor, and what errors and `Debug` show of a password. The server and a fresh database
+//! per test come from `sallyport_tests::postgres`.
 //!
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
 
 mod journal;
+mod journal_conformance_postgres;
 mod journal_postgres_outage;
+mod journal_postgres_processes;
 mod leases;
 mod secrets;

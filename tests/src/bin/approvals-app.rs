@@ -1,6 +1,6 @@
 //! An application that embeds the `sallyport` commands with its own executor
 //! (`sallyport_cli::run_with_executor`), as a real process for
-//! `tests/tests/integration/cli_approvals.rs`.
+//! `tests/tests/integration/approvals_app.rs`.
 //! The executor is [`sallyport_tests::approvals_rig`]'s (deferred consent, `send_invoice`).
 //!
 //! ```text

@@ -6,8 +6,6 @@
 //! request counter), real vaults (`MemoryVault`, `FileVault` with its lock marker) and a real
 //! SQLite journal.
 
-use crate::vault_support;
-
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,10 +22,10 @@ use sallyport_core::vault::{
 use sallyport_core::{Action, Catalog, Executor, Session, Status};
 use sallyport_http::HttpChannel;
 use sallyport_tests::http_server::{Received, Reply, Upstream, audit_event, journal_text};
+use sallyport_tests::vault_rig::{PASSPHRASE, fast_kdf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use vault_support::{PASSPHRASE, fast_kdf};
 
 /// A token with every character an URL encoder treats differently.
 const TOKEN: &str = "sk-live/Ab+12=x.y_z~Q";

@@ -1,17 +1,16 @@
-//! `sallyport scaffold` on small documents: OpenAPI 3.0 in YAML and 3.1 in JSON give the same
+//! The generator on small documents: OpenAPI 3.0 in YAML and 3.1 in JSON give the same
 //! actions; parameters and bodies become typed fields with their constraints; decisions stay
 //! `choose` unless the document states them; narrowing leaves fields out with the reason;
-//! operations it cannot express are reported; the command line writes the module and exits
-//! non-zero only when nothing could be generated.
+//! operations it cannot express are reported. The `sallyport scaffold` command line is
+//! tested in `sallyport-cli/tests`.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use sallyport_openapi::OpenApi;
 use sallyport_scaffold::{Decision, Generated, Scaffold};
 
-const TICKETS_30: &str = include_str!("../../fixtures/openapi/scaffold/tickets-3.0.yaml");
-const TICKETS_31: &str = include_str!("../../fixtures/openapi/scaffold/tickets-3.1.json");
+const TICKETS_30: &str = include_str!("../../../tests/fixtures/openapi/scaffold/tickets-3.0.yaml");
+const TICKETS_31: &str = include_str!("../../../tests/fixtures/openapi/scaffold/tickets-3.1.json");
 
 /// Every operation of the tickets documents, the expressible ones first.
 const OPERATIONS: &[&str] = &[
@@ -204,115 +203,5 @@ fn the_compile_test_cases_are_exactly_what_the_generator_writes() {
     assert!(
         pass.starts_with(&format!("{}\nfn main() {{\n", decided.code)),
         "regenerate ui-tests/ui/scaffold/pass/decided-by-the-document.rs"
-    );
-}
-
-fn scaffold(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
-        .arg("scaffold")
-        .args(args)
-        .env_remove("SALLYPORT_VAULT")
-        .output()
-        .expect("the CLI runs")
-}
-
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/openapi/scaffold")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-#[test]
-fn the_command_writes_the_module_lists_what_it_could_not_generate_and_keeps_an_existing_file() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("actions.rs");
-    let out_arg = out.display().to_string();
-    let doc = fixture("tickets-3.0.yaml");
-    let args = [
-        "--openapi",
-        &doc,
-        "--operation",
-        "createTicket",
-        "--operation",
-        "subscribe",
-        "--operation",
-        "getTicket",
-        "--credential",
-        "tickets-api",
-        "--out",
-        &out_arg,
-    ];
-    let output = scaffold(&args);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(output.stdout.is_empty());
-    assert_eq!(
-        stderr.lines().collect::<Vec<_>>(),
-        [
-            "sallyport scaffold: not generated: subscribe: it declares callbacks: an action is one request and its answer, and sallyport does not receive the upstream's later calls",
-            "sallyport scaffold: create_ticket (createTicket): choose effect, consent, retry (it does not compile until you do)",
-        ]
-    );
-    let written = std::fs::read_to_string(&out).expect("module written");
-    let api = OpenApi::parse(TICKETS_30).expect("parses");
-    let expected = Scaffold::new(&api)
-        .operations(["createTicket", "subscribe", "getTicket"])
-        .credential("tickets-api")
-        .generate();
-    assert_eq!(written, expected.code);
-    assert_eq!(
-        written
-            .matches("    credential = \"tickets-api\",\n")
-            .count(),
-        2
-    );
-
-    // The file may hold the author's decisions now: it is not replaced without --force.
-    std::fs::write(&out, "// decided\n").expect("edit");
-    let again = scaffold(&args);
-    assert_eq!(again.status.code(), Some(6));
-    assert!(String::from_utf8_lossy(&again.stderr).contains("--force replaces it"));
-    assert_eq!(std::fs::read_to_string(&out).expect("kept"), "// decided\n");
-    let mut forced = args.to_vec();
-    forced.push("--force");
-    assert_eq!(scaffold(&forced).status.code(), Some(0));
-    assert_eq!(
-        std::fs::read_to_string(&out).expect("replaced"),
-        expected.code
-    );
-}
-
-#[test]
-fn the_command_prints_to_standard_output_and_exits_12_when_nothing_could_be_generated() {
-    let doc = fixture("tickets-3.1.json");
-    let output = scaffold(&["--openapi", &doc, "--operation", "getTicket"]);
-    assert_eq!(output.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8_lossy(&output.stdout),
-        generate(TICKETS_31, &["getTicket"]).code
-    );
-    assert!(output.stderr.is_empty(), "no decision left open");
-
-    let output = scaffold(&[
-        "--openapi",
-        &doc,
-        "--operation",
-        "mergeTickets",
-        "--operation",
-        "uploadAttachment",
-    ]);
-    assert_eq!(output.status.code(), Some(12));
-    assert!(output.stdout.is_empty());
-    assert_eq!(
-        String::from_utf8_lossy(&output.stderr)
-            .lines()
-            .collect::<Vec<_>>(),
-        [
-            "sallyport scaffold: not generated: mergeTickets: its JSON body: it is a `oneOf` of several object shapes",
-            "sallyport scaffold: not generated: uploadAttachment: its request body is multipart/form-data, not JSON; the HTTP channel sends JSON bodies",
-            "sallyport: none of the operations could be generated",
-        ]
     );
 }

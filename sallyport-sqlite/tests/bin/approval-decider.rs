@@ -4,7 +4,7 @@
 //! `approval-decider JOURNAL START_AT_MS ROUND_MS approve|deny ID…` opens the journal, then
 //! for round `r` waits until the Unix time `START_AT_MS + r × ROUND_MS` (so processes
 //! started one after another decide each approval at the same instant) and decides the
-//! `r`-th approval through `sallyport_core::approval::decide`, the path every front end
+//! `r`-th approval through `sallyport_kernel::approval::decide`, the path every front end
 //! takes. It prints one line a round: `ROUND ID recorded|already|expired`.
 //!
 //! Exit codes: 0 every round answered; 2 bad arguments; 3 the journal did not open; 4 a
@@ -13,8 +13,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use sallyport_core::approval::{self, ApprovalId, Decided, Decider, Verdict};
-use sallyport_core::journal::SqliteJournal;
+use sallyport_kernel::approval::{self, ApprovalId, Decided, Decider, Verdict};
+use sallyport_sqlite::SqliteJournal;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -7,11 +7,9 @@
 //!
 //! ```text
 //! apt-get install -y keyutils dbus gnome-keyring
-//! tests/keychain-session.sh cargo test -p sallyport-tests --test integration vault_keychain::
+//! tests/keychain-session.sh cargo test -p sallyport-vault --test integration vault_keychain::
 //! ```
 #![cfg(target_os = "linux")]
-
-use crate::vault_support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -19,7 +17,7 @@ use sallyport_core::vault::{
     Binding, CredentialKind, CredentialMeta, KeychainBackend, KeychainVault, Secret, Vault,
     VaultAdmin, VaultError, VaultState,
 };
-use vault_support::bearer;
+use sallyport_tests::vault_rig::bearer;
 
 const HOW_TO_RUN: &str = "the keychain tests need real keychains: install `keyutils dbus gnome-keyring` \
     (apt-get install -y keyutils dbus gnome-keyring) and run the tests inside \

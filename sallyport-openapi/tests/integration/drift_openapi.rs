@@ -24,7 +24,7 @@ use std::time::Instant;
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!(
-        "{}/fixtures/openapi/{name}",
+        "{}/../tests/fixtures/openapi/{name}",
         env!("CARGO_MANIFEST_DIR")
     ))
     .expect("fixture")
@@ -628,7 +628,7 @@ fn a_changed_upstream_spec_is_provenance_changed() {
 /// GitHub's REST API description, `@octokit/openapi` 23.0.2 (see the fixture's README).
 fn github_text() -> String {
     let path = format!(
-        "{}/fixtures/openapi/github/api.github.com.json.gz",
+        "{}/../tests/fixtures/openapi/github/api.github.com.json.gz",
         env!("CARGO_MANIFEST_DIR")
     );
     let mut text = String::new();

@@ -3,8 +3,6 @@
 //! plaintext on disk, permissions, concurrent writers, locking, and the executor's
 //! `vault_locked` refusal.
 
-use crate::vault_support;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,10 +18,10 @@ use sallyport_core::vault::{
     Secret, Vault, VaultAdmin, VaultError, VaultState, lock_marker_path,
 };
 use sallyport_core::{Catalog, Executor, Session, Status};
-use sha2::{Digest, Sha256};
-use vault_support::{
+use sallyport_tests::vault_rig::{
     CountingConsent, DeployPreview, PASSPHRASE, ReadStatus, ScriptedChannel, bearer, fast_kdf,
 };
+use sha2::{Digest, Sha256};
 
 const TOKEN: &str = "tok_live_8d7f6e5d4c3b2a19";
 

@@ -1,8 +1,6 @@
-//! Shared pieces of the vault, canary and CLI tests: a hand-written action, a scripted channel
-//! that counts what it is asked to send, a counting consent provider and credential helpers.
-
-#![allow(dead_code, reason = "each test binary uses a different subset")]
-#![allow(unreachable_pub, reason = "test support module")]
+//! Shared pieces of the vault and CLI tests (`sallyport-vault`'s, `sallyport-cli`'s and the
+//! workspace's flows): hand-written actions, a scripted channel that counts what it is asked
+//! to send, a counting consent provider and credential helpers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -82,11 +80,21 @@ pub type Script = dyn Fn(&Dispatch<'_>) -> ChannelOutcome + Send + Sync;
 
 /// A channel named `test` that counts sends and answers from a script. It never logs.
 pub struct ScriptedChannel {
+    /// How many requests the channel "sent".
     pub sends: Arc<AtomicU32>,
     script: Box<Script>,
 }
 
+impl std::fmt::Debug for ScriptedChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedChannel")
+            .field("sends", &self.sends)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ScriptedChannel {
+    /// A channel that answers every send with `script`'s outcome.
     pub fn new(script: impl Fn(&Dispatch<'_>) -> ChannelOutcome + Send + Sync + 'static) -> Self {
         Self {
             sends: Arc::new(AtomicU32::new(0)),
@@ -119,8 +127,9 @@ impl Channel for ScriptedChannel {
 }
 
 /// A consent provider that approves and counts how often it was asked.
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct CountingConsent {
+    /// How often it was asked.
     pub asked: Arc<AtomicU32>,
 }
 

@@ -1,7 +1,5 @@
 //! `sallyport audit …` as a real process over a real journal written by the executor.
 
-use crate::vault_support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -12,10 +10,12 @@ use sallyport_core::journal::{
 };
 use sallyport_core::vault::MemoryVault;
 use sallyport_core::{Catalog, Executor, Session};
-use vault_support::{CountingConsent, DeployPreview, ReadStatus, ScriptedChannel, bearer};
+use sallyport_tests::vault_rig::{
+    CountingConsent, DeployPreview, ReadStatus, ScriptedChannel, bearer,
+};
 
 fn run(journal: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
+    Command::new(env!("CARGO_BIN_EXE_sallyport"))
         .arg("--journal")
         .arg(journal)
         .args(args)

@@ -2,14 +2,12 @@
 //! messages, nothing printed that is secret, damaged files left byte-identical, concurrent
 //! processes losing no record, and the lock marker reaching a running vault.
 
-use crate::vault_support;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use sallyport_core::vault::{FileVault, Vault, VaultAdmin, VaultState};
-use vault_support::PASSPHRASE;
+use sallyport_tests::vault_rig::PASSPHRASE;
 
 const TOKEN: &str = "cli-canary-token-5e8a";
 
@@ -29,7 +27,7 @@ impl Cli {
     }
 
     fn run(&self, args: &[&str], stdin: &str) -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sallyport"))
             .arg("--vault")
             .arg(self.vault())
             .args(args)
@@ -330,7 +328,7 @@ fn concurrent_cli_processes_lose_no_record() {
     cli.init();
     let children: Vec<_> = (0..6)
         .map(|i| {
-            let mut child = Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
+            let mut child = Command::new(env!("CARGO_BIN_EXE_sallyport"))
                 .arg("--vault")
                 .arg(cli.vault())
                 .args([

@@ -19,7 +19,7 @@ const PASSWORD: &str = "pw-Zq81-never-printed";
 const HOUR_MS: u64 = 3_600_000;
 
 fn run(journal: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
+    Command::new(env!("CARGO_BIN_EXE_sallyport"))
         .arg("--journal")
         .arg(journal)
         .args(args)
@@ -252,7 +252,7 @@ fn an_unreachable_server_exits_1_naming_the_host_without_the_password() {
 fn a_file_named_like_a_url_is_still_a_file_and_a_missing_one_is_not_created() {
     let dir = tempfile::tempdir().unwrap();
     // `postgres:/x` is not a URL (one slash): a relative path, looked up as a file.
-    let out = Command::new(env!("CARGO_BIN_EXE_sallyport-under-test"))
+    let out = Command::new(env!("CARGO_BIN_EXE_sallyport"))
         .current_dir(dir.path())
         .args(["--journal", "postgres:/x", "audit", "verify"])
         .env_remove("SALLYPORT_JOURNAL")

@@ -4,7 +4,7 @@
 //! `journal-writer JOURNAL CALLS START_AT_MS [--observe-once] [SIGNING_KEY_FILE]` waits until
 //! the Unix time `START_AT_MS` (so processes spawned one after another open the journal
 //! together), opens the journal, and makes `CALLS` calls, alternating a read and a mutating
-//! call, through an executor with a scripted channel and approving consent. With
+//! call, through an executor with a channel that completes every call and approving consent. With
 //! `--observe-once` each read is instead journaled the way an observe call commits: its
 //! closed attempt and its record in one `append_with_intent`.
 //!
@@ -15,31 +15,86 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sallyport_core::consent::{ConsentDecision, FnConsent};
-use sallyport_core::journal::{AuditEvent, HeadSigningKey, Intent, Journal, SqliteJournal};
-use sallyport_core::outcome::Status;
-use sallyport_core::{Action, Catalog, Executor, Session};
-use sallyport_tests::scripted::ScriptedChannel;
+use async_trait::async_trait;
+use sallyport_kernel::channel::{
+    CallView, Channel, ChannelOutcome, DescribedRequest, Dispatch, PreparedRequest,
+};
+use sallyport_kernel::consent::{ConsentDecision, FnConsent};
+use sallyport_kernel::journal::{AuditEvent, HeadSigningKey, Intent, Journal};
+use sallyport_kernel::outcome::{Refusal, Status};
+use sallyport_kernel::target::Target;
+use sallyport_kernel::{Action, ActionSpec, Catalog, EffectClass, Executor, Session};
+use sallyport_sqlite::SqliteJournal;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+// The actions are written out by hand: `#[derive(Action)]` expands to paths in
+// `sallyport-core`, which depends on this crate.
+
 /// Read one item.
-#[derive(Action, Deserialize, JsonSchema)]
-#[action(name = "get_item", effect = observe)]
-#[channel(name = "test")]
+#[derive(Deserialize, JsonSchema)]
 #[allow(dead_code, reason = "the executor decodes it; nothing reads the field")]
 struct GetItem {
     id: String,
 }
 
+impl Action for GetItem {
+    const NAME: &'static str = "get_item";
+    type Output = serde_json::Value;
+
+    fn spec() -> ActionSpec {
+        ActionSpec::new("get_item", EffectClass::Observe)
+            .with_description("Read one item.")
+            .with_target(Target::custom("test", json!({})))
+    }
+}
+
 /// Pay one invoice.
-#[derive(Action, Deserialize, JsonSchema)]
-#[action(name = "pay_invoice", effect = external_commitment)]
-#[channel(name = "test")]
+#[derive(Deserialize, JsonSchema)]
 #[allow(dead_code, reason = "the executor decodes it; nothing reads the field")]
 struct PayInvoice {
     invoice_id: String,
+}
+
+impl Action for PayInvoice {
+    const NAME: &'static str = "pay_invoice";
+    type Output = serde_json::Value;
+
+    fn spec() -> ActionSpec {
+        ActionSpec::new("pay_invoice", EffectClass::ExternalCommitment)
+            .with_description("Pay one invoice.")
+            .with_target(Target::custom("test", json!({})))
+    }
+}
+
+/// A channel named `test` that completes every call at once, echoing the arguments as data.
+struct EchoChannel;
+
+#[async_trait]
+impl Channel for EchoChannel {
+    fn name(&self) -> &str {
+        "test"
+    }
+
+    fn prepare(&self, call: &CallView<'_>) -> Result<Box<dyn PreparedRequest>, Refusal> {
+        Ok(Box::new(DescribedRequest::new(
+            format!("TEST {}", call.spec.name),
+            call.arguments.clone(),
+        )))
+    }
+
+    async fn dispatch(&self, call: Dispatch<'_>) -> ChannelOutcome {
+        match call.context.permit().await {
+            Ok(permit) => permit.sending(),
+            Err(refused) => return refused,
+        }
+        ChannelOutcome::completed(
+            call.prepared::<DescribedRequest>()
+                .map(|r| r.arguments().clone())
+                .unwrap_or_default(),
+        )
+    }
 }
 
 fn main() -> ExitCode {
@@ -91,7 +146,7 @@ fn main() -> ExitCode {
     };
     let executor = match Executor::builder(catalog)
         .journal_arc(journal.clone())
-        .channel(ScriptedChannel::new())
+        .channel(EchoChannel)
         .consent(FnConsent::new(|_| async { ConsentDecision::Approve }))
         .build()
     {

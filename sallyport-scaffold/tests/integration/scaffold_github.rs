@@ -54,7 +54,7 @@ fn github_document() -> &'static OpenApi {
     DOCUMENT.get_or_init(|| {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/openapi/github/api.github.com.json.gz"
+            "/../tests/fixtures/openapi/github/api.github.com.json.gz"
         );
         let file = std::fs::File::open(path).expect("fixture");
         let mut text = String::new();
