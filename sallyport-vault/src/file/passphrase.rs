@@ -113,7 +113,11 @@ enum Private {
 #[cfg(unix)]
 fn check_private(path: &Path) -> Result<(), Private> {
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path).map_err(Private::Io)?.permissions().mode() & 0o777;
+    let mode = std::fs::metadata(path)
+        .map_err(Private::Io)?
+        .permissions()
+        .mode()
+        & 0o777;
     if mode & 0o077 != 0 {
         return Err(Private::Open(mode));
     }
@@ -139,8 +143,8 @@ mod tests {
     fn locked_vault() -> (tempfile::TempDir, FileVault) {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("vault.sallyport");
-        let vault = FileVault::create(&path, PASSPHRASE, KdfParams::new(8 * 1024, 1, 1))
-            .expect("create");
+        let vault =
+            FileVault::create(&path, PASSPHRASE, KdfParams::new(8 * 1024, 1, 1)).expect("create");
         vault
             .add(
                 CredentialMeta::new(
@@ -170,7 +174,11 @@ mod tests {
     async fn a_private_passphrase_file_unlocks_and_its_line_break_is_not_part_of_it() {
         let (dir, vault) = locked_vault();
         let file = dir.path().join("passphrase");
-        write(&file, &format!("{PASSPHRASE}\r\nignored second line\n"), 0o600);
+        write(
+            &file,
+            &format!("{PASSPHRASE}\r\nignored second line\n"),
+            0o600,
+        );
         vault.unlock_with_passphrase_file(&file).expect("unlock");
         assert_eq!(vault.state(), VaultState::Unlocked);
         let credential = vault.resolve("deploy-api").await.expect("resolve");
@@ -301,7 +309,9 @@ mod tests {
                  the vault passphrase is empty"
             )
         );
-        vault.unlock_from_env(ENV_PASSPHRASE).expect("unlock from env");
+        vault
+            .unlock_from_env(ENV_PASSPHRASE)
+            .expect("unlock from env");
         let credential = vault.resolve("deploy-api").await.expect("resolve");
         let state = match vault.state() {
             VaultState::Unlocked => "unlocked",
