@@ -41,6 +41,7 @@ mod pipeline;
 mod policy;
 mod policy_cedar;
 mod prepared_request;
+mod readme_program;
 mod reconcile;
 mod scaffold;
 mod scaffold_github;
