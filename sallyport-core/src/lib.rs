@@ -115,6 +115,53 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # The vault: unlocked by the process that calls
+//!
+//! A [`vault::FileVault`] is locked when opened, and every call that needs a credential is
+//! refused with `vault_locked` until the process running the executor unlocks it:
+//! `sallyport vault unlock` in a shell unlocks nothing in another process (it only removes the
+//! lock marker `sallyport vault lock` leaves). A service has no person at a terminal; give it
+//! the passphrase in a file only its user can read (mode 0600, e.g. systemd's
+//! `LoadCredential=`), in an environment variable, or keep the credentials in the OS keychain
+//! instead (`vault::KeychainVault`, feature `keychain`, whose `unlock` takes no passphrase):
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use sallyport_core::vault::{
+//!     Binding, CredentialKind, CredentialMeta, FileVault, KdfParams, Secret, VaultAdmin,
+//! };
+//!
+//! // Once, to set up: a new vault with the API's token in it. The agent never sees it, and
+//! // the base URL it is bound to is where the HTTP channel sends the action's requests.
+//! let passphrase = std::fs::read_to_string("/etc/myapp/vault.passphrase")?;
+//! let vault = FileVault::create("/var/lib/myapp/vault.sallyport", passphrase.trim_end(), KdfParams::default())?;
+//! let token = std::env::var("DEPLOY_API_TOKEN")?;
+//! vault.add(
+//!     CredentialMeta::new("deploy-api", CredentialKind::Bearer, Binding::url("https://deploy.example.com")),
+//!     Secret::new(token),
+//! )?;
+//!
+//! // Every time the service starts: unlock, then hand the vault to the executor.
+//! let vault = FileVault::open("/var/lib/myapp/vault.sallyport");
+//! vault.unlock_with_passphrase_file("/etc/myapp/vault.passphrase")?; // refused unless 0600
+//! // or: vault.unlock_from_env("MYAPP_VAULT_PASSPHRASE")?;
+//! // or: vault.unlock(&passphrase_you_read_elsewhere)?;
+//! # Ok(()) }
+//! ```
+//!
+//! The vault derives its key with Argon2id (64 MiB, 3 passes by default). A debug build
+//! compiles it unoptimized, and then each `create` and `unlock` took 4.8 s instead of 0.27 s
+//! (measured in issue 41). sallyport does not weaken the derivation in debug builds (a vault
+//! made by one build is opened by the other); optimize those two crates in your own
+//! `Cargo.toml`, since a dependency's profile settings never reach your build:
+//!
+//! ```toml
+//! [profile.dev.package.argon2]
+//! opt-level = 3
+//! [profile.dev.package.blake2]
+//! opt-level = 3
+//! ```
+//!
 //! # Modules
 //!
 //! - [`action`]: the [`Action`] trait and its card, [`ActionSpec`].

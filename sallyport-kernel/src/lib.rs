@@ -46,6 +46,8 @@
 //! - [`telemetry`]: OpenTelemetry spans per call (feature `otel`), with their attribute names.
 //! - [`clock`]: the one clock every time sallyport writes or compares is read from.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod action;
 pub mod after_send;
 pub mod approval;

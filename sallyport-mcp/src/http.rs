@@ -131,6 +131,7 @@ async fn require_token(token: Arc<BearerToken>, request: Request, next: Next) ->
     response
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 impl McpServer {
     /// Serves Streamable HTTP at `http://{addr}/mcp` until the process ends. Each MCP
     /// session is one sallyport session. Only loopback addresses are accepted: put a real

@@ -59,6 +59,8 @@
 //! answered `401` and runs nothing. `mcp-demo --http 127.0.0.1:0` in `examples/`
 //! serves it, and `examples/tests/integration/mcp_http.rs` drives it with the rmcp HTTP client.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod consent;
 #[cfg(feature = "http")]
 mod http;
@@ -69,6 +71,7 @@ mod watch;
 
 pub use self::consent::{ConsentRouter, ConsentRouterBuilder, Elicitation};
 #[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use self::http::{BearerToken, MIN_TOKEN_LEN, bind_http};
 pub use self::render::render;
 pub use self::server::{Connection, McpServer, PROTOCOL_VERSION, REQUEST_CANCELLED, ServeError};

@@ -46,6 +46,7 @@ pub enum ServeError {
     NotLoopback(std::net::SocketAddr),
     /// No bearer token could be generated for the HTTP transport.
     #[cfg(feature = "http")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
     #[error("no bearer token could be generated for the MCP HTTP transport")]
     Random(#[source] getrandom::Error),
     /// The host's bearer token for the HTTP transport is not acceptable.
@@ -108,6 +109,7 @@ impl McpServer {
     /// The bearer token every Streamable HTTP request must carry (feature `http`). Without
     /// one, [`McpServer::serve_http_on`] generates a token and prints it once to stderr.
     #[cfg(feature = "http")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
     pub fn http_token(mut self, token: crate::http::BearerToken) -> Self {
         self.http_token = Some(Arc::new(token));
         self

@@ -107,6 +107,7 @@ impl PostgresJournalBuilder {
 
     /// Connects with TLS configured by `config` (rustls with ring) instead of in the clear.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls(mut self, config: rustls::ClientConfig) -> Self {
         self.tls = Some(config);
         self

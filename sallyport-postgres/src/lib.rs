@@ -71,6 +71,8 @@
 //! (ring provider) and every connection is encrypted. Without it, connections are in the
 //! clear: use a Unix socket or a trusted network.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod approvals;
 mod builder;
 mod error;

@@ -58,8 +58,9 @@ impl Bench {
         self
     }
 
-    /// Runs every check on every action and returns the report. Never panics on a failing
-    /// catalog: failures are in the report ([`Report::assert_passed`] panics with it).
+    /// Runs every check on every action, prints the report's one-line
+    /// [`summary`](Report::summary) to stdout and returns the report. Never panics on a
+    /// failing catalog: failures are in the report ([`Report::assert_passed`] panics with it).
     pub async fn run(self) -> Report {
         let setup = async {
             let dir = tempfile::Builder::new()
@@ -147,10 +148,15 @@ impl Bench {
             actions.push(report);
         }
         let journal_intact = env.journal.verify().await.ok().map(|v| v.is_intact());
-        Report {
+        let report = Report {
             actions,
             journal_intact,
-        }
+        };
+        // One line by default, passed or not: a passing bench says what it checked (shown by
+        // `cargo test -- --show-output`, or at once in a program); a failing one panics in
+        // `assert_passed` with the whole report.
+        println!("{}", report.summary());
+        report
     }
 
     /// Valid arguments for `name`: the author's example, or a guess from the input schema,

@@ -94,9 +94,12 @@
 //! [`Journal`]: sallyport_core::journal::Journal
 //! [`ApprovalStore`]: sallyport_core::journal::ApprovalStore
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod bench;
 mod checks;
 #[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
 mod logs;
 mod report;

@@ -251,6 +251,24 @@ impl Report {
         assert!(self.passed(), "the sallyport bench failed:\n{self}");
     }
 
+    /// The report in one line, the first line of its [`Display`](fmt::Display): `sallyport
+    /// bench: 5 actions; 41 checks passed, 0 failed, 9 not applicable; journal verified
+    /// intact`. [`Bench::run`](crate::Bench::run) prints it when it ends.
+    pub fn summary(&self) -> String {
+        format!(
+            "sallyport bench: {} actions; {} checks passed, {} failed, {} not applicable; journal {}",
+            self.actions.len(),
+            self.count(|v| *v == Verdict::Passed),
+            self.count(|v| matches!(v, Verdict::Failed { .. })),
+            self.count(|v| matches!(v, Verdict::NotApplicable { .. })),
+            match self.journal_intact {
+                Some(true) => "verified intact",
+                Some(false) => "BROKEN",
+                None => "unreadable",
+            }
+        )
+    }
+
     fn count(&self, f: impl Fn(&Verdict) -> bool) -> usize {
         self.actions
             .iter()
@@ -262,19 +280,7 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "sallyport bench: {} actions; {} checks passed, {} failed, {} not applicable; journal {}",
-            self.actions.len(),
-            self.count(|v| *v == Verdict::Passed),
-            self.count(|v| matches!(v, Verdict::Failed { .. })),
-            self.count(|v| matches!(v, Verdict::NotApplicable { .. })),
-            match self.journal_intact {
-                Some(true) => "verified intact",
-                Some(false) => "BROKEN",
-                None => "unreadable",
-            }
-        )?;
+        writeln!(f, "{}", self.summary())?;
         let findings = self.findings().count();
         if findings > 0 {
             writeln!(f, "{findings} findings to review (not failures)")?;
@@ -339,6 +345,10 @@ mod tests {
         assert!(text.starts_with(
             "sallyport bench: 1 actions; 1 checks passed, 1 failed, 1 not applicable; journal verified intact\n"
         ));
+        assert_eq!(
+            report.summary(),
+            "sallyport bench: 1 actions; 1 checks passed, 1 failed, 1 not applicable; journal verified intact"
+        );
         assert!(text.contains(
             "  FAIL  refund / timeout_after_commit_is_unknown: unknown, no next\n        fix: declare a reconcile action\n"
         ));

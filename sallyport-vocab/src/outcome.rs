@@ -146,6 +146,18 @@ impl ActionResult {
     }
 }
 
+/// The result as the agent sees it: one line of JSON, the same text as
+/// [`to_json`](ActionResult::to_json) and as a typed run's result prints
+/// (`{"status":"completed","action":"get_deployment_status",…}`). It holds only what the
+/// result holds, which the executor has already projected to the declared fields and
+/// scrubbed of every secret the vault knows; for a few words instead, use
+/// [`headline`](ActionResult::headline) or [`summary`](ActionResult::summary).
+impl fmt::Display for ActionResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json())
+    }
+}
+
 /// The executor declined a call before sending anything.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -236,6 +248,27 @@ mod tests {
         );
         let done = result(json!({"status": "completed", "action": "get_invoice"}));
         assert_eq!(done.headline(), "get_invoice: completed");
+    }
+
+    #[test]
+    fn display_prints_the_json_the_agent_sees() {
+        let pending = result(json!({
+            "status": "pending", "action": "create_preview_deployment",
+            "data": {"deployment_id": "dep_2388", "operation_status": "queued"},
+            "next": {"action": "get_deployment_status", "arguments": {"deployment_id": "dep_2388"}}
+        }));
+        let shown = pending.to_string();
+        assert_eq!(shown, pending.to_json());
+        assert_eq!(
+            shown,
+            "{\"status\":\"pending\",\"action\":\"create_preview_deployment\",\
+             \"data\":{\"deployment_id\":\"dep_2388\",\"operation_status\":\"queued\"},\
+             \"next\":{\"action\":\"get_deployment_status\",\
+             \"arguments\":{\"deployment_id\":\"dep_2388\"}},\
+             \"attempt_id\":\"att_1\",\"receipt_id\":\"rcpt_1\"}"
+        );
+        let back: ActionResult = serde_json::from_str(&shown).expect("parses back");
+        assert_eq!(back, pending);
     }
 
     #[test]

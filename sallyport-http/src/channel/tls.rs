@@ -8,6 +8,15 @@ use super::HttpChannel;
 use crate::error::BuildError;
 
 pub(super) fn tls_config(roots: &[Vec<u8>]) -> Result<rustls::ClientConfig, BuildError> {
+    // rustls 0.23.48 deprecates `ring::default_provider` because ring has no post-quantum
+    // key exchange, and names no replacement that keeps ring: its only undeprecated built-in
+    // provider is aws-lc-rs, a C library this crate does not build (it would add its build
+    // to every user's). The channel stays on ring, with the same
+    // cipher suites and key exchange groups as before.
+    #[allow(
+        deprecated,
+        reason = "ring has no post-quantum key exchange; see the comment above"
+    )]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = if roots.is_empty() {
         rustls_platform_verifier::Verifier::new(Arc::clone(&provider)).map_err(BuildError::Tls)?

@@ -1,6 +1,6 @@
 //! What the generator writes for the answers of an operation: a result from every success
-//! response, an enum for an answer of several forms (tagged, untagged or their common
-//! fields, and a comment saying which), and a `choose` for a 404 a read's document
+//! response, an enum for an answer of several forms (tagged or untagged, and a comment
+//! saying which), and a `choose` for a 404 a read's document
 //! describes as an answer.
 
 use sallyport_openapi::OpenApi;

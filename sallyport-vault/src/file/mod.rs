@@ -28,6 +28,7 @@
 mod crypto;
 mod format;
 mod io;
+mod passphrase;
 
 use std::collections::BTreeMap;
 use std::fs;

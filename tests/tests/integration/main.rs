@@ -22,6 +22,7 @@ mod derive_limits;
 mod lean_build;
 mod policy;
 mod prepared_request;
+mod readme_program;
 mod reconcile;
 mod scrub_truncation;
 mod vault_lock_mid_call;
