@@ -108,7 +108,7 @@ impl Server {
 
     async fn connect(&self, client: TestClient) -> RunningService<RoleClient, TestClient> {
         // The workspace builds reqwest with rustls but no default crypto provider.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        install_ring_provider();
         let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone())
             .auth_header(self.token.clone());
         let transport = StreamableHttpClientTransport::from_config(config);
@@ -286,7 +286,7 @@ async fn without_the_bearer_token_every_request_is_401_and_no_tool_runs() {
         assert!(body.contains("Authorization: Bearer"), "{body}");
     }
     // A client that does everything right except the token cannot even initialize.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    install_ring_provider();
     let anonymous = TestClient::new(true, Answer::Accept)
         .serve(StreamableHttpClientTransport::from_uri(server.url.clone()))
         .await;
@@ -341,4 +341,15 @@ async fn a_non_loopback_address_is_refused_before_binding() {
         ),
         "{stderr}"
     );
+}
+
+/// Installs ring as the process's rustls provider: the workspace builds reqwest with rustls
+/// but no default provider. rustls 0.23.48 deprecates ring's provider (no post-quantum key
+/// exchange) and names no replacement that keeps ring; `sallyport-http` stays on ring too.
+#[allow(
+    deprecated,
+    reason = "ring, as sallyport-http's channel; see its tls.rs"
+)]
+fn install_ring_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

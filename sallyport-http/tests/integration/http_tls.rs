@@ -58,6 +58,10 @@ impl Drop for TlsUpstream {
 
 impl TlsUpstream {
     async fn start() -> Self {
+        #[allow(
+            deprecated,
+            reason = "ring, as sallyport-http's channel: rustls 0.23.48 names no replacement that keeps ring"
+        )]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let key = rustls::pki_types::PrivateKeyDer::Pkcs8(LEAF_KEY.to_vec().into());
         let chain = vec![

@@ -53,7 +53,7 @@ fn main() -> ExitCode {
     runtime.block_on(async {
         for (round, id) in ids.iter().enumerate() {
             let at = start_at.saturating_add(round as u64 * round_ms);
-            let wait = at.saturating_sub(sallyport_core::clock::now_ms());
+            let wait = at.saturating_sub(sallyport_kernel::clock::now_ms());
             tokio::time::sleep(Duration::from_millis(wait)).await;
             let outcome = match approval::decide(&journal, id, verdict, &decider, None).await {
                 Ok(Decided::Recorded(_)) => "recorded",

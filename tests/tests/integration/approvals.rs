@@ -775,6 +775,10 @@ async fn two_processes_and_a_webhook_deciding_the_same_approvals_at_once_send_on
     assert_eq!(rig.upstream.requests(), 0);
     let url = serve_webhook(&rig.executor).await;
     // reqwest is built without a TLS provider of its own (as in sallyport-http).
+    #[allow(
+        deprecated,
+        reason = "ring, as sallyport-http's channel: rustls 0.23.48 names no replacement that keeps ring"
+    )]
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     let start_ms = SystemTime::now()
