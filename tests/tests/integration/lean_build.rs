@@ -120,8 +120,10 @@ fn without_the_defaults_no_sqlite_no_file_vault_no_yaml_no_keychain() {
         );
     }
 
-    // And it builds (in a target directory of its own, beside the workspace's).
-    let target = workspace().join("target/lean-app");
+    // And it builds, in the target directory the crates built outside the workspace share
+    // (beside the workspace's; `readme_program` builds there too, so what the two resolve
+    // alike is compiled once).
+    let target = workspace().join("target/outside");
     let built = Command::new(env!("CARGO"))
         .args(["build", "--offline", "--quiet"])
         .env("CARGO_TARGET_DIR", &target)

@@ -111,8 +111,9 @@ async fn the_readme_program_builds_outside_the_workspace_and_its_read_completes(
     )
     .expect("lock");
 
-    // Built offline, in a target directory of its own beside the workspace's.
-    let target = workspace().join("target/readme-app");
+    // Built offline, in the target directory the crates built outside the workspace share
+    // (beside the workspace's; see `lean_build`).
+    let target = workspace().join("target/outside");
     let built = Command::new(env!("CARGO"))
         .args(["build", "--offline", "--quiet", "--bins"])
         .env("CARGO_TARGET_DIR", &target)
