@@ -100,34 +100,26 @@ use std::fmt;
 
 use sallyport_openapi::OpenApi;
 
-/// A decision the generator leaves to the author.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
-pub enum Decision {
-    /// The consent rule (`consent = …`).
-    Consent,
-    /// The effect class (`effect = …`).
-    Effect,
-    /// What a `404` means (`status(404) = …`), asked when the document describes it as an
-    /// answer ("Not Found if the pull request has not been merged"): a result
-    /// (`completed(value = …)`) or an error (`rejected`).
-    NotFound,
-    /// The retry rule (`retry = …`).
-    Retry,
+sallyport_vocab::string_enum! {
+    /// A decision the generator leaves to the author. Its name is the attribute key (for
+    /// effect, consent and retry also the suffix of its `x-sallyport-…` extension).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    #[non_exhaustive]
+    pub enum Decision {
+        /// The consent rule (`consent = …`).
+        Consent => "consent",
+        /// The effect class (`effect = …`).
+        Effect => "effect",
+        /// What a `404` means (`status(404) = …`), asked when the document describes it as an
+        /// answer ("Not Found if the pull request has not been merged"): a result
+        /// (`completed(value = …)`) or an error (`rejected`).
+        NotFound => "status(404)",
+        /// The retry rule (`retry = …`).
+        Retry => "retry",
+    }
 }
 
 impl Decision {
-    /// The attribute key (for effect, consent and retry also the suffix of its
-    /// `x-sallyport-…` extension).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Consent => "consent",
-            Self::Effect => "effect",
-            Self::NotFound => "status(404)",
-            Self::Retry => "retry",
-        }
-    }
-
     /// The words the author may write.
     pub fn choices(self) -> &'static [&'static str] {
         match self {
@@ -157,12 +149,6 @@ impl Decision {
                 "never | safe (observe only) | idempotency_key (only if the API honours an Idempotency-Key)"
             }
         }
-    }
-}
-
-impl fmt::Display for Decision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -329,5 +315,14 @@ impl<'d> Scaffold<'d> {
         }
         code.push_str("        .build()\n}\n");
         code
+    }
+}
+
+#[cfg(test)]
+mod string_enum_tests {
+    use super::Decision;
+
+    sallyport_vocab::__string_enum_tests! {
+        decision: Decision = ["consent", "effect", "status(404)", "retry"];
     }
 }

@@ -122,7 +122,7 @@ impl Bench {
                     }
                 }
                 Target::Ssh(_) => {
-                    for check in Check::ALL {
+                    for &check in Check::ALL {
                         report
                             .checks
                             .push(CheckReport::not_applicable(check, SSH_NOT_RUN));
@@ -138,7 +138,7 @@ impl Bench {
                                  `channel_unavailable`"
                             .to_owned(),
                     };
-                    for check in Check::ALL {
+                    for &check in Check::ALL {
                         report
                             .checks
                             .push(CheckReport::not_applicable(check, reason.clone()));

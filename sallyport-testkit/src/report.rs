@@ -3,66 +3,33 @@
 
 use std::fmt;
 
-/// One check of the bench.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Check {
-    /// The bench has valid arguments for the action (the author's example, or a guess the
-    /// executor's static checks accept).
-    Arguments,
-    /// An unknown field is refused and nothing is sent.
-    UnknownField,
-    /// An object outside the session's scope is refused and nothing is sent.
-    OutOfScope,
-    /// Consent denied sends nothing.
-    ConsentDenied,
-    /// A timeout after the server committed is `unknown`, names the reconcile action, and the
-    /// server saw one request (or the same idempotency key on each resend).
-    TimeoutAfterCommit,
-    /// The echoed credential, a stack trace and an internal URL the upstream returns never
-    /// reach the result, the audit record or the logs.
-    SensitiveData,
-    /// A credential the upstream rejects is used for one request, then refused locally.
-    RevokedCredential,
-    /// A call whose future is dropped is recorded as never sent, or as unknown once sent.
-    DroppedCall,
-    /// Consent is asked after the static checks and before the request.
-    ConsentOrder,
-}
-
-impl Check {
-    /// Every check, in the order the bench runs them.
-    pub const ALL: [Check; 9] = [
-        Check::Arguments,
-        Check::UnknownField,
-        Check::OutOfScope,
-        Check::ConsentDenied,
-        Check::TimeoutAfterCommit,
-        Check::SensitiveData,
-        Check::RevokedCredential,
-        Check::DroppedCall,
-        Check::ConsentOrder,
-    ];
-
-    /// The check's name, as the report prints it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Check::Arguments => "arguments",
-            Check::UnknownField => "unknown_field_refused",
-            Check::OutOfScope => "out_of_scope_refused",
-            Check::ConsentDenied => "consent_denied_sends_nothing",
-            Check::TimeoutAfterCommit => "timeout_after_commit_is_unknown",
-            Check::SensitiveData => "sensitive_data_never_leaves",
-            Check::RevokedCredential => "revoked_credential_stops",
-            Check::DroppedCall => "dropped_call_is_recorded",
-            Check::ConsentOrder => "consent_after_static_checks_before_send",
-        }
-    }
-}
-
-impl fmt::Display for Check {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+sallyport_vocab::string_enum! {
+    /// One check of the bench; its name is what the report prints, and `ALL` is the order
+    /// the bench runs them in.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum Check {
+        /// The bench has valid arguments for the action (the author's example, or a guess the
+        /// executor's static checks accept).
+        Arguments => "arguments",
+        /// An unknown field is refused and nothing is sent.
+        UnknownField => "unknown_field_refused",
+        /// An object outside the session's scope is refused and nothing is sent.
+        OutOfScope => "out_of_scope_refused",
+        /// Consent denied sends nothing.
+        ConsentDenied => "consent_denied_sends_nothing",
+        /// A timeout after the server committed is `unknown`, names the reconcile action, and the
+        /// server saw one request (or the same idempotency key on each resend).
+        TimeoutAfterCommit => "timeout_after_commit_is_unknown",
+        /// The echoed credential, a stack trace and an internal URL the upstream returns never
+        /// reach the result, the audit record or the logs.
+        SensitiveData => "sensitive_data_never_leaves",
+        /// A credential the upstream rejects is used for one request, then refused locally.
+        RevokedCredential => "revoked_credential_stops",
+        /// A call whose future is dropped is recorded as never sent, or as unknown once sent.
+        DroppedCall => "dropped_call_is_recorded",
+        /// Consent is asked after the static checks and before the request.
+        ConsentOrder => "consent_after_static_checks_before_send",
     }
 }
 
@@ -143,27 +110,14 @@ impl CheckReport {
     }
 }
 
-/// What a finding is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum FindingKind {
-    /// An `observe` action on a method meant to change state, compiled with its author's
-    /// reviewed `method_override` reason.
-    MethodOverride,
-}
-
-impl FindingKind {
-    /// The finding's name, as the report prints it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FindingKind::MethodOverride => "method_override",
-        }
-    }
-}
-
-impl fmt::Display for FindingKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+sallyport_vocab::string_enum! {
+    /// What a finding is about.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum FindingKind {
+        /// An `observe` action on a method meant to change state, compiled with its author's
+        /// reviewed `method_override` reason.
+        MethodOverride => "method_override",
     }
 }
 
@@ -398,5 +352,25 @@ mod tests {
             journal_intact: None,
         };
         assert!(!report.passed());
+    }
+}
+
+#[cfg(test)]
+mod string_enum_tests {
+    use super::{Check, FindingKind};
+
+    sallyport_vocab::__string_enum_tests! {
+        check: Check = [
+            "arguments",
+            "unknown_field_refused",
+            "out_of_scope_refused",
+            "consent_denied_sends_nothing",
+            "timeout_after_commit_is_unknown",
+            "sensitive_data_never_leaves",
+            "revoked_credential_stops",
+            "dropped_call_is_recorded",
+            "consent_after_static_checks_before_send",
+        ];
+        finding_kind: FindingKind = ["method_override"];
     }
 }

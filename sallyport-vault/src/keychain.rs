@@ -32,34 +32,23 @@ use sallyport_kernel::vault::{
 const INDEX_USER: &str = "_index";
 const INDEX_FORMAT: u32 = 1;
 
-/// Which OS keychain to use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum KeychainBackend {
-    /// The platform's usual keychain: on Linux the Secret Service when a session bus offers
-    /// one, else the kernel keyutils session keyring; the Keychain on macOS; the Credential
-    /// Manager on Windows.
-    Auto,
-    /// Linux kernel keyutils (session keyring; entries vanish at reboot). Works headless.
-    KeyUtils,
-    /// The freedesktop Secret Service over D-Bus (GNOME Keyring, KWallet, KeePassXC).
-    SecretService,
-    /// The macOS Keychain.
-    MacOs,
-    /// The Windows Credential Manager.
-    Windows,
-}
-
-impl KeychainBackend {
-    /// The name used in messages and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::KeyUtils => "keyutils",
-            Self::SecretService => "secret-service",
-            Self::MacOs => "macos",
-            Self::Windows => "windows",
-        }
+sallyport_vocab::string_enum! {
+    /// Which OS keychain to use; its name is the one messages and the command line use.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum KeychainBackend {
+        /// The platform's usual keychain: on Linux the Secret Service when a session bus offers
+        /// one, else the kernel keyutils session keyring; the Keychain on macOS; the Credential
+        /// Manager on Windows.
+        Auto => "auto",
+        /// Linux kernel keyutils (session keyring; entries vanish at reboot). Works headless.
+        KeyUtils => "keyutils",
+        /// The freedesktop Secret Service over D-Bus (GNOME Keyring, KWallet, KeePassXC).
+        SecretService => "secret-service",
+        /// The macOS Keychain.
+        MacOs => "macos",
+        /// The Windows Credential Manager.
+        Windows => "windows",
     }
 }
 
@@ -585,4 +574,14 @@ fn connect(
         "no keychain backend is built for this platform",
         None,
     ))
+}
+
+#[cfg(test)]
+mod string_enum_tests {
+    use super::KeychainBackend;
+
+    sallyport_vocab::__string_enum_tests! {
+        keychain_backend: KeychainBackend =
+            ["auto", "keyutils", "secret-service", "macos", "windows"];
+    }
 }
