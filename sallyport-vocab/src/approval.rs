@@ -400,9 +400,10 @@ impl Approval {
     /// Whether `decider`'s approval is already counted.
     pub fn has_counted(&self, decider: &Decider) -> bool {
         self.approvals.iter().any(|a| a.decider.by == decider.by)
-            || self.decision.as_ref().is_some_and(|d| {
-                d.verdict == Verdict::Approve && d.decider.by == decider.by
-            })
+            || self
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.verdict == Verdict::Approve && d.decider.by == decider.by)
     }
 
     /// How many distinct approvers have approved so far.
@@ -943,7 +944,10 @@ mod tests {
         assert!(!lapsed.decide(&by(Verdict::Approve, "bob", 2_000)));
         assert!(lapsed.expire(2_000));
         assert_eq!(lapsed.state, ApprovalState::Expired);
-        assert_eq!(lapsed.decision, None, "an expired approval carries no denial");
+        assert_eq!(
+            lapsed.decision, None,
+            "an expired approval carries no denial"
+        );
     }
 
     #[test]
