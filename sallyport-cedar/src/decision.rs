@@ -244,3 +244,110 @@ impl DecisionPolicy for CedarDecisionPolicy {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sallyport_core::approval::{Approval, ApprovalId, Decider, Verdict};
+    use serde_json::json;
+
+    use super::*;
+
+    /// An awaiting approval of `action` (`effect`), requested by `rita`, naming one project.
+    fn approval(action: &str, effect: &str) -> Approval {
+        serde_json::from_value(json!({
+            "approval_id": ApprovalId::generate(),
+            "attempt_id": "att_0193aa",
+            "action": action,
+            "summary": "A change.",
+            "effect": effect,
+            "externality": "external",
+            "rule": "per_call",
+            "session": sallyport_core::Session::new("s1").requested_by("rita"),
+            "objects": [{"kind": "project", "value": "web"}],
+            "request": "POST http://127.0.0.1:9/x",
+            "fingerprint": "f".repeat(64),
+            "definition_hash": "d".repeat(64),
+            "definition_status": "no definition guard configured",
+            "arguments": {},
+            "created_at_ms": 1_000,
+            "expires_at_ms": 2_000,
+            "state": "awaiting",
+        }))
+        .expect("an approval")
+    }
+
+    const POLICY: &str = r#"
+        @id("ops-decide-deploys")
+        permit (principal, action == Action::"decide", resource)
+        when { principal.groups.contains("ops") && resource.action == "deploy"
+               && resource.objects.contains("project:web") };
+        @id("leads-only-for-destructive")
+        @reason("only a lead decides destructive changes")
+        forbid (principal, action == Action::"decide", resource)
+        when { resource.effect == "irreversible_or_broad" && !principal.groups.contains("lead") };
+        @id("anyone-may-deny-reads")
+        permit (principal, action == Action::"decide", resource)
+        when { context.verdict == "deny" && resource.effect == "observe" };
+    "#;
+
+    fn authorize(policy: &CedarDecisionPolicy, a: &Approval, d: &Decider, v: Verdict) -> Authority {
+        policy.authorize(&DecisionRequest::new(a, d, v))
+    }
+
+    #[test]
+    fn groups_action_objects_and_effect_decide_who_may_decide() {
+        let policy = CedarDecisionPolicy::from_text("decide.cedar", POLICY).expect("loads");
+        let deploy = approval("deploy", "external_commitment");
+        let ops = Decider::new("u1", "cli").with_groups(["ops"]);
+        let sales = Decider::new("u2", "webhook").with_groups(["sales"]);
+        assert_eq!(
+            authorize(&policy, &deploy, &ops, Verdict::Approve),
+            Authority::Allow
+        );
+        assert_eq!(
+            authorize(&policy, &deploy, &sales, Verdict::Approve),
+            Authority::Refuse {
+                reason: "no decision policy in decide.cedar permits `u2` to approve approvals of `deploy`"
+                    .to_owned()
+            }
+        );
+        let destroy = approval("deploy", "irreversible_or_broad");
+        assert_eq!(
+            authorize(&policy, &destroy, &ops, Verdict::Approve),
+            Authority::Refuse {
+                reason: "only a lead decides destructive changes".to_owned()
+            }
+        );
+        let lead = Decider::new("u3", "console").with_groups(["ops", "lead"]);
+        assert_eq!(
+            authorize(&policy, &destroy, &lead, Verdict::Approve),
+            Authority::Allow
+        );
+        // The verdict is in the context.
+        let read = approval("list", "observe");
+        assert_eq!(
+            authorize(&policy, &read, &sales, Verdict::Deny),
+            Authority::Allow
+        );
+        assert!(matches!(
+            authorize(&policy, &read, &sales, Verdict::Approve),
+            Authority::Refuse { .. }
+        ));
+    }
+
+    #[test]
+    fn a_policy_naming_what_the_schema_lacks_is_refused_at_load() {
+        let unknown = r#"permit (principal, action == Action::"decide", resource) when { principal.team == "x" };"#;
+        let error = CedarDecisionPolicy::from_text("bad.cedar", unknown).expect_err("refused");
+        assert!(matches!(error, CedarError::Validation { .. }), "{error}");
+        let parse = CedarDecisionPolicy::from_text("bad.cedar", "permit (").expect_err("refused");
+        assert!(matches!(parse, CedarError::Parse { .. }), "{parse}");
+        assert!(
+            format!(
+                "{:?}",
+                CedarDecisionPolicy::from_text("ok", POLICY).expect("ok")
+            )
+            .contains("policies: 3")
+        );
+    }
+}
