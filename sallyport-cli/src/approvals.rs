@@ -334,6 +334,27 @@ fn recorded(a: &Approval, with_executor: bool) -> String {
     }
 }
 
+/// An approver on one line: subject, name, groups, front end, key id, whether signed (all
+/// escaped).
+fn approver_text(d: &Decider) -> String {
+    let mut text = escape(&d.by).into_owned();
+    if let Some(name) = &d.name {
+        let _ = write!(text, " ({})", escape(name));
+    }
+    let _ = write!(text, " via {}", escape(&d.channel));
+    if !d.groups.is_empty() {
+        let groups: Vec<String> = d.groups.iter().map(|g| escape(g).into_owned()).collect();
+        let _ = write!(text, ", groups {}", groups.join(", "));
+    }
+    if let Some(key) = &d.key_id {
+        let _ = write!(text, ", key {}", escape(key));
+    }
+    if d.signature.is_some() {
+        text.push_str(", signed (see `approvals verify`)");
+    }
+    text
+}
+
 /// What stands for an approval someone else decided: `approved by bob via webhook at …`.
 fn standing(a: &Approval) -> String {
     let mut text = match &a.decision {
@@ -572,6 +593,33 @@ fn card(a: &Approval, now_ms: u64) -> String {
             line("decision", &text);
         }
         None => line("decision", "none yet"),
+    }
+    if a.required_approvals > 1 {
+        let who: Vec<String> = a
+            .approvals
+            .iter()
+            .map(|d| approver_text(&d.decider))
+            .collect();
+        let listed = if who.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", who.join("; "))
+        };
+        line(
+            "approvals",
+            &format!(
+                "{} of {} distinct approvers{listed}",
+                a.approval_count(),
+                a.required_approvals
+            ),
+        );
+    } else if let Some(d) = &a.decision
+        && (d.decider.name.is_some()
+            || !d.decider.groups.is_empty()
+            || d.decider.key_id.is_some()
+            || d.decider.signature.is_some())
+    {
+        line("approver", &approver_text(&d.decider));
     }
     if let Some(claim) = &a.claim
         && matches!(a.state, ApprovalState::Approved | ApprovalState::Executing)
