@@ -439,13 +439,15 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Approve a parked call (exit 9 when it was already decided, 10 when it expired). The
-    /// plain `sallyport` binary only records the decision: the application that parked the
-    /// call sends it when it resumes approved calls. An application's own command line
-    /// (`sallyport_cli::run_with_executor`) also sends it at once.
+    /// Approve a parked call (exit 9 when it was already decided or this approver was already
+    /// counted, 10 when it expired, 14 when refused). With a quorum, each distinct approver
+    /// counts once and the last one needed approves it. The plain `sallyport` binary only
+    /// records the decision: the application that parked the call sends it when it resumes
+    /// approved calls. An application's own command line (`sallyport_cli::run_with_executor`)
+    /// also sends it at once.
     Approve(DecideArgs),
     /// Deny a parked call; the agent is told the reason (exit 9 when it was already decided,
-    /// 10 when it expired). Nothing is sent.
+    /// 10 when it expired, 14 when refused). Nothing is sent.
     Deny(DenyArgs),
     /// Carry out approved calls not yet sent. Needs the application's actions: works in an
     /// application's own command line (`sallyport_cli::run_with_executor`); the plain
