@@ -75,6 +75,7 @@
 //! # Ok(()) }
 //! ```
 
+mod decision;
 mod error;
 mod schema;
 
@@ -95,6 +96,7 @@ use sallyport_core::Catalog;
 use sallyport_core::policy::{Policy, PolicyDecision, PolicyRequest, PolicyVerdict};
 use serde_json::{Value, json};
 
+pub use crate::decision::{CedarDecisionPolicy, DECISION_SCHEMA};
 pub use crate::error::CedarError;
 pub use crate::schema::schema_json;
 

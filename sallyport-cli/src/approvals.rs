@@ -12,13 +12,14 @@ use sallyport_core::EffectClass;
 use sallyport_core::Executor;
 use sallyport_core::action::Externality;
 use sallyport_core::approval::{
-    self, Approval, ApprovalFilter, ApprovalId, ApprovalState, Decided, Decider, Verdict,
+    self, Approval, ApprovalFilter, ApprovalId, ApprovalState, Decided, Decider, DecisionPolicy,
+    Verdict,
 };
 use sallyport_core::consent::escape;
 use sallyport_core::journal::{ApprovalStore, JournalError};
 use sallyport_core::outcome::ActionResult;
 
-use crate::args::{ApprovalsCommand, Cli, StateArg};
+use crate::args::{ApprovalsCommand, ApproverArgs, Cli, StateArg};
 use crate::exit::{Exit, Failure};
 
 /// The front end's name in every decision this command records.
@@ -72,31 +73,41 @@ pub(crate) fn run(
             Ok(())
         }
         ApprovalsCommand::Approve(args) => {
-            let decider = Decider::new(args.by.clone().unwrap_or_else(default_by), CHANNEL);
             let id = ApprovalId::from_stored(args.id.as_str());
             let decided = rt.block_on(decide(
                 journal,
                 executor,
                 &id,
                 Verdict::Approve,
-                &decider,
+                &args.approver,
                 args.reason.as_deref(),
             ))?;
             report(&decided, executor.is_some())
         }
         ApprovalsCommand::Deny(args) => {
-            let decider = Decider::new(args.by.clone().unwrap_or_else(default_by), CHANNEL);
             let id = ApprovalId::from_stored(args.id.as_str());
             let decided = rt.block_on(decide(
                 journal,
                 executor,
                 &id,
                 Verdict::Deny,
-                &decider,
+                &args.approver,
                 Some(&args.reason),
             ))?;
             report(&decided, executor.is_some())
         }
+        ApprovalsCommand::Verify { id, public_key } => {
+            let id = ApprovalId::from_stored(id.as_str());
+            let Some(found) = rt.block_on(journal.approval(&id))? else {
+                return Err(approval::ApprovalError::NotFound(id).into());
+            };
+            let expected = public_key
+                .as_deref()
+                .map(crate::signing::public_key)
+                .transpose()?;
+            crate::signing::verify(&found, expected.as_deref())
+        }
+        ApprovalsCommand::Keygen { file } => crate::signing::keygen(file),
         ApprovalsCommand::Resume { json } => {
             let Some(executor) = executor else {
                 return Err(Failure::new(Exit::Usage, RESUME_NEEDS_EXECUTOR));
@@ -117,20 +128,70 @@ pub(crate) fn run(
     }
 }
 
-/// Decides through the executor when there is one (which then also sends an approved call),
-/// else through the library's one path, which records the decision only.
+/// The approver these options name: the subject (`--by`, else the OS user), display name,
+/// groups, and the signature over `verdict` on `approval` when `--key` is given.
+fn approver(
+    args: &ApproverArgs,
+    approval: &Approval,
+    verdict: Verdict,
+) -> Result<Decider, Failure> {
+    let mut decider = Decider::new(args.by.clone().unwrap_or_else(default_by), CHANNEL)
+        .with_groups(args.groups.iter().cloned());
+    if let Some(name) = &args.name {
+        decider = decider.with_name(name.as_str());
+    }
+    if let Some(path) = &args.key {
+        let signature = crate::signing::sign(path, &decider, approval, verdict)?;
+        decider = decider.with_signature(signature);
+    }
+    Ok(decider)
+}
+
+/// Decides under the decision policy in effect (`--decision-policy`, else the executor's):
+/// through the executor when there is one (which then also sends an approved call), else
+/// through the library's one path, which records the decision only.
 async fn decide(
     journal: &dyn ApprovalStore,
     executor: Option<&Executor>,
     id: &ApprovalId,
     verdict: Verdict,
-    decider: &Decider,
+    args: &ApproverArgs,
     reason: Option<&str>,
-) -> Result<Decided, approval::ApprovalError> {
-    match executor {
-        Some(executor) => executor.decide(id, verdict, decider, reason).await,
-        None => approval::decide(journal, id, verdict, decider, reason).await,
-    }
+) -> Result<Decided, Failure> {
+    let Some(current) = journal.approval(id).await? else {
+        return Err(approval::ApprovalError::NotFound(id.clone()).into());
+    };
+    let decider = approver(args, &current, verdict)?;
+    let file_policy = match &args.decision_policy {
+        Some(path) => Some(
+            sallyport_cedar::CedarDecisionPolicy::from_file(path)
+                .map_err(|e| Failure::new(Exit::Usage, crate::exit::chain(&e)))?,
+        ),
+        None => None,
+    };
+    let decided = match (executor, &file_policy) {
+        (Some(executor), None) => executor.decide(id, verdict, &decider, reason).await?,
+        (executor, _) => {
+            let policy: Option<&dyn DecisionPolicy> = match &file_policy {
+                Some(p) => Some(p),
+                None => None,
+            };
+            let decided =
+                approval::decide_under(journal, policy, id, verdict, &decider, reason).await?;
+            match executor {
+                Some(executor) if matches!(&decided, Decided::Recorded(a) if a.state == ApprovalState::Approved) =>
+                {
+                    let _ = executor.resume_approval(id).await;
+                    match journal.approval(id).await? {
+                        Some(now) => Decided::Recorded(now),
+                        None => decided,
+                    }
+                }
+                _ => decided,
+            }
+        }
+    };
+    Ok(decided)
 }
 
 /// `$USER` (`USERNAME` on Windows), else `cli`.
@@ -186,6 +247,26 @@ fn report(decided: &Decided, with_executor: bool) -> Result<(), Failure> {
                 standing(a)
             ),
         )),
+        Decided::AlreadyCounted(a) => Err(Failure::new(
+            Exit::AlreadyDecided,
+            format!(
+                "approval {}: your approval was already counted ({} of {}); the same approver \
+                 counts once, nothing changed",
+                escape(a.approval_id.as_str()),
+                a.approval_count(),
+                a.required_approvals
+            ),
+        )),
+        Decided::Refused {
+            approval, reason, ..
+        } => Err(Failure::new(
+            Exit::Refused,
+            format!(
+                "approval {}: refused: {}",
+                escape(approval.approval_id.as_str()),
+                escape(reason)
+            ),
+        )),
         _ => Err(Failure::new(
             Exit::Failure,
             "the journal answered the decision in a way this build does not know",
@@ -224,6 +305,22 @@ fn recorded(a: &Approval, with_executor: bool) -> String {
         ApprovalState::Executing => {
             format!("approved {id}: recorded{by}; being sent (see `approvals show {id}`)")
         }
+        ApprovalState::Awaiting => {
+            let last = a.approvals.last().map_or_else(String::new, |d| {
+                format!(
+                    " by {} via {}",
+                    escape(&d.decider.by),
+                    escape(&d.decider.channel)
+                )
+            });
+            let count = a.approval_count();
+            format!(
+                "approved {id}: counted{last}, {count} of {} approvals; waiting for {} more \
+                 distinct approver(s) before anything is sent",
+                a.required_approvals,
+                a.required_approvals.saturating_sub(count)
+            )
+        }
         _ if with_executor => format!(
             "approved {id}: recorded{by}; not sent here (another executor holds the call, or \
              this application does not carry it out); it is sent when an application holding \
@@ -235,6 +332,27 @@ fn recorded(a: &Approval, with_executor: bool) -> String {
              `approvals resume`)"
         ),
     }
+}
+
+/// An approver on one line: subject, name, groups, front end, key id, whether signed (all
+/// escaped).
+fn approver_text(d: &Decider) -> String {
+    let mut text = escape(&d.by).into_owned();
+    if let Some(name) = &d.name {
+        let _ = write!(text, " ({})", escape(name));
+    }
+    let _ = write!(text, " via {}", escape(&d.channel));
+    if !d.groups.is_empty() {
+        let groups: Vec<String> = d.groups.iter().map(|g| escape(g).into_owned()).collect();
+        let _ = write!(text, ", groups {}", groups.join(", "));
+    }
+    if let Some(key) = &d.key_id {
+        let _ = write!(text, ", key {}", escape(key));
+    }
+    if d.signature.is_some() {
+        text.push_str(", signed (see `approvals verify`)");
+    }
+    text
 }
 
 /// What stands for an approval someone else decided: `approved by bob via webhook at …`.
@@ -292,6 +410,9 @@ fn result_line(r: &ActionResult) -> String {
 fn countdown(a: &Approval, now_ms: u64) -> String {
     match a.state {
         ApprovalState::Awaiting if a.is_expired_at(now_ms) => "expired".to_owned(),
+        ApprovalState::Awaiting if a.expires_at_ms == approval::NEVER_EXPIRES => {
+            "never expires".to_owned()
+        }
         ApprovalState::Awaiting => format!("expires in {}", span(a.expires_at_ms - now_ms)),
         ApprovalState::Expired => "expired".to_owned(),
         _ => "-".to_owned(),
@@ -472,6 +593,33 @@ fn card(a: &Approval, now_ms: u64) -> String {
             line("decision", &text);
         }
         None => line("decision", "none yet"),
+    }
+    if a.required_approvals > 1 {
+        let who: Vec<String> = a
+            .approvals
+            .iter()
+            .map(|d| approver_text(&d.decider))
+            .collect();
+        let listed = if who.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", who.join("; "))
+        };
+        line(
+            "approvals",
+            &format!(
+                "{} of {} distinct approvers{listed}",
+                a.approval_count(),
+                a.required_approvals
+            ),
+        );
+    } else if let Some(d) = &a.decision
+        && (d.decider.name.is_some()
+            || !d.decider.groups.is_empty()
+            || d.decider.key_id.is_some()
+            || d.decider.signature.is_some())
+    {
+        line("approver", &approver_text(&d.decider));
     }
     if let Some(claim) = &a.claim
         && matches!(a.state, ApprovalState::Approved | ApprovalState::Executing)

@@ -439,13 +439,15 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Approve a parked call (exit 9 when it was already decided, 10 when it expired). The
-    /// plain `sallyport` binary only records the decision: the application that parked the
-    /// call sends it when it resumes approved calls. An application's own command line
-    /// (`sallyport_cli::run_with_executor`) also sends it at once.
+    /// Approve a parked call (exit 9 when it was already decided or this approver was already
+    /// counted, 10 when it expired, 14 when refused). With a quorum, each distinct approver
+    /// counts once and the last one needed approves it. The plain `sallyport` binary only
+    /// records the decision: the application that parked the call sends it when it resumes
+    /// approved calls. An application's own command line (`sallyport_cli::run_with_executor`)
+    /// also sends it at once.
     Approve(DecideArgs),
     /// Deny a parked call; the agent is told the reason (exit 9 when it was already decided,
-    /// 10 when it expired). Nothing is sent.
+    /// 10 when it expired, 14 when refused). Nothing is sent.
     Deny(DenyArgs),
     /// Carry out approved calls not yet sent. Needs the application's actions: works in an
     /// application's own command line (`sallyport_cli::run_with_executor`); the plain
@@ -456,6 +458,48 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Verify the approvers' Ed25519 signatures on an approval's decisions (exit 13 when one
+    /// does not verify, or when `--public-key` is given and a decision is unsigned or signed
+    /// by another key).
+    Verify {
+        /// The approval id (`apr_…`).
+        id: String,
+        /// Only accept signatures by this public key (64 hex characters, or a file holding
+        /// them).
+        #[arg(long, value_name = "HEX_OR_FILE")]
+        public_key: Option<String>,
+    },
+    /// Make an approver's Ed25519 key: writes the secret key (64 hex characters, mode 0600)
+    /// to FILE, which must not exist, and prints the public key.
+    Keygen {
+        /// Where the secret key is written.
+        file: std::path::PathBuf,
+    },
+}
+
+/// Who decides, and how they prove it (options shared by `approve` and `deny`).
+#[derive(Debug, Args)]
+#[non_exhaustive]
+pub struct ApproverArgs {
+    /// Who decides, as the audit record names them [default: $USER (USERNAME on Windows), else `cli`].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// The approver's display name, recorded beside the subject.
+    #[arg(long, value_name = "TEXT")]
+    pub name: Option<String>,
+    /// A group the approver belongs to, for the decision policy (repeatable). Asserted by
+    /// whoever runs the command: on a shared machine give the policy file only to accounts
+    /// you trust.
+    #[arg(long = "group", value_name = "GROUP")]
+    pub groups: Vec<String>,
+    /// Sign the decision with the approver's Ed25519 secret key in FILE (64 hex characters,
+    /// as `approvals keygen` writes); `approvals verify` checks it later.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<std::path::PathBuf>,
+    /// A Cedar decision policy: who may decide which approvals. An approver it does not
+    /// permit is refused (exit 14), the refusal is audited and nothing changes.
+    #[arg(long, value_name = "FILE", env = "SALLYPORT_DECISION_POLICY")]
+    pub decision_policy: Option<std::path::PathBuf>,
 }
 
 /// `approvals list` options.
@@ -494,9 +538,9 @@ pub enum StateArg {
 pub struct DecideArgs {
     /// The approval id (`apr_…`).
     pub id: String,
-    /// Who decides, as the audit record names them [default: $USER (USERNAME on Windows), else `cli`].
-    #[arg(long, value_name = "NAME")]
-    pub by: Option<String>,
+    /// Who decides, and how they prove it.
+    #[command(flatten)]
+    pub approver: ApproverArgs,
     /// Why (kept in the audit record).
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
@@ -511,9 +555,9 @@ pub struct DenyArgs {
     /// Why; the agent is told (kept in the audit record).
     #[arg(long, value_name = "TEXT")]
     pub reason: String,
-    /// Who decides, as the audit record names them [default: $USER (USERNAME on Windows), else `cli`].
-    #[arg(long, value_name = "NAME")]
-    pub by: Option<String>,
+    /// Who decides, and how they prove it.
+    #[command(flatten)]
+    pub approver: ApproverArgs,
 }
 
 #[cfg(test)]

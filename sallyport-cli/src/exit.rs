@@ -40,6 +40,13 @@ pub enum Exit {
     /// 12 — `scaffold`: none of the operations could be generated (each was listed with the
     /// reason).
     NothingGenerated = 12,
+    /// 13 — `approvals verify`: a decision's signature does not verify (or is missing, or
+    /// by another key than `--public-key`).
+    SignatureInvalid = 13,
+    /// 14 — `approvals approve` / `deny`: the decision was refused (the approver requested
+    /// the call, has no authority under the decision policy, or signed wrongly); the refusal
+    /// is audited and nothing changed.
+    Refused = 14,
 }
 
 impl From<Exit> for ExitCode {
@@ -65,7 +72,7 @@ impl Failure {
 }
 
 /// The error and its sources, on one line.
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

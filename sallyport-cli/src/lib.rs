@@ -88,6 +88,7 @@ mod exit;
 mod prompt;
 mod reconcile;
 mod scaffold;
+mod signing;
 mod vault;
 
 use std::ffi::OsString;

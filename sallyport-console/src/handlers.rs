@@ -391,6 +391,16 @@ pub(crate) async fn decide(
         Backend::Journal(j) => approval::decide(j.as_ref(), &id, verdict, &decider, reason).await,
     };
     let done = match decided {
+        Ok(Decided::Refused { reason, .. }) => {
+            // Self-approval, no authority, a bad signature: audited, nothing changed.
+            return status_page(
+                &shared,
+                Some(&info),
+                StatusCode::FORBIDDEN,
+                "Decision refused",
+                &reason,
+            );
+        }
         Ok(Decided::Recorded(_)) => "recorded",
         Ok(Decided::Expired(_)) => "expired",
         Ok(_) => "already",

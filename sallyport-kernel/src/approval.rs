@@ -38,10 +38,14 @@
 //! # Ok(()) }
 //! ```
 
+mod authority;
 pub(crate) mod check;
 
 use std::time::Duration;
 
+pub use self::authority::{
+    Authority, DecisionPolicy, DecisionRequest, SignatureCheck, check_signature,
+};
 pub use self::check::CheckApproval;
 pub(crate) use self::check::{ApprovalHost, ApprovalsChannel, status_outcome};
 use crate::code::{ConsentOutcome, RefusalCode};
@@ -50,7 +54,8 @@ use crate::journal::{ApprovalStore, AuditEvent, JournalError, Phase};
 use crate::outcome::{Origin, Status};
 pub use sallyport_vocab::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalNote, ApprovalState,
-    ApprovalStep, Claim, ConsentMode, Decider, Transition, Verdict,
+    ApprovalStep, Claim, ConsentMode, Decider, DecisionRefusal, DecisionSignature, NEVER_EXPIRES,
+    Transition, Verdict,
 };
 
 /// The name of the built-in read-only action every executor with deferred consent offers:
@@ -99,20 +104,36 @@ fn event(
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Decided {
-    /// This decision was recorded.
+    /// This decision was recorded. With a quorum, an approval that is not yet the last one
+    /// needed leaves the approval `awaiting`, with this approval counted.
     Recorded(Approval),
     /// Someone decided first (or it already expired, or ran): nothing changed; the approval
     /// as it stands.
     AlreadyDecided(Approval),
+    /// This approver's approval was already counted towards the quorum: nothing changed.
+    AlreadyCounted(Approval),
     /// The approval had expired undecided; the expiry is recorded now and nothing is sent.
     Expired(Approval),
+    /// The decision was refused (the refusal is audited) and nothing changed.
+    Refused {
+        /// The approval as it stands.
+        approval: Approval,
+        /// Why, as a code.
+        refusal: DecisionRefusal,
+        /// Why, for the approver.
+        reason: String,
+    },
 }
 
 impl Decided {
     /// The approval as it stands after the decision.
     pub fn approval(&self) -> &Approval {
         match self {
-            Self::Recorded(a) | Self::AlreadyDecided(a) | Self::Expired(a) => a,
+            Self::Recorded(a)
+            | Self::AlreadyDecided(a)
+            | Self::AlreadyCounted(a)
+            | Self::Expired(a)
+            | Self::Refused { approval: a, .. } => a,
         }
     }
 }
@@ -129,13 +150,12 @@ pub enum ApprovalError {
     Journal(#[from] JournalError),
 }
 
-/// Decides approval `id`: the one path every front end takes.
-///
-/// A compare-and-set: the decision is recorded only while the approval is awaiting and
-/// before its expiry, with its audit record in the same transaction. A later or racing
-/// delivery gets [`Decided::AlreadyDecided`] with what stands; an expired one records the
-/// expiry. Deciding sends nothing: an executor holding the action carries an approved call
-/// out ([`crate::Executor::decide`] does both).
+/// How often an approval of a quorum is tried again when another approval landed between
+/// reading the count and the compare-and-set.
+const COUNT_RETRIES: usize = 64;
+
+/// Decides approval `id`: the one path every front end takes, with no decision policy
+/// ([`decide_under`] with `None`).
 ///
 /// # Errors
 ///
@@ -147,38 +167,177 @@ pub async fn decide(
     decider: &Decider,
     reason: Option<&str>,
 ) -> Result<Decided, ApprovalError> {
-    let decision = ApprovalDecision::new(verdict, decider.clone(), reason);
-    let Some(current) = journal.approval(id).await? else {
-        return Err(ApprovalError::NotFound(id.clone()));
-    };
-    if current.state != ApprovalState::Awaiting {
-        return Ok(Decided::AlreadyDecided(current));
-    }
-    if current.is_expired_at(decision.at_ms) {
-        return match expire(journal, &current, decision.at_ms).await? {
-            Transition::Applied(a) => Ok(Decided::Expired(a)),
-            Transition::Unchanged(a) => Ok(Decided::AlreadyDecided(a)),
-            Transition::NotFound => Err(ApprovalError::NotFound(id.clone())),
+    decide_under(journal, None, id, verdict, decider, reason).await
+}
+
+/// Decides approval `id` under `policy`: the one path every front end takes.
+///
+/// A compare-and-set: the decision is recorded only while the approval is awaiting and
+/// before its expiry, with its audit record in the same transaction. A later or racing
+/// delivery gets [`Decided::AlreadyDecided`] with what stands; an expired one records the
+/// expiry. Before anything changes, a decision is refused ([`Decided::Refused`], audited as
+/// the step `refused`, nothing else changes) when its signature does not verify, when the
+/// approver is the session's requester approving its own call (separation of duties, with or
+/// without a policy), or when `policy` gives the approver no authority.
+///
+/// With a quorum ([`Approval::required_approvals`] above 1) each approval counts once per
+/// distinct approver ([`Decided::AlreadyCounted`] for a second one); the approval that
+/// completes the quorum moves it to `approved`, its record's step `approved`, the ones before
+/// it `counted`. The count is part of the compare-and-set, so racing approvers from any front
+/// ends neither double-count nor both complete it. Deciding sends nothing: an executor
+/// holding the action carries an approved call out ([`crate::Executor::decide`] does both).
+///
+/// # Errors
+///
+/// [`ApprovalError::NotFound`], or the journal's failure (nothing was decided).
+pub async fn decide_under(
+    journal: &dyn ApprovalStore,
+    policy: Option<&dyn DecisionPolicy>,
+    id: &ApprovalId,
+    verdict: Verdict,
+    decider: &Decider,
+    reason: Option<&str>,
+) -> Result<Decided, ApprovalError> {
+    let mut decision = ApprovalDecision::new(verdict, decider.clone(), reason);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let Some(current) = journal.approval(id).await? else {
+            return Err(ApprovalError::NotFound(id.clone()));
         };
+        if current.state != ApprovalState::Awaiting {
+            return Ok(Decided::AlreadyDecided(current));
+        }
+        decision.at_ms = crate::clock::now_ms();
+        if current.is_expired_at(decision.at_ms) {
+            return match expire(journal, &current, decision.at_ms).await? {
+                Transition::Applied(a) => Ok(Decided::Expired(a)),
+                Transition::Unchanged(a) => Ok(Decided::AlreadyDecided(a)),
+                Transition::NotFound => Err(ApprovalError::NotFound(id.clone())),
+            };
+        }
+        if let Some((refusal, why)) = refusal(&current, policy, decider, verdict) {
+            return refuse(journal, current, decider, refusal, why).await;
+        }
+        if verdict == Verdict::Approve && current.has_counted(decider) {
+            return Ok(Decided::AlreadyCounted(current));
+        }
+        let quorum = current.required_approvals > 1;
+        let before = current.approval_count();
+        let completes = verdict == Verdict::Approve && before + 1 >= current.required_approvals;
+        let step = match verdict {
+            Verdict::Approve if !completes => ApprovalStep::Counted,
+            _ => step_of(verdict),
+        };
+        let mut note = ApprovalNote::new(id.clone(), step).with_decider(decider);
+        if quorum {
+            decision.counted_before = Some(before);
+            note.approvals = Some(if verdict == Verdict::Approve {
+                before + 1
+            } else {
+                before
+            });
+            note.required = Some(current.required_approvals);
+        }
+        let (status, code, consent) = match verdict {
+            Verdict::Approve => (Status::Pending, None, ConsentOutcome::Approved),
+            Verdict::Deny => (
+                Status::Rejected,
+                Some(RefusalCode::ConsentDenied),
+                ConsentOutcome::Denied,
+            ),
+        };
+        let mut event = event(&current, Phase::Decided, status, code, consent, note);
+        event.reason = decision.reason.clone();
+        match journal.decide_approval(id, &decision, event).await? {
+            Transition::Applied(a) => return Ok(Decided::Recorded(a)),
+            Transition::NotFound => return Err(ApprovalError::NotFound(id.clone())),
+            Transition::Unchanged(a) => {
+                // Another approval of the quorum landed first: count again.
+                let recount = quorum
+                    && a.state == ApprovalState::Awaiting
+                    && !a.has_counted(decider)
+                    && tries < COUNT_RETRIES;
+                if !recount {
+                    return Ok(
+                        if a.state == ApprovalState::Awaiting && a.has_counted(decider) {
+                            Decided::AlreadyCounted(a)
+                        } else {
+                            Decided::AlreadyDecided(a)
+                        },
+                    );
+                }
+            }
+        }
     }
-    let mut note = ApprovalNote::new(id.clone(), step_of(verdict));
-    note.by = Some(decider.by.clone());
-    note.channel = Some(decider.channel.clone());
-    let (status, code, consent) = match verdict {
-        Verdict::Approve => (Status::Pending, None, ConsentOutcome::Approved),
-        Verdict::Deny => (
-            Status::Rejected,
-            Some(RefusalCode::ConsentDenied),
-            ConsentOutcome::Denied,
-        ),
-    };
-    let mut event = event(&current, Phase::Decided, status, code, consent, note);
-    event.reason = decision.reason.clone();
-    match journal.decide_approval(id, &decision, event).await? {
-        Transition::Applied(a) => Ok(Decided::Recorded(a)),
-        Transition::Unchanged(a) => Ok(Decided::AlreadyDecided(a)),
-        Transition::NotFound => Err(ApprovalError::NotFound(id.clone())),
+}
+
+/// Why `decider` may not give `verdict` on `current`, if it may not: a signature that does
+/// not verify, self-approval, or no authority under `policy`.
+fn refusal(
+    current: &Approval,
+    policy: Option<&dyn DecisionPolicy>,
+    decider: &Decider,
+    verdict: Verdict,
+) -> Option<(DecisionRefusal, String)> {
+    if check_signature(current, decider, verdict) == SignatureCheck::Invalid {
+        return Some((
+            DecisionRefusal::BadSignature,
+            "the decision's signature does not verify with the key it names; nothing was decided"
+                .to_owned(),
+        ));
     }
+    if let Some(refusal) = current.refusal(verdict, decider) {
+        return Some((
+            refusal,
+            format!(
+                "`{}` requested this call and cannot approve it (separation of duties); another \
+                 approver must decide; nothing was decided",
+                decider.by
+            ),
+        ));
+    }
+    match policy?.authorize(&DecisionRequest::new(current, decider, verdict)) {
+        Authority::Allow => None,
+        Authority::Refuse { reason } => Some((
+            DecisionRefusal::NoAuthority,
+            format!(
+                "`{}` has no authority to decide this approval under the decision policy ({}); \
+                 nothing was decided",
+                decider.by,
+                reason.chars().take(300).collect::<String>()
+            ),
+        )),
+    }
+}
+
+/// Audits a refused decision (the step `refused`; the call stays as it was) and answers it.
+async fn refuse(
+    journal: &dyn ApprovalStore,
+    current: Approval,
+    decider: &Decider,
+    refusal: DecisionRefusal,
+    reason: String,
+) -> Result<Decided, ApprovalError> {
+    let mut note =
+        ApprovalNote::new(current.approval_id.clone(), ApprovalStep::Refused).with_decider(decider);
+    note.refusal = Some(refusal);
+    // The call still waits: its consent stays deferred.
+    let mut event = event(
+        &current,
+        Phase::Decided,
+        Status::Pending,
+        None,
+        ConsentOutcome::Deferred,
+        note,
+    );
+    event.reason = Some(reason.clone());
+    journal.append(event).await?;
+    Ok(Decided::Refused {
+        approval: current,
+        refusal,
+        reason,
+    })
 }
 
 /// Records that `approval` expired undecided (a compare-and-set, audited).

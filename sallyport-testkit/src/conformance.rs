@@ -175,6 +175,7 @@ where
     claims_take_over_after_the_lease_and_fence_the_old_holder(factory().await).await;
     an_approval_refused_at_recheck_settles_without_an_intent(factory().await).await;
     concurrent_decisions_apply_exactly_once(factory().await).await;
+    concurrent_quorum_approvals_count_each_approver_once(factory().await).await;
     settling_an_unresolved_attempt_appends_once_and_only_while_open(factory().await).await;
     concurrent_settles_of_one_attempt_append_exactly_once(factory().await).await;
     a_last_record_dropped_after_its_first_poll_is_written(factory().await).await;
@@ -920,6 +921,89 @@ pub async fn concurrent_decisions_apply_exactly_once(journal: Arc<dyn ApprovalSt
         .filter(|r| r.event.phase == Phase::Decided)
         .count();
     assert_eq!(decisions, 1);
+}
+
+/// A 2-of-N quorum decided through [`approval::decide`] by three distinct approvers, each
+/// delivering four times at once: exactly two distinct approvals are counted (one record
+/// `counted`, one `approved` saying 2 of 2), the approval is `approved` once, every other
+/// delivery changes nothing, and the chain holds exactly those two decision records.
+pub async fn concurrent_quorum_approvals_count_each_approver_once(journal: Arc<dyn ApprovalStore>) {
+    const APPROVERS: [&str; 3] = ["alice", "bob", "carol"];
+    const DELIVERIES: usize = 4;
+    let now = sallyport_core::clock::now_ms();
+    let mut parked = sample_approval("ses_quorum", &"8".repeat(64), now, now + HOUR_MS);
+    parked.required_approvals = 2;
+    park(journal.as_ref(), &parked).await;
+    let before = intact_count(journal.as_ref()).await;
+    let start = Arc::new(tokio::sync::Barrier::new(APPROVERS.len() * DELIVERIES));
+    let tasks: Vec<_> = (0..APPROVERS.len() * DELIVERIES)
+        .map(|i| {
+            let (journal, id, start) = (journal.clone(), parked.approval_id.clone(), start.clone());
+            let who = APPROVERS[i % APPROVERS.len()];
+            tokio::spawn(async move {
+                start.wait().await;
+                let decider = Decider::new(who, if i % 2 == 0 { "cli" } else { "webhook" });
+                approval::decide(journal.as_ref(), &id, Verdict::Approve, &decider, None)
+                    .await
+                    .expect("decide")
+            })
+        })
+        .collect();
+    let mut recorded = Vec::new();
+    for task in tasks {
+        if let approval::Decided::Recorded(a) = task.await.expect("task") {
+            recorded.push(a);
+        }
+    }
+    assert_eq!(
+        recorded.len(),
+        2,
+        "two distinct approvals land: {recorded:#?}"
+    );
+    let now_stored = stored(journal.as_ref(), &parked.approval_id).await;
+    assert_eq!(now_stored.state, ApprovalState::Approved);
+    let counted: Vec<&str> = now_stored
+        .approvals
+        .iter()
+        .map(|a| a.decider.by.as_str())
+        .collect();
+    assert_eq!(counted.len(), 2, "{counted:?}");
+    assert_ne!(counted[0], counted[1], "distinct approvers");
+    assert_eq!(
+        now_stored.decision.as_ref().map(|d| d.decider.by.as_str()),
+        Some(counted[1]),
+        "the approval that completed the quorum is the decision"
+    );
+    assert_eq!(intact_count(journal.as_ref()).await, before + 2);
+    let notes: Vec<ApprovalNote> = journal
+        .records()
+        .await
+        .expect("records")
+        .into_iter()
+        .filter(|r| r.event.phase == Phase::Decided)
+        .filter_map(|r| r.event.approval)
+        .collect();
+    let steps: Vec<(ApprovalStep, Option<u32>, Option<u32>, Option<String>)> = notes
+        .into_iter()
+        .map(|n| (n.step, n.approvals, n.required, n.by))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (
+                ApprovalStep::Counted,
+                Some(1),
+                Some(2),
+                Some(counted[0].to_owned())
+            ),
+            (
+                ApprovalStep::Approved,
+                Some(2),
+                Some(2),
+                Some(counted[1].to_owned())
+            ),
+        ]
+    );
 }
 
 /// A reconciler's record for `intent`'s attempt: finished, with `status`.

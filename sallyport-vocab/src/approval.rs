@@ -16,6 +16,12 @@ use crate::{MAX_REASON, string_enum};
 /// Longest decider name and channel name kept.
 const MAX_NAME: usize = 128;
 
+/// Most groups kept of one approver.
+const MAX_GROUPS: usize = 64;
+
+/// The expiry of an approval that never expires (Unix milliseconds).
+pub const NEVER_EXPIRES: u64 = u64::MAX;
+
 string_enum! {
     /// How the executor asks for consent.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -71,13 +77,32 @@ string_enum! {
     }
 }
 
-/// Who decides, and through which front end (`cli`, `webhook`, `console`, `terminal`, …).
+/// The approver: who decides, and through which front end (`cli`, `webhook`, `console`,
+/// `terminal`, …).
+///
+/// [`Decider::by`] is the approver's subject (an OS user, an OpenID subject, the name a signed
+/// webhook's caller gives); approvals of a quorum count once per subject. The optional parts
+/// (display name, groups, key id, signature) are recorded only when a front end knows them, so
+/// a decision that names none serializes as it always did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Decider {
-    /// The person or system that decided.
+    /// The person or system that decided (the approver's subject).
     pub by: String,
     /// The front end it came through.
     pub channel: String,
+    /// The approver's display name, when the front end knows one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The approver's groups (a decision policy reads them), when the front end knows them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// The id of the key that authenticated the decision (a signed webhook's credential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// The approver's own signature over the decision ([`Decider::statement`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<DecisionSignature>,
 }
 
 impl Decider {
@@ -86,7 +111,105 @@ impl Decider {
         Self {
             by: clean(&by.into(), MAX_NAME),
             channel: clean(&channel.into(), MAX_NAME),
+            name: None,
+            groups: Vec::new(),
+            key_id: None,
+            signature: None,
         }
+    }
+
+    /// With the approver's display name (cut and cleaned as the subject is; an empty one is
+    /// dropped).
+    #[must_use]
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(clean(&name.into(), MAX_NAME)).filter(|n| !n.is_empty());
+        self
+    }
+
+    /// With the approver's groups (each cut and cleaned, empty ones dropped, at most 64,
+    /// sorted and without repeats).
+    #[must_use]
+    pub fn with_groups<I, S>(mut self, groups: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut groups: Vec<String> = groups
+            .into_iter()
+            .map(|g| clean(&g.into(), MAX_NAME))
+            .filter(|g| !g.is_empty())
+            .take(MAX_GROUPS)
+            .collect();
+        groups.sort();
+        groups.dedup();
+        self.groups = groups;
+        self
+    }
+
+    /// With the id of the key that authenticated the decision.
+    #[must_use]
+    pub fn with_key_id(mut self, key_id: impl Into<String>) -> Self {
+        self.key_id = Some(clean(&key_id.into(), MAX_NAME)).filter(|k| !k.is_empty());
+        self
+    }
+
+    /// With the approver's signature over [`Decider::statement`].
+    #[must_use]
+    pub fn with_signature(mut self, signature: DecisionSignature) -> Self {
+        self.signature = Some(signature);
+        self
+    }
+
+    /// The bytes an approver signs to decide `verdict` on `approval`: a versioned line naming
+    /// the approval, the exact request's fingerprint, the definition hash, the verdict, this
+    /// approver's subject and front end. A signature over it proves who decided what on which
+    /// request, and cannot be moved to another approval or request.
+    pub fn statement(&self, approval: &Approval, verdict: Verdict) -> Vec<u8> {
+        format!(
+            "sallyport-decision-v1\n{}\n{}\n{}\n{}\n{}\n{}",
+            approval.approval_id.as_str(),
+            approval.fingerprint,
+            approval.definition_hash,
+            verdict.as_str(),
+            self.by,
+            self.channel,
+        )
+        .into_bytes()
+    }
+}
+
+/// An approver's Ed25519 signature over a decision ([`Decider::statement`]), with the public
+/// key that verifies it; both lower-case hex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct DecisionSignature {
+    /// The Ed25519 public key, 32 bytes as hex.
+    pub public_key: String,
+    /// The signature, 64 bytes as hex.
+    pub signature: String,
+}
+
+impl DecisionSignature {
+    /// A signature by `public_key` (both hex; kept as given, checked when verified).
+    pub fn new(public_key: impl Into<String>, signature: impl Into<String>) -> Self {
+        Self {
+            public_key: clean(&public_key.into(), 64),
+            signature: clean(&signature.into(), 128),
+        }
+    }
+}
+
+string_enum! {
+    /// Why a decision was refused without changing anything.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum DecisionRefusal {
+        /// The decision policy gives this approver no authority over this approval.
+        NoAuthority => "no_authority",
+        /// The decision's signature does not verify.
+        BadSignature => "bad_signature",
+        /// The approver is the principal that requested the call (separation of duties).
+        SelfApproval => "self_approval",
     }
 }
 
@@ -103,6 +226,12 @@ pub struct ApprovalDecision {
     pub reason: Option<String>,
     /// When, in Unix milliseconds.
     pub at_ms: u64,
+    /// The compare-and-set's expectation: how many approvals the decider saw counted. An
+    /// approval is applied only if the stored approval still counts that many, so two
+    /// approvers racing for the last place of a quorum cannot both be told they completed
+    /// it. Never stored (a decision in the journal has no expectation).
+    #[serde(skip)]
+    pub counted_before: Option<u32>,
 }
 
 impl ApprovalDecision {
@@ -116,6 +245,7 @@ impl ApprovalDecision {
                 .map(|r| clean(r, MAX_REASON))
                 .filter(|r| !r.is_empty()),
             at_ms: now_ms(),
+            counted_before: None,
         }
     }
 }
@@ -181,11 +311,20 @@ pub struct Approval {
     pub arguments: Value,
     /// When the call was parked (Unix milliseconds).
     pub created_at_ms: u64,
-    /// When an undecided approval expires (Unix milliseconds).
+    /// When an undecided approval expires (Unix milliseconds; [`NEVER_EXPIRES`] for never).
     pub expires_at_ms: u64,
+    /// How many distinct approvers must approve before the call is sent (1 unless the host
+    /// asked for a quorum; then absent from the JSON, as before quorums existed).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub required_approvals: u32,
+    /// The approvals counted so far towards a quorum (only when more than one is required),
+    /// one per distinct approver, in the order they landed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalDecision>,
     /// Where it stands.
     pub state: ApprovalState,
-    /// The decision, once made.
+    /// The decision, once made (with a quorum: the approval that completed it, or the
+    /// denial that ended it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<ApprovalDecision>,
     /// The executor driving an approved call, if one claimed it.
@@ -206,18 +345,78 @@ impl Approval {
     }
 
     /// Applies a human's `decision` if the rules allow it: only an `awaiting` approval whose
-    /// expiry has not passed at the decision's time is decided. Returns whether it changed.
-    /// The one statement of the rule: every backend applies it to the row it loaded.
+    /// expiry has not passed at the decision's time is decided; the principal that requested
+    /// the call never approves it ([`Approval::refusal`]); a denial ends it; an approval
+    /// counts once per distinct approver ([`Decider::by`]) and the approval becomes
+    /// `approved` when the [`Approval::required_approvals`]-th lands. Returns whether it
+    /// changed. The one statement of the rule: every backend applies it to the row it loaded.
     pub fn decide(&mut self, decision: &ApprovalDecision) -> bool {
-        if self.state != ApprovalState::Awaiting || self.is_expired_at(decision.at_ms) {
+        if self.state != ApprovalState::Awaiting
+            || self.is_expired_at(decision.at_ms)
+            || self.refusal(decision.verdict, &decision.decider).is_some()
+        {
             return false;
         }
-        self.state = match decision.verdict {
-            Verdict::Approve => ApprovalState::Approved,
-            Verdict::Deny => ApprovalState::Denied,
+        // What is kept: the decision without its compare-and-set expectation.
+        let kept = ApprovalDecision {
+            counted_before: None,
+            ..decision.clone()
         };
-        self.decision = Some(decision.clone());
+        match decision.verdict {
+            Verdict::Deny => {
+                self.state = ApprovalState::Denied;
+                self.decision = Some(kept);
+            }
+            Verdict::Approve => {
+                let stale = decision
+                    .counted_before
+                    .is_some_and(|seen| seen != self.approval_count());
+                if stale || self.has_counted(&decision.decider) {
+                    return false;
+                }
+                let count = if self.required_approvals > 1 {
+                    self.approvals.push(kept.clone());
+                    self.approval_count()
+                } else {
+                    1
+                };
+                if count >= self.required_approvals {
+                    self.state = ApprovalState::Approved;
+                    self.decision = Some(kept);
+                }
+            }
+        }
         true
+    }
+
+    /// Why the rules refuse `decider`'s `verdict` whatever the state: the principal that
+    /// requested the call ([`crate::session::Session::requester`]) never approves it.
+    pub fn refusal(&self, verdict: Verdict, decider: &Decider) -> Option<DecisionRefusal> {
+        let requester = self.session.requester().map(str::trim);
+        (verdict == Verdict::Approve && requester.is_some_and(|r| r == decider.by.trim()))
+            .then_some(DecisionRefusal::SelfApproval)
+    }
+
+    /// Whether `decider`'s approval is already counted.
+    pub fn has_counted(&self, decider: &Decider) -> bool {
+        self.approvals.iter().any(|a| a.decider.by == decider.by)
+            || self
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.verdict == Verdict::Approve && d.decider.by == decider.by)
+    }
+
+    /// How many distinct approvers have approved so far.
+    pub fn approval_count(&self) -> u32 {
+        let approved = self
+            .decision
+            .as_ref()
+            .is_some_and(|d| d.verdict == Verdict::Approve);
+        if self.approvals.is_empty() {
+            u32::from(approved)
+        } else {
+            u32::try_from(self.approvals.len()).unwrap_or(u32::MAX)
+        }
     }
 
     /// Marks an `awaiting` approval `expired` if its expiry has passed at `now_ms`. Returns
@@ -236,6 +435,8 @@ impl Approval {
     pub fn park(&mut self) {
         self.state = ApprovalState::Awaiting;
         self.decision = None;
+        self.approvals.clear();
+        self.required_approvals = self.required_approvals.max(1);
         self.claim = None;
         self.execution = None;
         self.result = None;
@@ -296,9 +497,13 @@ impl Approval {
         true
     }
 
-    /// The expiry as RFC 3339.
+    /// The expiry as RFC 3339, or `never`.
     pub fn expires_at(&self) -> String {
-        rfc3339(self.expires_at_ms)
+        if self.expires_at_ms == NEVER_EXPIRES {
+            "never".to_owned()
+        } else {
+            rfc3339(self.expires_at_ms)
+        }
     }
 
     /// The creation time as RFC 3339.
@@ -324,6 +529,27 @@ pub struct ApprovalNote {
     /// The expiry (requests only), RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+    /// The approver's display name (decisions whose front end knows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The approver's groups (decisions whose front end knows them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// The id of the key that authenticated the decision (signed webhooks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// The approver's own signature over the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<DecisionSignature>,
+    /// With a quorum: the distinct approvals counted after this record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<u32>,
+    /// With a quorum: how many approvals the call needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<u32>,
+    /// A refused decision: why (`self_approval`, `no_authority`, `bad_signature`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<DecisionRefusal>,
 }
 
 impl ApprovalNote {
@@ -335,7 +561,27 @@ impl ApprovalNote {
             by: None,
             channel: None,
             expires_at: None,
+            name: None,
+            groups: Vec::new(),
+            key_id: None,
+            signature: None,
+            approvals: None,
+            required: None,
+            refusal: None,
         }
+    }
+
+    /// With who decided: the subject, the front end and whatever else the front end knows
+    /// of the approver.
+    #[must_use]
+    pub fn with_decider(mut self, decider: &Decider) -> Self {
+        self.by = Some(decider.by.clone());
+        self.channel = Some(decider.channel.clone());
+        self.name.clone_from(&decider.name);
+        self.groups.clone_from(&decider.groups);
+        self.key_id.clone_from(&decider.key_id);
+        self.signature.clone_from(&decider.signature);
+        self
     }
 }
 
@@ -346,8 +592,13 @@ string_enum! {
     pub enum ApprovalStep {
         /// The call was parked.
         Requested => "requested",
-        /// A human approved.
+        /// A human approved (with a quorum: the approval that completed it).
         Approved => "approved",
+        /// A human approved and more approvals are needed (a quorum).
+        Counted => "counted",
+        /// A decision was refused and changed nothing (self-approval, no authority, a bad
+        /// signature).
+        Refused => "refused",
         /// A human denied.
         Denied => "denied",
         /// It expired undecided.
@@ -432,6 +683,18 @@ pub enum Transition {
     Unchanged(Approval),
     /// No approval has that id.
     NotFound,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// `text` without control characters (newlines kept in reasons), at most `max` characters.
@@ -606,6 +869,161 @@ mod tests {
         assert_eq!(approval.execution, None);
         // A finished approval is never claimed again.
         assert!(!approval.take_claim("exec-2", 5_000, 100));
+    }
+
+    fn by(verdict: Verdict, who: &str, at_ms: u64) -> ApprovalDecision {
+        let mut decision = ApprovalDecision::new(verdict, Decider::new(who, "cli"), None);
+        decision.at_ms = at_ms;
+        decision
+    }
+
+    fn quorum(n: u32) -> Approval {
+        let mut approval = awaiting();
+        approval.required_approvals = n;
+        approval.session = crate::session::Session::new("s1").requested_by("rita");
+        approval
+    }
+
+    #[test]
+    fn a_two_of_three_quorum_is_approved_by_the_second_distinct_approver_only() {
+        let mut approval = quorum(2);
+        assert!(approval.decide(&by(Verdict::Approve, "alice", 1_100)));
+        assert_eq!(approval.state, ApprovalState::Awaiting);
+        assert_eq!(approval.approval_count(), 1);
+        assert_eq!(approval.decision, None);
+        // The same approver again counts once, through any front end.
+        let mut again = by(Verdict::Approve, "alice", 1_200);
+        again.decider.channel = "webhook".into();
+        assert!(!approval.decide(&again));
+        assert_eq!(approval.approval_count(), 1);
+        assert_eq!(approval.state, ApprovalState::Awaiting);
+        assert!(approval.decide(&by(Verdict::Approve, "bob", 1_300)));
+        assert_eq!(approval.state, ApprovalState::Approved);
+        assert_eq!(approval.approval_count(), 2);
+        let names: Vec<_> = approval
+            .approvals
+            .iter()
+            .map(|a| a.decider.by.as_str())
+            .collect();
+        assert_eq!(names, ["alice", "bob"]);
+        assert_eq!(
+            approval.decision.as_ref().map(|d| d.decider.by.as_str()),
+            Some("bob")
+        );
+        // The third approver finds it decided.
+        assert!(!approval.decide(&by(Verdict::Approve, "carol", 1_400)));
+        assert_eq!(approval.approvals.len(), 2);
+    }
+
+    #[test]
+    fn an_approval_that_saw_a_stale_count_is_not_applied() {
+        let mut approval = quorum(3);
+        let mut seen_none = by(Verdict::Approve, "alice", 1_100);
+        seen_none.counted_before = Some(0);
+        let mut also_seen_none = by(Verdict::Approve, "bob", 1_100);
+        also_seen_none.counted_before = Some(0);
+        assert!(approval.decide(&seen_none));
+        assert!(!approval.decide(&also_seen_none), "bob saw 0, 1 is counted");
+        also_seen_none.counted_before = Some(1);
+        assert!(approval.decide(&also_seen_none));
+        assert_eq!(approval.approval_count(), 2);
+        assert_eq!(approval.state, ApprovalState::Awaiting);
+    }
+
+    #[test]
+    fn one_denial_ends_a_quorum_and_expiry_ends_it_undecided() {
+        let mut denied = quorum(2);
+        assert!(denied.decide(&by(Verdict::Approve, "alice", 1_100)));
+        assert!(denied.decide(&by(Verdict::Deny, "bob", 1_200)));
+        assert_eq!(denied.state, ApprovalState::Denied);
+        assert!(!denied.decide(&by(Verdict::Approve, "carol", 1_300)));
+        assert_eq!(denied.state, ApprovalState::Denied);
+
+        let mut lapsed = quorum(2);
+        assert!(lapsed.decide(&by(Verdict::Approve, "alice", 1_100)));
+        assert!(!lapsed.decide(&by(Verdict::Approve, "bob", 2_000)));
+        assert!(lapsed.expire(2_000));
+        assert_eq!(lapsed.state, ApprovalState::Expired);
+        assert_eq!(
+            lapsed.decision, None,
+            "an expired approval carries no denial"
+        );
+    }
+
+    #[test]
+    fn the_requester_never_approves_its_own_call_but_may_withdraw_it() {
+        let mut approval = quorum(1);
+        assert_eq!(
+            approval.refusal(Verdict::Approve, &Decider::new("rita", "console")),
+            Some(DecisionRefusal::SelfApproval)
+        );
+        assert!(!approval.decide(&by(Verdict::Approve, "rita", 1_100)));
+        assert_eq!(approval.state, ApprovalState::Awaiting);
+        assert_eq!(
+            approval.refusal(Verdict::Deny, &Decider::new("rita", "cli")),
+            None
+        );
+        assert!(approval.decide(&by(Verdict::Deny, "rita", 1_100)));
+        assert_eq!(approval.state, ApprovalState::Denied);
+    }
+
+    #[test]
+    fn a_single_approver_approval_serializes_as_before_quorums() {
+        let mut approval = approved();
+        approval.session = crate::session::Session::new("s1");
+        let json = serde_json::to_value(&approval).expect("json");
+        assert!(json.get("required_approvals").is_none(), "{json}");
+        assert!(json.get("approvals").is_none(), "{json}");
+        assert_eq!(
+            json["decision"]["decider"],
+            serde_json::json!({"by": "alice", "channel": "cli"})
+        );
+        let back: Approval = serde_json::from_value(json).expect("back");
+        assert_eq!(back.required_approvals, 1);
+        assert_eq!(back, approval);
+        let note = ApprovalNote::new(approval.approval_id.clone(), ApprovalStep::Approved)
+            .with_decider(&Decider::new("alice", "cli"));
+        assert_eq!(
+            serde_json::to_value(&note).expect("json"),
+            serde_json::json!({
+                "approval_id": approval.approval_id, "step": "approved",
+                "by": "alice", "channel": "cli"
+            })
+        );
+    }
+
+    #[test]
+    fn a_decider_keeps_name_groups_and_key_id_clean_and_the_statement_binds_the_request() {
+        let d = Decider::new("u-17", "webhook")
+            .with_name("Ali\u{7}ce")
+            .with_groups(["ops", "", "finance", "ops"])
+            .with_key_id("hook-key");
+        assert_eq!(d.name.as_deref(), Some("Alice"));
+        assert_eq!(d.groups, ["finance", "ops"]);
+        assert_eq!(d.key_id.as_deref(), Some("hook-key"));
+        let approval = awaiting();
+        let statement = String::from_utf8(d.statement(&approval, Verdict::Approve)).expect("utf-8");
+        assert_eq!(
+            statement,
+            format!(
+                "sallyport-decision-v1\n{}\n{}\n{}\napprove\nu-17\nwebhook",
+                approval.approval_id.as_str(),
+                "f".repeat(64),
+                "d".repeat(64)
+            )
+        );
+        assert_ne!(
+            d.statement(&approval, Verdict::Deny),
+            d.statement(&approval, Verdict::Approve)
+        );
+    }
+
+    #[test]
+    fn a_never_expiring_approval_says_never() {
+        let mut approval = awaiting();
+        approval.expires_at_ms = NEVER_EXPIRES;
+        assert_eq!(approval.expires_at(), "never");
+        assert!(!approval.expire(u64::MAX - 1));
     }
 
     #[test]

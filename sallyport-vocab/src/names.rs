@@ -285,7 +285,7 @@ macro_rules! __string_enum_tests {
 #[cfg(test)]
 mod tests {
     use crate::action::{ConsentRule, EffectClass, Externality, RetryRule};
-    use crate::approval::{ApprovalState, ApprovalStep, ConsentMode, Verdict};
+    use crate::approval::{ApprovalState, ApprovalStep, ConsentMode, DecisionRefusal, Verdict};
     use crate::drift::{
         CoreDisposition, DivergenceKind, DriftStatus, ReasonCode, RecommendedAction, Severity,
     };
@@ -336,6 +336,9 @@ mod tests {
         ];
         origin: Origin = ["executor", "upstream"];
         consent_mode: ConsentMode = ["blocking", "deferred"];
-        approval_step: ApprovalStep = ["requested", "approved", "denied", "expired", "resumed"];
+        approval_step: ApprovalStep = [
+            "requested", "approved", "counted", "refused", "denied", "expired", "resumed"
+        ];
+        decision_refusal: DecisionRefusal = ["no_authority", "bad_signature", "self_approval"];
     }
 }

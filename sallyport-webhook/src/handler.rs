@@ -9,7 +9,7 @@ use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use sallyport_core::approval::{
-    self, ApprovalError, ApprovalId, ApprovalState, Decided, Decider, Verdict,
+    self, ApprovalError, ApprovalId, ApprovalState, Decided, Decider, DecisionRefusal, Verdict,
 };
 use sallyport_core::vault::{VaultError, VaultState};
 use serde::Deserialize;
@@ -32,6 +32,12 @@ struct DecisionBody {
     approval_id: String,
     decision: Verdict,
     decided_by: String,
+    /// The approver's display name, recorded beside `decided_by`.
+    #[serde(default)]
+    approver_name: Option<String>,
+    /// The approver's groups, for the decision policy.
+    #[serde(default)]
+    approver_groups: Vec<String>,
     #[serde(default)]
     reason: Option<String>,
 }
@@ -196,6 +202,12 @@ struct DecidedBody {
     approval_id: String,
     state: ApprovalState,
     recorded: bool,
+    /// With a quorum: the distinct approvals counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approvals: Option<u32>,
+    /// With a quorum: how many the call needs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    required: Option<u32>,
 }
 
 /// Parses the body and decides.
@@ -204,13 +216,20 @@ async fn parse_and_decide(shared: &Arc<Shared>, body: &[u8]) -> Result<DecidedBo
         Refused::new(
             RefusalCode::InvalidBody,
             if e.is_data() {
-                r#"the body is {"approval_id": "...", "decision": "approve"|"deny", "decided_by": "...", "reason": "..."} (reason optional, no other fields)"#
+                r#"the body is {"approval_id": "...", "decision": "approve"|"deny", "decided_by": "...", "approver_name": "...", "approver_groups": ["..."], "reason": "..."} (approver_name, approver_groups and reason optional, no other fields)"#
             } else {
                 "the body is not a JSON object"
             },
         )
     })?;
-    let decider = Decider::new(body.decided_by, CHANNEL);
+    // The approver the caller names, and the key (the shared secret's credential) that
+    // authenticated the delivery.
+    let mut decider = Decider::new(body.decided_by, CHANNEL)
+        .with_groups(body.approver_groups)
+        .with_key_id(shared.credential.as_str());
+    if let Some(name) = body.approver_name {
+        decider = decider.with_name(name);
+    }
     if decider.by.is_empty() {
         return Err(Refused::new(
             RefusalCode::InvalidBody,
@@ -246,10 +265,27 @@ async fn parse_and_decide(shared: &Arc<Shared>, body: &[u8]) -> Result<DecidedBo
         }
     };
     match decided {
-        Ok((recorded, state)) => Ok(DecidedBody {
+        Ok(Outcome::Refused(refusal)) => Err(Refused::new(
+            RefusalCode::DecisionRefused,
+            match refusal {
+                DecisionRefusal::SelfApproval => {
+                    "the approver named requested this call and cannot approve it (separation of duties); the refusal is audited and nothing was decided"
+                }
+                _ => {
+                    "the decision policy gives the approver named no authority over this approval; the refusal is audited and nothing was decided"
+                }
+            },
+        )),
+        Ok(Outcome::Decided {
+            recorded,
+            state,
+            counted,
+        }) => Ok(DecidedBody {
             approval_id: id.as_str().to_owned(),
             state,
             recorded,
+            approvals: counted.map(|c| c.0),
+            required: counted.map(|c| c.1),
         }),
         Err(ApprovalError::NotFound(_)) => Err(Refused::new(
             RefusalCode::UnknownApproval,
@@ -265,25 +301,53 @@ async fn parse_and_decide(shared: &Arc<Shared>, body: &[u8]) -> Result<DecidedBo
     }
 }
 
+/// What [`decide_and_resume`] came to.
+enum Outcome {
+    /// The decision was refused (audited); nothing changed.
+    Refused(DecisionRefusal),
+    /// Whether this delivery's decision was recorded, the state after, and with a quorum
+    /// the approvals counted and required.
+    Decided {
+        recorded: bool,
+        state: ApprovalState,
+        counted: Option<(u32, u32)>,
+    },
+}
+
 /// [`sallyport_core::Executor::decide`], in its two steps, so the answer stays truthful when
 /// the execution fails after the decision was recorded: the decision stands (it is in the
 /// journal), the call stays `approved`, and [`sallyport_core::Executor::resume_approvals`]
-/// picks it up. Returns whether this delivery's decision was recorded and the state after.
+/// picks it up. Decides under the executor's decision policy.
 async fn decide_and_resume(
     executor: &sallyport_core::Executor,
     id: &ApprovalId,
     verdict: Verdict,
     decider: &Decider,
     reason: Option<String>,
-) -> Result<(bool, ApprovalState), ApprovalError> {
+) -> Result<Outcome, ApprovalError> {
     let store =
         executor
             .approval_store()
             .ok_or(sallyport_core::journal::JournalError::Unsupported(
                 "approvals",
             ))?;
-    let decided = approval::decide(store.as_ref(), id, verdict, decider, reason.as_deref()).await?;
+    let policy = executor.decision_policy().map(AsRef::as_ref);
+    let decided = approval::decide_under(
+        store.as_ref(),
+        policy,
+        id,
+        verdict,
+        decider,
+        reason.as_deref(),
+    )
+    .await?;
+    if let Decided::Refused { refusal, .. } = &decided {
+        tracing::info!(approval_id = %id, by = %decider.by, refusal = %refusal, "webhook decision refused");
+        return Ok(Outcome::Refused(*refusal));
+    }
     let recorded = matches!(decided, Decided::Recorded(_));
+    let quorum = decided.approval().required_approvals;
+    let counted = (quorum > 1).then(|| (decided.approval().approval_count(), quorum));
     let mut state = decided.approval().state;
     tracing::info!(approval_id = %id, by = %decider.by, recorded, state = %state, "webhook decision");
     if recorded && state == ApprovalState::Approved {
@@ -302,5 +366,9 @@ async fn decide_and_resume(
             }
         }
     }
-    Ok((recorded, state))
+    Ok(Outcome::Decided {
+        recorded,
+        state,
+        counted,
+    })
 }

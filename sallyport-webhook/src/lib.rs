@@ -37,7 +37,10 @@
 //!
 //! `decision` is `"approve"` or `"deny"`; `decided_by` names the human (it is recorded in the
 //! audit chain, cut to 128 characters); `reason` is optional (shown to the agent when the call
-//! is denied, cut to 500 characters). No other fields are accepted.
+//! is denied, cut to 500 characters). Optional `approver_name` (a display name) and
+//! `approver_groups` (a list, for the executor's decision policy) describe the approver; the
+//! decision also records the name of the secret credential that authenticated it as its key
+//! id. No other fields are accepted.
 //!
 //! The request carries one header:
 //!
@@ -74,16 +77,21 @@
 //! | 409 | `replayed` | this `(t, v1)` was already accepted within the window |
 //! | 400 | `invalid_body` | the body is not JSON of the shape above |
 //! | 404 | `unknown_approval` | no approval has that id |
+//! | 403 | `decision_refused` | the approver requested the call (separation of duties) or the executor's decision policy gives it no authority; the refusal is audited |
 //! | 503 | `journal_unavailable` | the approval store cannot be used |
 //!
 //! A delivery that passes every check is decided through the library's one compare-and-set
-//! ([`sallyport_core::approval::decide`]); an approval this decision approved is then
+//! ([`sallyport_core::approval::decide_under`], with the executor's decision policy); an approval this decision approved is then
 //! carried out by the executor ([`Executor::resume_approval`](sallyport_core::Executor::resume_approval))
 //! before the answer is sent:
 //!
 //! ```json
 //! {"approval_id": "apr_0193…", "state": "finished", "recorded": true}
 //! ```
+//!
+//! With a quorum (`ExecutorBuilder::approvals_required_for`) the answer adds `approvals` (the
+//! distinct approvals counted) and `required`; an approval that is not the last one needed
+//! leaves `state` `awaiting`.
 //!
 //! `recorded` is `false` when the approval was already decided (by someone else, or by an
 //! earlier delivery with another signature), had expired, or had run: `state` then says where

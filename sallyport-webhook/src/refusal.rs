@@ -8,7 +8,8 @@ use sallyport_vocab::string_enum;
 string_enum! {
     /// The `error` of a refused delivery's body `{"error": code, "reason": text}`.
     ///
-    /// A refused delivery decided nothing and appended nothing to the journal. The 4xx codes are
+    /// A refused delivery decided nothing and appended nothing to the journal, except
+    /// `decision_refused`, whose refusal is audited (the step `refused`). The 4xx codes are
     /// the sender's to fix (a retry of the same bytes gets the same answer); the 5xx codes are
     /// this side's, and the same delivery may be retried while its timestamp is in the window.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,6 +20,10 @@ string_enum! {
         BadSignature => "bad_signature",
         /// 413: the body is longer than the receiver's limit.
         BodyTooLarge => "body_too_large",
+        /// 403: the delivery was authentic but the approver it names may not decide this
+        /// approval: it requested the call (separation of duties), or the decision policy gives
+        /// it no authority. The refusal is audited; nothing was decided.
+        DecisionRefused => "decision_refused",
         /// 500: the receiver failed unexpectedly; nothing was decided.
         InternalError => "internal_error",
         /// 400: the body is not JSON, or not of the decision's shape.
@@ -53,6 +58,7 @@ impl RefusalCode {
         match self {
             Self::BadSignature | Self::StaleTimestamp => StatusCode::UNAUTHORIZED,
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::DecisionRefused => StatusCode::FORBIDDEN,
             Self::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
             Self::InvalidBody | Self::MalformedSignature | Self::MissingSignature => {
                 StatusCode::BAD_REQUEST

@@ -78,6 +78,10 @@ pub struct HostOptions {
     /// Blocking consent approved at once through the danger door instead of deferred
     /// consent: `send_invoice` is sent directly (the reconciler tests crash it mid-send).
     pub auto_approve: bool,
+    /// How many distinct approvers `send_invoice` needs (1: today's single approval).
+    pub approvals: u32,
+    /// A Cedar decision policy file: who may decide which approvals.
+    pub decision_policy: Option<PathBuf>,
 }
 
 impl HostOptions {
@@ -91,6 +95,8 @@ impl HostOptions {
             expiry: Duration::from_secs(24 * 3600),
             precheck: false,
             auto_approve: false,
+            approvals: 1,
+            decision_policy: None,
         }
     }
 }
@@ -160,11 +166,18 @@ pub fn executor_on(
     } else {
         builder.consent_mode(ConsentMode::Deferred)
     };
-    builder
+    let mut builder = builder
         .approval_lease(options.lease)
-        .approval_expiry(options.expiry)
-        .build()
-        .expect("executor")
+        .approval_expiry(options.expiry);
+    if options.approvals != 1 {
+        builder = builder.approvals_required_for("send_invoice", options.approvals);
+    }
+    if let Some(path) = &options.decision_policy {
+        let policy =
+            sallyport_cedar::CedarDecisionPolicy::from_file(path).expect("decision policy");
+        builder = builder.decision_policy(Arc::new(policy));
+    }
+    builder.build().expect("executor")
 }
 
 /// The agent's session: any customer.

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Executor;
+use crate::action::EffectClass;
 use crate::approval::{
     self, ApprovalError, ApprovalFilter, ApprovalId, ApprovalState, ConsentMode, Decided, Decider,
-    Verdict,
+    DecisionPolicy, Verdict,
 };
 use crate::outcome::ActionResult;
 use crate::session::{Session, SessionId};
@@ -22,6 +23,14 @@ pub(crate) struct Settings {
     pub(crate) mode: ConsentMode,
     pub(crate) per_action: HashMap<String, ConsentMode>,
     pub(crate) expiry: Duration,
+    /// Per-action expiry; `None` never expires.
+    pub(crate) expiry_for: HashMap<String, Option<Duration>>,
+    /// Distinct approvals needed, per action (over the effect class's).
+    pub(crate) quorum_for: HashMap<String, u32>,
+    /// Distinct approvals needed, per effect class.
+    pub(crate) quorum_for_effect: HashMap<EffectClass, u32>,
+    /// Who may decide which approvals.
+    pub(crate) decision_policy: Option<Arc<dyn DecisionPolicy>>,
     pub(crate) lease: Duration,
     pub(crate) instance: String,
     pub(crate) sessions: Option<SessionLookup>,
@@ -33,6 +42,10 @@ impl Default for Settings {
             mode: ConsentMode::Blocking,
             per_action: HashMap::new(),
             expiry: approval::DEFAULT_EXPIRY,
+            expiry_for: HashMap::new(),
+            quorum_for: HashMap::new(),
+            quorum_for_effect: HashMap::new(),
+            decision_policy: None,
             lease: Duration::from_secs(60),
             instance: format!("exe_{}", uuid::Uuid::now_v7().simple()),
             sessions: None,
@@ -46,6 +59,26 @@ impl Settings {
         self.per_action.get(action).copied().unwrap_or(self.mode)
     }
 
+    /// How many distinct approvals `action` (of `effect`) needs: the action's own setting,
+    /// else its effect class's, else 1.
+    pub(crate) fn quorum_for(&self, action: &str, effect: EffectClass) -> u32 {
+        self.quorum_for
+            .get(action)
+            .or_else(|| self.quorum_for_effect.get(&effect))
+            .copied()
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// When an approval of `action` parked at `now_ms` expires.
+    pub(crate) fn expires_at_ms(&self, action: &str, now_ms: u64) -> u64 {
+        match self.expiry_for.get(action) {
+            Some(None) => approval::NEVER_EXPIRES,
+            Some(Some(expiry)) => now_ms.saturating_add(millis(*expiry)),
+            None => now_ms.saturating_add(millis(self.expiry)),
+        }
+    }
+
     /// Whether any action may be deferred (then `check_approval` is offered).
     pub(crate) fn any_deferred(&self) -> bool {
         self.mode == ConsentMode::Deferred
@@ -56,8 +89,21 @@ impl Settings {
     }
 }
 
+/// `duration` in milliseconds (the largest when it does not fit).
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl Executor {
-    /// Decides approval `id` through [`approval::decide`] and, when this decision approved
+    /// The decision policy this executor decides under, if the host set one
+    /// ([`crate::executor::ExecutorBuilder::decision_policy`]); front ends that decide
+    /// through [`approval::decide_under`] themselves pass it.
+    pub fn decision_policy(&self) -> Option<&Arc<dyn DecisionPolicy>> {
+        self.inner.approvals.decision_policy.as_ref()
+    }
+
+    /// Decides approval `id` through [`approval::decide_under`] (with this executor's
+    /// decision policy) and, when this decision approved
     /// it, drives the call to its end here (if this executor holds the action and no other
     /// executor claimed it first). Double, late and racing deliveries send one request: the
     /// losers get [`Decided::AlreadyDecided`].
@@ -74,8 +120,15 @@ impl Executor {
         decider: &Decider,
         reason: Option<&str>,
     ) -> Result<Decided, ApprovalError> {
-        let decided =
-            approval::decide(self.inner.approval_store()?, id, verdict, decider, reason).await?;
+        let decided = approval::decide_under(
+            self.inner.approval_store()?,
+            self.decision_policy().map(AsRef::as_ref),
+            id,
+            verdict,
+            decider,
+            reason,
+        )
+        .await?;
         if !matches!(&decided, Decided::Recorded(a) if a.state == ApprovalState::Approved) {
             return Ok(decided);
         }

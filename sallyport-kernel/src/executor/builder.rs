@@ -232,6 +232,47 @@ impl ExecutorBuilder {
         self
     }
 
+    /// How long a parked call of `action` waits for a decision, overriding
+    /// [`ExecutorBuilder::approval_expiry`]; `None` means it never expires (it waits until
+    /// someone decides). An expired approval is reported as expired, never as a denial.
+    pub fn approval_expiry_for(
+        mut self,
+        action: impl Into<String>,
+        expiry: Option<Duration>,
+    ) -> Self {
+        self.approvals.expiry_for.insert(action.into(), expiry);
+        self
+    }
+
+    /// How many distinct approvers must approve a parked call of `action` before it is sent
+    /// (default 1; 0 is taken as 1). One denial ends it, and so does the expiry. Overrides
+    /// [`ExecutorBuilder::approvals_required_for_effect`]. Definition hashes and cards do not
+    /// change: the quorum is the host's, not the action's.
+    pub fn approvals_required_for(mut self, action: impl Into<String>, approvals: u32) -> Self {
+        self.approvals.quorum_for.insert(action.into(), approvals);
+        self
+    }
+
+    /// How many distinct approvers must approve a parked call of any action of `effect`
+    /// (default 1): for instance two for `irreversible_or_broad`.
+    pub fn approvals_required_for_effect(
+        mut self,
+        effect: crate::action::EffectClass,
+        approvals: u32,
+    ) -> Self {
+        self.approvals.quorum_for_effect.insert(effect, approvals);
+        self
+    }
+
+    /// Who may decide which approvals (see [`crate::approval::DecisionPolicy`]); without one,
+    /// any approver may decide any approval, except that the session's requester never
+    /// approves its own call. Every decision through [`Executor::decide`] is checked against
+    /// it; front ends that decide on the store directly pass [`Executor::decision_policy`].
+    pub fn decision_policy(mut self, policy: Arc<dyn crate::approval::DecisionPolicy>) -> Self {
+        self.approvals.decision_policy = Some(policy);
+        self
+    }
+
     /// How long this executor's claim on an approved call lasts before another executor may
     /// take it over (default 60 s). Re-checking an approved call and writing its intent must
     /// fit in it; a claim taken over is void for its old holder (fencing).

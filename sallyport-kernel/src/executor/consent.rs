@@ -290,7 +290,6 @@ async fn park(
     }
     let mut arguments = call.arguments().clone();
     call.scrubber().scrub_json(&mut arguments);
-    let expiry = u64::try_from(inner.approvals.expiry.as_millis()).unwrap_or(u64::MAX);
     let approval = Approval {
         approval_id: ApprovalId::generate(),
         attempt_id: record.attempt_id.clone(),
@@ -309,7 +308,9 @@ async fn park(
         definition_status: super::definition::status(inner.definition_guard.as_deref()).to_owned(),
         arguments,
         created_at_ms: now,
-        expires_at_ms: now.saturating_add(expiry),
+        expires_at_ms: inner.approvals.expires_at_ms(&request.action, now),
+        required_approvals: inner.approvals.quorum_for(&request.action, spec.effect),
+        approvals: Vec::new(),
         state: ApprovalState::Awaiting,
         decision: None,
         claim: None,
@@ -337,7 +338,17 @@ async fn park(
     };
     let decider = Decider::new("operator", provider.channel());
     let id = approval.approval_id.clone();
-    match approval::decide(store, &id, verdict.0, &decider, verdict.1.as_deref()).await {
+    let policy = inner.approvals.decision_policy.as_deref();
+    match approval::decide_under(
+        store,
+        policy,
+        &id,
+        verdict.0,
+        &decider,
+        verdict.1.as_deref(),
+    )
+    .await
+    {
         Ok(Decided::Recorded(a)) if a.state == ApprovalState::Approved => {
             ConsentRefused::ApprovedNow(id, Box::new(parked))
         }

@@ -3,13 +3,17 @@
 //!
 //! ```text
 //! approvals-host JOURNAL UPSTREAM_URL [--lease-ms N] [--precheck] [--changed] [--auto-approve]
-//!                [--postgres] COMMAND
+//!                [--postgres] [--approvals N] [--decision-policy FILE] [--by NAME] COMMAND
 //!   (with --postgres, JOURNAL is a PostgreSQL connection string; attempts are leased for
 //!   --lease-ms and renewed until the process dies)
 //!   park N               park invoices 0..N; print one approval id a line
 //!   decide START_AT_MS ID...
 //!                        at Unix time START_AT_MS, approve each id through Executor::decide;
 //!                        print `recorded ID` or `already ID` a line
+//!                        (with --by, as NAME through the front end `cli`)
+//!   cli START_AT_MS ARGS...
+//!                        at Unix time START_AT_MS, run the application's own command line
+//!                        (`sallyport_cli::run_with_executor`) with ARGS, and exit with its code
 //!   resume               carry out every approved call; print each result as JSON a line
 //!   send N               send invoice N directly (with --auto-approve: consent approved at
 //!                        once); print `sending` first, then the result as JSON
@@ -23,7 +27,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sallyport_core::approval::{ApprovalId, Decided, Decider, Verdict};
+use sallyport_core::approval::{ApprovalId, ApprovalState, Decided, Decider, Verdict};
 use sallyport_core::executor::ReconcileOptions;
 use sallyport_tests::approvals_rig::{self, HostOptions};
 
@@ -37,6 +41,7 @@ fn main() -> ExitCode {
     let upstream = args.remove(0);
     let mut options = HostOptions::new(journal, upstream);
     let mut postgres = false;
+    let mut by: Option<String> = None;
     loop {
         match args.first().map(String::as_str) {
             Some("--lease-ms") if args.len() > 1 => {
@@ -63,6 +68,22 @@ fn main() -> ExitCode {
                 postgres = true;
                 args.remove(0);
             }
+            Some("--approvals") if args.len() > 1 => {
+                let Ok(n) = args[1].parse::<u32>() else {
+                    eprintln!("--approvals takes a count");
+                    return ExitCode::from(2);
+                };
+                options.approvals = n;
+                args.drain(..2);
+            }
+            Some("--decision-policy") if args.len() > 1 => {
+                options.decision_policy = Some(args[1].clone().into());
+                args.drain(..2);
+            }
+            Some("--by") if args.len() > 1 => {
+                by = Some(args[1].clone());
+                args.drain(..2);
+            }
             _ => break,
         }
     }
@@ -71,13 +92,41 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(run(options, postgres, args))
+    if args.first().map(String::as_str) == Some("cli") {
+        return cli(&runtime, options, postgres, &args[1..]);
+    }
+    runtime.block_on(run(options, postgres, by, args))
 }
 
-async fn run(options: HostOptions, postgres: bool, args: Vec<String>) -> ExitCode {
+/// The `cli` command: the application's own command line, run outside the runtime (it
+/// makes its own), on an executor built inside it.
+fn cli(
+    runtime: &tokio::runtime::Runtime,
+    options: HostOptions,
+    postgres: bool,
+    args: &[String],
+) -> ExitCode {
+    let Some(Ok(start_at)) = args.first().map(|t| t.parse::<u64>()) else {
+        eprintln!("cli takes START_AT_MS and the command line");
+        return ExitCode::from(2);
+    };
+    let Some(executor) = runtime.block_on(build(&options, postgres)) else {
+        return ExitCode::from(4);
+    };
+    std::thread::sleep(Duration::from_millis(start_at.saturating_sub(now_ms())));
+    let argv = std::iter::once("sallyport".to_owned()).chain(args[1..].iter().cloned());
+    std::thread::scope(|s| {
+        s.spawn(|| sallyport_cli::run_with_executor(argv, &executor))
+            .join()
+            .unwrap_or(ExitCode::from(4))
+    })
+}
+
+/// The executor of `options`, on its SQLite file or (with `postgres`) its PostgreSQL URL.
+async fn build(options: &HostOptions, postgres: bool) -> Option<sallyport_core::Executor> {
     let vault = approvals_rig::vault(&options.upstream);
     let journal = options.journal.to_string_lossy().into_owned();
-    let executor = if postgres {
+    if postgres {
         // A PostgreSQL journal: attempts leased for --lease-ms, renewed until the process dies.
         let connected = sallyport_postgres::PostgresJournal::builder(&journal)
             .lease(options.lease)
@@ -86,11 +135,26 @@ async fn run(options: HostOptions, postgres: bool, args: Vec<String>) -> ExitCod
             .await;
         let Ok(pg) = connected else {
             println!("error the journal did not connect");
-            return ExitCode::from(4);
+            return None;
         };
-        approvals_rig::executor_on(&options, vault, std::sync::Arc::new(pg))
+        Some(approvals_rig::executor_on(
+            options,
+            vault,
+            std::sync::Arc::new(pg),
+        ))
     } else {
-        approvals_rig::executor(&options, vault)
+        Some(approvals_rig::executor(options, vault))
+    }
+}
+
+async fn run(
+    options: HostOptions,
+    postgres: bool,
+    by: Option<String>,
+    args: Vec<String>,
+) -> ExitCode {
+    let Some(executor) = build(&options, postgres).await else {
+        return ExitCode::from(4);
     };
     let session = approvals_rig::session();
     match args.first().map(String::as_str) {
@@ -120,11 +184,18 @@ async fn run(options: HostOptions, postgres: bool, args: Vec<String>) -> ExitCod
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
             tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(now))).await;
-            let decider = Decider::new(format!("process-{}", std::process::id()), "process");
+            let decider = match &by {
+                Some(name) => Decider::new(name.as_str(), "cli"),
+                None => Decider::new(format!("process-{}", std::process::id()), "process"),
+            };
             for id in &args[2..] {
                 let id = ApprovalId::from_stored(id.clone());
                 match executor.decide(&id, Verdict::Approve, &decider, None).await {
+                    Ok(Decided::Recorded(a)) if a.state == ApprovalState::Awaiting => {
+                        println!("counted {id}");
+                    }
                     Ok(Decided::Recorded(_)) => println!("recorded {id}"),
+                    Ok(Decided::Refused { refusal, .. }) => println!("refused {id} {refusal}"),
                     Ok(_) => println!("already {id}"),
                     Err(e) => {
                         println!("error {id} {e}");
