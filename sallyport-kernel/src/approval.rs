@@ -147,6 +147,18 @@ pub async fn decide(
     decider: &Decider,
     reason: Option<&str>,
 ) -> Result<Decided, ApprovalError> {
+    // With the `otel` feature, the decision is a span event (see `crate::telemetry`).
+    let decide = decide_once(journal, id, verdict, decider, reason);
+    crate::executor::spans::decision(id, verdict, decider, decide).await
+}
+
+async fn decide_once(
+    journal: &dyn ApprovalStore,
+    id: &ApprovalId,
+    verdict: Verdict,
+    decider: &Decider,
+    reason: Option<&str>,
+) -> Result<Decided, ApprovalError> {
     let decision = ApprovalDecision::new(verdict, decider.clone(), reason);
     let Some(current) = journal.approval(id).await? else {
         return Err(ApprovalError::NotFound(id.clone()));
@@ -201,9 +213,13 @@ pub async fn expire(
         note,
     );
     event.reason = Some("no one decided before the approval expired; nothing was sent".into());
-    journal
+    let expired = journal
         .expire_approval(&approval.approval_id, now_ms, event)
-        .await
+        .await?;
+    if matches!(expired, Transition::Applied(_)) {
+        crate::executor::spans::expired(&approval.approval_id);
+    }
+    Ok(expired)
 }
 
 fn step_of(verdict: Verdict) -> ApprovalStep {
