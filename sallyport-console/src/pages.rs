@@ -430,4 +430,3 @@ pub(crate) fn chain(
 fn short(hash: &str) -> &str {
     hash.get(..16).unwrap_or(hash)
 }
-
