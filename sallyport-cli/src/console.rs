@@ -29,7 +29,7 @@ pub struct ConsoleArgs {
     /// The console user every decision is recorded as (`decided_by`) [default: $USER].
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
-    /// Read the login token from the first line of this file (at least 16 characters)
+    /// Read the login token from the first line of this file (at least 32 bytes)
     /// instead of generating one and printing it once.
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,

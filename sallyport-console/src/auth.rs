@@ -28,10 +28,16 @@ pub enum TokenError {
     /// The token file could not be read.
     #[error("cannot read the token file")]
     Read(#[source] std::io::Error),
-    /// The token is shorter than 16 characters (after trimming whitespace).
-    #[error("a login token has at least 16 characters")]
-    TooShort,
+    /// The token is shorter than [`MIN_TOKEN_BYTES`] bytes (after trimming whitespace): the
+    /// console refuses to start with it.
+    #[error(
+        "a console login token has at least {MIN_TOKEN_BYTES} bytes and this one has {0}: use a generated one (64 hex digits), e.g. `openssl rand -hex 32`"
+    )]
+    TooShort(usize),
 }
+
+/// The shortest login token accepted, in bytes (after trimming whitespace): 32.
+pub const MIN_TOKEN_BYTES: usize = 32;
 
 impl LoginToken {
     /// A fresh token: 32 random bytes as 64 hex digits.
@@ -47,11 +53,11 @@ impl LoginToken {
     ///
     /// # Errors
     ///
-    /// [`TokenError::TooShort`] under 16 characters.
+    /// [`TokenError::TooShort`] under [`MIN_TOKEN_BYTES`] bytes.
     pub fn new(token: &str) -> Result<Self, TokenError> {
         let token = token.trim();
-        if token.chars().count() < 16 {
-            return Err(TokenError::TooShort);
+        if token.len() < MIN_TOKEN_BYTES {
+            return Err(TokenError::TooShort(token.len()));
         }
         Ok(Self(token.to_owned()))
     }
@@ -177,14 +183,14 @@ mod tests {
 
     #[test]
     fn tokens_compare_exactly_and_never_print() {
-        let token = LoginToken::new("  0123456789abcdef0123  ").expect("token");
-        assert!(token.matches("0123456789abcdef0123"));
-        assert!(!token.matches("0123456789abcdef012"));
-        assert!(!token.matches("0123456789abcdef0124"));
+        let token = LoginToken::new("  0123456789abcdef0123456789abcdef0123  ").expect("token");
+        assert!(token.matches("0123456789abcdef0123456789abcdef0123"));
+        assert!(!token.matches("0123456789abcdef0123456789abcdef012"));
+        assert!(!token.matches("0123456789abcdef0123456789abcdef0124"));
         assert!(!format!("{token:?}").contains("0123"));
         assert!(matches!(
             LoginToken::new("short"),
-            Err(TokenError::TooShort)
+            Err(TokenError::TooShort(5))
         ));
         let generated = LoginToken::generate().expect("random");
         assert_eq!(generated.expose().len(), 64);
@@ -192,6 +198,32 @@ mod tests {
             generated.expose(),
             LoginToken::generate().expect("random").expose()
         );
+    }
+
+    #[test]
+    fn a_token_under_32_bytes_is_refused_with_a_clear_error() {
+        // 31 bytes: refused; 32: accepted. Whitespace around it does not count.
+        let short = "x".repeat(31);
+        let err = LoginToken::new(&format!("  {short}\n")).expect_err("too short");
+        assert!(matches!(err, TokenError::TooShort(31)));
+        assert_eq!(
+            err.to_string(),
+            "a console login token has at least 32 bytes and this one has 31: use a generated one (64 hex digits), e.g. `openssl rand -hex 32`"
+        );
+        assert!(LoginToken::new(&"x".repeat(32)).is_ok());
+        // Counted in bytes, not characters: 16 two-byte characters are 32 bytes.
+        assert!(LoginToken::new(&"é".repeat(16)).is_ok());
+        assert!(matches!(
+            LoginToken::new(&"é".repeat(15)),
+            Err(TokenError::TooShort(30))
+        ));
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "only-sixteen-ch!\n").expect("write");
+        assert!(matches!(
+            LoginToken::from_file(&file),
+            Err(TokenError::TooShort(16))
+        ));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use sallyport_core::journal::{ApprovalStore, JournalError};
 use sallyport_core::scrub::Scrubber;
 
 use crate::auth::{LoginToken, Sessions};
+use crate::throttle::{DEFAULT_LOGIN_FAILURES, DEFAULT_LOGIN_WINDOW, LoginThrottle};
 
 /// The session cookie's name.
 pub const COOKIE_NAME: &str = "sallyport_console";
@@ -114,6 +115,8 @@ pub struct ConsoleBuilder {
     session_ttl: Duration,
     scrubber: Option<Arc<Scrubber>>,
     head_key: Option<HeadVerifyingKey>,
+    login_failures: u32,
+    login_window: Duration,
 }
 
 impl std::fmt::Debug for Backend {
@@ -144,6 +147,16 @@ impl ConsoleBuilder {
     /// How long an idle session lasts (default [`DEFAULT_SESSION_TTL`]).
     pub fn session_ttl(mut self, ttl: Duration) -> Self {
         self.session_ttl = ttl;
+        self
+    }
+
+    /// How many failed logins a client may make within `window` before its attempts are
+    /// refused until the oldest failure is `window` old (default
+    /// [`DEFAULT_LOGIN_FAILURES`] within [`DEFAULT_LOGIN_WINDOW`]; a limit of 0 is taken as
+    /// 1). See [the rule](crate#security).
+    pub fn login_throttle(mut self, failures: u32, window: Duration) -> Self {
+        self.login_failures = failures;
+        self.login_window = window;
         self
     }
 
@@ -188,6 +201,7 @@ impl ConsoleBuilder {
                 users: self.users,
                 tls: self.tls,
                 sessions: Sessions::new(self.session_ttl),
+                logins: LoginThrottle::new(self.login_failures, self.login_window),
                 scrubber: self.scrubber,
                 head_key: self.head_key,
             }),
@@ -201,6 +215,7 @@ pub(crate) struct Shared {
     pub(crate) users: Vec<(String, LoginToken)>,
     pub(crate) tls: bool,
     pub(crate) sessions: Sessions,
+    pub(crate) logins: LoginThrottle,
     scrubber: Option<Arc<Scrubber>>,
     pub(crate) head_key: Option<HeadVerifyingKey>,
 }
@@ -262,12 +277,18 @@ impl Console {
             session_ttl: DEFAULT_SESSION_TTL,
             scrubber: None,
             head_key: None,
+            login_failures: DEFAULT_LOGIN_FAILURES,
+            login_window: DEFAULT_LOGIN_WINDOW,
         }
     }
 
     /// The console's routes: `/` (to the approvals), `/login`, `/logout`, `/approvals`,
     /// `/approvals/{id}`, `/approvals/{id}/decide`, `/calls`, `/calls/{receipt}`, `/chain`,
     /// `/chain/export`, `/style.css`. Every response carries the security headers.
+    ///
+    /// Login attempts are throttled per client address: serve the router with
+    /// `into_make_service_with_connect_info::<SocketAddr>()` (as [`Console::serve`] does),
+    /// or every client shares one budget.
     pub fn router(&self) -> Router {
         use crate::handlers as h;
         Router::new()
@@ -295,7 +316,10 @@ impl Console {
     /// loopback and the console is not behind TLS; [`ServeError::Io`].
     pub async fn serve(&self, listener: tokio::net::TcpListener) -> Result<(), ServeError> {
         check_listen(listener.local_addr()?, self.shared.tls)?;
-        axum::serve(listener, self.router()).await?;
+        let service = self
+            .router()
+            .into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(listener, service).await?;
         Ok(())
     }
 }

@@ -18,6 +18,7 @@ use crate::auth::{SessionInfo, cookie, random_hex, same};
 use crate::console::{Backend, COOKIE_NAME, Shared};
 use crate::pages::{self, Frame};
 use crate::render::Text;
+use crate::throttle::Client;
 
 type St = State<Arc<Shared>>;
 
@@ -140,9 +141,15 @@ pub(crate) struct LoginForm {
 
 pub(crate) async fn login(
     State(shared): St,
+    client: Client,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
+    // A throttled client's token is not looked at: a guesser learns nothing more.
+    if let Err(wait) = shared.logins.check(client) {
+        tracing::warn!(?client, "console login refused: too many failed attempts");
+        return too_many_logins(&shared, wait);
+    }
     let nonce_ok = cookie(&headers, LOGIN_COOKIE)
         .is_some_and(|c| !form.csrf.is_empty() && same(c, &form.csrf));
     if !nonce_ok {
@@ -160,9 +167,11 @@ pub(crate) async fn login(
         .find(|(_, token)| token.matches(&form.token))
         .map(|(name, _)| name.clone());
     let Some(user) = user else {
-        tracing::info!("console login refused: wrong token");
+        shared.logins.failed(client);
+        tracing::info!(?client, "console login refused: wrong token");
         return Redirect::to("/login?failed=1").into_response();
     };
+    shared.logins.succeeded(client);
     let Some(id) = shared.sessions.open(&user) else {
         return status_page(
             &shared,
@@ -183,6 +192,26 @@ pub(crate) async fn login(
             response.headers_mut().append(header::SET_COOKIE, v);
         }
     }
+    response
+}
+
+/// The answer to a throttled login: `429` with `Retry-After` in whole seconds.
+fn too_many_logins(shared: &Shared, wait: std::time::Duration) -> Response {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let text = format!(
+        "This address failed to log in too often. Try again in {} (nothing was checked).",
+        crate::render::countdown(secs * 1000, 0).trim_start_matches("in ")
+    );
+    let mut response = status_page(
+        shared,
+        None,
+        StatusCode::TOO_MANY_REQUESTS,
+        "Too many login attempts",
+        &text,
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
     response
 }
 
@@ -291,7 +320,9 @@ pub(crate) async fn approval(
         Some("already") => {
             Some("Someone decided first: your decision was not recorded. Here is where it stands.")
         }
-        Some("expired") => Some("It had expired: the expiry is recorded and nothing was sent."),
+        Some("expired") => Some(
+            "It had expired before your decision: your decision was not recorded, the expiry is, and nothing was sent.",
+        ),
         _ => None,
     };
     let body = pages::approval(
@@ -403,6 +434,8 @@ pub(crate) async fn decide(
         }
         Ok(Decided::Recorded(_)) => "recorded",
         Ok(Decided::Expired(_)) => "expired",
+        // Late after an expiry someone else recorded: it expired, no one decided first.
+        Ok(d) if d.approval().state == ApprovalState::Expired => "expired",
         Ok(_) => "already",
         Err(approval::ApprovalError::NotFound(_)) => {
             return status_page(

@@ -6,7 +6,8 @@
 //!
 //! - **Pending approvals**, newest first: the action's card (summary, effect class in words,
 //!   externality), the objects, the agent's reason (escaped and marked as the agent's words),
-//!   the exact request as it will be sent (real host), the definition status, the expiry and
+//!   the exact request as it will be sent (real host, every header with its value; never
+//!   the credential the vault attaches when it is sent), the definition status, the expiry and
 //!   the session; approve or deny with a reason, with a confirmation step for
 //!   `irreversible_or_broad` actions. A decided approval shows who decided, when, through
 //!   which channel, and the call's final result.
@@ -31,9 +32,14 @@
 //! # Security
 //!
 //! - Every page but the login page and the stylesheet needs a session: a person logs in
-//!   with a token ([`LoginToken`], generated and printed once, or read from a file), which
-//!   names the console user every decision is recorded with (`decided_by`, channel
-//!   `console`).
+//!   with a token ([`LoginToken`], generated and printed once, or read from a file; at
+//!   least 32 bytes), which names the console user every decision is recorded with
+//!   (`decided_by`, channel `console`).
+//! - Login attempts are throttled per client: a client address (an IPv6 /64) may fail
+//!   [`DEFAULT_LOGIN_FAILURES`] times within [`DEFAULT_LOGIN_WINDOW`]; after that each of its
+//!   attempts is answered `429 Too Many Requests` with `Retry-After`, without the token
+//!   being looked at, until its oldest failure leaves the window. A successful login
+//!   clears its failures. Change the rule with [`ConsoleBuilder::login_throttle`].
 //! - The session cookie is `HttpOnly; SameSite=Strict` (and `Secure` when
 //!   [`ConsoleBuilder::behind_tls`] says the console is served over TLS). Every `POST`
 //!   carries a CSRF token bound to the session; a `POST` without it changes nothing.
@@ -59,8 +65,10 @@ mod console;
 mod handlers;
 mod pages;
 mod render;
+mod throttle;
 
-pub use self::auth::{LoginToken, TokenError};
+pub use self::auth::{LoginToken, MIN_TOKEN_BYTES, TokenError};
 pub use self::console::{
     BuildError, COOKIE_NAME, Console, ConsoleBuilder, DEFAULT_SESSION_TTL, ServeError, check_listen,
 };
+pub use self::throttle::{DEFAULT_LOGIN_FAILURES, DEFAULT_LOGIN_WINDOW};

@@ -100,14 +100,14 @@ pub(crate) fn approvals(
             p.empty { "Nothing is waiting for a decision." }
         }
         @for a in pending {
-            (card(t, csrf, a, now_ms, true))
+            (card(t, csrf, a, now_ms, Shown::InList))
         }
         h2 { "Recently decided" }
         @if decided.is_empty() {
             p.empty { "No decisions yet." }
         }
         @for a in decided {
-            (card(t, csrf, a, now_ms, true))
+            (card(t, csrf, a, now_ms, Shown::InList))
         }
     }
 }
@@ -125,12 +125,38 @@ pub(crate) fn approval(
         @if let Some(flash) = flash {
             p.flash role="status" { (flash) }
         }
-        (card(t, csrf, a, now_ms, false))
+        (card(t, csrf, a, now_ms, Shown::OwnPage))
     }
 }
 
-fn card(t: &Text, csrf: &str, a: &Approval, now_ms: u64, link: bool) -> Markup {
+/// Where a card is shown.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    /// In the approvals list: the action links to the approval's page.
+    InList,
+    /// On the approval's own page.
+    OwnPage,
+    /// Above the confirmation step: the page's one form is the confirmation, so the card
+    /// carries no buttons and no reason box of its own.
+    Confirming,
+}
+
+/// The label of the request on a card: what it is, or would have been, sent as.
+fn request_label(state: ApprovalState, expired_now: bool) -> &'static str {
+    match state {
+        ApprovalState::Awaiting if expired_now => "Request (never sent: it expired)",
+        ApprovalState::Awaiting => "Request, exactly as it will be sent",
+        ApprovalState::Denied => "Request (never sent: denied)",
+        ApprovalState::Expired => "Request (never sent: it expired)",
+        ApprovalState::Approved | ApprovalState::Executing | ApprovalState::Finished => {
+            "Request, as approved"
+        }
+    }
+}
+
+fn card(t: &Text, csrf: &str, a: &Approval, now_ms: u64, shown: Shown) -> Markup {
     let id = a.approval_id.as_str();
+    let link = shown == Shown::InList;
     let expired_now = a.state == ApprovalState::Awaiting && a.is_expired_at(now_ms);
     html! {
         article.approval.(a.state.as_str()) id=(id) aria-labelledby=(format!("h-{id}")) {
@@ -166,7 +192,7 @@ fn card(t: &Text, csrf: &str, a: &Approval, now_ms: u64, link: bool) -> Markup {
                         }
                     }
                 }
-                dt { (if a.state == ApprovalState::Awaiting { "Request, exactly as it will be sent" } else { "Request, as approved" }) }
+                dt { (request_label(a.state, expired_now)) }
                 dd { pre.request { (t.show(&a.request)) } }
                 dt { "Definition" }
                 dd { (t.show(&a.definition_status)) " " code.hash title=(a.definition_hash) { (short(&a.definition_hash)) } }
@@ -192,7 +218,7 @@ fn card(t: &Text, csrf: &str, a: &Approval, now_ms: u64, link: bool) -> Markup {
                     p.empty { "The agent gave no reason." }
                 }
             }
-            @if a.state == ApprovalState::Awaiting && !expired_now {
+            @if a.state == ApprovalState::Awaiting && !expired_now && shown != Shown::Confirming {
                 (decide_form(csrf, a, None))
             }
             @if let Some(d) = &a.decision {
@@ -258,7 +284,12 @@ pub(crate) fn confirm(t: &Text, csrf: &str, a: &Approval, reason: &str, now_ms: 
     html! {
         h1 { "Confirm: this cannot be undone" }
         p.error role="alert" { (effect_words(a.effect)) " Check the request and the objects once more." }
-        (card(t, csrf, a, now_ms, false))
+        (card(t, csrf, a, now_ms, Shown::Confirming))
+        @if reason.is_empty() {
+            p.hint { "You gave no reason." }
+        } @else {
+            p.hint { "Your reason: " (t.show(reason)) }
+        }
         (decide_form(csrf, a, Some(reason)))
     }
 }
@@ -354,7 +385,8 @@ pub(crate) fn call(t: &Text, record: &AuditRecord, related: &[&AuditRecord]) -> 
             }
         }
         h2 { "Audit record" }
-        pre.json { (t.scrub(&json)) }
+        p.hint { "As stored in the chain, with every control, bidi and invisible character shown as a \\u{…} escape; the export holds the exact bytes." }
+        pre.json { (t.json(&json)) }
     }
 }
 

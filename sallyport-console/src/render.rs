@@ -22,9 +22,22 @@ impl Text {
         sallyport_core::consent::escape(&self.scrubber.scrub(text)).into_owned()
     }
 
-    /// `text` scrubbed, layout kept (for JSON shown in a `<pre>` or exported).
+    /// `text` scrubbed, layout kept (for an export).
     pub(crate) fn scrub(&self, text: &str) -> String {
         self.scrubber.scrub(text).into_owned()
+    }
+
+    /// Pretty-printed JSON as it may be shown in a `<pre>`: scrubbed, and every character
+    /// [`Text::show`] escapes made visible the same way (`\u{202e}`), except the newlines
+    /// that lay the JSON out. JSON writes a newline inside a string as `\n`, so every raw
+    /// newline in `json` is layout, and no text the agent wrote can add a line.
+    pub(crate) fn json(&self, json: &str) -> String {
+        let scrubbed = self.scrubber.scrub(json);
+        scrubbed
+            .split('\n')
+            .map(sallyport_core::consent::escape)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
@@ -89,6 +102,29 @@ mod tests {
         assert_eq!(countdown(90_000 + 3_600_000, 0), "in 1 h 1 min");
         assert_eq!(countdown(61_000, 0), "in 1 min 1 s");
         assert_eq!(countdown(0, 42_000), "42 s ago");
+    }
+
+    #[test]
+    fn json_keeps_its_lines_and_makes_bidi_and_tag_characters_visible() {
+        let text = Text::new(Arc::new(Scrubber::new(["hunter2-canary-value"])));
+        let record = serde_json::json!({
+            "note": "pay \u{202e}fdp.exe\u{e0041}\u{e0042}\u{200b} hunter2-canary-value",
+            "reason": "two\nlines",
+        });
+        let pretty = serde_json::to_string_pretty(&record).expect("json");
+        // serde_json leaves bidi and tag characters raw: a browser would reverse the line.
+        assert!(pretty.contains('\u{202e}'));
+        let shown = text.json(&pretty);
+        assert_eq!(
+            shown,
+            "{\n  \"note\": \"pay \\u{202e}fdp.exe\\u{e0041}\\u{e0042}\\u{200b} [REDACTED]\",\n  \"reason\": \"two\\nlines\"\n}"
+        );
+        assert!(
+            !shown.chars().any(|c| c == '\u{202e}'
+                || c == '\u{200b}'
+                || ('\u{e0000}'..='\u{e0fff}').contains(&c)),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -195,7 +195,15 @@ impl fmt::Debug for RequestPlan {
 }
 
 impl RequestPlan {
-    /// `METHOD /path?query [headers: …] [body: …]`, for the consent prompt and audit.
+    /// `METHOD /path?query [headers: name: "value", …] [body: …]`, for the consent prompt
+    /// and audit.
+    ///
+    /// Every header the action or the agent sets is shown with its value, so a human never
+    /// approves a value they did not see; each value is written as a JSON string, so a value
+    /// holding `, other: "x"` cannot pass for a second header. The credential the vault
+    /// attaches at dispatch is not among them: it is added to the prepared request's
+    /// headers, never to the plan (as are the fixed `Accept`, `User-Agent` and
+    /// `Content-Type`, and the idempotency key).
     ///
     /// Never cut: a cut here would hide every field after it from the human (and would cut
     /// before the executor scrubs). The body is as long as the agent's arguments allow; the
@@ -214,9 +222,19 @@ impl RequestPlan {
             out.push_str(&q.finish());
         }
         if !self.headers.is_empty() {
-            let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
             out.push_str(" headers: ");
-            out.push_str(&names.join(", "));
+            for (i, (name, value)) in self.headers.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(name.as_str());
+                out.push_str(": ");
+                // `header_value` let only visible ASCII, spaces and tabs through, so the
+                // value is text; written as a JSON string, its quotes and backslashes are
+                // escaped and it reads as one value.
+                let text = String::from_utf8_lossy(value.as_bytes());
+                out.push_str(&Value::from(text.as_ref()).to_string());
+            }
         }
         if let Some(body) = &self.body {
             out.push_str(" body: ");
@@ -760,6 +778,28 @@ mod tests {
         assert_eq!(plan.query, [("dry_run".to_owned(), "true".to_owned())]);
         assert_eq!(plan.headers[0].0.as_str(), "x-note");
         assert_eq!(plan.body.as_deref(), Some(&b"{\"build_id\":\"b1\"}"[..]));
+    }
+
+    #[test]
+    fn the_summary_shows_every_header_with_its_value_quoted() {
+        let target = HttpTarget::new(HttpMethod::Post, "/v1/refunds")
+            .with_header("X-Refund-Reason", "why")
+            .with_header("X-Approver-Hint", "hint");
+        let args = json!({"why": "duplicate charge", "hint": "a\", x-admin: \"yes", "amount": 5});
+        let plan = from_template(reqwest::Method::POST, &target, &args, None, &[]).unwrap();
+        assert_eq!(
+            plan.summary(["https://api.example", ""]),
+            r#"POST https://api.example/v1/refunds headers: x-refund-reason: "duplicate charge", x-approver-hint: "a\", x-admin: \"yes" body: {"amount":5}"#
+        );
+        // A hand-written builder's headers are shown alike.
+        let parts = RequestParts::new()
+            .literal("/v1/ping")
+            .header("X-Trace", "t-1\tend");
+        let plan = from_parts(reqwest::Method::GET, parts, &[]).unwrap();
+        assert_eq!(
+            plan.summary(["http://127.0.0.1:9", "/base"]),
+            r#"GET http://127.0.0.1:9/base/v1/ping headers: x-trace: "t-1\tend""#
+        );
     }
 
     /// The workspace build has serde_json's `preserve_order` on (rig-core and cedar-policy

@@ -198,6 +198,19 @@ pub async fn decide_under(
     decider: &Decider,
     reason: Option<&str>,
 ) -> Result<Decided, ApprovalError> {
+    // With the `otel` feature, the decision is a span event (see `crate::telemetry`).
+    let decide = decide_once(journal, policy, id, verdict, decider, reason);
+    crate::executor::spans::decision(id, verdict, decider, decide).await
+}
+
+async fn decide_once(
+    journal: &dyn ApprovalStore,
+    policy: Option<&dyn DecisionPolicy>,
+    id: &ApprovalId,
+    verdict: Verdict,
+    decider: &Decider,
+    reason: Option<&str>,
+) -> Result<Decided, ApprovalError> {
     let mut decision = ApprovalDecision::new(verdict, decider.clone(), reason);
     let mut tries = 0;
     loop {
@@ -360,9 +373,13 @@ pub async fn expire(
         note,
     );
     event.reason = Some("no one decided before the approval expired; nothing was sent".into());
-    journal
+    let expired = journal
         .expire_approval(&approval.approval_id, now_ms, event)
-        .await
+        .await?;
+    if matches!(expired, Transition::Applied(_)) {
+        crate::executor::spans::expired(&approval.approval_id);
+    }
+    Ok(expired)
 }
 
 fn step_of(verdict: Verdict) -> ApprovalStep {

@@ -106,7 +106,7 @@ mod cancel;
 mod options;
 mod pipeline;
 mod resume;
-mod spans;
+pub(crate) mod spans;
 mod typed;
 
 mod authorize;
@@ -335,7 +335,7 @@ impl Executor {
             // executor claimed it first (then the answer is where it stands). Boxed: the
             // rare path's state is not carried by every call's future.
             pipeline::Ended::ApprovedNow(id, parked) => {
-                match Box::pin(self.resume_approval(&id)).await {
+                match Box::pin(resume::resume(self, &id, resume::Trace::InCall)).await {
                     Ok(Some(result)) => result,
                     Ok(None) | Err(_) => *parked,
                 }

@@ -43,9 +43,33 @@
 //! records the cancellation (`cancelled_before_send`, or `unknown` once a request may have
 //! left), and the span shows how long the call ran and where it stopped.
 //!
-//! A call carried out later, after a human approved it from another front end
-//! ([`Executor::resume_approval`]), has no `execute_tool` span of its own: its dispatch span
-//! is a child of whatever span is current where it is resumed.
+//! # Approvals
+//!
+//! A call parked for a human's approval, its decisions, its expiry and its resumption are
+//! span events, each named by [`event`] and carrying the approval's id
+//! ([`attr::APPROVAL_ID`]):
+//!
+//! ```text
+//! execute_tool send_invoice          the agent's call, pending
+//! │  event sallyport.approval.parked
+//! sallyport.approval.decide          a front end's decision (CLI, console, webhook, …)
+//! │  event sallyport.approval.decided   sallyport.{approver,verdict,front_end,decision,approval_state}
+//! │  event sallyport.approval.expired   (a decision that came too late records the expiry)
+//! execute_tool send_invoice          the approved call, carried out (Executor::resume_approval)
+//! │  event sallyport.approval.resumed   sallyport.executor
+//! └─ sallyport.dispatch
+//! ```
+//!
+//! A decision made where a span is current (a consent provider answering inside the agent's
+//! call, a host's request span) is an event on that span; elsewhere it gets a
+//! `sallyport.approval.decide` span of its own, since an OpenTelemetry event lives in a span.
+//! An expiry seen by `check_approval` is an event on that call's span. A resumed call is an
+//! `execute_tool {action}` span of its own, with [`attr::APPROVAL_ID`] and the same
+//! attributes as any call (a child of the span current where it is resumed, such as the
+//! `check_approval` call's); an approval that expired before it was carried out adds an
+//! `expired` event there. A call a consent provider approves at once is carried out inside
+//! the agent's own call span, which then holds both the `decided` and the `resumed` event. The approver's name and front end are bounded to 128 bytes; the
+//! decision's reason is never exported (it may quote the agent), as no argument is.
 //!
 //! [`Executor::call`]: crate::Executor::call
 //! [`Executor::resume_approval`]: crate::Executor::resume_approval
@@ -92,6 +116,34 @@ pub mod attr {
     pub const ATTEMPT_ID: &str = "sallyport.attempt_id";
     /// On a dispatch span: the channel that sent (`http`, `ssh`, …).
     pub const CHANNEL: &str = "sallyport.channel";
+    /// The approval a resumed call or an approval event belongs to (`apr_…`).
+    pub const APPROVAL_ID: &str = "sallyport.approval_id";
+    /// On a decision: who decided, as the front end names them (bounded to 128 bytes).
+    pub const APPROVER: &str = "sallyport.approver";
+    /// On a decision: `approve` or `deny`.
+    pub const VERDICT: &str = "sallyport.verdict";
+    /// On a decision: the front end it came through (`cli`, `console`, `webhook`, …).
+    pub const FRONT_END: &str = "sallyport.front_end";
+    /// On a decision: what became of it — `recorded`, `already_decided` (someone decided
+    /// first; nothing changed) or `expired` (too late; the expiry is what stands).
+    pub const DECISION: &str = "sallyport.decision";
+    /// On a decision: the approval's state after it (`approved`, `denied`, `expired`, …).
+    pub const APPROVAL_STATE: &str = "sallyport.approval_state";
+    /// On a resumption: the executor instance that claimed the approved call.
+    pub const EXECUTOR: &str = "sallyport.executor";
+}
+
+/// The names of the approval events (see [the module docs](self#approvals)).
+pub mod event {
+    /// A call was parked for a human's approval (on the agent's call span).
+    pub const PARKED: &str = "sallyport.approval.parked";
+    /// A human's decision reached the approval store, recorded or not
+    /// ([`super::attr::DECISION`]).
+    pub const DECIDED: &str = "sallyport.approval.decided";
+    /// An approval expired: undecided, or approved but not carried out in time.
+    pub const EXPIRED: &str = "sallyport.approval.expired";
+    /// An executor claimed an approved call and carries it out (on the resumed call's span).
+    pub const RESUMED: &str = "sallyport.approval.resumed";
 }
 
 /// The span names.
@@ -102,6 +154,8 @@ pub mod span {
     pub const CONSENT_WAIT: &str = "sallyport.consent_wait";
     /// The child span of the channel's dispatch (every send and resend of the attempt).
     pub const DISPATCH: &str = "sallyport.dispatch";
+    /// A front end's decision on an approval, when no span is current where it is made.
+    pub const APPROVAL_DECIDE: &str = "sallyport.approval.decide";
 }
 
 /// The value of [`attr::GEN_AI_OPERATION_NAME`].
@@ -112,7 +166,7 @@ pub const TARGET: &str = "sallyport";
 
 #[cfg(test)]
 mod tests {
-    use super::{OPERATION_EXECUTE_TOOL, attr, span};
+    use super::{OPERATION_EXECUTE_TOOL, attr, event, span};
 
     #[test]
     fn attribute_names_are_the_semantic_conventions_and_sallyport_namespaced() {
@@ -131,8 +185,20 @@ mod tests {
             attr::RECEIPT_ID,
             attr::ATTEMPT_ID,
             attr::CHANNEL,
+            attr::APPROVAL_ID,
+            attr::APPROVER,
+            attr::VERDICT,
+            attr::FRONT_END,
+            attr::DECISION,
+            attr::APPROVAL_STATE,
+            attr::EXECUTOR,
             span::CONSENT_WAIT,
             span::DISPATCH,
+            span::APPROVAL_DECIDE,
+            event::PARKED,
+            event::DECIDED,
+            event::EXPIRED,
+            event::RESUMED,
         ] {
             assert!(name.starts_with("sallyport."), "{name}");
         }

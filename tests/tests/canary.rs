@@ -7,8 +7,9 @@
 //! at TRACE level, or any `Debug` output, across the executor scenarios: a hostile upstream
 //! echoing the credential in every encoding, a 401 that echoes the Authorization header, an
 //! unknown outcome, a locked vault, a refused argument carrying the value, a consent denial,
-//! and a real HTTP upstream echoing a query API key with URL-special characters as its own
-//! encoder writes it.
+//! a real HTTP upstream echoing a query API key with URL-special characters as its own
+//! encoder writes it, and a call parked for approval whose agent-written header is shown to
+//! the approver with its value while the header API key the vault attaches is never shown.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -608,6 +609,156 @@ async fn a_real_upstream_echoing_a_query_api_key_as_its_encoder_writes_it_leaks_
     for file in ["journal.db", "journal.db-wal"] {
         let bytes = std::fs::read(rig._dir.path().join(file)).unwrap_or_default();
         for form in forbidden_forms(CANARY_URL) {
+            assert!(
+                !bytes.windows(form.len()).any(|w| w == form.as_bytes()),
+                "{file} holds {form:?}"
+            );
+        }
+    }
+}
+
+/// The header API-key canary: attached by the vault at dispatch, in a header of its own.
+const CANARY_H: &str = "hk-Canary/7+Zq=Hdr~9x";
+
+/// Refund one charge; the agent's note goes upstream as a header.
+#[derive(
+    Debug, sallyport_core::Action, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
+#[action(name = "refund_charge", effect = external_commitment, credential = "header-api")]
+#[http(post = "/v1/charges/{charge_id}/refunds", header("X-Refund-Note" = note), result = RefundShape)]
+#[serde(deny_unknown_fields)]
+struct RefundCharge {
+    charge_id: String,
+    note: String,
+}
+
+#[derive(Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+struct RefundShape {
+    id: String,
+}
+
+/// What a human approving the call reads (the stored approval's request, as the console and
+/// `approvals show` print it) shows the agent's header with its value; the credential the
+/// vault attaches as a header at dispatch is in none of it, nor in the approval, the audit
+/// chain, the export, the journal files or the logs — and it is on the request that was sent.
+#[tokio::test]
+async fn an_approver_sees_every_header_value_and_never_the_credential_header() {
+    use sallyport_core::approval::{self, ApprovalState, ConsentMode, Decider, Verdict};
+    use sallyport_tests::http_server::{Reply, Upstream};
+    log_buffer();
+    let upstream = Upstream::start(|_| Reply::Json(201, serde_json::json!({"id": "re_1"}))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let vault =
+        Arc::new(FileVault::create(dir.path().join("v.spv"), PASSPHRASE, fast_kdf()).unwrap());
+    vault
+        .add(
+            CredentialMeta::new(
+                "header-api",
+                CredentialKind::ApiKey {
+                    placement: ApiKeyPlacement::Header("X-Api-Key".into()),
+                },
+                Binding::url(upstream.url()),
+            ),
+            Secret::new(CANARY_H),
+        )
+        .unwrap();
+    let journal = Arc::new(SqliteJournal::open(dir.path().join("journal.db")).unwrap());
+    let executor = Executor::builder(Catalog::builder().action::<RefundCharge>().build().unwrap())
+        .journal_arc(journal.clone())
+        .vault_arc(vault.clone())
+        .channel(sallyport_http::HttpChannel::builder().build().unwrap())
+        .consent_mode(ConsentMode::Deferred)
+        .build()
+        .unwrap();
+    let session = Session::new("canary-approver").requested_by("billing-bot");
+    let note = "duplicate charge, customer \"Ann\" asked";
+    let parked = executor
+        .call(
+            "refund_charge",
+            serde_json::json!({"charge_id": "ch_1", "note": note}),
+            &session,
+        )
+        .await;
+    assert_eq!(parked.status, Status::Pending, "{}", parked.to_json());
+    assert_eq!(upstream.requests(), 0);
+    let id = parked.approval_id.clone().expect("approval id");
+    let store = executor
+        .approval_store()
+        .expect("an approval store")
+        .clone();
+    let stored = store.approval(&id).await.unwrap().expect("stored");
+    // The value the agent put in the header, as one quoted value, beside its name.
+    assert_eq!(
+        stored.request,
+        format!(
+            "POST {}/v1/charges/ch_1/refunds headers: x-refund-note: \"duplicate charge, customer \\\"Ann\\\" asked\" body: {{}}",
+            upstream.url()
+        )
+    );
+    let shown = sallyport_core::consent::escape(&stored.request).into_owned();
+    let json = serde_json::to_string(&stored).unwrap();
+    for (what, text) in [
+        ("the approval's request", stored.request.as_str()),
+        ("the request as shown", shown.as_str()),
+        ("the stored approval", json.as_str()),
+    ] {
+        for form in forbidden_forms(CANARY_H) {
+            assert!(!text.contains(&form), "{what} carries {form:?}: {text}");
+        }
+        assert!(
+            !text.to_ascii_lowercase().contains("x-api-key"),
+            "{what}: {text}"
+        );
+        assert_clean(what, text);
+    }
+
+    // Approved: the credential is attached at dispatch, in its own header.
+    let decided = approval::decide(
+        store.as_ref(),
+        &id,
+        Verdict::Approve,
+        &Decider::new("alice", "cli"),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(decided.approval().state, ApprovalState::Approved);
+    let result = executor
+        .resume_approval(&id)
+        .await
+        .unwrap()
+        .expect("carried out here");
+    assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+    assert_eq!(upstream.requests(), 1);
+    let sent = &upstream.received()[0];
+    assert_eq!(sent.header("x-api-key"), Some(CANARY_H));
+    assert_eq!(sent.header("x-refund-note"), Some(note));
+
+    let finished = store.approval(&id).await.unwrap().expect("stored");
+    assert_eq!(finished.state, ApprovalState::Finished);
+    let json = serde_json::to_string(&finished).unwrap();
+    let mut everything = vec![("the finished approval", json)];
+    for record in journal.records().await.unwrap() {
+        everything.push(("an audit record", serde_json::to_string(&record).unwrap()));
+    }
+    let mut export = Vec::new();
+    export_json_lines(journal.as_ref(), &mut export)
+        .await
+        .unwrap();
+    everything.push(("the audit export", String::from_utf8(export).unwrap()));
+    everything.push(("the results", format!("{parked:?} {result:?}")));
+    everything.push((
+        "the tracing output",
+        String::from_utf8(log_buffer().lock().unwrap().clone()).unwrap(),
+    ));
+    for (what, text) in &everything {
+        for form in forbidden_forms(CANARY_H) {
+            assert!(!text.contains(&form), "{what} carries {form:?}");
+        }
+    }
+    for file in ["journal.db", "journal.db-wal"] {
+        let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+        for form in forbidden_forms(CANARY_H) {
             assert!(
                 !bytes.windows(form.len()).any(|w| w == form.as_bytes()),
                 "{file} holds {form:?}"

@@ -3,7 +3,9 @@
 //! real upstream on 127.0.0.1:0 and a real SQLite journal: the exact span names, the
 //! parent/child relations and every attribute of a completed call, an out-of-scope refusal, an
 //! unknown field, an unknown action, a consent denial and an unknown outcome after a timeout;
-//! and that no credential, argument value or idempotency key reaches any exported span.
+//! an approval's events (parked, decided, expired, resumed) and the resumed call's own
+//! `execute_tool` span; and that no credential, argument value, decision reason or
+//! idempotency key reaches any exported span.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -679,3 +681,286 @@ async fn a_tool_call_id_or_action_name_carrying_a_credential_is_scrubbed() {
 }
 
 fn assert_send<T: Send>(_: &T) {}
+
+/// The events of `span` named `name`, each as its attributes (without the `level` and
+/// `target` every tracing event carries).
+fn events(span: &SpanData, name: &str) -> Vec<BTreeMap<String, String>> {
+    span.events
+        .iter()
+        .filter(|e| e.name == name)
+        .map(|e| {
+            e.attributes
+                .iter()
+                .filter(|kv| kv.key.as_str() != "level" && kv.key.as_str() != "target")
+                .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// A human's reason for a decision (it may quote the agent: it stays out of every span).
+const DECISION_REASON: &str = "reason-CANARY-c3d9";
+
+#[tokio::test]
+async fn a_parked_call_its_decisions_and_its_resumption_are_traced() {
+    use sallyport_core::approval::{self, Decider, Verdict};
+    use sallyport_core::telemetry::event;
+    let traces = Traces::install();
+    let rig = rig_with(
+        invoice(),
+        ConsentDecision::Unavailable,
+        ConsentMode::Deferred,
+    )
+    .await;
+    let parked = rig
+        .executor
+        .call(
+            "create_invoice",
+            json!({"project_id": "proj_1", "memo": ARGUMENT}),
+            &session(),
+        )
+        .await;
+    assert_eq!(parked.status, Status::Pending, "{}", parked.to_json());
+    let id = parked.approval_id.clone().expect("approval id");
+
+    // Parked: an event on the agent's call span.
+    let spans = traces.take();
+    let call = named(&spans, "execute_tool create_invoice");
+    assert_eq!(
+        events(call, event::PARKED),
+        [expected(&[(attr::APPROVAL_ID, id.as_str())])]
+    );
+
+    // A front end decides (no span is current): a decide span of its own with the event.
+    let store = rig.executor.approval_store().expect("store").clone();
+    let decided = approval::decide(
+        store.as_ref(),
+        &id,
+        Verdict::Approve,
+        &Decider::new("alice", "console"),
+        Some(DECISION_REASON),
+    )
+    .await
+    .expect("decided");
+    assert!(matches!(decided, approval::Decided::Recorded(_)));
+    let spans = traces.take();
+    assert_eq!(names(&spans), [span::APPROVAL_DECIDE]);
+    let decide = &spans[0];
+    assert_eq!(decide.parent_span_id, SpanId::INVALID);
+    assert_eq!(
+        attributes(decide),
+        expected(&[(attr::APPROVAL_ID, id.as_str())])
+    );
+    assert_eq!(
+        events(decide, event::DECIDED),
+        [expected(&[
+            (attr::APPROVAL_ID, id.as_str()),
+            (attr::APPROVER, "alice"),
+            (attr::VERDICT, "approve"),
+            (attr::FRONT_END, "console"),
+            (attr::DECISION, "recorded"),
+            (attr::APPROVAL_STATE, "approved"),
+        ])]
+    );
+    assert_eq!(rig.upstream.requests(), 0, "deciding sends nothing");
+
+    // Resumed: an execute_tool span of its own, with a dispatch child.
+    let result = rig
+        .executor
+        .resume_approval(&id)
+        .await
+        .expect("resume")
+        .expect("carried out here");
+    assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+    assert_eq!(rig.upstream.requests(), 1);
+    let spans = traces.take();
+    assert_eq!(
+        names(&spans),
+        ["execute_tool create_invoice", span::DISPATCH]
+    );
+    let resumed = named(&spans, "execute_tool create_invoice");
+    assert_eq!(resumed.parent_span_id, SpanId::INVALID);
+    assert_child(named(&spans, span::DISPATCH), resumed);
+    assert_eq!(resumed.status, SpanStatus::Unset);
+    let (attempt, receipt) = ids(&result);
+    assert_ne!(
+        attempt,
+        parked.attempt_id.as_str(),
+        "a fresh attempt carries it out"
+    );
+    assert_eq!(
+        attributes(resumed),
+        expected(&[
+            (attr::GEN_AI_OPERATION_NAME, "execute_tool"),
+            (attr::GEN_AI_TOOL_NAME, "create_invoice"),
+            (attr::EFFECT_CLASS, "external_commitment"),
+            (attr::STATUS, "completed"),
+            (attr::CONSENT, "approved"),
+            (attr::DISPATCHES, "1"),
+            (attr::RECEIPT_ID, &receipt),
+            (attr::ATTEMPT_ID, &attempt),
+            (attr::APPROVAL_ID, id.as_str()),
+        ])
+    );
+    let resumed_events = events(resumed, event::RESUMED);
+    assert_eq!(resumed_events.len(), 1, "{resumed_events:?}");
+    assert_eq!(resumed_events[0][attr::APPROVAL_ID], id.as_str());
+    assert!(
+        resumed_events[0][attr::EXECUTOR].starts_with("exe_"),
+        "{resumed_events:?}"
+    );
+
+    // A late decision from another front end: traced, and told it was already decided.
+    let late = approval::decide(
+        store.as_ref(),
+        &id,
+        Verdict::Deny,
+        &Decider::new("bob", "cli"),
+        Some(DECISION_REASON),
+    )
+    .await
+    .expect("decided");
+    assert!(matches!(late, approval::Decided::AlreadyDecided(_)));
+    let spans = traces.take();
+    assert_eq!(
+        events(named(&spans, span::APPROVAL_DECIDE), event::DECIDED),
+        [expected(&[
+            (attr::APPROVAL_ID, id.as_str()),
+            (attr::APPROVER, "bob"),
+            (attr::VERDICT, "deny"),
+            (attr::FRONT_END, "cli"),
+            (attr::DECISION, "already_decided"),
+            (attr::APPROVAL_STATE, "finished"),
+        ])]
+    );
+    assert_eq!(rig.upstream.requests(), 1);
+    let key = rig.upstream.received()[0]
+        .header("idempotency-key")
+        .expect("an idempotency key")
+        .to_owned();
+    assert_clean(&spans, &[&key, DECISION_REASON]);
+}
+
+#[tokio::test]
+async fn an_approval_decided_inside_the_call_is_an_event_on_its_span() {
+    use sallyport_core::telemetry::event;
+    let traces = Traces::install();
+    let rig = rig_with(invoice(), ConsentDecision::Approve, ConsentMode::Deferred).await;
+    let result = rig
+        .executor
+        .call(
+            "create_invoice",
+            json!({"project_id": "proj_1", "memo": ARGUMENT}),
+            &session(),
+        )
+        .await;
+    assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+    let spans = traces.take();
+    // No span of its own: the decision and the resumption are events on the call's span.
+    assert_eq!(
+        names(&spans),
+        [
+            "execute_tool create_invoice",
+            span::CONSENT_WAIT,
+            span::DISPATCH
+        ]
+    );
+    let call = named(&spans, "execute_tool create_invoice");
+    let decided = events(call, event::DECIDED);
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0][attr::APPROVER], "operator");
+    assert_eq!(decided[0][attr::VERDICT], "approve");
+    assert_eq!(decided[0][attr::DECISION], "recorded");
+    assert_eq!(decided[0][attr::APPROVAL_STATE], "approved");
+    let id = decided[0][attr::APPROVAL_ID].clone();
+    assert!(id.starts_with("apr_"), "{id}");
+    let resumed = events(call, event::RESUMED);
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    assert_eq!(resumed[0][attr::APPROVAL_ID], id);
+    // It never waited for anyone: no parked event.
+    assert!(events(call, event::PARKED).is_empty());
+    assert_clean(&spans, &[]);
+}
+
+#[tokio::test]
+async fn an_approval_that_expired_is_traced_as_an_expiry_not_a_decision() {
+    use sallyport_core::approval::{self, ApprovalState, Decider, Verdict};
+    use sallyport_core::telemetry::event;
+    let traces = Traces::install();
+    let upstream = Upstream::start(|_| invoice()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let vault = Arc::new(MemoryVault::new());
+    vault.set(
+        CredentialMeta::new(
+            "billing-api",
+            CredentialKind::Bearer,
+            Binding::url(upstream.url()),
+        ),
+        Secret::new(CREDENTIAL),
+    );
+    let executor = Executor::builder(
+        Catalog::builder()
+            .action::<GetInvoice>()
+            .action::<CreateInvoice>()
+            .build()
+            .expect("catalog"),
+    )
+    .journal(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"))
+    .vault_arc(vault)
+    .channel(
+        HttpChannel::builder()
+            .base_url(upstream.url())
+            .build()
+            .expect("channel"),
+    )
+    .consent_mode(ConsentMode::Deferred)
+    .approval_expiry(Duration::from_millis(50))
+    .build()
+    .expect("executor");
+    let parked = executor
+        .call(
+            "create_invoice",
+            json!({"project_id": "proj_1", "memo": ARGUMENT}),
+            &session(),
+        )
+        .await;
+    let id = parked.approval_id.clone().expect("approval id");
+    traces.take();
+    tokio::time::sleep(Duration::from_millis(120)).await;
+
+    let store = executor.approval_store().expect("store").clone();
+    let decided = approval::decide(
+        store.as_ref(),
+        &id,
+        Verdict::Approve,
+        &Decider::new("carol", "webhook"),
+        None,
+    )
+    .await
+    .expect("decided");
+    assert!(matches!(decided, approval::Decided::Expired(_)));
+    assert_eq!(decided.approval().state, ApprovalState::Expired);
+    let spans = traces.take();
+    assert_eq!(names(&spans), [span::APPROVAL_DECIDE]);
+    let decide = &spans[0];
+    assert_eq!(
+        events(decide, event::EXPIRED),
+        [expected(&[(attr::APPROVAL_ID, id.as_str())])]
+    );
+    assert_eq!(
+        events(decide, event::DECIDED),
+        [expected(&[
+            (attr::APPROVAL_ID, id.as_str()),
+            (attr::APPROVER, "carol"),
+            (attr::VERDICT, "approve"),
+            (attr::FRONT_END, "webhook"),
+            (attr::DECISION, "expired"),
+            (attr::APPROVAL_STATE, "expired"),
+        ])]
+    );
+    // The expiry comes first, then what became of the late decision.
+    let order: Vec<&str> = decide.events.iter().map(|e| e.name.as_ref()).collect();
+    assert_eq!(order, [event::EXPIRED, event::DECIDED]);
+    assert_eq!(upstream.requests(), 0);
+    assert_clean(&spans, &[]);
+}

@@ -9,7 +9,8 @@
 //! (default 8), and the console ([`sallyport_console`]). It prints the URL and the login
 //! token (once). Open the URL, log in, and approve or deny: an approved invoice is sent once,
 //! through the executor, and the call's page shows its receipt; the chain page verifies the
-//! journal and exports it.
+//! journal and exports it. A `--listen` address other than loopback is refused before
+//! anything starts or is printed: the demo serves no TLS.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -25,6 +26,9 @@ use serde_json::json;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (listen, every) = options()?;
+    // Before anything starts or is printed: a token printed for a console that then refuses
+    // its address (not loopback, no TLS) would be a secret shown for nothing.
+    sallyport_console::check_listen(listen, false)?;
     let demo = Demo::start("console-demo").await?;
     let executor = Executor::builder(demo_catalog()?)
         .journal_arc(demo.journal.clone())

@@ -4,6 +4,12 @@
 //! objects, approves it, and sees the call completed, with exactly one request at the
 //! upstream. The pending page's screenshot is saved under `target/console-e2e/`.
 //!
+//! A second run reads what an approver must see: every header of the request with its value
+//! (never the API key the vault attaches), the agent's bidi and tag characters as visible
+//! escapes on the card and in the call page's audit JSON, denied and expired cards that say
+//! the request was never sent, and the confirmation step of an irreversible action as the
+//! page's only form. Each page's screenshot is saved there too.
+//!
 //! Needs `chromium` and `chromium-driver` (Debian); `tests/run.sh` installs them. Without them
 //! the test fails, it does not skip.
 
@@ -81,25 +87,7 @@ async fn a_person_approves_a_parked_call_in_a_real_browser_and_one_request_is_se
 
     let driver = chromedriver().await;
     let profile = tempfile::tempdir().expect("profile dir");
-    let caps = json!({
-        "goog:chromeOptions": {
-            "binary": CHROMIUM,
-            "args": [
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--window-size=1100,1400",
-                format!("--user-data-dir={}", profile.path().display()),
-            ],
-        }
-    });
-    let serde_json::Value::Object(caps) = caps else {
-        unreachable!("an object")
-    };
-    let browser = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{}", driver.port))
-        .await
-        .expect("a Chromium session through chromedriver");
+    let browser = session(&driver, profile.path()).await;
 
     let result = drive(&browser, &rig, id.as_str()).await;
     let _ = browser.close().await;
@@ -116,6 +104,29 @@ async fn a_person_approves_a_parked_call_in_a_real_browser_and_one_request_is_se
     let decision = stored.decision.expect("decision");
     assert_eq!(decision.decider.by, "alice");
     assert_eq!(decision.decider.channel, "console");
+}
+
+/// A headless Chromium session through `driver`, with its profile in `profile`.
+async fn session(driver: &Driver, profile: &Path) -> fantoccini::Client {
+    let caps = json!({
+        "goog:chromeOptions": {
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1100,1400",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }
+    });
+    let serde_json::Value::Object(caps) = caps else {
+        unreachable!("an object")
+    };
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a Chromium session through chromedriver")
 }
 
 async fn drive(
@@ -185,5 +196,249 @@ async fn drive(
     assert!(page.contains("checked with finance"), "{page}");
     let png = browser.screenshot().await?;
     std::fs::write(dir.join("decided.png"), &png)?;
+    Ok(())
+}
+
+/// What the agent wrote as its reason: a right-to-left override, an isolate and tag
+/// characters (invisible), which would reverse or hide text where a page shows them raw.
+const HOSTILE_REASON: &str = "refund for \u{202e}fdp.exe\u{2066} \u{e0041}\u{e0042}\u{e007f}ok";
+
+/// The same, as every page must show it.
+const SHOWN_REASON: &str = "refund for \\u{202e}fdp.exe\\u{2066} \\u{e0041}\\u{e0042}\\u{e007f}ok";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_reads_every_header_and_the_audit_json_escaped_in_a_real_browser() {
+    use crate::approver_view::{
+        API_KEY, assert_no_key, header_executor, header_rig, park_refund, shown_request,
+    };
+
+    let rig = header_rig().await;
+    let hasty = header_executor(
+        &rig._dir.path().join("journal.db"),
+        std::sync::Arc::clone(&rig.vault),
+        Duration::from_millis(50),
+    );
+    let (lapsed, _) = park_refund(&hasty, 3, "this one will expire").await;
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let (approve, _) = park_refund(&rig.executor, 1, HOSTILE_REASON).await;
+    let (deny, _) = park_refund(&rig.executor, 2, "a second refund").await;
+    let irreversible = crate::confirm::rig().await;
+    let parked = irreversible
+        .executor
+        .call(
+            "delete_customer",
+            json!({"customer_id": "cus_9"}),
+            &sallyport_tests::approvals_rig::session(),
+        )
+        .await;
+    let delete = parked.approval_id.expect("approval id");
+
+    let driver = chromedriver().await;
+    let profile = tempfile::tempdir().expect("profile dir");
+    let browser = session(&driver, profile.path()).await;
+    let result = async {
+        let dir = target_dir();
+        std::fs::create_dir_all(&dir)?;
+        log_in(&browser, &rig.url()).await?;
+
+        // The pending card: every header with its value, the reason escaped.
+        let card = browser
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Id(approve.as_str()))
+            .await?;
+        let text = card.text().await?;
+        assert!(text.contains(&shown_request(&rig, 1)), "{text}");
+        assert!(text.contains(SHOWN_REASON), "{text}");
+        let source = browser.source().await?;
+        assert!(!source.contains('\u{202e}') && !source.contains('\u{e0041}'));
+        assert_no_key("the approvals page", &source);
+        std::fs::write(
+            dir.join("approvals-pending.png"),
+            browser.screenshot().await?,
+        )?;
+
+        // Deny one, approve the other.
+        let card = browser.find(Locator::Id(deny.as_str())).await?;
+        card.find(Locator::Css("textarea"))
+            .await?
+            .send_keys("not this customer")
+            .await?;
+        card.find(Locator::Css("button.deny"))
+            .await?
+            .click()
+            .await?;
+        browser
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css("p.flash"))
+            .await?;
+        let denied = browser
+            .find(Locator::Id(deny.as_str()))
+            .await?
+            .text()
+            .await?;
+        assert!(denied.contains("Request (never sent: denied)"), "{denied}");
+        assert!(!denied.contains("as approved"), "{denied}");
+        std::fs::write(dir.join("approval-denied.png"), browser.screenshot().await?)?;
+
+        browser
+            .goto(&format!("{}/approvals/{}", rig.url(), approve.as_str()))
+            .await?;
+        let card = browser.find(Locator::Id(approve.as_str())).await?;
+        card.find(Locator::Css("button.approve"))
+            .await?
+            .click()
+            .await?;
+        let flash = browser
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css("p.flash"))
+            .await?;
+        assert_eq!(flash.text().await?, "Your decision is recorded.");
+
+        // The call's page: its audit JSON shows the escapes, never the raw characters.
+        browser
+            .find(Locator::Css("section.result a"))
+            .await?
+            .click()
+            .await?;
+        let json = browser
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css("pre.json"))
+            .await?
+            .text()
+            .await?;
+        assert!(
+            json.contains(&format!("\"note\": \"{SHOWN_REASON}\"")),
+            "{json}"
+        );
+        assert!(!json.contains('\u{202e}'), "{json}");
+        let source = browser.source().await?;
+        for c in [
+            '\u{202e}',
+            '\u{2066}',
+            '\u{e0041}',
+            '\u{e0042}',
+            '\u{e007f}',
+        ] {
+            assert!(!source.contains(c), "raw {c:?} on the call page");
+        }
+        assert_no_key("the call page", &source);
+        std::fs::write(dir.join("call.png"), browser.screenshot().await?)?;
+
+        // The expired card, in the list with the others.
+        browser
+            .goto(&format!("{}/approvals/{}", rig.url(), lapsed.as_str()))
+            .await?;
+        let expired = browser
+            .find(Locator::Id(lapsed.as_str()))
+            .await?
+            .text()
+            .await?;
+        assert!(
+            expired.contains("Request (never sent: it expired)"),
+            "{expired}"
+        );
+        std::fs::write(
+            dir.join("approval-expired.png"),
+            browser.screenshot().await?,
+        )?;
+        browser.goto(&format!("{}/approvals", rig.url())).await?;
+        std::fs::write(
+            dir.join("approvals-decided.png"),
+            browser.screenshot().await?,
+        )?;
+
+        // The confirmation step of an irreversible action: one form, no second reason box.
+        log_in(&browser, &irreversible.url()).await?;
+        let card = browser
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Id(delete.as_str()))
+            .await?;
+        card.find(Locator::Css("textarea"))
+            .await?
+            .send_keys("GDPR erasure")
+            .await?;
+        card.find(Locator::Css("button.approve"))
+            .await?
+            .click()
+            .await?;
+        browser
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css("form.decide input[name=confirm]"))
+            .await?;
+        assert_eq!(
+            browser.find_all(Locator::Css("form.decide")).await?.len(),
+            1
+        );
+        assert!(browser.find_all(Locator::Css("textarea")).await?.is_empty());
+        assert!(
+            browser
+                .find_all(Locator::Css("button.deny"))
+                .await?
+                .is_empty()
+        );
+        std::fs::write(dir.join("confirm.png"), browser.screenshot().await?)?;
+        browser
+            .find(Locator::Css("form.decide button.approve"))
+            .await?
+            .click()
+            .await?;
+        let flash = browser
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css("p.flash"))
+            .await?;
+        assert_eq!(flash.text().await?, "Your decision is recorded.");
+        Ok::<(), Box<dyn std::error::Error>>(())
+    }
+    .await;
+    let _ = browser.close().await;
+    result.expect("the browser run");
+
+    // One refund sent, with the key the vault attached; one deletion; nothing else.
+    assert_eq!(rig.upstream.requests(), 1);
+    assert_eq!(
+        rig.upstream.received()[0].header("x-api-key"),
+        Some(API_KEY)
+    );
+    assert_eq!(
+        irreversible
+            .upstream
+            .received()
+            .iter()
+            .filter(|r| r.method == "DELETE")
+            .count(),
+        1
+    );
+}
+
+/// Logs in at the console at `base` through its form.
+async fn log_in(
+    browser: &fantoccini::Client,
+    base: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    browser.goto(&format!("{base}/login")).await?;
+    browser
+        .find(Locator::Css("#token"))
+        .await?
+        .send_keys(LOGIN)
+        .await?;
+    browser
+        .find(Locator::Css("form.card button[type=submit]"))
+        .await?
+        .click()
+        .await?;
+    // Signed in: the navigation is there.
+    browser
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("nav[aria-label=Sections]"))
+        .await?;
+    assert_eq!(browser.current_url().await?.path(), "/approvals");
     Ok(())
 }

@@ -92,3 +92,46 @@ async fn the_cli_console_records_a_decision_and_the_executor_carries_it_out() {
     );
     assert_eq!(rig.posts(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_token_under_32_bytes_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("dir");
+    let journal = dir.path().join("journal.db");
+    let token_file = dir.path().join("console-token");
+    // 31 bytes: one short.
+    std::fs::write(&token_file, format!("{}\n", "k".repeat(31))).expect("token file");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let code = sallyport_cli::run([
+        "sallyport".as_ref(),
+        "--journal".as_ref(),
+        journal.as_os_str(),
+        "console".as_ref(),
+        "--listen".as_ref(),
+        listen.as_ref(),
+        "--token-file".as_ref(),
+        token_file.as_os_str(),
+    ]);
+    assert_eq!(
+        code,
+        std::process::ExitCode::from(2),
+        "refused as a usage error"
+    );
+    assert!(
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err(),
+        "nothing listens"
+    );
+    // The same file with one more byte starts (the error is the length, nothing else).
+    let error = sallyport_console::LoginToken::from_file(&token_file).expect_err("short");
+    assert_eq!(
+        error.to_string(),
+        "a console login token has at least 32 bytes and this one has 31: use a generated one (64 hex digits), e.g. `openssl rand -hex 32`"
+    );
+    std::fs::write(&token_file, format!("{}\n", "k".repeat(32))).expect("token file");
+    assert!(sallyport_console::LoginToken::from_file(&token_file).is_ok());
+}

@@ -28,7 +28,7 @@ struct DeleteCustomer {
     customer_id: String,
 }
 
-async fn rig() -> Rig {
+pub(crate) async fn rig() -> Rig {
     let upstream = Upstream::start(|_| Reply::Json(200, json!({"id": "cus_9"}))).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let journal = SqliteJournal::open(dir.path().join("journal.db")).expect("journal");
@@ -165,4 +165,50 @@ async fn an_irreversible_action_is_approved_only_after_a_confirmation() {
         Some("GDPR erasure request")
     );
     assert_eq!(deletes(&rig), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_confirmation_step_is_the_pages_only_form_and_repeats_no_buttons() {
+    let rig = rig().await;
+    let parked = rig
+        .executor
+        .call(
+            "delete_customer",
+            json!({"customer_id": "cus_9"}),
+            &approvals_rig::session(),
+        )
+        .await;
+    let id = parked.approval_id.expect("approval id");
+    let (cookie, csrf) = rig.login().await;
+    let page = rig
+        .post(
+            &format!("/approvals/{}/decide", id.as_str()),
+            Some(&cookie),
+            &[
+                ("csrf", &csrf),
+                ("verdict", "approve"),
+                ("reason", "GDPR erasure request"),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, 200);
+    let body = &page.body;
+    // The card is shown in full, but its approve/deny buttons and reason box are not: the
+    // one form left is the confirmation, with the reason carried and shown.
+    assert_eq!(body.matches("<form class=\"decide\"").count(), 1, "{body}");
+    assert_eq!(
+        body.matches("<button").count(),
+        2,
+        "confirm and log out: {body}"
+    );
+    assert!(body.contains("Yes, approve and send it"), "{body}");
+    assert!(!body.contains("<textarea"), "{body}");
+    assert!(!body.contains("value=\"deny\""), "{body}");
+    assert!(body.contains("Your reason: GDPR erasure request"), "{body}");
+    assert!(
+        body.contains("DELETE "),
+        "the request is on the card: {body}"
+    );
+    assert!(body.contains("cus_9"), "{body}");
+    assert_eq!(deletes(&rig), 0);
 }

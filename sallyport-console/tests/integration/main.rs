@@ -6,6 +6,7 @@
 
 mod common;
 
+mod approver_view;
 mod browser;
 mod cli;
 mod confirm;

@@ -157,7 +157,7 @@ impl Executor {
         &self,
         id: &ApprovalId,
     ) -> Result<Option<ActionResult>, ApprovalError> {
-        super::resume::resume(self, id).await
+        super::resume::resume(self, id, super::resume::Trace::OwnSpan).await
     }
 
     /// [`Executor::resume_approval`] for every approved call not yet carried out: run it when

@@ -1,15 +1,27 @@
 //! Resuming an approved call: claim it, then run the pipeline's resume path under the claim.
 
-use super::{Executor, pipeline};
+use super::{Executor, pipeline, spans};
 use crate::approval::{ApprovalError, ApprovalId, ApprovalState, Transition};
 use crate::code::RefusalCode;
 use crate::outcome::ActionResult;
 use crate::outcome::Refusal;
 
+/// Where a resumed call's telemetry goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Trace {
+    /// An `execute_tool` span of its own ([`Executor::resume_approval`] from a front end, a
+    /// worker or `check_approval`).
+    OwnSpan,
+    /// The current call's span: the call a consent provider approved at once, carried out
+    /// inside the agent's call.
+    InCall,
+}
+
 /// See [`Executor::resume_approval`].
 pub(super) async fn resume(
     executor: &Executor,
     id: &ApprovalId,
+    trace: Trace,
 ) -> Result<Option<ActionResult>, ApprovalError> {
     let inner = &executor.inner;
     let journal = inner.approval_store()?;
@@ -34,26 +46,37 @@ pub(super) async fn resume(
     let Some(claim) = approval.claim.clone() else {
         return Ok(None);
     };
-    // The scope checked again is the session's scope now, when the host can say; a
-    // session the host no longer knows refuses the call.
-    let (session, gone) = match &settings.sessions {
-        Some(lookup) => match lookup(approval.session.id()) {
-            Some(session) => (session, false),
-            None => (approval.session.clone(), true),
-        },
-        None => (approval.session.clone(), false),
+    let run = async {
+        // The scope checked again is the session's scope now, when the host can say; a
+        // session the host no longer knows refuses the call.
+        let (session, gone) = match &settings.sessions {
+            Some(lookup) => match lookup(approval.session.id()) {
+                Some(session) => (session, false),
+                None => (approval.session.clone(), true),
+            },
+            None => (approval.session.clone(), false),
+        };
+        let mut guard = executor.guard(&approval.action, &session);
+        let result = if gone {
+            guard.record_mut().settle = Some((id.clone(), claim));
+            let refusal = Refusal::new(
+                RefusalCode::OutOfScope,
+                "the session this call was made in has ended; the approval is void; nothing was sent",
+            );
+            Some(pipeline::refuse(inner, &guard, refusal).await)
+        } else {
+            pipeline::resume(inner, &mut guard, &session, &approval, &claim).await
+        };
+        guard.disarm();
+        result
     };
-    let mut guard = executor.guard(&approval.action, &session);
-    let result = if gone {
-        guard.record_mut().settle = Some((id.clone(), claim));
-        let refusal = Refusal::new(
-            RefusalCode::OutOfScope,
-            "the session this call was made in has ended; the approval is void; nothing was sent",
-        );
-        Some(pipeline::refuse(inner, &guard, refusal).await)
-    } else {
-        pipeline::resume(inner, &mut guard, &session, &approval, &claim).await
-    };
-    guard.disarm();
-    Ok(result)
+    // With the `otel` feature, a resumed call is an `execute_tool` span of its own, or runs
+    // in the agent's call span when it is carried out inside that call.
+    Ok(match trace {
+        Trace::OwnSpan => spans::resumed(inner, &approval, &settings.instance, run).await,
+        Trace::InCall => {
+            spans::resumed_in_call(&approval.approval_id, &settings.instance);
+            run.await
+        }
+    })
 }

@@ -1,12 +1,15 @@
 //! The hooks that put each call, its consent wait and its dispatch in spans named by
-//! [`crate::telemetry`] (which holds only the names, so it imports nothing of the executor).
-//! Without the `otel` feature every hook hands its future back unchanged.
+//! [`crate::telemetry`] (which holds only the names, so it imports nothing of the executor),
+//! and an approval's steps (parked, decided, expired, resumed) in span events. Without the
+//! `otel` feature every hook hands its future back unchanged.
 
 use std::future::Future;
 
+use crate::approval::{Approval, ApprovalError, ApprovalId, Decided, Decider, Verdict};
 use crate::channel::DispatchContext;
 use crate::code::ConsentOutcome;
 use crate::executor::{CallOptions, Inner};
+use crate::outcome::ActionResult;
 #[cfg(feature = "otel")]
 use crate::telemetry::{OPERATION_EXECUTE_TOOL, TARGET, attr, span};
 
@@ -49,6 +52,113 @@ where
     F: Future<Output = crate::outcome::ActionResult>,
 {
     call
+}
+
+/// Runs `run` (an approved call carried out under its claim) inside an `execute_tool` span
+/// of its own, with the approval's id and a `resumed` event, and records its answer there.
+#[cfg(feature = "otel")]
+pub(crate) fn resumed<F>(
+    inner: &Inner,
+    approval: &Approval,
+    executor: &str,
+    run: F,
+) -> impl Future<Output = Option<ActionResult>> + use<F>
+where
+    F: Future<Output = Option<ActionResult>>,
+{
+    use tracing::Instrument as _;
+
+    let span = enabled::call_span(inner, &approval.action, &CallOptions::new());
+    span.record(
+        crate::telemetry::attr::APPROVAL_ID,
+        approval.approval_id.as_str(),
+    );
+    let recorded = span.clone();
+    let id = approval.approval_id.clone();
+    let executor = executor.to_owned();
+    enabled::CALL.scope(
+        enabled::CallState::default(),
+        async move {
+            enabled::event_resumed(&id, &executor);
+            let result = run.await;
+            if let Some(result) = &result {
+                if result.code_str() == Some(crate::code::RefusalCode::ApprovalExpired.as_str()) {
+                    enabled::event_expired(&id);
+                }
+                enabled::finish(&recorded, result);
+            }
+            result
+        }
+        .instrument(span),
+    )
+}
+
+/// Without the feature: `run` itself.
+#[cfg(not(feature = "otel"))]
+pub(crate) fn resumed<F>(
+    _inner: &Inner,
+    _approval: &Approval,
+    _executor: &str,
+    run: F,
+) -> impl Future<Output = Option<ActionResult>> + use<F>
+where
+    F: Future<Output = Option<ActionResult>>,
+{
+    run
+}
+
+/// An approved call carried out inside the agent's call (a consent provider approved it at
+/// once): a `resumed` event on the call's span.
+pub(crate) fn resumed_in_call(id: &ApprovalId, executor: &str) {
+    #[cfg(feature = "otel")]
+    enabled::event_resumed(id, executor);
+    #[cfg(not(feature = "otel"))]
+    let _ = (id, executor);
+}
+
+/// Runs `decide` (one decision on approval `id`) and records a `decided` event with its
+/// approver, verdict, front end and what became of it: on the current span, or on a
+/// `sallyport.approval.decide` span of its own when none is current.
+#[cfg(feature = "otel")]
+pub(crate) async fn decision<F>(
+    id: &ApprovalId,
+    verdict: Verdict,
+    decider: &Decider,
+    decide: F,
+) -> Result<Decided, ApprovalError>
+where
+    F: Future<Output = Result<Decided, ApprovalError>>,
+{
+    use tracing::Instrument as _;
+
+    let span = enabled::own_span_unless_current(id);
+    let result = decide.instrument(span.clone()).await;
+    if let Ok(decided) = &result {
+        span.in_scope(|| enabled::event_decided(id, verdict, decider, decided));
+    }
+    result
+}
+
+/// Without the feature: `decide` itself.
+#[cfg(not(feature = "otel"))]
+pub(crate) async fn decision<F>(
+    _id: &ApprovalId,
+    _verdict: Verdict,
+    _decider: &Decider,
+    decide: F,
+) -> Result<Decided, ApprovalError>
+where
+    F: Future<Output = Result<Decided, ApprovalError>>,
+{
+    decide.await
+}
+
+/// Approval `id` was recorded as expired undecided: an `expired` event on the current span.
+pub(crate) fn expired(id: &ApprovalId) {
+    #[cfg(feature = "otel")]
+    enabled::event_expired(id);
+    #[cfg(not(feature = "otel"))]
+    let _ = id;
 }
 
 /// The consent stage decided `outcome`; the call span names the last decision of the call.
@@ -120,10 +230,12 @@ mod enabled {
     use tracing::field::Empty;
 
     use super::{OPERATION_EXECUTE_TOOL, TARGET, attr};
+    use crate::approval::{ApprovalId, Decided, Decider, Verdict};
     use crate::channel::DispatchContext;
     use crate::code::ConsentOutcome;
     use crate::executor::{CallOptions, Inner};
     use crate::outcome::ActionResult;
+    use crate::telemetry::{event, span};
     use sallyport_vocab::MAX_ACTION_NAME;
 
     /// What the stages of one call tell its span. One per call, set for the call's future
@@ -204,7 +316,101 @@ mod enabled {
             { attr::DISPATCHES } = Empty,
             { attr::RECEIPT_ID } = Empty,
             { attr::ATTEMPT_ID } = Empty,
+            { attr::APPROVAL_ID } = Empty,
         )
+    }
+
+    /// A `sallyport.approval.decide` span for approval `id` when no span is current and a
+    /// subscriber wants it; otherwise none (the events go to the current span).
+    pub(super) fn own_span_unless_current(id: &ApprovalId) -> Span {
+        if !Span::current().is_none()
+            || !tracing::span_enabled!(target: TARGET, tracing::Level::INFO)
+        {
+            return Span::none();
+        }
+        tracing::info_span!(
+            target: TARGET,
+            span::APPROVAL_DECIDE,
+            { attr::APPROVAL_ID } = id.as_str(),
+        )
+    }
+
+    /// `text` cut to 128 bytes at a character boundary (names only: never a secret).
+    fn bounded(text: &str) -> &str {
+        let mut end = text.len().min(MAX_ACTION_NAME);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        &text[..end]
+    }
+
+    // The event macros take field names as written (`a.b`), not as constants: each name
+    // below is the `attr` constant of the same spelling (the OpenTelemetry tests compare the
+    // exported events with the constants).
+    pub(super) fn event_decided(
+        id: &ApprovalId,
+        verdict: Verdict,
+        decider: &Decider,
+        decided: &Decided,
+    ) {
+        let decision = match decided {
+            Decided::Recorded(_) => "recorded",
+            Decided::AlreadyDecided(_) => "already_decided",
+            Decided::Expired(_) => "expired",
+            Decided::AlreadyCounted(_) => "already_counted",
+            Decided::Refused { .. } => "refused",
+        };
+        tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            {
+                sallyport.approval_id = id.as_str(),
+                sallyport.approver = bounded(&decider.by),
+                sallyport.verdict = verdict.as_str(),
+                sallyport.front_end = bounded(&decider.channel),
+                sallyport.decision = decision,
+                sallyport.approval_state = decided.approval().state.as_str(),
+            },
+            "{}",
+            event::DECIDED
+        );
+    }
+
+    pub(super) fn event_expired(id: &ApprovalId) {
+        tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            {
+                sallyport.approval_id = id.as_str(),
+            },
+            "{}",
+            event::EXPIRED
+        );
+    }
+
+    pub(super) fn event_resumed(id: &ApprovalId, executor: &str) {
+        tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            {
+                sallyport.approval_id = id.as_str(),
+                sallyport.executor = bounded(executor),
+            },
+            "{}",
+            event::RESUMED
+        );
+    }
+
+    fn event_parked(id: &ApprovalId) {
+        tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            {
+                sallyport.approval_id = id.as_str(),
+            },
+            "{}",
+            event::PARKED
+        );
     }
 
     /// Records the call's answer on its span, each field once.
@@ -228,6 +434,12 @@ mod enabled {
         with_call(|state| {
             if let Some(consent) = state.consent.get() {
                 span.record(attr::CONSENT, consent.as_str());
+                // Parked: the call ends pending with an approval to wait for.
+                if consent == ConsentOutcome::Deferred
+                    && let Some(id) = &result.approval_id
+                {
+                    span.in_scope(|| event_parked(id));
+                }
             }
             span.record(attr::DISPATCHES, state.sends.get());
         });

@@ -140,6 +140,30 @@ pub(crate) async fn login_at(addr: SocketAddr, token: &str) -> (String, String) 
     (cookie, csrf)
 }
 
+/// One login attempt with `token` from the local address `from`, through the login form.
+pub(crate) async fn try_login_from(
+    from: Option<std::net::IpAddr>,
+    addr: SocketAddr,
+    token: &str,
+) -> Answer {
+    let page = http_from(from, addr, "GET", "/login", None, None).await;
+    assert_eq!(page.status, 200);
+    let nonce_cookie = page
+        .cookie("sallyport_console_login")
+        .expect("login cookie");
+    let nonce = page.csrf().expect("login csrf");
+    let form = urlencode(&[("csrf", &nonce), ("token", token)]);
+    http_from(
+        from,
+        addr,
+        "POST",
+        "/login",
+        Some(&nonce_cookie),
+        Some(&form),
+    )
+    .await
+}
+
 /// An HTTP answer, every header kept.
 #[derive(Debug)]
 pub(crate) struct Answer {
@@ -210,7 +234,29 @@ pub(crate) async fn http(
     cookie: Option<&str>,
     body: Option<&str>,
 ) -> Answer {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    http_from(None, addr, method, path, cookie, body).await
+}
+
+/// [`http`] from the local address `from` (another loopback address is another client:
+/// Linux routes all of 127.0.0.0/8 to loopback).
+pub(crate) async fn http_from(
+    from: Option<std::net::IpAddr>,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    cookie: Option<&str>,
+    body: Option<&str>,
+) -> Answer {
+    let mut stream = match from {
+        None => tokio::net::TcpStream::connect(addr).await.expect("connect"),
+        Some(local) => {
+            let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+            socket
+                .bind(SocketAddr::new(local, 0))
+                .expect("bind the client address");
+            socket.connect(addr).await.expect("connect")
+        }
+    };
     let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     if let Some(cookie) = cookie {
         request.push_str(&format!("Cookie: {cookie}\r\n"));
