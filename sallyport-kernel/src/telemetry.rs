@@ -125,7 +125,9 @@ pub mod attr {
     /// On a decision: the front end it came through (`cli`, `console`, `webhook`, …).
     pub const FRONT_END: &str = "sallyport.front_end";
     /// On a decision: what became of it — `recorded`, `already_decided` (someone decided
-    /// first; nothing changed) or `expired` (too late; the expiry is what stands).
+    /// first; nothing changed), `expired` (too late; the expiry is what stands),
+    /// `already_counted` (this approver's approval of a quorum was counted before) or
+    /// `refused` (no authority, self-approval or a bad signature; nothing changed).
     pub const DECISION: &str = "sallyport.decision";
     /// On a decision: the approval's state after it (`approved`, `denied`, `expired`, …).
     pub const APPROVAL_STATE: &str = "sallyport.approval_state";
