@@ -55,5 +55,12 @@ pub(super) async fn resume(
         pipeline::resume(inner, &mut guard, &session, &approval, &claim).await
     };
     guard.disarm();
+    // The parked call was counted under its own attempt when it was first let through.
+    if let Some(result) = &result
+        && inner.policy.is_some()
+    {
+        let session = approval.session.id().as_str();
+        super::policy::settle(&inner.calls, session, &approval.attempt_id, result.status).await;
+    }
     Ok(result)
 }
