@@ -334,8 +334,13 @@ impl Executor {
             && guard.record().let_through_by_policy()
         {
             let attempt = &guard.record().attempt_id;
-            policy::settle(&self.inner.calls, session.id().as_str(), attempt, result.status)
-                .await;
+            policy::settle(
+                &self.inner.calls,
+                session.id().as_str(),
+                attempt,
+                result.status,
+            )
+            .await;
         }
         match ended {
             pipeline::Ended::Answer(result) => *result,

@@ -370,7 +370,13 @@ impl SessionCalls {
 
     /// The most recent call (within the list) of `action` that named the object `value` of
     /// scope kind `kind` and ended with `status`.
-    pub fn find(&self, action: &str, kind: &str, value: &str, status: Status) -> Option<&RecentCall> {
+    pub fn find(
+        &self,
+        action: &str,
+        kind: &str,
+        value: &str,
+        status: Status,
+    ) -> Option<&RecentCall> {
         self.recent.iter().find(|call| {
             call.action == action && call.status == Some(status) && call.names(kind, value)
         })

@@ -110,8 +110,7 @@ fn effect(name: &str) -> EffectClass {
 
 /// One row of [`RECENT`].
 fn recent_call(row: &Row) -> RecentCall {
-    let objects: Vec<ScopedValue> =
-        serde_json::from_str(row.get::<_, &str>(3)).unwrap_or_default();
+    let objects: Vec<ScopedValue> = serde_json::from_str(row.get::<_, &str>(3)).unwrap_or_default();
     let call = RecentCall::new(
         AttemptId::from_stored(row.get::<_, String>(0)),
         row.get::<_, String>(1),
@@ -150,7 +149,10 @@ impl CallStore for PgCallStore {
             client.prepare_cached(FORGET),
         )
         .map_err(|e| self.failed(&e))?;
-        client.batch_execute(BEGIN).await.map_err(|e| self.failed(&e))?;
+        client
+            .batch_execute(BEGIN)
+            .await
+            .map_err(|e| self.failed(&e))?;
         // From here on, a failure leaves the transaction open: it is rolled back, and a
         // connection that cannot even do that is not put back in the pool.
         let (minute_ago, hour_ago, day_ago) = (now - MINUTE_MS, now - HOUR_MS, now - DAY_MS);
@@ -198,8 +200,14 @@ impl CallStore for PgCallStore {
                 Some(attempt) if decision.verdict != PolicyVerdict::Deny => {
                     let objects = serde_json::to_string(query.objects).unwrap_or_default();
                     let (attempt, effect) = (attempt.as_str(), query.effect.as_str());
-                    let insert_params: [&(dyn ToSql + Sync); 6] =
-                        [&attempt, &query.session, &query.action, &effect, &objects, &now];
+                    let insert_params: [&(dyn ToSql + Sync); 6] = [
+                        &attempt,
+                        &query.session,
+                        &query.action,
+                        &effect,
+                        &objects,
+                        &now,
+                    ];
                     let forget_params: [&(dyn ToSql + Sync); 1] = [&day_ago];
                     futures_util::try_join!(
                         client.execute(&insert, &insert_params),
@@ -235,8 +243,9 @@ impl CallStore for PgCallStore {
             .get()
             .await
             .map_err(|e| JournalError::Write(Box::new(shared.redactor.other(&e))))?;
-        let write_failed =
-            |e: tokio_postgres::Error| -> JournalError { JournalError::Write(Box::new(shared.redactor.postgres(&e))) };
+        let write_failed = |e: tokio_postgres::Error| -> JournalError {
+            JournalError::Write(Box::new(shared.redactor.postgres(&e)))
+        };
         let statement = client.prepare_cached(SETTLE).await.map_err(write_failed)?;
         // One flight, committed without waiting for the WAL flush (as the counts are).
         let (attempt, status) = (attempt.as_str(), status.as_str());

@@ -169,9 +169,8 @@ fn decide_in(
     if let Some(attempt) = query.record
         && decision.verdict != PolicyVerdict::Deny
     {
-        let objects = serde_json::to_string(query.objects).map_err(|e| {
-            rusqlite::Error::ToSqlConversionFailure(Box::new(e))
-        })?;
+        let objects = serde_json::to_string(query.objects)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
         conn.prepare_cached(INSERT)?.execute(params![
             attempt.as_str(),
             query.session,
@@ -180,7 +179,8 @@ fn decide_in(
             objects,
             now,
         ])?;
-        conn.prepare_cached(FORGET)?.execute(params![now - DAY_MS])?;
+        conn.prepare_cached(FORGET)?
+            .execute(params![now - DAY_MS])?;
     }
     Ok(decision)
 }

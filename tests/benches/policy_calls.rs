@@ -114,15 +114,23 @@ fn calls(c: &mut Criterion, rt: &tokio::runtime::Runtime, name: &str, journal: &
     group.finish();
 }
 
-fn store_step(c: &mut Criterion, rt: &tokio::runtime::Runtime, name: &str, store: Arc<dyn CallStore>) {
+fn store_step(
+    c: &mut Criterion,
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    store: Arc<dyn CallStore>,
+) {
     let after_decision = Arc::new(AtomicU64::new(0));
     let steps = Arc::new(AtomicU64::new(0));
     let n = AtomicU64::new(0);
     c.bench_function(&format!("policy_store/{name}"), |b| {
         b.to_async(rt).iter(|| {
             let i = n.fetch_add(1, Ordering::Relaxed);
-            let (store, after_decision, steps) =
-                (Arc::clone(&store), Arc::clone(&after_decision), Arc::clone(&steps));
+            let (store, after_decision, steps) = (
+                Arc::clone(&store),
+                Arc::clone(&after_decision),
+                Arc::clone(&steps),
+            );
             async move {
                 let session = format!("step-{name}-{}", i / 100);
                 let attempt = AttemptId::generate();
@@ -174,7 +182,9 @@ fn benches(c: &mut Criterion) {
     let sqlite: Arc<dyn Journal> =
         Arc::new(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"));
     calls(c, &rt, "sqlite", &sqlite);
-    let store = Arc::clone(&sqlite).call_store().expect("the SQLite journal offers a store");
+    let store = Arc::clone(&sqlite)
+        .call_store()
+        .expect("the SQLite journal offers a store");
     store_step(c, &rt, "sqlite", store);
 
     let postgres = rt.block_on(async {

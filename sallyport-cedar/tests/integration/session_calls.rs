@@ -146,10 +146,7 @@ async fn the_fourth_external_commitment_in_an_hour_is_denied_whatever_the_action
     );
     assert_eq!(rig.upstream.requests(), 4, "the denied call sent nothing");
     // A read is no commitment, and another session has its own hour.
-    let read = rig
-        .executor
-        .call("get_invoice", invoice("inv_1"), &s)
-        .await;
+    let read = rig.executor.call("get_invoice", invoice("inv_1"), &s).await;
     assert_eq!(read.status, Status::Completed);
     let other = rig
         .executor
@@ -177,10 +174,7 @@ async fn an_invoice_is_deleted_only_after_it_was_read_in_this_session() {
     assert_eq!(rig.upstream.requests(), 0);
 
     // Reading another invoice does not count for this one.
-    let read_other = rig
-        .executor
-        .call("get_invoice", invoice("inv_2"), &s)
-        .await;
+    let read_other = rig.executor.call("get_invoice", invoice("inv_2"), &s).await;
     assert_eq!(read_other.status, Status::Completed);
     let still = rig
         .executor
@@ -203,10 +197,7 @@ async fn an_invoice_is_deleted_only_after_it_was_read_in_this_session() {
     assert_eq!(rig.upstream.requests(), 2);
 
     // Read in this session: the delete goes through.
-    let read = rig
-        .executor
-        .call("get_invoice", invoice("inv_1"), &s)
-        .await;
+    let read = rig.executor.call("get_invoice", invoice("inv_1"), &s).await;
     assert_eq!(read.status, Status::Completed);
     let deleted = rig
         .executor

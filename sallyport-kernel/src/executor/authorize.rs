@@ -59,11 +59,7 @@ impl Prepared {
 }
 
 /// Checks scope and lets the channel prepare the request.
-fn prepare(
-    inner: &Inner,
-    session: &Session,
-    validated: Validated,
-) -> Result<Prepared, Refusal> {
+fn prepare(inner: &Inner, session: &Session, validated: Validated) -> Result<Prepared, Refusal> {
     for object in validated.objects() {
         if !session.permits(&object.kind, &object.value) {
             return Err(Refusal::new(
@@ -100,11 +96,7 @@ fn prepare(
 }
 
 /// The prepared call, with what the host's policy decided about it ([`policy::check`]).
-fn authorized(
-    prepared: Prepared,
-    policy: PolicyCheck,
-    scrubber: Arc<Scrubber>,
-) -> Authorized {
+fn authorized(prepared: Prepared, policy: PolicyCheck, scrubber: Arc<Scrubber>) -> Authorized {
     let Prepared {
         validated,
         channel,

@@ -309,7 +309,14 @@ pub(super) async fn check(
         return Ok(PolicyCheck::default());
     };
     let Some(store) = &counting.shared else {
-        return check_now(Some(policy), counting, scrubber, session, validated, purpose);
+        return check_now(
+            Some(policy),
+            counting,
+            scrubber,
+            session,
+            validated,
+            purpose,
+        );
     };
     let spec = validated.entry().spec();
     let arguments = visible_arguments(spec, validated.arguments());
@@ -530,15 +537,28 @@ mod tests {
         log.settle("s", &ids[0], Status::Completed);
 
         let mut seen = None;
-        let query = CallQuery::new("s", "mail_item", EffectClass::ExternalCommitment, &[], 9_000)
-            .with_recent(2);
-        log.decide_counting(&query, start + Duration::from_secs(70), &mut |counts, calls| {
-            seen = Some((counts, calls.clone()));
-            PolicyDecision::allow()
-        });
+        let query = CallQuery::new(
+            "s",
+            "mail_item",
+            EffectClass::ExternalCommitment,
+            &[],
+            9_000,
+        )
+        .with_recent(2);
+        log.decide_counting(
+            &query,
+            start + Duration::from_secs(70),
+            &mut |counts, calls| {
+                seen = Some((counts, calls.clone()));
+                PolicyDecision::allow()
+            },
+        );
         let (counts, calls) = seen.expect("decided");
         assert_eq!(counts, CallCounts::new(0, 1, 1), "this action's own counts");
-        assert_eq!(calls.by_effect.external_commitment, CallCounts::new(0, 2, 2));
+        assert_eq!(
+            calls.by_effect.external_commitment,
+            CallCounts::new(0, 2, 2)
+        );
         assert_eq!(calls.by_effect.observe, CallCounts::new(0, 1, 1));
         assert_eq!(calls.by_effect.reversible_change, CallCounts::default());
         let recent: Vec<(&str, &AttemptId, Option<Status>, u64)> = calls
@@ -558,8 +578,14 @@ mod tests {
 
         // With room for all three, the read is there, completed, and the list is complete.
         let mut seen = None;
-        let query = CallQuery::new("s", "delete_item", EffectClass::IrreversibleOrBroad, &it1, 0)
-            .with_recent(16);
+        let query = CallQuery::new(
+            "s",
+            "delete_item",
+            EffectClass::IrreversibleOrBroad,
+            &it1,
+            0,
+        )
+        .with_recent(16);
         log.decide_counting(&query, start + Duration::from_secs(70), &mut |_, calls| {
             seen = Some(calls.clone());
             PolicyDecision::allow()
@@ -569,8 +595,14 @@ mod tests {
         assert_eq!(calls.recent.len(), 3);
         let read = calls.find("get_item", "item", "it_1", Status::Completed);
         assert_eq!(read.map(|c| &c.attempt_id), Some(&ids[0]));
-        assert_eq!(calls.find("get_item", "item", "it_2", Status::Completed), None);
-        assert_eq!(calls.find("publish_item", "item", "it_1", Status::Completed), None);
+        assert_eq!(
+            calls.find("get_item", "item", "it_2", Status::Completed),
+            None
+        );
+        assert_eq!(
+            calls.find("publish_item", "item", "it_1", Status::Completed),
+            None
+        );
     }
 
     #[test]
@@ -584,8 +616,9 @@ mod tests {
                 std::thread::spawn(move || {
                     let id = AttemptId::generate();
                     let action = if i % 2 == 0 { "publish" } else { "mail" };
-                    let query = CallQuery::new("s", action, EffectClass::ExternalCommitment, &[], 0)
-                        .recording(&id);
+                    let query =
+                        CallQuery::new("s", action, EffectClass::ExternalCommitment, &[], 0)
+                            .recording(&id);
                     log.decide_counting(&query, start, &mut |_, calls| {
                         if calls.by_effect.external_commitment.hour >= 3 {
                             PolicyDecision::deny("three")

@@ -86,11 +86,18 @@ async fn a_limit_of_5_an_hour_holds_across_4_processes_racing_on_one_sqlite_jour
     assert_eq!(completed, LIMIT, "denied: {denied:?}");
     assert_eq!(denied.len(), PROCESSES * CALLS - LIMIT);
     assert!(denied.iter().all(|line| line == DENIED), "{denied:?}");
-    assert_eq!(sent, LIMIT as u64, "the upstream saw exactly the calls let through");
+    assert_eq!(
+        sent, LIMIT as u64,
+        "the upstream saw exactly the calls let through"
+    );
     let journal = SqliteJournal::open(&path).expect("journal");
     let report = journal.verify().await.expect("verify");
     assert!(report.is_intact(), "{report:?}");
-    assert_eq!(report.records, (PROCESSES * CALLS) as u64, "one record per call");
+    assert_eq!(
+        report.records,
+        (PROCESSES * CALLS) as u64,
+        "one record per call"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,7 +107,10 @@ async fn a_limit_of_5_an_hour_holds_across_4_processes_racing_on_one_postgres_jo
     assert_eq!(completed, LIMIT, "denied: {denied:?}");
     assert_eq!(denied.len(), PROCESSES * CALLS - LIMIT);
     assert!(denied.iter().all(|line| line == DENIED), "{denied:?}");
-    assert_eq!(sent, LIMIT as u64, "the upstream saw exactly the calls let through");
+    assert_eq!(
+        sent, LIMIT as u64,
+        "the upstream saw exactly the calls let through"
+    );
     let sql = db.sql().await;
     let counted: i64 = sql
         .query_one(
@@ -110,11 +120,18 @@ async fn a_limit_of_5_an_hour_holds_across_4_processes_racing_on_one_postgres_jo
         .await
         .expect("count")
         .get(0);
-    assert_eq!(counted, LIMIT as i64, "the store holds the 5 calls, each completed");
+    assert_eq!(
+        counted, LIMIT as i64,
+        "the store holds the 5 calls, each completed"
+    );
     let journal = PostgresJournal::connect(&db.url).await.expect("journal");
     let report = journal.verify().await.expect("verify");
     assert!(report.is_intact(), "{report:?}");
-    assert_eq!(report.records, (PROCESSES * CALLS) as u64, "one record per call");
+    assert_eq!(
+        report.records,
+        (PROCESSES * CALLS) as u64,
+        "one record per call"
+    );
 }
 
 /// The control: the same race with every process counting in its own memory lets each

@@ -135,16 +135,32 @@ async fn rules_hold(a: &Executor, b: &Executor, upstream: &Upstream) {
     assert_eq!(unread.code, Some(RefusalCode::PolicyDenied.into()));
     assert_eq!(
         unread.reason.as_deref(),
-        Some("policy `history` denied this call: read it_1 in this session before deleting it; nothing was sent")
+        Some(
+            "policy `history` denied this call: read it_1 in this session before deleting it; nothing was sent"
+        )
     );
     assert_eq!(upstream.requests(), 0);
     // A read in another session, or of another item, does not open it.
-    assert_eq!(b.call("get_item", item("it_1"), &session("s2")).await.status, Status::Completed);
-    assert_eq!(b.call("get_item", item("it_2"), &s).await.status, Status::Completed);
-    assert_eq!(a.call("delete_item", item("it_1"), &s).await.status, Status::Rejected);
+    assert_eq!(
+        b.call("get_item", item("it_1"), &session("s2"))
+            .await
+            .status,
+        Status::Completed
+    );
+    assert_eq!(
+        b.call("get_item", item("it_2"), &s).await.status,
+        Status::Completed
+    );
+    assert_eq!(
+        a.call("delete_item", item("it_1"), &s).await.status,
+        Status::Rejected
+    );
     assert_eq!(upstream.requests(), 2);
     // Read through `b`, deleted through `a`: the store is shared.
-    assert_eq!(b.call("get_item", item("it_1"), &s).await.status, Status::Completed);
+    assert_eq!(
+        b.call("get_item", item("it_1"), &s).await.status,
+        Status::Completed
+    );
     let deleted = a.call("delete_item", item("it_1"), &s).await;
     assert_eq!(deleted.status, Status::Completed, "{}", deleted.summary());
     assert_eq!(upstream.requests(), 4);
@@ -163,13 +179,20 @@ async fn rules_hold(a: &Executor, b: &Executor, upstream: &Upstream) {
     assert_eq!(fourth.status, Status::Rejected);
     assert_eq!(
         fourth.reason.as_deref(),
-        Some("policy `history` denied this call: at most 3 external commitments per session per hour; nothing was sent")
+        Some(
+            "policy `history` denied this call: at most 3 external commitments per session per hour; nothing was sent"
+        )
     );
     assert_eq!(upstream.requests(), 7, "the fourth commitment was not sent");
     // Reads go on, and another session commits.
-    assert_eq!(a.call("get_item", item("it_3"), &s).await.status, Status::Completed);
     assert_eq!(
-        a.call("publish_item", item("it_3"), &session("s2")).await.status,
+        a.call("get_item", item("it_3"), &s).await.status,
+        Status::Completed
+    );
+    assert_eq!(
+        a.call("publish_item", item("it_3"), &session("s2"))
+            .await
+            .status,
         Status::Completed
     );
     assert_eq!(upstream.requests(), 9);
@@ -179,8 +202,14 @@ async fn rules_hold(a: &Executor, b: &Executor, upstream: &Upstream) {
 async fn a_rust_policy_sees_the_sessions_recent_calls_across_executors_on_postgres() {
     let db = TestDb::create().await;
     let upstream = Upstream::start(|_| Reply::Json(200, json!({"id": "it"}))).await;
-    let a = executor(Arc::new(PostgresJournal::connect(&db.url).await.expect("a")), &upstream);
-    let b = executor(Arc::new(PostgresJournal::connect(&db.url).await.expect("b")), &upstream);
+    let a = executor(
+        Arc::new(PostgresJournal::connect(&db.url).await.expect("a")),
+        &upstream,
+    );
+    let b = executor(
+        Arc::new(PostgresJournal::connect(&db.url).await.expect("b")),
+        &upstream,
+    );
     rules_hold(&a, &b, &upstream).await;
     // The store holds one row per call let through (9 sent, 0 of the 3 denied), each with
     // the status it ended with.
@@ -192,8 +221,7 @@ async fn a_rust_policy_sees_the_sessions_recent_calls_across_executors_on_postgr
         )
         .await
         .expect("rows");
-    let by_status: Vec<(Option<String>, i64)> =
-        rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let by_status: Vec<(Option<String>, i64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     assert_eq!(by_status, [(Some("completed".to_owned()), 9)]);
 }
 
@@ -231,9 +259,18 @@ async fn with_local_counts_one_executor_does_not_see_the_others_reads() {
     let a = local(PostgresJournal::connect(&db.url).await.expect("a"));
     let b = local(PostgresJournal::connect(&db.url).await.expect("b"));
     let s = session("s1");
-    assert_eq!(b.call("get_item", item("it_1"), &s).await.status, Status::Completed);
-    assert_eq!(a.call("delete_item", item("it_1"), &s).await.status, Status::Rejected);
-    assert_eq!(b.call("delete_item", item("it_1"), &s).await.status, Status::Completed);
+    assert_eq!(
+        b.call("get_item", item("it_1"), &s).await.status,
+        Status::Completed
+    );
+    assert_eq!(
+        a.call("delete_item", item("it_1"), &s).await.status,
+        Status::Rejected
+    );
+    assert_eq!(
+        b.call("delete_item", item("it_1"), &s).await.status,
+        Status::Completed
+    );
     assert_eq!(upstream.requests(), 2);
     let sql = db.sql().await;
     let rows: i64 = sql
