@@ -15,7 +15,11 @@
 //! | `context.effect`, `.externality`, `.consent` | the card's effect class, externality and consent rule, as their snake-case strings |
 //! | `context.data_classes` | the card's data classes, a `Set<String>` |
 //! | `context.args` | the fields the author marked `#[policy]`, typed from the input schema (`String`, `Long`, `Boolean`, `Set<…>`; an optional field is an optional attribute: test it with `has`) |
-//! | `context.calls.minute`, `.hour`, `.day` | how many earlier calls of this action this session made that the policy let through, in the last minute, hour and day (in memory, per process: see [`sallyport_core::policy`]) |
+//! | `context.calls.minute`, `.hour`, `.day` | how many earlier calls of this action this session made that the policy let through, in the last minute, hour and day (shared by every process on the journal when it offers a store, else per process: see [`sallyport_core::policy`]) |
+//! | `context.session_calls.by_effect.<effect>.minute`, `.hour`, `.day` | the same, for the session's calls of any action, by effect class (`observe`, `reversible_change`, `external_commitment`, `irreversible_or_broad`) |
+//! | `context.session_calls.recent` | the session's most recent calls the policy let through (newest first in sallyport; a `Set` in Cedar), each `{action, effect, objects, age_seconds, status?}`: `objects` a `Set<String>` of `"<kind>::<value>"`, `status` absent until the call ended |
+//! | `context.session_calls.complete` | whether `recent` holds every such call of the last day |
+//! | `context.session_calls.completed_on_resource` | the actions of the recent calls that named this authorization's resource and ended `completed`, a `Set<String>` |
 //!
 //! **One authorization per object**: a call that names two objects is authorized twice, and
 //! every authorization must allow. Any deny denies the call; any `@consent("required")`
@@ -49,7 +53,25 @@
 //! @reason("at most 5 invoices per session per hour")
 //! forbid (principal, action == Action::"create_invoice", resource)
 //! when { context.calls.hour >= 5 };
+//!
+//! @id("three-commitments-an-hour")
+//! @reason("at most 3 external commitments per session per hour")
+//! forbid (principal, action, resource)
+//! when { context.effect == "external_commitment" &&
+//!        context.session_calls.by_effect.external_commitment.hour >= 3 };
+//!
+//! @id("read-before-delete")
+//! @reason("read the invoice in this session before deleting it")
+//! forbid (principal, action == Action::"delete_invoice", resource)
+//! unless { context.session_calls.completed_on_resource.contains("get_invoice") };
 //! ```
+//!
+//! Cedar has no quantifier over a set, so a rule about one earlier call reads the
+//! precomputed `completed_on_resource`; `recent` is there for rules that test the whole
+//! record (`containsAny`) and for the audit of what the policy saw. The recent calls are
+//! bounded ([`ExecutorBuilder::policy_recent_calls`](sallyport_core::executor::ExecutorBuilder::policy_recent_calls)):
+//! a read older than the bound is not in `completed_on_resource`, and such a rule then
+//! denies (fail closed).
 //!
 //! # Validation and reloading
 //!
@@ -92,9 +114,11 @@ use cedar_policy::{
     Validator,
 };
 use miette::Diagnostic;
-use sallyport_core::Catalog;
-use sallyport_core::policy::{Policy, PolicyDecision, PolicyRequest, PolicyVerdict};
-use serde_json::{Value, json};
+use sallyport_core::policy::{
+    CallCounts, Policy, PolicyDecision, PolicyRequest, PolicyVerdict, SessionCalls,
+};
+use sallyport_core::{Catalog, EffectClass, Status};
+use serde_json::{Map, Value, json};
 
 pub use crate::decision::{CedarDecisionPolicy, DECISION_SCHEMA};
 pub use crate::error::CedarError;
@@ -331,14 +355,6 @@ impl CedarPolicy {
         );
         let action =
             EntityUid::from_type_name_and_id(type_name("Action")?, EntityId::new(request.action));
-        let context =
-            Context::from_json_value(context_json(request), Some((&self.schema, &action)))
-                .map_err(|e| {
-                    format!(
-                        "the call's context does not fit the policy schema: {}",
-                        cedar_message(&e)
-                    )
-                })?;
         let mut resources: BTreeSet<(String, String)> = request
             .objects
             .iter()
@@ -363,12 +379,24 @@ impl CedarPolicy {
         let mut verdict = PolicyVerdict::Allow;
         let mut reason: Option<String> = None;
         let mut rules: Vec<String> = Vec::new();
+        let now_ms = sallyport_core::clock::now_ms();
         for (uid, kind, value) in uids {
+            // Per object: `session_calls.completed_on_resource` is about this resource.
+            let context = Context::from_json_value(
+                context_json(request, kind, value, now_ms),
+                Some((&self.schema, &action)),
+            )
+            .map_err(|e| {
+                format!(
+                    "the call's context does not fit the policy schema: {}",
+                    cedar_message(&e)
+                )
+            })?;
             let cedar_request = Request::new(
                 principal.clone(),
                 action.clone(),
                 uid,
-                context.clone(),
+                context,
                 Some(&self.schema),
             )
             .map_err(|e| {
@@ -559,19 +587,65 @@ fn type_name(name: &str) -> Result<EntityTypeName, String> {
         .map_err(|e| format!("`{name}` is not a Cedar entity type: {}", cedar_message(&e)))
 }
 
-fn context_json(request: &PolicyRequest<'_>) -> Value {
+fn context_json(request: &PolicyRequest<'_>, kind: &str, value: &str, now_ms: u64) -> Value {
     let classes: Vec<&str> = request.data_classes.iter().map(|c| c.as_str()).collect();
     json!({
         "effect": request.effect.as_str(),
         "externality": request.externality.as_str(),
         "consent": request.consent.as_str(),
         "data_classes": classes,
-        "calls": {
-            "minute": request.calls.minute,
-            "hour": request.calls.hour,
-            "day": request.calls.day,
-        },
+        "calls": counts_json(request.calls),
+        "session_calls": session_calls_json(request.session_calls, kind, value, now_ms),
         "args": schema::args_value(request.arguments),
+    })
+}
+
+fn counts_json(counts: CallCounts) -> Value {
+    json!({"minute": counts.minute, "hour": counts.hour, "day": counts.day})
+}
+
+/// `context.session_calls`: the session's counts by effect class, its recent calls, and
+/// the actions of those that completed on the resource `kind::value` (see [`schema`]).
+fn session_calls_json(calls: &SessionCalls, kind: &str, value: &str, now_ms: u64) -> Value {
+    let mut by_effect = Map::new();
+    for effect in EffectClass::ALL {
+        by_effect.insert(
+            effect.as_str().to_owned(),
+            counts_json(calls.by_effect.of(*effect)),
+        );
+    }
+    let recent: Vec<Value> = calls
+        .recent
+        .iter()
+        .map(|call| {
+            let objects: Vec<String> = call
+                .objects
+                .iter()
+                .map(|o| format!("{}::{}", o.kind, o.value))
+                .collect();
+            let mut record = json!({
+                "action": call.action,
+                "effect": call.effect.as_str(),
+                "objects": objects,
+                "age_seconds": now_ms.saturating_sub(call.at_ms) / 1_000,
+            });
+            if let Some(status) = call.status {
+                record["status"] = json!(status.as_str());
+            }
+            record
+        })
+        .collect();
+    let completed: BTreeSet<&str> = calls
+        .recent
+        .iter()
+        .filter(|call| call.status == Some(Status::Completed) && call.names(kind, value))
+        .map(|call| call.action.as_str())
+        .collect();
+    json!({
+        "by_effect": by_effect,
+        "recent": recent,
+        "complete": calls.complete,
+        "completed_on_resource": completed,
     })
 }
 

@@ -11,6 +11,14 @@
 //!   context: {
 //!     effect: String, externality: String, consent: String, data_classes: Set<String>,
 //!     calls: { minute: Long, hour: Long, day: Long },
+//!     session_calls: {
+//!       by_effect: { observe: Counts, reversible_change: Counts,      // Counts = the record
+//!                    external_commitment: Counts, irreversible_or_broad: Counts },  // of `calls`
+//!       recent: Set<{ action: String, effect: String, objects: Set<String>,
+//!                     age_seconds: Long, status?: String }>,
+//!       complete: Bool,
+//!       completed_on_resource: Set<String>,
+//!     },
 //!     args: { amount: Long, currency?: String },          // the #[policy] fields
 //!   }
 //! };
@@ -33,6 +41,36 @@ pub(crate) const UNSCOPED: &str = "Unscoped";
 const RESERVED: &[&str] = &[
     "true", "false", "if", "then", "else", "in", "is", "like", "has", "__cedar",
 ];
+
+/// The record of a minute's, an hour's and a day's counts.
+fn counts_type() -> Value {
+    json!({"type": "Record", "attributes": {
+        "minute": {"type": "Long"},
+        "hour": {"type": "Long"},
+        "day": {"type": "Long"},
+    }})
+}
+
+/// `context.session_calls`: what the session did lately, whatever the action.
+fn session_calls_type() -> Value {
+    json!({"type": "Record", "attributes": {
+        "by_effect": {"type": "Record", "attributes": {
+            "observe": counts_type(),
+            "reversible_change": counts_type(),
+            "external_commitment": counts_type(),
+            "irreversible_or_broad": counts_type(),
+        }},
+        "recent": {"type": "Set", "element": {"type": "Record", "attributes": {
+            "action": {"type": "String"},
+            "effect": {"type": "String"},
+            "objects": {"type": "Set", "element": {"type": "String"}},
+            "age_seconds": {"type": "Long"},
+            "status": {"type": "String", "required": false},
+        }}},
+        "complete": {"type": "Boolean"},
+        "completed_on_resource": {"type": "Set", "element": {"type": "String"}},
+    }})
+}
 
 /// The Cedar JSON schema of `catalog` (the empty namespace).
 ///
@@ -68,11 +106,8 @@ pub fn schema_json(catalog: &Catalog) -> Result<Value, CedarError> {
                 "externality": {"type": "String"},
                 "consent": {"type": "String"},
                 "data_classes": {"type": "Set", "element": {"type": "String"}},
-                "calls": {"type": "Record", "attributes": {
-                    "minute": {"type": "Long"},
-                    "hour": {"type": "Long"},
-                    "day": {"type": "Long"},
-                }},
+                "calls": counts_type(),
+                "session_calls": session_calls_type(),
                 "args": {"type": "Record", "attributes": args_of(entry)?},
             },
         });

@@ -186,6 +186,7 @@ impl std::fmt::Debug for Executor {
             .field("channels", &self.inner.channels.keys().collect::<Vec<_>>())
             .field("drift_mode", &self.inner.drift_mode)
             .field("policy", &self.inner.policy.as_ref().map(|p| p.name()))
+            .field("shared_call_counts", &self.inner.calls.is_shared())
             .finish_non_exhaustive()
     }
 }
@@ -213,8 +214,8 @@ pub(crate) struct Inner {
     pub(crate) approvals: approvals::Settings,
     /// The host's policy, asked at stage 4.
     pub(crate) policy: Option<Arc<dyn crate::policy::Policy>>,
-    /// Per-session call counts for the policy, in memory.
-    pub(crate) call_log: policy::CallLog,
+    /// The policy's call counts: shared by the fleet, or in memory.
+    pub(crate) calls: policy::CallCounting,
 }
 
 impl Inner {
@@ -329,6 +330,18 @@ impl Executor {
         let mut guard = self.guard(action, session);
         let ended = pipeline::run(&self.inner, &mut guard, session, arguments).await;
         guard.disarm();
+        if let pipeline::Ended::Answer(result) | pipeline::Ended::ApprovedNow(_, result) = &ended
+            && guard.record().let_through_by_policy()
+        {
+            let attempt = &guard.record().attempt_id;
+            policy::settle(
+                &self.inner.calls,
+                session.id().as_str(),
+                attempt,
+                result.status,
+            )
+            .await;
+        }
         match ended {
             pipeline::Ended::Answer(result) => *result,
             // Approved at once by the consent provider: carried out here, unless another

@@ -52,10 +52,43 @@
 //! the policy let through (allowed or sent to consent) within the last minute, hour and day,
 //! whatever happened to them afterwards: a call a human then denied still counts, so a rate
 //! limit fails closed. Calls the policy denied do not count (an agent that keeps trying does
-//! not lock itself out for longer). The executor keeps these counts in memory, per process:
-//! they start at zero when the process starts, and executors in other processes keep their
-//! own. A parked call resumed after its approval is decided again (a policy changed since
-//! can still stop it) and is not counted twice.
+//! not lock itself out for longer). A parked call resumed after its approval is decided again
+//! (a policy changed since can still stop it) and is not counted twice.
+//!
+//! # The session's recent calls
+//!
+//! [`PolicyRequest::session_calls`] holds what the session did lately, whatever the action
+//! ([`SessionCalls`]): how many calls of each effect class the policy let through in the last
+//! minute, hour and day ([`EffectCounts`]: "at most 3 external commitments per hour"), and
+//! the most recent of those calls themselves, newest first ([`RecentCall`]: action, objects,
+//! effect, status, time: "an object may be deleted only after it was read in this
+//! session"). The list is bounded (16 calls by default,
+//! [`ExecutorBuilder::policy_recent_calls`](crate::executor::ExecutorBuilder::policy_recent_calls));
+//! [`SessionCalls::complete`] says whether it holds every such call of the last day, so a
+//! rule that needs an older call can deny rather than guess. A call's status is filled in
+//! when the call ends (`None` until then, and for a call whose future was dropped).
+//!
+//! # Where the counts live
+//!
+//! Reading the counts, the policy's decision and counting the call let through are one step:
+//! two concurrent calls of one session never both see the last free slot. Where that step
+//! happens is a [`calls::CallStore`]:
+//!
+//! * **Shared by the fleet** when the journal offers one ([`Journal::call_store`]): the
+//!   SQLite journal (every process on the file) and the PostgreSQL journal (every process on
+//!   the database) keep the counts in a table of their own, so a limit of 5 an hour is 5 an
+//!   hour across all the executors on that journal. The executor builder picks it up with the
+//!   journal; [`ExecutorBuilder::local_call_counts`] opts out.
+//! * **In memory, per process** otherwise (the in-memory journal, a journal that offers no
+//!   store, or a host that opted out): the counts start at zero when the process starts, and
+//!   executors in other processes keep their own.
+//!
+//! [`Executor::preflight`](crate::Executor::preflight) decides without touching the journal:
+//! it sees the calls this process counted (all of them with in-memory counts; with a shared
+//! store, the ones this process let through), and counts nothing.
+//!
+//! [`Journal::call_store`]: crate::journal::Journal::call_store
+//! [`ExecutorBuilder::local_call_counts`]: crate::executor::ExecutorBuilder::local_call_counts
 
 use std::fmt;
 use std::sync::Arc;
@@ -64,7 +97,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::action::{ActionSpec, ConsentRule, DataClass, EffectClass, Externality, ScopedValue};
+use crate::journal::AttemptId;
+use crate::outcome::Status;
 use crate::session::Session;
+
+pub mod calls;
 
 pub use sallyport_vocab::policy::{PolicyDecision, PolicyNote, PolicyVerdict};
 
@@ -119,6 +156,9 @@ pub struct PolicyRequest<'a> {
     pub arguments: &'a Map<String, Value>,
     /// How often this session called this action lately.
     pub calls: CallCounts,
+    /// What this session did lately, whatever the action: counts by effect class and the
+    /// most recent calls the policy let through (see the [module](self) docs).
+    pub session_calls: &'a SessionCalls,
 }
 
 impl<'a> PolicyRequest<'a> {
@@ -142,13 +182,21 @@ impl<'a> PolicyRequest<'a> {
             consent: spec.consent,
             arguments,
             calls,
+            session_calls: SessionCalls::none(),
         }
+    }
+
+    /// The session's recent calls (none by default).
+    #[must_use]
+    pub fn with_session_calls(mut self, session_calls: &'a SessionCalls) -> Self {
+        self.session_calls = session_calls;
+        self
     }
 }
 
 /// How many earlier calls of one action one session made that the policy let through,
-/// within the last minute, hour and day (kept in memory, per process; see the
-/// [module](self) docs).
+/// within the last minute, hour and day (see the [module](self) docs for where they are
+/// kept).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct CallCounts {
@@ -162,8 +210,176 @@ pub struct CallCounts {
 
 impl CallCounts {
     /// Counts for the last minute, hour and day.
-    pub fn new(minute: u64, hour: u64, day: u64) -> Self {
+    pub const fn new(minute: u64, hour: u64, day: u64) -> Self {
         Self { minute, hour, day }
+    }
+
+    /// Counts one call made `age_ms` milliseconds ago (one day or older is not counted).
+    pub fn count(&mut self, age_ms: u64) {
+        self.day += u64::from(age_ms < DAY_MS);
+        self.hour += u64::from(age_ms < HOUR_MS);
+        self.minute += u64::from(age_ms < MINUTE_MS);
+    }
+}
+
+/// A minute, in milliseconds.
+pub(crate) const MINUTE_MS: u64 = 60_000;
+/// An hour, in milliseconds.
+pub(crate) const HOUR_MS: u64 = 3_600_000;
+/// A day, in milliseconds: how long a call is remembered.
+pub(crate) const DAY_MS: u64 = 86_400_000;
+
+/// How many calls of each effect class one session made, whatever the action, that the
+/// policy let through, within the last minute, hour and day.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct EffectCounts {
+    /// Calls of `observe` actions.
+    pub observe: CallCounts,
+    /// Calls of `reversible_change` actions.
+    pub reversible_change: CallCounts,
+    /// Calls of `external_commitment` actions.
+    pub external_commitment: CallCounts,
+    /// Calls of `irreversible_or_broad` actions.
+    pub irreversible_or_broad: CallCounts,
+}
+
+impl EffectCounts {
+    /// No calls.
+    pub const fn new() -> Self {
+        Self {
+            observe: CallCounts::new(0, 0, 0),
+            reversible_change: CallCounts::new(0, 0, 0),
+            external_commitment: CallCounts::new(0, 0, 0),
+            irreversible_or_broad: CallCounts::new(0, 0, 0),
+        }
+    }
+
+    /// The counts of one effect class.
+    pub fn of(&self, effect: EffectClass) -> CallCounts {
+        match effect {
+            EffectClass::Observe => self.observe,
+            EffectClass::ReversibleChange => self.reversible_change,
+            EffectClass::ExternalCommitment => self.external_commitment,
+            EffectClass::IrreversibleOrBroad => self.irreversible_or_broad,
+        }
+    }
+
+    /// The counts of one effect class, to add to.
+    pub fn of_mut(&mut self, effect: EffectClass) -> &mut CallCounts {
+        match effect {
+            EffectClass::Observe => &mut self.observe,
+            EffectClass::ReversibleChange => &mut self.reversible_change,
+            EffectClass::ExternalCommitment => &mut self.external_commitment,
+            EffectClass::IrreversibleOrBroad => &mut self.irreversible_or_broad,
+        }
+    }
+}
+
+/// One earlier call of the session that the policy let through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecentCall {
+    /// The call's attempt.
+    pub attempt_id: AttemptId,
+    /// The action called.
+    pub action: String,
+    /// The objects the call named (its `#[scope(kind)]` fields).
+    pub objects: Vec<ScopedValue>,
+    /// The action's effect class.
+    pub effect: EffectClass,
+    /// How the call ended; `None` while it has not (or its end was never known: its future
+    /// was dropped, or the store could not be written when it ended).
+    pub status: Option<Status>,
+    /// When the policy let it through, in Unix milliseconds.
+    pub at_ms: u64,
+}
+
+impl RecentCall {
+    /// A call of `action` with `effect`, let through at `at_ms`, naming `objects`, whose end
+    /// is not known yet.
+    pub fn new(
+        attempt_id: AttemptId,
+        action: impl Into<String>,
+        effect: EffectClass,
+        objects: Vec<ScopedValue>,
+        at_ms: u64,
+    ) -> Self {
+        Self {
+            attempt_id,
+            action: action.into(),
+            objects,
+            effect,
+            status: None,
+            at_ms,
+        }
+    }
+
+    /// The call, ended with `status`.
+    #[must_use]
+    pub fn with_status(mut self, status: Status) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Whether the call named the object `value` of scope kind `kind`.
+    pub fn names(&self, kind: &str, value: &str) -> bool {
+        self.objects
+            .iter()
+            .any(|object| object.kind == kind && object.value == value)
+    }
+}
+
+/// What one session did lately, whatever the action (see the [module](self) docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionCalls {
+    /// The session's calls the policy let through in the last minute, hour and day, by
+    /// effect class.
+    pub by_effect: EffectCounts,
+    /// The most recent of those calls within the last day, newest first, at most the
+    /// executor's bound.
+    pub recent: Vec<RecentCall>,
+    /// Whether `recent` holds every call of the session the policy let through in the last
+    /// day (`false`: older ones were left off).
+    pub complete: bool,
+}
+
+/// The session calls of a request that was given none.
+static NO_SESSION_CALLS: SessionCalls = SessionCalls {
+    by_effect: EffectCounts::new(),
+    recent: Vec::new(),
+    complete: true,
+};
+
+impl SessionCalls {
+    /// Calls counted by effect, and the most recent ones (`complete` when they are all the
+    /// session made in the last day).
+    pub fn new(by_effect: EffectCounts, recent: Vec<RecentCall>, complete: bool) -> Self {
+        Self {
+            by_effect,
+            recent,
+            complete,
+        }
+    }
+
+    /// No calls at all.
+    pub fn none() -> &'static Self {
+        &NO_SESSION_CALLS
+    }
+
+    /// The most recent call (within the list) of `action` that named the object `value` of
+    /// scope kind `kind` and ended with `status`.
+    pub fn find(
+        &self,
+        action: &str,
+        kind: &str,
+        value: &str,
+        status: Status,
+    ) -> Option<&RecentCall> {
+        self.recent.iter().find(|call| {
+            call.action == action && call.status == Some(status) && call.names(kind, value)
+        })
     }
 }
 

@@ -32,6 +32,10 @@
 //!   ([`sallyport_core::approval`]) are rows every process sees; each change is a
 //!   compare-and-set on the row locked `FOR UPDATE`, committed in the same transaction as
 //!   its audit record, so of two processes deciding one approval only one decision counts.
+//! * **Limits shared by the fleet.** The policy's call counts
+//!   ([`sallyport_core::policy::calls`]) are rows every process sees: deciding a call holds a
+//!   transaction-scoped advisory lock on its session, so 4 processes allow what the policy
+//!   allows once, not 4 times (`Journal::call_store`; the executor takes it by default).
 //! * **No passwords in errors.** Every PostgreSQL failure becomes a [`PostgresError`]
 //!   whose message has the connection's password taken out; the journal's `Debug` shows
 //!   the connection target without it.
@@ -75,6 +79,7 @@
 
 mod approvals;
 mod builder;
+mod calls;
 mod error;
 mod lease;
 mod reads;
@@ -267,6 +272,13 @@ impl Journal for PostgresJournal {
 
     fn approval_store(self: Arc<Self>) -> Option<Arc<dyn ApprovalStore>> {
         Some(self)
+    }
+
+    /// The policy's call counts in this database (`sallyport_policy_calls`), shared by every
+    /// executor process on it: deciding holds an advisory lock on the session, so a limit
+    /// holds across them.
+    fn call_store(self: Arc<Self>) -> Option<Arc<dyn sallyport_core::policy::calls::CallStore>> {
+        Some(Arc::new(calls::PgCallStore::new(Arc::clone(&self.shared))))
     }
 }
 

@@ -6,7 +6,7 @@ use deadpool_postgres::Client;
 
 /// The schema version this build writes: how many embedded migrations it has (each
 /// recorded in `sallyport_schema_version` once applied).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The advisory lock key the migration holds (`'sallyport'` in ASCII).
 const MIGRATION_LOCK: i64 = 0x73_61_6c_6c_79_70_6f_72;
@@ -73,6 +73,21 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         body          TEXT NOT NULL
     );
     CREATE INDEX sallyport_approvals_state ON sallyport_approvals (state, created_at_ms);
+    ",
+    // 3: the policy's call counts, shared by the fleet (`calls.rs`): one row per call a
+    // policy let through, kept a day. Existing tables are untouched.
+    "
+    CREATE TABLE sallyport_policy_calls (
+        attempt_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        action     TEXT NOT NULL,
+        effect     TEXT NOT NULL,
+        objects    TEXT NOT NULL,
+        status     TEXT,
+        at_ms      BIGINT NOT NULL
+    );
+    CREATE INDEX sallyport_policy_calls_session ON sallyport_policy_calls (session_id, at_ms);
+    CREATE INDEX sallyport_policy_calls_at ON sallyport_policy_calls (at_ms);
     ",
 ];
 

@@ -52,7 +52,13 @@
 //! with its audit record; decisions, expiries, claims and settlements commit like audit
 //! records, an approved call's durable intent like any durable intent (fsync'd).
 //!
-//! Files: `open` (schema, migration, permissions), `combine` (the queues, flat combining,
+//! The policy's call counts ([`sallyport_kernel::policy::calls`]) live in the file too
+//! (`Journal::call_store`): one row per call a policy let through, decided and counted in one
+//! `BEGIN IMMEDIATE` transaction on a connection of their own, so every process on the file
+//! sees one count and a limit holds across them. Rows older than a day are deleted as calls
+//! are counted.
+//!
+//! Files: `open` (schema, migration, permissions), `calls` (the policy's call counts), `combine` (the queues, flat combining,
 //! answers), `batch` (one transaction per batch), `statements` (the SQL and row mapping),
 //! `approvals` (the approval store's compare-and-sets and reads).
 
@@ -60,6 +66,7 @@
 mod approval_tests;
 mod approvals;
 mod batch;
+mod calls;
 mod combine;
 mod open;
 mod statements;
@@ -91,6 +98,7 @@ use sallyport_kernel::journal::{
     UnresolvedAttempt, VerifyReport,
 };
 use sallyport_kernel::outcome::ActionResult;
+use sallyport_kernel::policy::calls::CallStore;
 
 /// Configures a [`SqliteJournal`].
 #[derive(Debug)]
@@ -169,6 +177,7 @@ impl SqliteJournalBuilder {
         Ok(SqliteJournal {
             shared,
             wake,
+            busy_timeout: self.busy_timeout,
             path: self.path,
             _thread: handle,
         })
@@ -191,6 +200,8 @@ pub struct SqliteJournal {
     /// Wakes the journal thread; dropping it makes the thread finish the queue and exit.
     wake: mpsc::Sender<()>,
     path: PathBuf,
+    /// How long a write waits for another connection's lock.
+    busy_timeout: Duration,
     _thread: thread::JoinHandle<()>,
 }
 
@@ -430,6 +441,16 @@ impl Journal for SqliteJournal {
 
     fn approval_store(self: Arc<Self>) -> Option<Arc<dyn ApprovalStore>> {
         Some(self)
+    }
+
+    /// The policy's call counts in this file (table `policy_calls`), shared by every
+    /// process that opens it: deciding holds the file's write lock (`BEGIN IMMEDIATE`), so a
+    /// limit holds across them. Each store has its connection, opened on first use.
+    fn call_store(self: Arc<Self>) -> Option<Arc<dyn CallStore>> {
+        Some(Arc::new(calls::SqliteCallStore::new(
+            self.path.clone(),
+            self.busy_timeout,
+        )))
     }
 }
 

@@ -220,6 +220,9 @@ fn migrate(conn: &Connection) -> Result<(), OpenFailure> {
         // Also for files of format 1 made before approvals existed.
         conn.execute_batch(APPROVALS_SCHEMA)
             .map_err(OpenFailure::Sqlite)?;
+        // And for files made before the policy's shared call counts.
+        conn.execute_batch(crate::calls::CALLS_SCHEMA)
+            .map_err(OpenFailure::Sqlite)?;
         Ok(())
     })();
     match checked {

@@ -6,3 +6,4 @@
 //! `cargo test -p sallyport-cedar --test integration policy_cedar::`.
 
 mod policy_cedar;
+mod session_calls;

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use super::Inner;
 use super::call::Call;
-use super::policy::{self, Purpose};
+use super::policy::{self, PolicyCheck, Purpose};
 use super::validate::Validated;
-use crate::channel::CallView;
+use crate::channel::{CallView, Channel, PreparedRequest};
 use crate::code::RefusalCode;
 use crate::outcome::Refusal;
 use crate::scrub::Scrubber;
@@ -43,14 +43,23 @@ impl Authorized {
     }
 }
 
-/// Checks scope, lets the channel prepare the request, and asks the host's policy.
-pub(super) fn authorize(
-    inner: &Inner,
-    scrubber: Arc<Scrubber>,
-    session: &Session,
+/// A call inside the session's scope whose request the channel prepared, waiting for the
+/// host's policy. Only `prepare` makes one.
+struct Prepared {
     validated: Validated,
-    purpose: Purpose<'_>,
-) -> Result<Authorized, Refusal> {
+    channel: Arc<dyn Channel>,
+    request: Box<dyn PreparedRequest>,
+}
+
+impl Prepared {
+    /// The call as stages 1–3 established it.
+    fn validated(&self) -> &Validated {
+        &self.validated
+    }
+}
+
+/// Checks scope and lets the channel prepare the request.
+fn prepare(inner: &Inner, session: &Session, validated: Validated) -> Result<Prepared, Refusal> {
     for object in validated.objects() {
         if !session.permits(&object.kind, &object.value) {
             return Err(Refusal::new(
@@ -79,15 +88,63 @@ pub(super) fn authorize(
         arguments: validated.arguments(),
         input: validated.input(),
     })?;
+    Ok(Prepared {
+        validated,
+        channel,
+        request,
+    })
+}
+
+/// The prepared call, with what the host's policy decided about it ([`policy::check`]).
+fn authorized(prepared: Prepared, policy: PolicyCheck, scrubber: Arc<Scrubber>) -> Authorized {
+    let Prepared {
+        validated,
+        channel,
+        request,
+    } = prepared;
+    Authorized {
+        call: Call::new(validated, channel, request, policy, scrubber),
+    }
+}
+
+/// Checks scope, lets the channel prepare the request, and asks the host's policy with the
+/// counts the executor keeps (shared by the fleet when it has a store).
+pub(super) async fn authorize(
+    inner: &Inner,
+    scrubber: Arc<Scrubber>,
+    session: &Session,
+    validated: Validated,
+    purpose: Purpose<'_>,
+) -> Result<Authorized, Refusal> {
+    let prepared = prepare(inner, session, validated)?;
     let policy = policy::check(
         inner.policy.as_deref(),
-        &inner.call_log,
+        &inner.calls,
         &scrubber,
         session,
-        &validated,
+        prepared.validated(),
         purpose,
+    )
+    .await?;
+    Ok(authorized(prepared, policy, scrubber))
+}
+
+/// [`authorize`] without waiting, for preflight: the policy decides with the calls this
+/// process counted, and nothing is counted.
+pub(super) fn authorize_now(
+    inner: &Inner,
+    scrubber: Arc<Scrubber>,
+    session: &Session,
+    validated: Validated,
+) -> Result<Authorized, Refusal> {
+    let prepared = prepare(inner, session, validated)?;
+    let policy = policy::check_now(
+        inner.policy.as_deref(),
+        &inner.calls,
+        &scrubber,
+        session,
+        prepared.validated(),
+        Purpose::Preflight,
     )?;
-    Ok(Authorized {
-        call: Call::new(validated, channel, request, policy, scrubber),
-    })
+    Ok(authorized(prepared, policy, scrubber))
 }

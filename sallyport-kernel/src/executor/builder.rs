@@ -13,6 +13,7 @@ use crate::danger::AutoApprove;
 use crate::drift::DefinitionGuard;
 use crate::drift::DriftMode;
 use crate::journal::{ApprovalStore, Journal};
+use crate::policy::calls::CallStore;
 use crate::vault::Vault;
 
 /// Why an executor could not be built.
@@ -78,6 +79,22 @@ pub struct ExecutorBuilder {
     baseline_lockfile: Option<std::path::PathBuf>,
     approvals: super::approvals::Settings,
     policy: Option<Arc<dyn crate::policy::Policy>>,
+    /// The call store the journal offers.
+    journal_call_store: Option<Arc<dyn CallStore>>,
+    /// Where the policy's call counts are kept.
+    call_counts: CallCounts,
+    /// How many recent calls of the session a policy sees.
+    recent_calls: usize,
+}
+
+/// Where the policy's call counts are kept.
+enum CallCounts {
+    /// The journal's store when it offers one, else in memory.
+    Journal,
+    /// In memory, per process.
+    Local,
+    /// The host's store.
+    Store(Arc<dyn CallStore>),
 }
 
 impl std::fmt::Debug for ExecutorBuilder {
@@ -105,6 +122,9 @@ impl ExecutorBuilder {
             baseline_lockfile: None,
             approvals: super::approvals::Settings::default(),
             policy: None,
+            journal_call_store: None,
+            call_counts: CallCounts::Journal,
+            recent_calls: super::policy::DEFAULT_RECENT,
         }
     }
 
@@ -118,6 +138,7 @@ impl ExecutorBuilder {
     /// The journal, shared; its approval store, when it is one, with it.
     pub fn journal_arc(mut self, journal: Arc<dyn Journal>) -> Self {
         self.approval_store = Arc::clone(&journal).approval_store();
+        self.journal_call_store = Arc::clone(&journal).call_store();
         self.journal = Some(journal);
         self
     }
@@ -130,7 +151,9 @@ impl ExecutorBuilder {
 
     /// [`ExecutorBuilder::journal_with_approvals`], shared.
     pub fn journal_with_approvals_arc(mut self, journal: Arc<dyn ApprovalStore>) -> Self {
-        self.journal = Some(Arc::clone(&journal) as Arc<dyn Journal>);
+        let as_journal = Arc::clone(&journal) as Arc<dyn Journal>;
+        self.journal_call_store = Arc::clone(&as_journal).call_store();
+        self.journal = Some(as_journal);
         self.approval_store = Some(journal);
         self
     }
@@ -315,6 +338,35 @@ impl ExecutorBuilder {
         self
     }
 
+    /// Keeps the policy's call counts in this process's memory even when the journal offers
+    /// a store shared by the fleet ([`Journal::call_store`]). By default an executor counts
+    /// in the journal's store when there is one, so a limit holds across every process on
+    /// the journal; with this, each process counts its own calls from zero (a limit of 5 an
+    /// hour lets 4 processes make 20). See [`crate::policy`].
+    pub fn local_call_counts(mut self) -> Self {
+        self.call_counts = CallCounts::Local;
+        self
+    }
+
+    /// Keeps the policy's call counts in `store` (instead of the journal's, or memory).
+    pub fn call_store(self, store: impl CallStore) -> Self {
+        self.call_store_arc(Arc::new(store))
+    }
+
+    /// [`ExecutorBuilder::call_store`], shared.
+    pub fn call_store_arc(mut self, store: Arc<dyn CallStore>) -> Self {
+        self.call_counts = CallCounts::Store(store);
+        self
+    }
+
+    /// How many of the session's recent calls a policy sees
+    /// ([`SessionCalls::recent`](crate::policy::SessionCalls::recent); default 16; 0 reads
+    /// none, and the counts by effect class are still there).
+    pub fn policy_recent_calls(mut self, calls: usize) -> Self {
+        self.recent_calls = calls;
+        self
+    }
+
     /// Settings that weaken safety, for tests and demos.
     pub fn dangerous(self) -> DangerousExecutorBuilder {
         DangerousExecutorBuilder { inner: self }
@@ -387,7 +439,14 @@ impl ExecutorBuilder {
             journal_unwritable: Default::default(),
             approvals: self.approvals,
             policy: self.policy,
-            call_log: Default::default(),
+            calls: super::policy::CallCounting::new(
+                match self.call_counts {
+                    CallCounts::Journal => self.journal_call_store,
+                    CallCounts::Local => None,
+                    CallCounts::Store(store) => Some(store),
+                },
+                self.recent_calls,
+            ),
         });
         if let Some(channel) = approvals_channel {
             channel.attach(Arc::new(super::approvals::Host::new(&inner)));

@@ -78,7 +78,7 @@ pub(super) async fn refuse(inner: &Inner, guard: &CallGuard, refusal: Refusal) -
 }
 
 /// Stages 1–4 only: nothing is recorded, nothing is sent, no human is asked, and no journal
-/// is needed.
+/// is needed (the policy decides with the calls this process counted).
 pub(super) fn preflight(
     inner: &Inner,
     action: &str,
@@ -86,13 +86,32 @@ pub(super) fn preflight(
     arguments: Value,
 ) -> Result<(), Refusal> {
     let scrubber = inner.current_scrubber();
-    let purpose = Purpose::Preflight;
-    authorized(inner, scrubber, action, session, arguments, purpose, |_| {}).map(|_| ())
+    let validated = validated(inner, &scrubber, action, arguments, |_| {})?;
+    authorize::authorize_now(inner, scrubber, session, validated).map(|_| ())
+}
+
+/// Stages 1–3, telling `fill` about each value as it is made.
+fn validated(
+    inner: &Inner,
+    scrubber: &Scrubber,
+    action: &str,
+    arguments: Value,
+    mut fill: impl FnMut(Step<'_>),
+) -> Result<validate::Validated, Refusal> {
+    let resolved = resolve::resolve(&inner.catalog, action)?;
+    fill(Step::Resolved(&resolved));
+    let limits = Limits {
+        drift_mode: inner.drift_mode,
+        max_argument_bytes: inner.max_argument_bytes,
+    };
+    let validated = validate::validate(limits, scrubber, resolved, arguments)?;
+    fill(Step::Validated(&validated));
+    Ok(validated)
 }
 
 /// Stages 1–4, telling `fill` about each value as it is made. `scrubber` is the one the call
 /// begins with; the call keeps it until stage 6 gives it its own.
-fn authorized(
+async fn authorized(
     inner: &Inner,
     scrubber: Arc<Scrubber>,
     action: &str,
@@ -101,15 +120,8 @@ fn authorized(
     purpose: Purpose<'_>,
     mut fill: impl FnMut(Step<'_>),
 ) -> Result<Authorized, Refusal> {
-    let resolved = resolve::resolve(&inner.catalog, action)?;
-    fill(Step::Resolved(&resolved));
-    let limits = Limits {
-        drift_mode: inner.drift_mode,
-        max_argument_bytes: inner.max_argument_bytes,
-    };
-    let validated = validate::validate(limits, &scrubber, resolved, arguments)?;
-    fill(Step::Validated(&validated));
-    let authorized = authorize::authorize(inner, scrubber, session, validated, purpose)?;
+    let validated = validated(inner, &scrubber, action, arguments, &mut fill)?;
+    let authorized = authorize::authorize(inner, scrubber, session, validated, purpose).await?;
     fill(Step::Authorized(&authorized));
     Ok(authorized)
 }
@@ -176,7 +188,8 @@ async fn pipeline(
             std::mem::take(arguments),
             purpose,
             |step| step.fill(guard.record_mut()),
-        )?;
+        )
+        .await?;
         let approved = definition::check(inner.definition_guard.as_deref(), authorized)?;
         if let Consent::Approved { approval, .. } = consent
             && approved.call().definition_hash() != approval.definition_hash

@@ -8,10 +8,16 @@
 //! call the policy let through and a later stage refused still counts in the call counts:
 //! rate limits fail closed.
 //!
-//! The call counts (`CallLog`) are kept here, in memory, per process: per session and
-//! action, the instants of the calls the policy let through in the last day. Deciding and
-//! counting happen under one lock per (session, action), so two concurrent calls cannot both
-//! see the last free slot.
+//! Where the call counts live is [`CallCounting`]'s choice: a [`CallStore`] shared by the
+//! fleet when the executor has one (the journal's, unless the host opted out), else the
+//! in-memory `CallLog` of this process. Either way, reading the counts, deciding and counting
+//! the call let through are one step: the store's lock (a transaction that holds against the
+//! other processes) or, in memory, one lock per session, so two concurrent calls cannot both
+//! see the last free slot, whichever actions they call (a session-wide rule such as "3
+//! commitments an hour" holds too).
+//!
+//! With a shared store, the calls this process lets through are also noted in its `CallLog`,
+//! which [`crate::Executor::preflight`] decides with (it never touches the journal).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,9 +26,11 @@ use std::time::{Duration, Instant};
 use super::validate::Validated;
 use crate::code::RefusalCode;
 use crate::journal::AttemptId;
-use crate::outcome::Refusal;
+use crate::outcome::{Refusal, Status};
+use crate::policy::calls::{CallQuery, CallStore, Decide};
 use crate::policy::{
-    CallCounts, Policy, PolicyDecision, PolicyNote, PolicyRequest, PolicyVerdict, visible_arguments,
+    CallCounts, EffectCounts, Policy, PolicyDecision, PolicyNote, PolicyRequest, PolicyVerdict,
+    RecentCall, SessionCalls, visible_arguments,
 };
 use crate::scrub::Scrubber;
 use crate::session::Session;
@@ -32,8 +40,11 @@ const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3_600);
 const DAY: Duration = Duration::from_secs(86_400);
 
-/// How many (session, action) windows may pile up before empty ones are swept.
+/// How many sessions' windows may pile up before empty ones are swept.
 const SWEEP_AT: usize = 4_096;
+
+/// How many recent calls a policy sees by default.
+pub(crate) const DEFAULT_RECENT: usize = 16;
 
 /// What the policy decided about a call that may go on. Only this stage's `check` makes one.
 #[derive(Clone, Debug, Default)]
@@ -66,20 +77,57 @@ pub(super) enum Purpose<'a> {
     Resume(&'a AttemptId),
 }
 
-/// The per-process call counts: per (session, action), the calls the policy let through in
-/// the last day.
+impl<'a> Purpose<'a> {
+    /// `query`, recording or leaving out the attempt as the purpose says.
+    fn apply(self, query: CallQuery<'a>) -> CallQuery<'a> {
+        match self {
+            Purpose::Preflight => query,
+            Purpose::Call(attempt) => query.recording(attempt),
+            Purpose::Resume(attempt) => query.except(attempt),
+        }
+    }
+}
+
+/// Where the executor counts the calls its policy lets through.
+pub(crate) struct CallCounting {
+    /// This process's calls: the counts themselves without a shared store, and what
+    /// preflight decides with.
+    local: CallLog,
+    /// The store shared by the fleet, when there is one.
+    shared: Option<Arc<dyn CallStore>>,
+    /// How many recent calls a policy sees.
+    recent: usize,
+}
+
+impl CallCounting {
+    /// Counting in `shared` when given, else in memory; policies see `recent` recent calls.
+    pub(crate) fn new(shared: Option<Arc<dyn CallStore>>, recent: usize) -> Self {
+        Self {
+            local: CallLog::default(),
+            shared,
+            recent,
+        }
+    }
+
+    /// Whether the counts are shared beyond this process.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+}
+
+/// The per-process call log: per session, the calls the policy let through in the last day.
 #[derive(Debug, Default)]
 pub(crate) struct CallLog {
     windows: Mutex<Windows>,
 }
 
-/// The windows by (session id, action name).
-type Windows = HashMap<(String, String), Arc<Mutex<Window>>>;
+/// The windows by session id.
+type Windows = HashMap<String, Arc<Mutex<Window>>>;
 
-/// One session's calls of one action: when each was let through, oldest first.
+/// One session's calls: when each was let through, oldest first.
 #[derive(Debug, Default)]
 struct Window {
-    calls: VecDeque<(Instant, AttemptId)>,
+    calls: VecDeque<(Instant, RecentCall)>,
 }
 
 impl Window {
@@ -93,24 +141,38 @@ impl Window {
         }
     }
 
-    /// The counts at `now`, leaving out `except`.
-    fn counts(&self, now: Instant, except: Option<&AttemptId>) -> CallCounts {
+    /// The counts and recent calls at `now` for `query`, leaving out `query.except`.
+    fn read(&self, now: Instant, query: &CallQuery<'_>) -> (CallCounts, SessionCalls) {
         let mut counts = CallCounts::default();
-        for (at, attempt) in &self.calls {
-            if except == Some(attempt) {
+        let mut by_effect = EffectCounts::default();
+        let mut recent = Vec::new();
+        let mut complete = true;
+        for (at, call) in self.calls.iter().rev() {
+            if query.except == Some(&call.attempt_id) {
                 continue;
             }
             let age = now.saturating_duration_since(*at);
-            counts.day += u64::from(age < DAY);
-            counts.hour += u64::from(age < HOUR);
-            counts.minute += u64::from(age < MINUTE);
+            let tally = |counts: &mut CallCounts| {
+                counts.day += u64::from(age < DAY);
+                counts.hour += u64::from(age < HOUR);
+                counts.minute += u64::from(age < MINUTE);
+            };
+            if call.action == query.action {
+                tally(&mut counts);
+            }
+            tally(by_effect.of_mut(call.effect));
+            if recent.len() < query.recent {
+                recent.push(call.clone());
+            } else {
+                complete = false;
+            }
         }
-        counts
+        (counts, SessionCalls::new(by_effect, recent, complete))
     }
 }
 
 impl CallLog {
-    fn window(&self, session: &str, action: &str) -> Arc<Mutex<Window>> {
+    fn window(&self, session: &str) -> Arc<Mutex<Window>> {
         // A poisoned map only ever holds complete entries: recovered.
         let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
         if windows.len() >= SWEEP_AT {
@@ -121,15 +183,54 @@ impl CallLog {
                 !window.calls.is_empty()
             });
         }
-        Arc::clone(
-            windows
-                .entry((session.to_owned(), action.to_owned()))
-                .or_default(),
-        )
+        Arc::clone(windows.entry(session.to_owned()).or_default())
     }
 
-    /// Runs `decide` with the counts of (session, action) at `now`, under that window's lock,
-    /// and counts the call (`record`) when the decision lets it through.
+    /// Runs `decide` with the counts of `query` at `now`, under the session's lock, and
+    /// counts the call (`query.record`) when the decision lets it through.
+    fn decide_counting(
+        &self,
+        query: &CallQuery<'_>,
+        now: Instant,
+        decide: &mut Decide<'_>,
+    ) -> PolicyDecision {
+        let window = self.window(query.session);
+        let mut window = window.lock().unwrap_or_else(PoisonError::into_inner);
+        window.forget_before(now);
+        let (counts, session_calls) = window.read(now, query);
+        let decision = decide(counts, &session_calls);
+        if let Some(attempt) = query.record
+            && decision.verdict != PolicyVerdict::Deny
+        {
+            window.calls.push_back((now, recent_call(query, attempt)));
+        }
+        decision
+    }
+
+    /// Notes a call a shared store counted, for preflight.
+    fn note(&self, query: &CallQuery<'_>, attempt: &AttemptId, now: Instant) {
+        let window = self.window(query.session);
+        let mut window = window.lock().unwrap_or_else(PoisonError::into_inner);
+        window.forget_before(now);
+        window.calls.push_back((now, recent_call(query, attempt)));
+    }
+
+    /// Writes how a counted call ended.
+    fn settle(&self, session: &str, attempt: &AttemptId, status: Status) {
+        let window = self.window(session);
+        let mut window = window.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, call)) = window
+            .calls
+            .iter_mut()
+            .rev()
+            .find(|(_, call)| &call.attempt_id == attempt)
+        {
+            call.status = Some(status);
+        }
+    }
+
+    /// The old shape, for this module's tests: counts of (session, action) only.
+    #[cfg(test)]
     fn decide_and_count(
         &self,
         session: &str,
@@ -138,51 +239,168 @@ impl CallLog {
         purpose: Purpose<'_>,
         decide: impl FnOnce(CallCounts) -> PolicyDecision,
     ) -> PolicyDecision {
-        let window = self.window(session, action);
-        let mut window = window.lock().unwrap_or_else(PoisonError::into_inner);
-        window.forget_before(now);
-        let except = match purpose {
-            Purpose::Resume(attempt) => Some(attempt),
-            Purpose::Preflight | Purpose::Call(_) => None,
-        };
-        let decision = decide(window.counts(now, except));
-        if let Purpose::Call(attempt) = purpose
-            && decision.verdict != PolicyVerdict::Deny
-        {
-            window.calls.push_back((now, attempt.clone()));
-        }
-        decision
+        let query = purpose.apply(CallQuery::new(
+            session,
+            action,
+            crate::action::EffectClass::Observe,
+            &[],
+            0,
+        ));
+        let mut decide = Some(decide);
+        self.decide_counting(&query, now, &mut |counts, _| {
+            decide.take().map_or_else(
+                || PolicyDecision::deny("decided twice"),
+                |decide| decide(counts),
+            )
+        })
     }
 }
 
-/// Asks the policy, when there is one; without one every call goes on as before.
-pub(super) fn check(
+/// The call `query` describes, let through as `attempt`.
+fn recent_call(query: &CallQuery<'_>, attempt: &AttemptId) -> RecentCall {
+    RecentCall::new(
+        attempt.clone(),
+        query.action,
+        query.effect,
+        query.objects.to_vec(),
+        query.now_ms,
+    )
+}
+
+/// The call's query: who, what, on what, now, for `purpose`.
+fn query<'a>(
+    counting: &CallCounting,
+    session: &'a Session,
+    validated: &'a Validated,
+    purpose: Purpose<'a>,
+) -> CallQuery<'a> {
+    let spec = validated.entry().spec();
+    purpose.apply(
+        CallQuery::new(
+            session.id().as_str(),
+            &spec.name,
+            spec.effect,
+            validated.objects(),
+            crate::clock::now_ms(),
+        )
+        .with_recent(counting.recent),
+    )
+}
+
+/// Whether the policy is asked about this call: there is one, and the action is the host's
+/// (sallyport's built-in `check_approval` reads the journal only).
+fn asked<'p>(policy: Option<&'p dyn Policy>, validated: &Validated) -> Option<&'p dyn Policy> {
+    let spec = validated.entry().spec();
+    policy.filter(|_| spec.target.channel_name() != Some(crate::approval::check::CHANNEL))
+}
+
+/// Asks the policy, when there is one; without one every call goes on as before. With a
+/// shared store the counts are the fleet's; if the store cannot be read, the call is
+/// refused (`journal_unavailable`) and nothing is sent.
+pub(super) async fn check(
     policy: Option<&dyn Policy>,
-    log: &CallLog,
+    counting: &CallCounting,
     scrubber: &Scrubber,
     session: &Session,
     validated: &Validated,
     purpose: Purpose<'_>,
 ) -> Result<PolicyCheck, Refusal> {
-    let Some(policy) = policy else {
+    let Some(policy) = asked(policy, validated) else {
+        return Ok(PolicyCheck::default());
+    };
+    let Some(store) = &counting.shared else {
+        return check_now(
+            Some(policy),
+            counting,
+            scrubber,
+            session,
+            validated,
+            purpose,
+        );
+    };
+    let spec = validated.entry().spec();
+    let arguments = visible_arguments(spec, validated.arguments());
+    let query = query(counting, session, validated, purpose);
+    let mut decide = |calls: CallCounts, session_calls: &SessionCalls| {
+        let request = PolicyRequest::new(session, spec, validated.objects(), &arguments, calls)
+            .with_session_calls(session_calls);
+        policy.decide(&request)
+    };
+    let decision = match store.decide_and_count(&query, &mut decide).await {
+        Ok(decision) => decision,
+        Err(error) => {
+            tracing::warn!(
+                error = %error,
+                action = %spec.name,
+                "the policy's shared call counts could not be read; call refused"
+            );
+            return Err(Refusal::new(
+                RefusalCode::JournalUnavailable,
+                "the policy's call counts could not be read; nothing was sent; try again later",
+            ));
+        }
+    };
+    if let Some(attempt) = query.record
+        && decision.verdict != PolicyVerdict::Deny
+    {
+        counting.local.note(&query, attempt, Instant::now());
+    }
+    conclude(policy, decision, scrubber)
+}
+
+/// [`check`] without waiting: decided with this process's counts (for preflight, and for
+/// every call when the counts are kept in memory).
+pub(super) fn check_now(
+    policy: Option<&dyn Policy>,
+    counting: &CallCounting,
+    scrubber: &Scrubber,
+    session: &Session,
+    validated: &Validated,
+    purpose: Purpose<'_>,
+) -> Result<PolicyCheck, Refusal> {
+    let Some(policy) = asked(policy, validated) else {
         return Ok(PolicyCheck::default());
     };
     let spec = validated.entry().spec();
-    // sallyport's built-in `check_approval` reads the journal only; it is not the host's.
-    if spec.target.channel_name() == Some(crate::approval::check::CHANNEL) {
-        return Ok(PolicyCheck::default());
-    }
     let arguments = visible_arguments(spec, validated.arguments());
-    let decision = log.decide_and_count(
-        session.id().as_str(),
-        &spec.name,
+    let query = query(counting, session, validated, purpose);
+    let decision = counting.local.decide_counting(
+        &query,
         Instant::now(),
-        purpose,
-        |calls| {
-            let request = PolicyRequest::new(session, spec, validated.objects(), &arguments, calls);
+        &mut |calls: CallCounts, session_calls: &SessionCalls| {
+            let request = PolicyRequest::new(session, spec, validated.objects(), &arguments, calls)
+                .with_session_calls(session_calls);
             policy.decide(&request)
         },
     );
+    conclude(policy, decision, scrubber)
+}
+
+/// Writes how a call the policy let through ended, where it was counted. A shared store
+/// that cannot be written leaves the status unknown (logged): the call already happened.
+pub(super) async fn settle(
+    counting: &CallCounting,
+    session: &str,
+    attempt: &AttemptId,
+    status: Status,
+) {
+    counting.local.settle(session, attempt, status);
+    if let Some(store) = &counting.shared
+        && let Err(error) = store.settle(session, attempt, status).await
+    {
+        tracing::warn!(
+            error = %error,
+            "a call's status could not be written to the shared call counts"
+        );
+    }
+}
+
+/// The policy's decision as the call goes on with it, or the refusal.
+fn conclude(
+    policy: &dyn Policy,
+    decision: PolicyDecision,
+    scrubber: &Scrubber,
+) -> Result<PolicyCheck, Refusal> {
     let mut note = PolicyNote::new(policy.name(), &decision);
     note.reason = note.reason.map(|r| scrubber.bounded(&r, MAX_REASON));
     match decision.verdict {
@@ -290,5 +508,133 @@ mod tests {
             PolicyDecision::allow()
         });
         assert_eq!(after, Some(CallCounts::new(1, 1, 1)));
+    }
+
+    #[test]
+    fn session_counts_and_recent_calls_span_the_sessions_actions_newest_first() {
+        use crate::action::{EffectClass, ScopedValue};
+        let log = CallLog::default();
+        let start = Instant::now();
+        let it1 = [ScopedValue::new("item", "item_id", "it_1")];
+        let it2 = [ScopedValue::new("item", "item_id", "it_2")];
+        let calls = [
+            ("get_item", EffectClass::Observe, &it1),
+            ("publish_item", EffectClass::ExternalCommitment, &it1),
+            ("mail_item", EffectClass::ExternalCommitment, &it2),
+        ];
+        let ids: Vec<AttemptId> = calls.iter().map(|_| AttemptId::generate()).collect();
+        for (i, ((action, effect, objects), id)) in calls.iter().zip(&ids).enumerate() {
+            let at = i as u64 * 1_000;
+            let query = CallQuery::new("s", action, *effect, objects.as_slice(), at).recording(id);
+            let now = start + Duration::from_secs(i as u64);
+            log.decide_counting(&query, now, &mut |_, _| PolicyDecision::allow());
+        }
+        // Another session's call is not this session's.
+        let other = AttemptId::generate();
+        let query = CallQuery::new("t", "mail_item", EffectClass::ExternalCommitment, &[], 0)
+            .recording(&other);
+        log.decide_counting(&query, start, &mut |_, _| PolicyDecision::allow());
+        log.settle("s", &ids[0], Status::Completed);
+
+        let mut seen = None;
+        let query = CallQuery::new(
+            "s",
+            "mail_item",
+            EffectClass::ExternalCommitment,
+            &[],
+            9_000,
+        )
+        .with_recent(2);
+        log.decide_counting(
+            &query,
+            start + Duration::from_secs(70),
+            &mut |counts, calls| {
+                seen = Some((counts, calls.clone()));
+                PolicyDecision::allow()
+            },
+        );
+        let (counts, calls) = seen.expect("decided");
+        assert_eq!(counts, CallCounts::new(0, 1, 1), "this action's own counts");
+        assert_eq!(
+            calls.by_effect.external_commitment,
+            CallCounts::new(0, 2, 2)
+        );
+        assert_eq!(calls.by_effect.observe, CallCounts::new(0, 1, 1));
+        assert_eq!(calls.by_effect.reversible_change, CallCounts::default());
+        let recent: Vec<(&str, &AttemptId, Option<Status>, u64)> = calls
+            .recent
+            .iter()
+            .map(|c| (c.action.as_str(), &c.attempt_id, c.status, c.at_ms))
+            .collect();
+        assert_eq!(
+            recent,
+            [
+                ("mail_item", &ids[2], None, 2_000),
+                ("publish_item", &ids[1], None, 1_000),
+            ]
+        );
+        assert!(!calls.complete, "the read was left off");
+        assert_eq!(calls.recent[1].objects, it1);
+
+        // With room for all three, the read is there, completed, and the list is complete.
+        let mut seen = None;
+        let query = CallQuery::new(
+            "s",
+            "delete_item",
+            EffectClass::IrreversibleOrBroad,
+            &it1,
+            0,
+        )
+        .with_recent(16);
+        log.decide_counting(&query, start + Duration::from_secs(70), &mut |_, calls| {
+            seen = Some(calls.clone());
+            PolicyDecision::allow()
+        });
+        let calls = seen.expect("decided");
+        assert!(calls.complete);
+        assert_eq!(calls.recent.len(), 3);
+        let read = calls.find("get_item", "item", "it_1", Status::Completed);
+        assert_eq!(read.map(|c| &c.attempt_id), Some(&ids[0]));
+        assert_eq!(
+            calls.find("get_item", "item", "it_2", Status::Completed),
+            None
+        );
+        assert_eq!(
+            calls.find("publish_item", "item", "it_1", Status::Completed),
+            None
+        );
+    }
+
+    #[test]
+    fn concurrent_calls_of_different_actions_in_one_session_never_both_take_the_last_slot() {
+        use crate::action::EffectClass;
+        let log = Arc::new(CallLog::default());
+        let start = Instant::now();
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let log = Arc::clone(&log);
+                std::thread::spawn(move || {
+                    let id = AttemptId::generate();
+                    let action = if i % 2 == 0 { "publish" } else { "mail" };
+                    let query =
+                        CallQuery::new("s", action, EffectClass::ExternalCommitment, &[], 0)
+                            .recording(&id);
+                    log.decide_counting(&query, start, &mut |_, calls| {
+                        if calls.by_effect.external_commitment.hour >= 3 {
+                            PolicyDecision::deny("three")
+                        } else {
+                            PolicyDecision::allow()
+                        }
+                    })
+                    .verdict
+                })
+            })
+            .collect();
+        let allowed = threads
+            .into_iter()
+            .map(|t| t.join().expect("thread"))
+            .filter(|v| *v == PolicyVerdict::Allow)
+            .count();
+        assert_eq!(allowed, 3);
     }
 }

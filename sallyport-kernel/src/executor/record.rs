@@ -112,6 +112,14 @@ impl CallRecord {
         self.texts.divergences = validated.divergences().to_vec();
     }
 
+    /// Whether the host's policy let this call through (and so counted it).
+    pub(super) fn let_through_by_policy(&self) -> bool {
+        self.texts
+            .policy
+            .as_ref()
+            .is_some_and(|note| note.decision != crate::policy::PolicyVerdict::Deny)
+    }
+
     pub(super) fn authorized(&mut self, authorized: &Authorized) {
         let call = authorized.call();
         self.texts.request = Some(call.summary().0.clone());

@@ -72,11 +72,19 @@ pub(super) async fn resume(
     };
     // With the `otel` feature, a resumed call is an `execute_tool` span of its own, or runs
     // in the agent's call span when it is carried out inside that call.
-    Ok(match trace {
+    let result = match trace {
         Trace::OwnSpan => spans::resumed(inner, &approval, &settings.instance, run).await,
         Trace::InCall => {
             spans::resumed_in_call(&approval.approval_id, &settings.instance);
             run.await
         }
-    })
+    };
+    // The parked call was counted under its own attempt when it was first let through.
+    if let Some(result) = &result
+        && inner.policy.is_some()
+    {
+        let session = approval.session.id().as_str();
+        super::policy::settle(&inner.calls, session, &approval.attempt_id, result.status).await;
+    }
+    Ok(result)
 }

@@ -585,6 +585,17 @@ pub trait Journal: Send + Sync + 'static {
     fn approval_store(self: Arc<Self>) -> Option<Arc<dyn ApprovalStore>> {
         None
     }
+
+    /// The store this journal keeps the policy's call counts in, shared by every executor
+    /// process on the journal, when it offers one; `None` by default (the executor then
+    /// counts in memory, per process). See [`crate::policy::calls`].
+    ///
+    /// The executor builder takes it with the journal;
+    /// [`ExecutorBuilder::local_call_counts`](crate::executor::ExecutorBuilder::local_call_counts)
+    /// declines it.
+    fn call_store(self: Arc<Self>) -> Option<Arc<dyn crate::policy::calls::CallStore>> {
+        None
+    }
 }
 
 /// The approval store: approvals that outlive the call (see [`crate::approval`]), kept in a

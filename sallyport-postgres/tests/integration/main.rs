@@ -2,7 +2,9 @@
 //! binary: the journal, the journal conformance suite of `sallyport-testkit`, leases and
 //! fencing, several real executor processes on one database (this crate's `pg-executor`
 //! helper binary, built by its `test-helpers` feature), the server going away under an
-//! executor, and what errors and `Debug` show of a password. The server and a fresh database
+//! executor, and what errors and `Debug` show of a password; and the policy's call counts
+//! shared by the fleet (processes racing for a limit with the `limits-executor` helper, on
+//! PostgreSQL and on a SQLite file; a policy reading the session's recent calls). The server and a fresh database
 //! per test come from `sallyport_tests::postgres`.
 //!
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
@@ -12,4 +14,6 @@ mod journal_conformance_postgres;
 mod journal_postgres_outage;
 mod journal_postgres_processes;
 mod leases;
+mod limits_processes;
+mod policy_history;
 mod secrets;
