@@ -215,6 +215,8 @@ pub(crate) struct Inner {
     pub(crate) policy: Option<Arc<dyn crate::policy::Policy>>,
     /// Per-session call counts for the policy, in memory.
     pub(crate) call_log: policy::CallLog,
+    /// Finds credential-shaped values the vault does not know in answers (stage 12).
+    pub(crate) secret_scanner: Option<Arc<dyn crate::inspect::SecretScanner>>,
 }
 
 impl Inner {

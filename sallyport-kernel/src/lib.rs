@@ -58,6 +58,7 @@ pub mod danger;
 pub mod drift;
 pub mod executor;
 mod hex;
+pub mod inspect;
 pub mod journal;
 mod payload;
 pub mod policy;

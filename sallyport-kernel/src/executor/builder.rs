@@ -78,6 +78,7 @@ pub struct ExecutorBuilder {
     baseline_lockfile: Option<std::path::PathBuf>,
     approvals: super::approvals::Settings,
     policy: Option<Arc<dyn crate::policy::Policy>>,
+    secret_scanner: Option<Arc<dyn crate::inspect::SecretScanner>>,
 }
 
 impl std::fmt::Debug for ExecutorBuilder {
@@ -105,6 +106,7 @@ impl ExecutorBuilder {
             baseline_lockfile: None,
             approvals: super::approvals::Settings::default(),
             policy: None,
+            secret_scanner: crate::inspect::default_scanner(),
         }
     }
 
@@ -268,6 +270,20 @@ impl ExecutorBuilder {
         self.policy_arc(Arc::new(policy))
     }
 
+    /// The scanner that finds credential-shaped values the vault does not know in every
+    /// answer (see [`crate::inspect`]). The default is Gitleaks' rule set with the
+    /// `secret-rules` feature (on in `sallyport-core`), none without it.
+    pub fn secret_scanner(mut self, scanner: impl crate::inspect::SecretScanner) -> Self {
+        self.secret_scanner = Some(Arc::new(scanner));
+        self
+    }
+
+    /// The secret scanner, shared (the rule set of `sallyport-secrets` is one per process).
+    pub fn secret_scanner_arc(mut self, scanner: Arc<dyn crate::inspect::SecretScanner>) -> Self {
+        self.secret_scanner = Some(scanner);
+        self
+    }
+
     /// The policy, shared (keep a handle to reload it, as `sallyport-cedar` does).
     pub fn policy_arc(mut self, policy: Arc<dyn crate::policy::Policy>) -> Self {
         self.policy = Some(policy);
@@ -346,6 +362,7 @@ impl ExecutorBuilder {
             journal_unwritable: Default::default(),
             approvals: self.approvals,
             policy: self.policy,
+            secret_scanner: self.secret_scanner,
             call_log: Default::default(),
         });
         if let Some(channel) = approvals_channel {
