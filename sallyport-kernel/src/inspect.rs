@@ -255,8 +255,12 @@ impl Inspector<'_> {
                 InstructionMode::Strip if invisible => FindingAction::Stripped,
                 InstructionMode::Strip => FindingAction::Flagged,
             };
-            self.findings
-                .push(Finding::new(FindingKind::Instruction, rule, pointer, action));
+            self.findings.push(Finding::new(
+                FindingKind::Instruction,
+                rule,
+                pointer,
+                action,
+            ));
         }
         if strip && !text.is_ascii() {
             text.retain(|c| !is_tag(c) && !is_bidi_control(c));
@@ -294,33 +298,14 @@ impl Inspector<'_> {
         };
         for hit in &self.hits {
             self.findings.push(Finding::new(
-                FindingKind::Secret,
+                FindingKind::Credential,
                 hit.rule.clone(),
                 pointer,
                 action,
             ));
         }
         if self.secrets == SecretMode::Mask {
-            let mut masked = String::with_capacity(text.len());
-            let mut at = 0;
-            for hit in &self.hits {
-                // A scanner's ranges are in order and apart; one that is not is skipped
-                // rather than trusted (the whole text is then masked below).
-                let (Some(before), true) = (text.get(at..hit.start), text.is_char_boundary(hit.end))
-                else {
-                    continue;
-                };
-                masked.push_str(before);
-                masked.push_str(MASK_PREFIX);
-                masked.push_str(&hit.rule);
-                masked.push(']');
-                at = hit.end;
-            }
-            match text.get(at..) {
-                Some(rest) => masked.push_str(rest),
-                None => masked.clear(),
-            }
-            *text = masked;
+            *text = masked(text, &self.hits);
         }
     }
 
@@ -361,6 +346,29 @@ impl Inspector<'_> {
     }
 }
 
+/// `text` with each hit replaced by `[MASKED:<rule>]`. Fails closed: hits out of order,
+/// overlapping or off a character boundary (a scanner's bug) mask the whole text.
+fn masked(text: &str, hits: &[SecretHit]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for hit in hits {
+        let sound = at <= hit.start
+            && hit.start < hit.end
+            && text.is_char_boundary(hit.start)
+            && text.is_char_boundary(hit.end);
+        if !sound {
+            return format!("{MASK_PREFIX}{}]", hit.rule);
+        }
+        out.push_str(&text[at..hit.start]);
+        out.push_str(MASK_PREFIX);
+        out.push_str(&hit.rule);
+        out.push(']');
+        at = hit.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
 /// Appends `key` to a JSON pointer, escaped as RFC 6901 says (`~` → `~0`, `/` → `~1`).
 fn push_escaped(pointer: &mut String, key: &str) {
     for c in key.chars() {
@@ -373,13 +381,10 @@ fn push_escaped(pointer: &mut String, key: &str) {
 }
 
 /// Inspects `result` as `spec` declares: masks, strips or withholds, and records each
-/// finding in `result.findings`. Run after the scrubber, so the vault's own secrets are
-/// already `[REDACTED]`.
-pub(crate) fn inspect(
-    scanner: Option<&dyn SecretScanner>,
-    spec: &ActionSpec,
-    result: &mut ActionResult,
-) {
+/// finding in `result.findings`. The executor runs it at stage 12 after the scrubber, so the
+/// vault's own secrets are already `[REDACTED]`; it is public for benchmarks and for a host
+/// that shows an answer it got some other way.
+pub fn inspect(scanner: Option<&dyn SecretScanner>, spec: &ActionSpec, result: &mut ActionResult) {
     let mut inspector = Inspector {
         scanner,
         secrets: spec.secrets,
@@ -403,7 +408,7 @@ pub(crate) fn inspect(
     let refused = findings.iter().find(|f| f.action == FindingAction::Refused);
     if let Some(refused) = refused {
         let code = match refused.kind {
-            FindingKind::Secret => RefusalCode::SecretInAnswer,
+            FindingKind::Credential => RefusalCode::SecretInAnswer,
             FindingKind::Instruction => RefusalCode::InstructionsInAnswer,
         };
         withhold(result, spec, code, &findings);
@@ -462,7 +467,8 @@ mod tests {
             while let Some(at) = text.get(i..).and_then(|t| t.find("tok_")) {
                 let start = i + at;
                 let end = start + 16;
-                if end <= bytes.len() && bytes[start + 4..end].iter().all(u8::is_ascii_alphanumeric) {
+                if end <= bytes.len() && bytes[start + 4..end].iter().all(u8::is_ascii_alphanumeric)
+                {
                     hits.push(SecretHit::new(start, end, "toy-token"));
                     i = end;
                 } else {
@@ -490,11 +496,28 @@ mod tests {
         assert_eq!(
             result.findings,
             [Finding::new(
-                FindingKind::Secret,
+                FindingKind::Credential,
                 "toy-token",
                 "/data/a~1b/0",
                 FindingAction::Masked
             )]
+        );
+    }
+
+    #[test]
+    fn a_scanner_giving_unsound_ranges_masks_the_whole_text() {
+        let text = "é tok_abcdefghijkl";
+        assert_eq!(masked(text, &[SecretHit::new(1, 5, "bad")]), "[MASKED:bad]");
+        assert_eq!(
+            masked(
+                text,
+                &[SecretHit::new(3, 19, "x"), SecretHit::new(4, 8, "y")]
+            ),
+            "[MASKED:y]"
+        );
+        assert_eq!(
+            masked(text, &[SecretHit::new(3, 19, "toy")]),
+            "é [MASKED:toy]"
         );
     }
 
@@ -507,7 +530,11 @@ mod tests {
         assert_eq!(result.status, Status::Rejected);
         assert_eq!(result.code_str(), Some("secret_in_answer"));
         assert_eq!(result.data, None);
-        assert!(!serde_json::to_string(&result).unwrap_or_default().contains("abcdefghijkl"));
+        assert!(
+            !serde_json::to_string(&result)
+                .unwrap_or_default()
+                .contains("abcdefghijkl")
+        );
     }
 
     #[test]

@@ -393,7 +393,11 @@ impl SecretRules {
     pub fn find_into<'r>(&'r self, text: &str, hits: &mut Vec<Hit<'r>>) {
         let first = hits.len();
         let mut candidates: Vec<u16> = self.always.clone();
-        for m in self.keywords.iter().flat_map(|k| k.find_overlapping_iter(text)) {
+        for m in self
+            .keywords
+            .iter()
+            .flat_map(|k| k.find_overlapping_iter(text))
+        {
             for &rule in &self.keyword_rules[m.pattern().as_usize()] {
                 if !candidates.contains(&rule) {
                     candidates.push(rule);
@@ -570,7 +574,10 @@ mod tests {
             go_classes(r"\b[\w.-]{3}\d\s"),
             r"\b[[:word:].-]{3}[[:digit:]][[:space:]]"
         );
-        assert_eq!(go_classes(r"[^\S\n]\\w[]\w]"), r"[^[:^space:]\n]\\w[][:word:]]");
+        assert_eq!(
+            go_classes(r"[^\S\n]\\w[]\w]"),
+            r"[^[:^space:]\n]\\w[][:word:]]"
+        );
         assert_eq!(go_classes(r"[[:alpha:]\w]"), r"[[:alpha:][:word:]]");
         let rules = SecretRules::gitleaks();
         // `\w` no longer matches a letter outside ASCII.

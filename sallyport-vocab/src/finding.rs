@@ -15,8 +15,10 @@ string_enum! {
         /// Text shaped like an instruction to the model, or invisible characters that can
         /// hide one.
         Instruction => "instruction",
-        /// A credential-shaped value the vault does not know.
-        Secret => "secret",
+        /// A credential-shaped value the vault does not know. (Not `Secret`: that is the
+        /// vault's type, and a second public `Secret` makes the compiler spell it out in full
+        /// in every diagnostic.)
+        Credential => "credential",
     }
 }
 
@@ -42,7 +44,7 @@ string_enum! {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Finding {
-    /// Secret or instruction.
+    /// Credential or instruction.
     pub kind: FindingKind,
     /// The rule that matched: a secret rule's id (`github-pat`, `aws-access-token`,
     /// `private-key`, `jwt`, …) or an instruction pattern (`role_marker`,
@@ -86,14 +88,16 @@ mod tests {
             assert_eq!(action.as_str().parse::<FindingAction>().ok(), Some(*action));
         }
         let finding = Finding::new(
-            FindingKind::Secret,
+            FindingKind::Credential,
             "github-pat",
             "/data/token",
             FindingAction::Masked,
         );
         assert_eq!(
             serde_json::to_string(&finding).ok().as_deref(),
-            Some(r#"{"kind":"secret","rule":"github-pat","pointer":"/data/token","action":"masked"}"#)
+            Some(
+                r#"{"kind":"credential","rule":"github-pat","pointer":"/data/token","action":"masked"}"#
+            )
         );
     }
 }

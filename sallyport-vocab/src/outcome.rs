@@ -129,6 +129,9 @@ impl ActionResult {
             Some(RefusalCode::ConsentUnavailable | RefusalCode::ConsentTimeout) => {
                 "Nothing was sent. No human could approve the call; tell the user it needs approval."
             }
+            Some(RefusalCode::SecretInAnswer | RefusalCode::InstructionsInAnswer) => {
+                "The request was sent; its answer was withheld for what it carried (see findings). Do not retry the same call; tell the user."
+            }
             _ => "Nothing was sent; do not retry the same call.",
         }
     }
