@@ -20,6 +20,7 @@
 //! |---|---|---|
 //! | `sqlite` | yes | [`journal::SqliteJournal`], the embedded journal (`sallyport-sqlite`, bundled SQLite) |
 //! | `file-vault` | yes | [`vault::FileVault`], the encrypted file vault (`sallyport-vault`, Argon2id + XChaCha20-Poly1305) |
+//! | `secret-rules` | no (it costs ~80 µs per KiB of answer today) | credential-shaped values the vault does not know are found in every answer with Gitleaks' maintained rules (`sallyport-secrets`; see [`inspect`]) |
 //! | `keychain` | no | `vault::KeychainVault`, the OS keychains (`sallyport-vault`) |
 //! | `otel` | no | OpenTelemetry-style spans per call ([`telemetry`]) |
 //!
@@ -174,7 +175,8 @@
 //! - [`journal`]: durable intents and the hash-chained audit log; [`journal::SqliteJournal`]
 //!   keeps them in one SQLite file (feature `sqlite`).
 //! - [`vault`]: credentials ([`vault::FileVault`] with feature `file-vault`); [`scrub`]:
-//!   removing secret values from everything outgoing.
+//!   removing secret values from everything outgoing; [`inspect`]: the answer guards
+//!   (credential-shaped values the vault does not know, text that tries to steer the model).
 //! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
 //!   every channel shares.
 //! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.

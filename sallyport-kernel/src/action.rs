@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::target::{HttpMethod, StatusResult, Target};
 pub use sallyport_vocab::action::{
-    ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
+    ConsentRule, DataClass, EffectClass, Externality, InstructionMode, RetryRule, ScopedValue,
+    SecretMode,
 };
 
 /// One narrow operation offered to an agent.
@@ -119,8 +120,22 @@ pub struct ActionSpec {
     /// part of the canonical definition, so changing it is drift.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub method_override: Option<Cow<'static, str>>,
+    /// What happens to a credential-shaped value the vault does not know in an answer
+    /// (`#[action(secrets = …)]`; see [`crate::inspect`]). Shown on the card and part of the
+    /// canonical definition when it is not the default, `mask`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub secrets: SecretMode,
+    /// What happens to text shaped like instructions to the model in an answer
+    /// (`#[action(instructions = …)]`; see [`crate::inspect`]). Shown on the card and part of
+    /// the canonical definition when it is not the default, `flag`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub instructions: InstructionMode,
     /// Where and how the call is sent.
     pub target: Target,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 impl ActionSpec {
@@ -148,6 +163,8 @@ impl ActionSpec {
             scope_text: None,
             result_text: None,
             method_override: None,
+            secrets: SecretMode::Mask,
+            instructions: InstructionMode::Flag,
             target: Target::None,
         }
     }
@@ -295,6 +312,22 @@ impl ActionSpec {
         }
     }
 
+    /// Sets what happens to a credential-shaped value in an answer (see
+    /// [`ActionSpec::secrets`]).
+    #[must_use]
+    pub fn with_secrets(mut self, mode: SecretMode) -> Self {
+        self.secrets = mode;
+        self
+    }
+
+    /// Sets what happens to instruction-shaped text in an answer (see
+    /// [`ActionSpec::instructions`]).
+    #[must_use]
+    pub fn with_instructions(mut self, mode: InstructionMode) -> Self {
+        self.instructions = mode;
+        self
+    }
+
     /// Sets where and how the call is sent.
     #[must_use]
     pub fn with_target(mut self, target: Target) -> Self {
@@ -408,6 +441,24 @@ impl ActionSpec {
         }
         if let Some(reconcile) = &self.reconcile {
             out.push_str(&format!("If uncertain: check with {reconcile}\n"));
+        }
+        match self.secrets {
+            SecretMode::Mask => {}
+            SecretMode::Allow => out.push_str(
+                "Secrets: allowed (reviewed opt-out): credential-shaped values in answers reach the agent unmasked.\n",
+            ),
+            SecretMode::Refuse => out.push_str(
+                "Secrets: an answer carrying a credential-shaped value is withheld.\n",
+            ),
+        }
+        match self.instructions {
+            InstructionMode::Flag => {}
+            InstructionMode::Strip => out.push_str(
+                "Instructions: invisible characters are removed from answers; instruction-shaped text is flagged.\n",
+            ),
+            InstructionMode::Refuse => out.push_str(
+                "Instructions: an answer carrying instruction-shaped text is withheld.\n",
+            ),
         }
         if let Target::Http(http) = &self.target {
             let answers: Vec<String> = http

@@ -97,6 +97,7 @@ fn event(
         approval: Some(note),
         reconciled: None,
         policy: None,
+        findings: Vec::new(),
     }
 }
 

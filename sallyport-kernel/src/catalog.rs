@@ -401,6 +401,14 @@ pub fn definition_of(spec: &ActionSpec, input_schema: &Value, provenance: &Prove
     if let Some(reason) = &spec.method_override {
         definition["method_override"] = json!(reason);
     }
+    // The answer guards, only when they differ from the defaults (`mask`, `flag`): the
+    // definitions of actions that do not declare them are what they were before.
+    if spec.secrets != crate::action::SecretMode::default() {
+        definition["secrets"] = json!(spec.secrets);
+    }
+    if spec.instructions != crate::action::InstructionMode::default() {
+        definition["instructions"] = json!(spec.instructions);
+    }
     definition
 }
 

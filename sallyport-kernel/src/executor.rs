@@ -216,6 +216,8 @@ pub(crate) struct Inner {
     pub(crate) policy: Option<Arc<dyn crate::policy::Policy>>,
     /// The policy's call counts: shared by the fleet, or in memory.
     pub(crate) calls: policy::CallCounting,
+    /// Finds credential-shaped values the vault does not know in answers (stage 12).
+    pub(crate) secret_scanner: Option<Arc<dyn crate::inspect::SecretScanner>>,
 }
 
 impl Inner {

@@ -39,7 +39,9 @@
 //! - [`journal`]: durable intents and the hash-chained audit log: the [`Journal`](journal::Journal) trait, chain
 //!   hashing and head signing (the SQLite journal is `sallyport-sqlite`).
 //! - [`vault`]: credentials and the [`Vault`](vault::Vault) trait (the file and keychain vaults are
-//!   `sallyport-vault`); [`scrub`]: removing secret values from everything outgoing.
+//!   `sallyport-vault`); [`scrub`]: removing secret values from everything outgoing;
+//!   [`inspect`]: the answer guards (credential-shaped values the vault does not know, with
+//!   feature `secret-rules`; text that tries to steer the model).
 //! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
 //!   every channel shares.
 //! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.
@@ -58,6 +60,7 @@ pub mod danger;
 pub mod drift;
 pub mod executor;
 mod hex;
+pub mod inspect;
 pub mod journal;
 mod payload;
 pub mod policy;

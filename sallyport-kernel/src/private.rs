@@ -13,7 +13,8 @@ pub use schemars::JsonSchema;
 pub use serde::de::DeserializeOwned;
 
 pub use crate::action::{
-    Action, ActionSpec, ConsentRule, DataClass, EffectClass, Externality, RetryRule, ScopedValue,
+    Action, ActionSpec, ConsentRule, DataClass, EffectClass, Externality, InstructionMode,
+    RetryRule, ScopedValue, SecretMode,
 };
 pub use crate::outcome::Status;
 pub use crate::target::{

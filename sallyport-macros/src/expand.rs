@@ -107,6 +107,14 @@ fn spec(checked: &Checked) -> TokenStream {
         let externality = variant(externality.value);
         spec.extend(quote!(.with_externality(#p::Externality::#externality)));
     }
+    if let Some(secrets) = action.secrets.get() {
+        let secrets = variant(secrets.value);
+        spec.extend(quote!(.with_secrets(#p::SecretMode::#secrets)));
+    }
+    if let Some(instructions) = action.instructions.get() {
+        let instructions = variant(instructions.value);
+        spec.extend(quote!(.with_instructions(#p::InstructionMode::#instructions)));
+    }
     for field in &input.fields {
         if let Some(kind) = &field.scope {
             let json = &field.json_name;

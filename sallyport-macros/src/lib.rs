@@ -95,6 +95,8 @@ use syn::{DeriveInput, parse_macro_input};
 /// | `scope` | `"…"` | the card's `Scope:` sentence |
 /// | `returns` | `"…"` | the card's `Result:` sentence |
 /// | `summary` | `"…"` | one line, overriding the doc comment's first sentence |
+/// | `secrets` | `mask` \| `refuse` \| `allow` | a credential-shaped value the vault does not know in an answer: masked (the default), the answer withheld (`secret_in_answer`), or left (an explicit opt-out shown on the card); see `sallyport_core::inspect` |
+/// | `instructions` | `flag` \| `strip` \| `refuse` | instruction-shaped text in an answer: flagged in `findings` (the default), invisible characters removed, or the answer withheld (`instructions_in_answer`) |
 /// | `idempotent` | (a bare flag) | the author declares the operation naturally idempotent: repeating a call with the same arguments changes nothing more (a `PUT` of a whole state, "set the label to X"). Only this, or `observe`, makes the exports say `idempotentHint: true`; `retry = idempotency_key` does not (its key is per attempt). It is part of the canonical definition and never allows a resend |
 ///
 /// Keys may be split over several `#[action]` attributes; each may appear once.

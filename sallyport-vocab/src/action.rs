@@ -148,3 +148,43 @@ impl DataClass {
         &self.0
     }
 }
+
+string_enum! {
+    /// What the executor does when an answer carries a credential-shaped value that the vault
+    /// does not know (a token of a common provider, a private-key block, a JWT): the action's
+    /// `#[action(secrets = …)]`. Shown on the card and part of the definition when it is not
+    /// the default, so loosening it is drift the baseline sees.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum SecretMode {
+        /// An explicit, reviewed opt-out for an action whose purpose is to return such a
+        /// value: nothing is masked (each hit is still recorded in the audit record).
+        Allow => "allow",
+        /// The value is replaced by `[MASKED:<rule>]`; the result and the audit record say
+        /// which rule matched where, never the value. The default.
+        #[default]
+        Mask => "mask",
+        /// The answer is withheld: the agent gets `rejected` (`secret_in_answer`) and
+        /// nothing of the data.
+        Refuse => "refuse",
+    }
+}
+
+string_enum! {
+    /// What the executor does when an answer carries instruction-shaped text (role markers,
+    /// "ignore previous instructions", tool-call syntax, invisible Unicode tag characters,
+    /// bidi overrides): the action's `#[action(instructions = …)]`. Shown on the card and
+    /// part of the definition when it is not the default.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum InstructionMode {
+        /// The text is left as it is; the result's `findings` and the audit record say
+        /// what was seen where. The default.
+        #[default]
+        Flag => "flag",
+        /// The answer is withheld: the agent gets `rejected` (`instructions_in_answer`)
+        /// and nothing of the data.
+        Refuse => "refuse",
+        /// Invisible characters (tag characters, bidi controls, zero-width characters) are
+        /// removed; the visible phrases are flagged as with `flag`.
+        Strip => "strip",
+    }
+}

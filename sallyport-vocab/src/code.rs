@@ -68,6 +68,11 @@ string_enum! {
         OutOfScope => "out_of_scope",
         /// The host's policy (`Policy`) denied the call.
         PolicyDenied => "policy_denied",
+        /// The upstream's answer carried text shaped like instructions to the model, and the
+        /// action declares `instructions = refuse`: the answer is withheld. Made after the
+        /// send (as a withheld read's `journal_unavailable` is): for an action that changes
+        /// state the status stays what the upstream answered, without its data.
+        InstructionsInAnswer => "instructions_in_answer",
         /// The action's own precondition does not hold.
         PreconditionFailed => "precondition_failed",
         /// An approved call, prepared again before sending, is no longer the request the
@@ -75,6 +80,10 @@ string_enum! {
         RequestChanged => "request_changed",
         /// The definition changed in a way that needs a reviewer.
         ReviewRequired => "review_required",
+        /// The upstream's answer carried a credential-shaped value, and the action declares
+        /// `secrets = refuse`: the answer is withheld. Made after the send, as
+        /// `instructions_in_answer` is.
+        SecretInAnswer => "secret_in_answer",
         /// No published action has that name.
         UnknownAction => "unknown_action",
         /// The vault is locked.
@@ -405,9 +414,11 @@ mod tests {
             (ChannelUnavailable, "channel_unavailable"),
             (OutOfScope, "out_of_scope"),
             (PolicyDenied, "policy_denied"),
+            (InstructionsInAnswer, "instructions_in_answer"),
             (PreconditionFailed, "precondition_failed"),
             (RequestChanged, "request_changed"),
             (ReviewRequired, "review_required"),
+            (SecretInAnswer, "secret_in_answer"),
             (UnknownAction, "unknown_action"),
             (VaultLocked, "vault_locked"),
         ];

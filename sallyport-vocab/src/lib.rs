@@ -31,6 +31,7 @@ pub mod approval;
 pub mod clock;
 pub mod code;
 pub mod drift;
+pub mod finding;
 mod ids;
 pub mod journal;
 mod names;

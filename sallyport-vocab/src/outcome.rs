@@ -58,6 +58,11 @@ pub struct ActionResult {
     /// The approval a parked call waits for (`awaiting_approval`); `next` checks it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<crate::approval::ApprovalId>,
+    /// What the executor found in the upstream's answer (credential-shaped values, text
+    /// shaped like instructions to the model), where, and what it did; never the value.
+    /// Absent when nothing was found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<crate::finding::Finding>,
 }
 
 impl ActionResult {
@@ -78,6 +83,7 @@ impl ActionResult {
             attempt_id,
             receipt_id: None,
             approval_id: None,
+            findings: Vec::new(),
         }
     }
 
@@ -122,6 +128,9 @@ impl ActionResult {
             }
             Some(RefusalCode::ConsentUnavailable | RefusalCode::ConsentTimeout) => {
                 "Nothing was sent. No human could approve the call; tell the user it needs approval."
+            }
+            Some(RefusalCode::SecretInAnswer | RefusalCode::InstructionsInAnswer) => {
+                "The request was sent; its answer was withheld for what it carried (see findings). Do not retry the same call; tell the user."
             }
             _ => "Nothing was sent; do not retry the same call.",
         }

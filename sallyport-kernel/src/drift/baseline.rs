@@ -487,6 +487,7 @@ impl BaselineGuard {
                 approval: None,
                 reconciled: None,
                 policy: None,
+                findings: Vec::new(),
             };
             journal.append(event).await?;
             self.set_receipt(&decision);

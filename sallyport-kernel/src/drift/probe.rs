@@ -400,6 +400,7 @@ impl Prober {
             approval: None,
             reconciled: None,
             policy: None,
+            findings: Vec::new(),
         };
         match self.journal.append(event).await {
             Ok(record) => Some(record.event.receipt_id),

@@ -85,6 +85,7 @@ pub struct ExecutorBuilder {
     call_counts: CallCounts,
     /// How many recent calls of the session a policy sees.
     recent_calls: usize,
+    secret_scanner: Option<Arc<dyn crate::inspect::SecretScanner>>,
 }
 
 /// Where the policy's call counts are kept.
@@ -125,6 +126,7 @@ impl ExecutorBuilder {
             journal_call_store: None,
             call_counts: CallCounts::Journal,
             recent_calls: super::policy::DEFAULT_RECENT,
+            secret_scanner: crate::inspect::default_scanner(),
         }
     }
 
@@ -332,6 +334,20 @@ impl ExecutorBuilder {
         self.policy_arc(Arc::new(policy))
     }
 
+    /// The scanner that finds credential-shaped values the vault does not know in every
+    /// answer (see [`crate::inspect`]). The default is Gitleaks' rule set with the
+    /// `secret-rules` feature (on in `sallyport-core`), none without it.
+    pub fn secret_scanner(mut self, scanner: impl crate::inspect::SecretScanner) -> Self {
+        self.secret_scanner = Some(Arc::new(scanner));
+        self
+    }
+
+    /// The secret scanner, shared (the rule set of `sallyport-secrets` is one per process).
+    pub fn secret_scanner_arc(mut self, scanner: Arc<dyn crate::inspect::SecretScanner>) -> Self {
+        self.secret_scanner = Some(scanner);
+        self
+    }
+
     /// The policy, shared (keep a handle to reload it, as `sallyport-cedar` does).
     pub fn policy_arc(mut self, policy: Arc<dyn crate::policy::Policy>) -> Self {
         self.policy = Some(policy);
@@ -447,6 +463,7 @@ impl ExecutorBuilder {
                 },
                 self.recent_calls,
             ),
+            secret_scanner: self.secret_scanner,
         });
         if let Some(channel) = approvals_channel {
             channel.attach(Arc::new(super::approvals::Host::new(&inner)));

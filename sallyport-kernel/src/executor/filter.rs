@@ -1,5 +1,7 @@
 //! Stage 12, filter: every secret the call's scrubber knows is removed from everything the
-//! agent will read (a vault locked meanwhile cannot empty the call's scrubber). The helpers
+//! agent will read (a vault locked meanwhile cannot empty the call's scrubber); then the
+//! answer guards of [`crate::inspect`] look for credential-shaped values the vault does not
+//! know and instruction-shaped text, and mask, strip or withhold as the action declares. The helpers
 //! below scrub the other texts that leave a call the same way: audit events (every record
 //! the call writes, a cancelled call's too) and the consent request.
 
@@ -35,10 +37,16 @@ impl Filtered {
     }
 }
 
-/// Scrubs the answer with the call's scrubber.
-pub(super) fn filter(normalized: Normalized) -> Filtered {
+/// Scrubs the answer with the call's scrubber, then inspects it as the action declares.
+pub(super) fn filter(inner: &super::Inner, normalized: Normalized) -> Filtered {
     let (intended, sends, mut result, upstream_status) = normalized.into_parts();
-    scrub_result(intended.call().scrubber(), &mut result);
+    let call = intended.call();
+    scrub_result(call.scrubber(), &mut result);
+    crate::inspect::inspect(
+        inner.secret_scanner.as_deref(),
+        call.entry().spec(),
+        &mut result,
+    );
     Filtered {
         intended,
         sends,

@@ -253,7 +253,7 @@ async fn pipeline(
     };
     let dispatched = dispatch::dispatch(inner, guard, intended).await;
     let normalized = normalize::normalize(inner, guard.record().action(), dispatched);
-    let filtered = filter::filter(normalized);
+    let filtered = filter::filter(inner, normalized);
     Ok(Ended::Answer(Box::new(
         record::record(inner, guard, filtered).await,
     )))

@@ -274,6 +274,7 @@ impl Executor {
                 .map(|a| ApprovalNote::new(a.approval_id.clone(), ApprovalStep::Resumed)),
             reconciled: Some(ReconcileNote::new(check, evidence, result.status)),
             policy: None,
+            findings: Vec::new(),
         };
         super::filter::scrub_event(&self.inner.current_scrubber(), &mut event);
         let receipt = event.receipt_id.clone();

@@ -196,6 +196,7 @@ impl CallRecord {
             }),
             reconciled: None,
             policy: texts.policy,
+            findings: Vec::new(),
         }
     }
 }
@@ -352,6 +353,7 @@ pub(super) fn record<'a>(
     event.code = result.code.clone();
     event.reason = result.reason.clone();
     event.upstream_status = upstream_status;
+    event.findings = result.findings.clone();
     scrub_event(&record.scrubber, &mut event);
     // The stage values are done with: only the intent goes on (into the journal's write,
     // when it is not written yet), so the future does not carry them while it waits.

@@ -172,6 +172,11 @@ pub struct AuditEvent {
     /// when the executor has a [`Policy`](crate::policy::Policy) and the call reached it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<sallyport_vocab::policy::PolicyNote>,
+    /// What the filter stage found in the upstream's answer (credential-shaped values,
+    /// instruction-shaped text): the rule, the JSON pointer and what was done, never the
+    /// value. Absent when nothing was found, so earlier records keep their JSON and hashes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<sallyport_vocab::finding::Finding>,
 }
 
 /// How the reconciler settled an attempt its owner left unresolved: the reconcile action it
@@ -226,6 +231,7 @@ impl AuditEvent {
             approval: None,
             reconciled: None,
             policy: None,
+            findings: Vec::new(),
         }
     }
 }

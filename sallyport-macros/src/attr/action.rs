@@ -23,6 +23,8 @@ pub(super) const ACTION_KEYS: &[&str] = &[
     "summary",
     "idempotent",
     "method_override",
+    "secrets",
+    "instructions",
 ];
 
 pub(super) fn parse_action(attr: &Attribute, action: &mut ActionAttr, errs: &mut Errors) {
@@ -68,6 +70,16 @@ pub(super) fn parse_action(attr: &Attribute, action: &mut ActionAttr, errs: &mut
                 expect_eq(input, &key, "externality = internal")?;
                 let value = parse_keyword(input, &key);
                 action.externality.set(key, "action", value)
+            }
+            "secrets" => {
+                expect_eq(input, &key, "secrets = mask")?;
+                let value = parse_keyword(input, &key);
+                action.secrets.set(key, "action", value)
+            }
+            "instructions" => {
+                expect_eq(input, &key, "instructions = flag")?;
+                let value = parse_keyword(input, &key);
+                action.instructions.set(key, "action", value)
             }
             "scope" => {
                 expect_eq(input, &key, "scope = \"One project.\"")?;

@@ -4,7 +4,7 @@
 use proc_macro2::Span;
 use syn::{Attribute, Error, Ident, LitInt, LitStr, Type};
 
-use super::keyword::{Consent, Effect, Externality, Method, Retry, Status};
+use super::keyword::{Consent, Effect, Externality, Instructions, Method, Retry, Secrets, Status};
 
 /// A keyword as the author wrote it.
 pub(crate) struct Kw<K> {
@@ -66,6 +66,10 @@ pub(crate) struct ActionAttr {
     pub(crate) credential: Setting<LitStr>,
     pub(crate) data: Setting<Vec<Ident>>,
     pub(crate) externality: Setting<Kw<Externality>>,
+    /// `secrets = mask | refuse | allow`.
+    pub(crate) secrets: Setting<Kw<Secrets>>,
+    /// `instructions = flag | strip | refuse`.
+    pub(crate) instructions: Setting<Kw<Instructions>>,
     pub(crate) scope: Setting<LitStr>,
     pub(crate) returns: Setting<LitStr>,
     pub(crate) summary: Setting<LitStr>,

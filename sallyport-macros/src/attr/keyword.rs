@@ -89,6 +89,24 @@ keywords! {
 }
 
 keywords! {
+    /// `SecretMode`: what happens to a credential-shaped value in an answer.
+    Secrets, "secret mode" {
+        Mask = "mask",
+        Refuse = "refuse",
+        Allow = "allow",
+    }
+}
+
+keywords! {
+    /// `InstructionMode`: what happens to instruction-shaped text in an answer.
+    Instructions, "instruction mode" {
+        Flag = "flag",
+        Strip = "strip",
+        Refuse = "refuse",
+    }
+}
+
+keywords! {
     /// `Status`.
     Status, "status" {
         Completed = "completed",

@@ -1,0 +1,616 @@
+//! Credential-shaped values in text, found with the rule set of a maintained scanner.
+//!
+//! sallyport's scrubber removes the secrets its vault knows. An upstream's answer can carry
+//! other secrets too: someone else's token in an error message, a private key a command
+//! printed. This crate finds those by their shape, with the default rule set of
+//! [Gitleaks](https://github.com/gitleaks/gitleaks) v8.30.1 (221 rules: private-key blocks,
+//! JWTs, and the token formats of GitHub, GitLab, Slack, AWS, Stripe, Google, OpenAI,
+//! Anthropic and some two hundred other providers, plus Gitleaks' generic `key = value`
+//! rule). sallyport's executor uses it through `sallyport_kernel::inspect::SecretScanner`
+//! (the kernel's `secret-rules` feature, on by default in `sallyport-core`).
+//!
+//! # Why this rule set
+//!
+//! Gitleaks is the most widely used open-source secret scanner; its rules are maintained
+//! upstream with true- and false-positive test cases for each provider, and carry the
+//! keyword prefilters, entropy floors and allowlists (placeholders such as `${TOKEN}`,
+//! `EXAMPLE` keys) that keep false positives down. Writing patterns by hand would mean
+//! maintaining two hundred formats ourselves. The rules are checked in as data
+//! (`rules/gitleaks-v8.30.1.json`, MIT, licence in `rules/LICENSE-gitleaks`): the JSON form
+//! of Gitleaks' `config/gitleaks.toml` at commit `83d9cd6` that the Apache-2.0 crate
+//! `keyspoor` 0.1.4 ships (see `rules/README.md` for the hashes). JSON needs no TOML parser,
+//! and the patterns are RE2 syntax, which Rust's `regex` compiles unchanged.
+//!
+//! # How a text is scanned
+//!
+//! As Gitleaks does: an Aho-Corasick automaton over every rule's keywords (ASCII case
+//! ignored) finds which rules can match at all; only those rules' regexes run. A match's
+//! secret (the rule's secret group, else its first capture group, else the whole match)
+//! must reach the rule's entropy floor and pass none of its allowlists (regexes or stop
+//! words on the secret, the match or its line). Text that contains no keyword costs one
+//! automaton pass.
+//!
+//! ```
+//! use sallyport_secrets::SecretRules;
+//! let rules = SecretRules::gitleaks();
+//! let text = "clone with ghp_R3aLlYn0TaT0k3nBuTlOoKsLiKe1t0Kz9Ab7 please";
+//! let hits = rules.find(text);
+//! assert_eq!(hits.len(), 1);
+//! assert_eq!(hits[0].rule, "github-pat");
+//! assert_eq!(&text[hits[0].start..hits[0].end], "ghp_R3aLlYn0TaT0k3nBuTlOoKsLiKe1t0Kz9Ab7");
+//! assert!(rules.find("order 2024-118734, commit 3f9a2c1d").is_empty());
+//! ```
+//!
+//! # What is not detected
+//!
+//! A secret without a recognisable shape or a keyword beside it (a bare 40-character AWS
+//! secret access key in a field of its own, a password), a secret split across strings, and
+//! a secret in an encoding (base64, percent-encoding) that hides its prefix. The vault's own
+//! secrets are found in every encoding by sallyport's scrubber instead.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use serde::Deserialize;
+
+/// The vendored rule file: Gitleaks v8.30.1's default rules, in JSON.
+const GITLEAKS_JSON: &str = include_str!("../rules/gitleaks-v8.30.1.json");
+
+/// The version of the vendored rule set, for logs and audit: `gitleaks-v8.30.1`.
+pub const GITLEAKS_VERSION: &str = "gitleaks-v8.30.1";
+
+/// One credential-shaped value found in a text: its byte range and the rule that matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Hit<'r> {
+    /// Where the secret starts (a byte offset on a character boundary).
+    pub start: usize,
+    /// Where it ends (exclusive).
+    pub end: usize,
+    /// The rule's id (`github-pat`, `aws-access-token`, `private-key`, `jwt`, …).
+    pub rule: &'r str,
+}
+
+/// Why a rule file could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RulesError {
+    /// The file is not the expected JSON.
+    #[error("the rule file is not valid rule JSON")]
+    Json(#[source] serde_json::Error),
+    /// A rule's pattern does not compile.
+    #[error("rule `{rule}` does not compile")]
+    Pattern {
+        /// The rule's id.
+        rule: String,
+        /// Why.
+        #[source]
+        source: regex::Error,
+    },
+    /// The keyword or stop-word automaton could not be built.
+    #[error("the keyword automaton could not be built")]
+    Keywords(#[source] aho_corasick::BuildError),
+    /// An allowlist names a condition or target this crate does not know.
+    #[error("rule `{rule}` has an allowlist with unknown {what} `{value}`")]
+    Allowlist {
+        /// The rule's id.
+        rule: String,
+        /// `condition` or `target`.
+        what: &'static str,
+        /// The value found.
+        value: String,
+    },
+}
+
+#[derive(Deserialize)]
+struct RuleFile {
+    rules: Vec<RuleSpec>,
+}
+
+#[derive(Deserialize)]
+struct RuleSpec {
+    id: String,
+    pattern: String,
+    secret_group: Option<usize>,
+    #[serde(default)]
+    keywords: Vec<String>,
+    min_entropy: Option<f64>,
+    /// A rule limited to some file paths (`*.tf`, `*.php`) has no file here: it is not used.
+    path: Option<String>,
+    #[serde(default)]
+    allowlist: Vec<AllowSpec>,
+}
+
+#[derive(Deserialize)]
+struct AllowSpec {
+    condition: Option<String>,
+    target: Option<String>,
+    #[serde(default)]
+    regexes: Vec<String>,
+    #[serde(default)]
+    stopwords: Vec<String>,
+}
+
+/// What an allowlist's regexes are tested against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AllowTarget {
+    /// The secret (the default).
+    Secret,
+    /// The whole match.
+    Match,
+    /// The line holding the match.
+    Line,
+}
+
+#[derive(Debug)]
+struct Allow {
+    /// Both the regexes and the stop words must say "allowed" (`and`), or either (`or`).
+    all: bool,
+    target: AllowTarget,
+    regexes: Option<Arc<RegexSet>>,
+    stopwords: Option<Arc<AhoCorasick>>,
+}
+
+impl Allow {
+    fn allows(&self, secret: &str, matched: &str, line: &str) -> bool {
+        let target = match self.target {
+            AllowTarget::Secret => secret,
+            AllowTarget::Match => matched,
+            AllowTarget::Line => line,
+        };
+        let by_regex = self.regexes.as_ref().map(|set| set.is_match(target));
+        // Gitleaks tests stop words against the secret, whatever the target.
+        let by_word = self.stopwords.as_ref().map(|words| words.is_match(secret));
+        match (by_regex, by_word, self.all) {
+            (Some(r), Some(w), true) => r && w,
+            (Some(r), Some(w), false) => r || w,
+            (Some(r), None, _) => r,
+            (None, Some(w), _) => w,
+            (None, None, _) => false,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Rule {
+    id: Box<str>,
+    regex: Regex,
+    /// The capture group holding the secret; 0 for the whole match.
+    group: usize,
+    min_entropy: f64,
+    allow: Vec<Allow>,
+}
+
+/// A compiled rule set. Build it once and share it: [`SecretRules::gitleaks`] compiles the
+/// vendored rules on first use (about a tenth of a second) and hands out the same set after.
+#[derive(Debug)]
+pub struct SecretRules {
+    rules: Vec<Rule>,
+    /// Every rule's keywords, ASCII case ignored (none in an empty set).
+    keywords: Option<AhoCorasick>,
+    /// For each keyword pattern, the rules it opens.
+    keyword_rules: Vec<Vec<u16>>,
+    /// Rules without keywords: run on every text.
+    always: Vec<u16>,
+}
+
+static GITLEAKS: LazyLock<Arc<SecretRules>> = LazyLock::new(|| {
+    // The vendored file is checked by this crate's tests (every rule compiles), so a failure
+    // here is a build of a corrupted checkout: fall back to no rules rather than panic in a
+    // caller's filter stage, and say so.
+    match SecretRules::from_json(GITLEAKS_JSON) {
+        Ok(rules) => Arc::new(rules),
+        Err(e) => {
+            tracing::error!(error = %e, "the vendored secret rules do not compile; no secret rules are used");
+            Arc::new(SecretRules::empty())
+        }
+    }
+});
+
+impl SecretRules {
+    /// Gitleaks v8.30.1's default rules (see the [crate](crate) docs), compiled once per
+    /// process.
+    pub fn gitleaks() -> Arc<Self> {
+        Arc::clone(&GITLEAKS)
+    }
+
+    /// A rule set that finds nothing.
+    pub fn empty() -> Self {
+        Self {
+            rules: Vec::new(),
+            keywords: None,
+            keyword_rules: Vec::new(),
+            always: Vec::new(),
+        }
+    }
+
+    /// A rule set from a rule file in the vendored file's JSON form (`{"rules": [{"id",
+    /// "pattern", "secret_group", "keywords", "min_entropy", "path", "allowlist": [{"condition",
+    /// "target", "regexes", "stopwords"}]}]}`). Rules limited to file paths are left out.
+    ///
+    /// # Errors
+    ///
+    /// [`RulesError`] when the JSON does not parse, a pattern does not compile, or an
+    /// allowlist names an unknown condition or target.
+    pub fn from_json(json: &str) -> Result<Self, RulesError> {
+        let file: RuleFile = serde_json::from_str(json).map_err(RulesError::Json)?;
+        // Allowlists repeat across rules (the global placeholders): one compiled set each.
+        let mut sets: HashMap<Vec<String>, Arc<RegexSet>> = HashMap::new();
+        let mut words: HashMap<Vec<String>, Arc<AhoCorasick>> = HashMap::new();
+        let mut rules = Vec::new();
+        let mut keyword_patterns: Vec<String> = Vec::new();
+        let mut keyword_index: HashMap<String, usize> = HashMap::new();
+        let mut keyword_rules: Vec<Vec<u16>> = Vec::new();
+        let mut always = Vec::new();
+        for spec in file.rules {
+            if spec.path.is_some() {
+                continue;
+            }
+            let pattern_error = |source| RulesError::Pattern {
+                rule: spec.id.clone(),
+                source,
+            };
+            let regex = RegexBuilder::new(&go_classes(&spec.pattern))
+                .size_limit(64 << 20)
+                .build()
+                .map_err(pattern_error)?;
+            let group = match spec.secret_group {
+                Some(group) => group,
+                None if regex.captures_len() > 1 => 1,
+                None => 0,
+            };
+            let mut allow = Vec::new();
+            for a in &spec.allowlist {
+                let all = match a.condition.as_deref() {
+                    None | Some("or" | "OR") => false,
+                    Some("and" | "AND") => true,
+                    Some(other) => {
+                        return Err(RulesError::Allowlist {
+                            rule: spec.id.clone(),
+                            what: "condition",
+                            value: other.to_owned(),
+                        });
+                    }
+                };
+                let target = match a.target.as_deref() {
+                    None | Some("secret") => AllowTarget::Secret,
+                    Some("match") => AllowTarget::Match,
+                    Some("line") => AllowTarget::Line,
+                    Some(other) => {
+                        return Err(RulesError::Allowlist {
+                            rule: spec.id.clone(),
+                            what: "target",
+                            value: other.to_owned(),
+                        });
+                    }
+                };
+                let regexes = if a.regexes.is_empty() {
+                    None
+                } else if let Some(set) = sets.get(&a.regexes) {
+                    Some(Arc::clone(set))
+                } else {
+                    let set = Arc::new(
+                        RegexSetBuilder::new(a.regexes.iter().map(|r| go_classes(r)))
+                            .size_limit(64 << 20)
+                            .build()
+                            .map_err(pattern_error)?,
+                    );
+                    sets.insert(a.regexes.clone(), Arc::clone(&set));
+                    Some(set)
+                };
+                let stopwords = if a.stopwords.is_empty() {
+                    None
+                } else if let Some(ac) = words.get(&a.stopwords) {
+                    Some(Arc::clone(ac))
+                } else {
+                    let ac = Arc::new(
+                        AhoCorasick::builder()
+                            .ascii_case_insensitive(true)
+                            .build(&a.stopwords)
+                            .map_err(RulesError::Keywords)?,
+                    );
+                    words.insert(a.stopwords.clone(), Arc::clone(&ac));
+                    Some(ac)
+                };
+                if regexes.is_some() || stopwords.is_some() {
+                    allow.push(Allow {
+                        all,
+                        target,
+                        regexes,
+                        stopwords,
+                    });
+                }
+            }
+            let index = u16::try_from(rules.len()).unwrap_or(u16::MAX);
+            if spec.keywords.is_empty() {
+                always.push(index);
+            }
+            for keyword in &spec.keywords {
+                let keyword = keyword.to_ascii_lowercase();
+                let at = *keyword_index.entry(keyword.clone()).or_insert_with(|| {
+                    keyword_patterns.push(keyword);
+                    keyword_rules.push(Vec::new());
+                    keyword_patterns.len() - 1
+                });
+                if !keyword_rules[at].contains(&index) {
+                    keyword_rules[at].push(index);
+                }
+            }
+            rules.push(Rule {
+                id: spec.id.into_boxed_str(),
+                regex,
+                group,
+                min_entropy: spec.min_entropy.unwrap_or(0.0),
+                allow,
+            });
+        }
+        let keywords = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(&keyword_patterns)
+            .or_else(|_| {
+                AhoCorasick::builder()
+                    .ascii_case_insensitive(true)
+                    .build(&keyword_patterns)
+            })
+            .map_err(RulesError::Keywords)?;
+        Ok(Self {
+            rules,
+            keywords: Some(keywords),
+            keyword_rules,
+            always,
+        })
+    }
+
+    /// How many rules the set holds.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether the set holds no rule.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Whether a rule of this id is in the set.
+    pub fn has_rule(&self, id: &str) -> bool {
+        self.rules.iter().any(|r| &*r.id == id)
+    }
+
+    /// Every credential-shaped value in `text`, in text order, without overlaps (of two
+    /// overlapping hits the earlier, or the longer at the same start, is kept).
+    pub fn find<'r>(&'r self, text: &str) -> Vec<Hit<'r>> {
+        let mut hits = Vec::new();
+        self.find_into(text, &mut hits);
+        hits
+    }
+
+    /// [`SecretRules::find`], appending to `hits` (which it sorts and de-overlaps from its
+    /// first new entry on).
+    pub fn find_into<'r>(&'r self, text: &str, hits: &mut Vec<Hit<'r>>) {
+        let first = hits.len();
+        let mut candidates: Vec<u16> = self.always.clone();
+        for m in self
+            .keywords
+            .iter()
+            .flat_map(|k| k.find_overlapping_iter(text))
+        {
+            for &rule in &self.keyword_rules[m.pattern().as_usize()] {
+                if !candidates.contains(&rule) {
+                    candidates.push(rule);
+                }
+            }
+        }
+        for index in candidates {
+            let rule = &self.rules[usize::from(index)];
+            self.run_rule(rule, text, hits);
+        }
+        let new = &mut hits[first..];
+        new.sort_unstable_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+        let mut kept = first;
+        for i in first..hits.len() {
+            if kept > first && hits[i].start < hits[kept - 1].end {
+                continue;
+            }
+            hits[kept] = hits[i];
+            kept += 1;
+        }
+        hits.truncate(kept);
+    }
+
+    fn run_rule<'r>(&'r self, rule: &'r Rule, text: &str, hits: &mut Vec<Hit<'r>>) {
+        for caps in rule.regex.captures_iter(text) {
+            let Some(whole) = caps.get(0) else { continue };
+            let secret = caps.get(rule.group).unwrap_or(whole);
+            if secret.as_str().is_empty() {
+                continue;
+            }
+            if rule.min_entropy > 0.0 && entropy(secret.as_str()) < rule.min_entropy {
+                continue;
+            }
+            let line_start = text[..whole.start()].rfind('\n').map_or(0, |i| i + 1);
+            let line_end = text[whole.end()..]
+                .find('\n')
+                .map_or(text.len(), |i| whole.end() + i);
+            let line = &text[line_start..line_end];
+            if rule
+                .allow
+                .iter()
+                .any(|a| a.allows(secret.as_str(), whole.as_str(), line))
+            {
+                continue;
+            }
+            hits.push(Hit {
+                start: secret.start(),
+                end: secret.end(),
+                rule: &rule.id,
+            });
+        }
+    }
+}
+
+/// `pattern` with its Perl classes (`\w`, `\d`, `\s` and their negations) made ASCII-only,
+/// as they are in Go's RE2, for which Gitleaks writes its rules. Rust's `regex` makes them
+/// Unicode-aware, which changes what a rule matches and multiplies the size of every
+/// counted repetition of them (`[\w-]{36}`).
+fn go_classes(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars().peekable();
+    let mut in_class = false;
+    // Right after `[` or `[^`, a `]` is a literal member.
+    let mut class_start = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(next) = chars.next() else {
+                    out.push(c);
+                    break;
+                };
+                let posix = match next {
+                    'w' => Some("[:word:]"),
+                    'd' => Some("[:digit:]"),
+                    's' => Some("[:space:]"),
+                    'W' => Some("[:^word:]"),
+                    'D' => Some("[:^digit:]"),
+                    'S' => Some("[:^space:]"),
+                    _ => None,
+                };
+                match posix {
+                    Some(class) if in_class => out.push_str(class),
+                    Some(class) => {
+                        out.push('[');
+                        out.push_str(class);
+                        out.push(']');
+                    }
+                    None => {
+                        out.push(c);
+                        out.push(next);
+                    }
+                }
+                class_start = false;
+            }
+            '[' if !in_class => {
+                in_class = true;
+                class_start = true;
+                out.push(c);
+                if chars.peek() == Some(&'^') {
+                    out.push('^');
+                    chars.next();
+                }
+            }
+            '[' if chars.peek() == Some(&':') => {
+                // A POSIX class inside a class: copied whole.
+                out.push(c);
+                for p in chars.by_ref() {
+                    out.push(p);
+                    if p == ']' {
+                        break;
+                    }
+                }
+                class_start = false;
+            }
+            ']' if in_class && !class_start => {
+                in_class = false;
+                out.push(c);
+            }
+            _ => {
+                out.push(c);
+                class_start = false;
+            }
+        }
+    }
+    out
+}
+
+/// Shannon entropy of `text` in bits per byte, as Gitleaks computes it.
+fn entropy(text: &str) -> f64 {
+    let mut counts = [0u32; 256];
+    for b in text.bytes() {
+        counts[usize::from(b)] += 1;
+    }
+    #[allow(clippy::cast_precision_loss, reason = "a text's length fits an f64")]
+    let len = text.len() as f64;
+    counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / len;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_vendored_rule_compiles_and_the_common_providers_are_in_the_set() {
+        let rules = SecretRules::from_json(GITLEAKS_JSON).expect("the vendored rules compile");
+        // 221 rules, of which 4 are limited to file paths.
+        assert_eq!(rules.len(), 217);
+        for id in [
+            "github-pat",
+            "gitlab-pat",
+            "slack-webhook-url",
+            "aws-access-token",
+            "stripe-access-token",
+            "gcp-api-key",
+            "openai-api-key",
+            "private-key",
+            "jwt",
+            "generic-api-key",
+        ] {
+            assert!(rules.has_rule(id), "{id}");
+        }
+    }
+
+    #[test]
+    fn perl_classes_become_ascii_as_in_go() {
+        assert_eq!(
+            go_classes(r"\b[\w.-]{3}\d\s"),
+            r"\b[[:word:].-]{3}[[:digit:]][[:space:]]"
+        );
+        assert_eq!(
+            go_classes(r"[^\S\n]\\w[]\w]"),
+            r"[^[:^space:]\n]\\w[][:word:]]"
+        );
+        assert_eq!(go_classes(r"[[:alpha:]\w]"), r"[[:alpha:][:word:]]");
+        let rules = SecretRules::gitleaks();
+        // `\w` no longer matches a letter outside ASCII.
+        assert!(
+            rules
+                .find("ghp_R3aLlYn0TaT0k3nBuTlOoKsLiKe1t0Kz9A\u{e9}7")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn entropy_matches_the_textbook_values() {
+        assert!((entropy("aaaa") - 0.0).abs() < 1e-9);
+        assert!((entropy("abab") - 1.0).abs() < 1e-9);
+        assert!((entropy("abcd") - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_allowlisted_placeholder_is_not_a_hit_and_hits_do_not_overlap() {
+        let rules = SecretRules::gitleaks();
+        assert!(rules.find("api_key = \"${API_KEY}\"").is_empty());
+        let text = "token: ghp_R3aLlYn0TaT0k3nBuTlOoKsLiKe1t0Kz9Ab7 and AKIAZ7QK3TVMWX5L2RHN";
+        let hits = rules.find(text);
+        let found: Vec<(&str, &str)> = hits
+            .iter()
+            .map(|h| (h.rule, &text[h.start..h.end]))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("github-pat", "ghp_R3aLlYn0TaT0k3nBuTlOoKsLiKe1t0Kz9Ab7"),
+                ("aws-access-token", "AKIAZ7QK3TVMWX5L2RHN")
+            ]
+        );
+    }
+}

@@ -1,0 +1,103 @@
+//! What the executor found in an upstream's answer before the agent read it: a
+//! credential-shaped value or instruction-shaped text ([`Finding`]), where it was (a JSON
+//! pointer into the result) and what was done about it. Never the value itself.
+//!
+//! This module imports nothing of the crate but the vocabulary's macro.
+
+use serde::{Deserialize, Serialize};
+
+use crate::string_enum;
+
+string_enum! {
+    /// What a finding is.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum FindingKind {
+        /// Text shaped like an instruction to the model, or invisible characters that can
+        /// hide one.
+        Instruction => "instruction",
+        /// A credential-shaped value the vault does not know. (Not `Secret`: that is the
+        /// vault's type, and a second public `Secret` makes the compiler spell it out in full
+        /// in every diagnostic.)
+        Credential => "credential",
+    }
+}
+
+string_enum! {
+    /// What the executor did about a finding (as the action declares).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum FindingAction {
+        /// Left in place by the action's explicit `secrets = allow`.
+        Allowed => "allowed",
+        /// Left in place and reported (`instructions = flag`).
+        Flagged => "flagged",
+        /// Replaced by `[MASKED:<rule>]`.
+        Masked => "masked",
+        /// The whole answer was withheld.
+        Refused => "refused",
+        /// The invisible characters were removed.
+        Stripped => "stripped",
+    }
+}
+
+/// One thing found in an answer: which rule matched, where, and what was done. Carries no
+/// part of the matched text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Finding {
+    /// Credential or instruction.
+    pub kind: FindingKind,
+    /// The rule that matched: a secret rule's id (`github-pat`, `aws-access-token`,
+    /// `private-key`, `jwt`, …) or an instruction pattern (`role_marker`,
+    /// `ignore_instructions`, `tool_call_syntax`, `tag_characters`, `bidi_control`,
+    /// `zero_width`).
+    pub rule: String,
+    /// Where: an RFC 6901 JSON pointer into the result as the agent gets it (`/data/token`,
+    /// `/reason`, `/next/arguments/id`).
+    pub pointer: String,
+    /// What was done.
+    pub action: FindingAction,
+}
+
+impl Finding {
+    /// A finding of `kind` by `rule` at `pointer`, handled by `action`.
+    pub fn new(
+        kind: FindingKind,
+        rule: impl Into<String>,
+        pointer: impl Into<String>,
+        action: FindingAction,
+    ) -> Self {
+        Self {
+            kind,
+            rule: rule.into(),
+            pointer: pointer.into(),
+            action,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finding_names_round_trip_and_a_finding_serializes_without_a_value() {
+        for kind in FindingKind::ALL {
+            assert_eq!(kind.as_str().parse::<FindingKind>().ok(), Some(*kind));
+        }
+        for action in FindingAction::ALL {
+            assert_eq!(action.as_str().parse::<FindingAction>().ok(), Some(*action));
+        }
+        let finding = Finding::new(
+            FindingKind::Credential,
+            "github-pat",
+            "/data/token",
+            FindingAction::Masked,
+        );
+        assert_eq!(
+            serde_json::to_string(&finding).ok().as_deref(),
+            Some(
+                r#"{"kind":"credential","rule":"github-pat","pointer":"/data/token","action":"masked"}"#
+            )
+        );
+    }
+}
