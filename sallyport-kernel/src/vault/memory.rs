@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 
 use super::{
-    Credential, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced, Secret, Vault,
+    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced, Secret, Vault,
     VaultAdmin, VaultError, VaultState, check_meta, retire, scrubber_with_grants,
 };
 use crate::scrub::Scrubber;
@@ -35,6 +35,14 @@ impl Inner {
     /// Stores `credential`, retiring the value it replaces.
     fn put(&mut self, credential: Credential) {
         let name = credential.meta().name.clone();
+        // A grant survives a new client secret only for `oauth_refresh` (the refresh token
+        // stays valid); a client-credentials grant starts again with the new secret.
+        let keeps_grant = matches!(credential.meta().kind, CredentialKind::OAuthRefresh(_));
+        if !keeps_grant && let Some(grant) = self.grants.remove(&name) {
+            for secret in grant.secrets() {
+                retire(&mut self.retired, Secret::new(secret));
+            }
+        }
         if let Some(old) = self.entries.insert(name, credential) {
             retire(&mut self.retired, old.secret().clone());
         }

@@ -50,7 +50,7 @@ use crate::fs::write_lock_marker;
 use sallyport_kernel::scrub::Scrubber;
 use sallyport_kernel::vault::lock_marker_path;
 use sallyport_kernel::vault::{
-    Credential, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced, Secret, Vault,
+    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced, Secret, Vault,
     VaultAdmin, VaultError, VaultState, check_meta, retire, scrubber_with_grants,
 };
 
@@ -592,7 +592,7 @@ impl VaultAdmin for FileVault {
             Some(entry) => {
                 let mut meta = meta;
                 meta.version = entry.credential.meta().version + 1;
-                if meta.kind.oauth().is_none() {
+                if !matches!(meta.kind, CredentialKind::OAuthRefresh(_)) {
                     entry.grant = None;
                 }
                 entry.credential = Credential::new(meta.clone(), secret);
@@ -609,6 +609,11 @@ impl VaultAdmin for FileVault {
                 .ok_or_else(|| VaultError::NotFound(name.to_owned()))?;
             let mut meta = entry.credential.meta().clone();
             meta.version += 1;
+            // A client-credentials grant starts again with the new secret; a refresh grant
+            // stays valid.
+            if !matches!(meta.kind, CredentialKind::OAuthRefresh(_)) {
+                entry.grant = None;
+            }
             entry.credential = Credential::new(meta.clone(), secret);
             Ok(meta)
         })
