@@ -116,13 +116,16 @@ impl OidcProvider {
                 if event["event"] == "listening" {
                     let _ = issuer_tx.send(event["issuer"].as_str().unwrap_or_default().to_owned());
                 }
-                sink.lock().unwrap_or_else(PoisonError::into_inner).push(event);
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(event);
             }
         });
-        let issuer = tokio::task::spawn_blocking(move || issuer_rx.recv_timeout(Duration::from_secs(30)))
-            .await
-            .expect("join")
-            .expect("the provider did not start listening within 30 s");
+        let issuer =
+            tokio::task::spawn_blocking(move || issuer_rx.recv_timeout(Duration::from_secs(30)))
+                .await
+                .expect("join")
+                .expect("the provider did not start listening within 30 s");
         let provider = Self {
             child,
             issuer,
@@ -133,7 +136,10 @@ impl OidcProvider {
         loop {
             let discovery = provider
                 .http
-                .get(format!("{}/.well-known/openid-configuration", provider.issuer))
+                .get(format!(
+                    "{}/.well-known/openid-configuration",
+                    provider.issuer
+                ))
                 .send()
                 .await;
             if let Ok(r) = discovery
@@ -143,7 +149,10 @@ impl OidcProvider {
                 assert_eq!(doc["token_endpoint"], provider.token_endpoint().as_str());
                 break;
             }
-            assert!(Instant::now() < deadline, "no discovery document within 30 s");
+            assert!(
+                Instant::now() < deadline,
+                "no discovery document within 30 s"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         provider
@@ -195,7 +204,8 @@ impl OidcProvider {
     pub async fn authorize(&self, login: &str, scope: &str) -> CodeGrant {
         let verifier: String = (0..64)
             .map(|_| {
-                let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~";
+                let alphabet =
+                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~";
                 alphabet[fastrand::usize(..alphabet.len())] as char
             })
             .collect();
@@ -228,7 +238,12 @@ impl OidcProvider {
             }
             let response = request.send().await.expect("authorization request");
             for set in response.headers().get_all("set-cookie") {
-                let pair = set.to_str().unwrap_or_default().split(';').next().unwrap_or_default();
+                let pair = set
+                    .to_str()
+                    .unwrap_or_default()
+                    .split(';')
+                    .next()
+                    .unwrap_or_default();
                 if let Some((k, v)) = pair.split_once('=') {
                     cookies.retain(|(name, _)| name != k);
                     cookies.push((k.to_owned(), v.to_owned()));
@@ -249,7 +264,11 @@ impl OidcProvider {
                 let back = reqwest::Url::parse(&location).expect("redirect URL");
                 let pairs: Vec<(String, String)> = back.query_pairs().into_owned().collect();
                 let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-                assert_eq!(get("state").as_deref(), Some(state.as_str()), "state echoed");
+                assert_eq!(
+                    get("state").as_deref(),
+                    Some(state.as_str()),
+                    "state echoed"
+                );
                 code = Some(get("code").unwrap_or_else(|| panic!("no code in {location}")));
                 break;
             }
@@ -276,7 +295,10 @@ impl OidcProvider {
                 .as_str()
                 .unwrap_or_else(|| panic!("no refresh token: {answer}"))
                 .to_owned(),
-            access_token: answer["access_token"].as_str().expect("access token").to_owned(),
+            access_token: answer["access_token"]
+                .as_str()
+                .expect("access token")
+                .to_owned(),
         }
     }
 
@@ -366,7 +388,11 @@ async fn check(State(state): State<ApiState>, headers: HeaderMap) -> Response {
         .and_then(|v| v.strip_prefix("Bearer "));
     let Some(token) = token else {
         state.counts.without_token.fetch_add(1, Ordering::SeqCst);
-        return (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "no token"}))).into_response();
+        return (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"error": "no token"})),
+        )
+            .into_response();
     };
     let answer = introspect(&state.http, &state.issuer, token).await;
     if answer["active"] == true {
@@ -378,7 +404,11 @@ async fn check(State(state): State<ApiState>, headers: HeaderMap) -> Response {
         axum::Json(json!({"id": who, "state": "ok"})).into_response()
     } else {
         state.counts.unauthorized.fetch_add(1, Ordering::SeqCst);
-        (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "invalid_token"}))).into_response()
+        (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"error": "invalid_token"})),
+        )
+            .into_response()
     }
 }
 

@@ -130,7 +130,10 @@ impl HttpChannel {
                             return finish(exhausted, scrubber.as_deref());
                         }
                         last = Some(exhausted);
-                        (wait.unwrap_or_else(|| self.inner.backoff.wait(attempt)), false)
+                        (
+                            wait.unwrap_or_else(|| self.inner.backoff.wait(attempt)),
+                            false,
+                        )
                     }
                 }
             };
@@ -157,7 +160,10 @@ impl HttpChannel {
                 }
                 refreshed_after_401 = true;
                 attempt -= 1;
-                tracing::debug!(attempt, "resending with a refreshed OAuth token after HTTP 401");
+                tracing::debug!(
+                    attempt,
+                    "resending with a refreshed OAuth token after HTTP 401"
+                );
                 continue;
             }
             tracing::debug!(attempt, wait_ms = wait.as_millis() as u64, "resending");

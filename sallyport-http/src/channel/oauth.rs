@@ -195,8 +195,7 @@ impl HttpChannel {
         if let Some(token) = usable(name, &grant, stale)? {
             return Ok(token);
         }
-        self.refresh(credential, store.as_ref(), &key, &grant)
-            .await
+        self.refresh(credential, store.as_ref(), &key, &grant).await
     }
 
     async fn refresh(
@@ -210,7 +209,12 @@ impl HttpChannel {
         let issued_at = SystemTime::now();
         match self.request_token(credential, grant).await {
             Ok((access_token, lifetime, refresh_token)) => {
-                tracing::debug!(credential = name, lifetime_s = lifetime.as_secs(), rotated = refresh_token.is_some(), "OAuth access token issued");
+                tracing::debug!(
+                    credential = name,
+                    lifetime_s = lifetime.as_secs(),
+                    rotated = refresh_token.is_some(),
+                    "OAuth access token issued"
+                );
                 let update = GrantUpdate::Issued {
                     access_token,
                     issued_at,
@@ -236,7 +240,10 @@ impl HttpChannel {
                 })
             }
             Err(TokenFailure::Refused(reason)) => {
-                tracing::warn!(credential = name, "OAuth grant refused by the provider; reconnection needed");
+                tracing::warn!(
+                    credential = name,
+                    "OAuth grant refused by the provider; reconnection needed"
+                );
                 // Marked even when another writer changed the grant meanwhile only if it
                 // still is the grant that was refused.
                 let _ = store
@@ -316,8 +323,10 @@ impl HttpChannel {
             .body(body.as_str().to_owned());
         if !secret.is_empty() {
             // client_secret_basic: both parts form-encoded first (RFC 6749 §2.3.1).
-            let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-            let pair = zeroize::Zeroizing::new(format!("{}:{}", enc(&client.client_id), enc(secret)));
+            let enc =
+                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let pair =
+                zeroize::Zeroizing::new(format!("{}:{}", enc(&client.client_id), enc(secret)));
             let mut value = HeaderValue::from_str(&format!(
                 "Basic {}",
                 base64::engine::general_purpose::STANDARD.encode(pair.as_bytes())
@@ -364,7 +373,9 @@ impl HttpChannel {
             });
         }
         let answer: TokenAnswer = serde_json::from_slice(&bytes).map_err(|_| {
-            TokenFailure::Failed("the token endpoint's answer is not an OAuth token response".into())
+            TokenFailure::Failed(
+                "the token endpoint's answer is not an OAuth token response".into(),
+            )
         })?;
         let access_token = Secret::new(answer.access_token);
         if access_token.expose().is_empty() || bearer(&access_token).is_err() {
@@ -403,12 +414,14 @@ impl HttpChannel {
 /// The body, up to [`MAX_TOKEN_RESPONSE`] bytes; `Err(true)` on a timeout, `Err(false)`
 /// when cut off or too large.
 async fn read_capped(mut response: reqwest::Response) -> Result<zeroize::Zeroizing<Vec<u8>>, bool> {
-    let mut body = zeroize::Zeroizing::new(Vec::with_capacity(MAX_TOKEN_RESPONSE.min(
-        response
-            .content_length()
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(4096),
-    )));
+    let mut body = zeroize::Zeroizing::new(Vec::with_capacity(
+        MAX_TOKEN_RESPONSE.min(
+            response
+                .content_length()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(4096),
+        ),
+    ));
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {

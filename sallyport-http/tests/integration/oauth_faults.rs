@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
+use sallyport_core::Status;
 use sallyport_core::code::{RefusalCode, UpstreamCode};
 use sallyport_core::vault::{
     Binding, CredentialKind, CredentialMeta, GrantKey, GrantUpdate, MemoryVault, OAuthClient,
     Secret, Vault,
 };
-use sallyport_core::Status;
 use sallyport_http::oauth::DEFAULT_LIFETIME;
 use sallyport_tests::http_server::{Received, Reply, Upstream, audit_event, journal_dispatches};
 use serde_json::json;
@@ -96,7 +96,9 @@ fn assert_unavailable(r: &sallyport_core::outcome::ActionResult, words: &str) {
 #[tokio::test]
 async fn a_token_endpoint_that_is_down_refuses_the_call_and_sends_nothing() {
     let api = api(|_| item()).await;
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let port = closed.local_addr().expect("addr").port();
     drop(closed);
     let kind = CredentialKind::OAuthClientCredentials(OAuthClient::new(
@@ -109,7 +111,11 @@ async fn a_token_endpoint_that_is_down_refuses_the_call_and_sends_nothing() {
     assert_eq!(api.requests(), 0);
     let grant = rig.grant().await;
     assert_eq!(grant.version(), 0, "nothing stored");
-    assert_eq!(grant.reconnect_reason(), None, "a transient failure needs no reconnection");
+    assert_eq!(
+        grant.reconnect_reason(),
+        None,
+        "a transient failure needs no reconnection"
+    );
 }
 
 #[tokio::test]
@@ -123,7 +129,11 @@ async fn a_token_endpoint_slower_than_the_timeout_refuses_the_call_and_sends_not
     .await;
     let started = std::time::Instant::now();
     let r = rig.call("get_item", json!({"item_id": "i1"})).await;
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert_unavailable(&r, "did not answer within 300 ms");
     assert_eq!(api.requests(), 0);
     assert_eq!(rig.grant().await.version(), 0);
@@ -157,7 +167,10 @@ async fn garbage_and_html_from_the_token_endpoint_refuse_the_call_and_send_nothi
 #[tokio::test]
 async fn a_token_of_another_type_is_refused_and_nothing_is_sent() {
     let token = Upstream::start(|_| {
-        Reply::Json(200, json!({"access_token": "at-canary-1", "token_type": "DPoP", "expires_in": 60}))
+        Reply::Json(
+            200,
+            json!({"access_token": "at-canary-1", "token_type": "DPoP", "expires_in": 60}),
+        )
     })
     .await;
     let api = api(|_| item()).await;
@@ -170,7 +183,10 @@ async fn a_token_of_another_type_is_refused_and_nothing_is_sent() {
 #[tokio::test]
 async fn a_token_without_expires_in_lives_the_documented_default() {
     let token = Upstream::start(|_| {
-        Reply::Json(200, json!({"access_token": "at-canary-1", "token_type": "bearer"}))
+        Reply::Json(
+            200,
+            json!({"access_token": "at-canary-1", "token_type": "bearer"}),
+        )
     })
     .await;
     let api = api(|_| item()).await;
@@ -185,7 +201,10 @@ async fn a_token_without_expires_in_lives_the_documented_default() {
     let sent = &token.received()[0];
     let body = String::from_utf8_lossy(&sent.body).into_owned();
     assert_eq!(body, "grant_type=client_credentials&scope=api%3Aread");
-    assert!(sent.header("authorization").is_some_and(|a| a.starts_with("Basic ")));
+    assert!(
+        sent.header("authorization")
+            .is_some_and(|a| a.starts_with("Basic "))
+    );
 }
 
 #[tokio::test]
@@ -224,7 +243,10 @@ async fn concurrent_calls_with_an_expired_token_refresh_it_once() {
     let calls: Vec<_> = (0..16)
         .map(|i| {
             let rig = Arc::clone(&rig);
-            tokio::spawn(async move { rig.call("get_item", json!({"item_id": format!("i{i}")})).await })
+            tokio::spawn(async move {
+                rig.call("get_item", json!({"item_id": format!("i{i}")}))
+                    .await
+            })
         })
         .collect();
     for call in calls {
@@ -259,8 +281,14 @@ async fn a_refresh_without_a_new_refresh_token_keeps_the_old_one() {
     let r = rig.call("get_item", json!({"item_id": "i1"})).await;
     assert_eq!(r.status, Status::Completed, "{}", r.to_json());
     let grant = rig.grant().await;
-    assert_eq!(grant.refresh_token().map(Secret::expose), Some("rt-canary-1"));
-    assert_eq!(grant.access_token().map(Secret::expose), Some("at-canary-1"));
+    assert_eq!(
+        grant.refresh_token().map(Secret::expose),
+        Some("rt-canary-1")
+    );
+    assert_eq!(
+        grant.access_token().map(Secret::expose),
+        Some("at-canary-1")
+    );
     let body = String::from_utf8_lossy(&token.received()[0].body).into_owned();
     assert_eq!(body, "grant_type=refresh_token&refresh_token=rt-canary-1");
 }
@@ -268,7 +296,10 @@ async fn a_refresh_without_a_new_refresh_token_keeps_the_old_one() {
 #[tokio::test]
 async fn a_refused_grant_marks_the_credential_for_reconnection_and_asks_the_provider_no_more() {
     let token = Upstream::start(|_| {
-        Reply::Json(400, json!({"error": "invalid_grant", "error_description": "grant revoked"}))
+        Reply::Json(
+            400,
+            json!({"error": "invalid_grant", "error_description": "grant revoked"}),
+        )
     })
     .await;
     let api = api(|_| item()).await;
@@ -292,18 +323,28 @@ async fn a_refused_grant_marks_the_credential_for_reconnection_and_asks_the_prov
         let r = rig.call("create_item", json!({"item_id": "i1"})).await;
         assert_unavailable(&r, "needs reconnecting");
         assert!(
-            r.reason.as_deref().unwrap_or_default().contains("invalid_grant"),
+            r.reason
+                .as_deref()
+                .unwrap_or_default()
+                .contains("invalid_grant"),
             "{}",
             r.to_json()
         );
         assert_eq!(journal_dispatches(&rig.journal, r.attempt_id.as_str()), 0);
     }
-    assert_eq!(token.requests(), 1, "the refused grant is not presented again");
+    assert_eq!(
+        token.requests(),
+        1,
+        "the refused grant is not presented again"
+    );
     assert_eq!(api.requests(), 0);
     let grant = rig.grant().await;
     assert!(grant.reconnect_reason().is_some());
     // Nothing lost: the refresh token stays for the human to see what was refused.
-    assert_eq!(grant.refresh_token().map(Secret::expose), Some("rt-canary-1"));
+    assert_eq!(
+        grant.refresh_token().map(Secret::expose),
+        Some("rt-canary-1")
+    );
 }
 
 #[tokio::test]
@@ -323,7 +364,10 @@ async fn a_401_on_an_observe_call_refreshes_once_and_sends_it_again() {
     let tokens: Vec<String> = api.received().iter().map(bearer_of).collect();
     assert_eq!(tokens, ["Bearer at-canary-1", "Bearer at-canary-2"]);
     assert_eq!(token.requests(), 2);
-    assert_eq!(audit_event(&rig.journal, r.attempt_id.as_str())["dispatches"], 2);
+    assert_eq!(
+        audit_event(&rig.journal, r.attempt_id.as_str())["dispatches"],
+        2
+    );
 }
 
 #[tokio::test]
@@ -411,7 +455,10 @@ async fn an_upstream_echo_of_a_refreshed_token_is_scrubbed() {
     let token = Upstream::start(issuing(60)).await;
     let api = api(|r| {
         let echoed = r.header("authorization").unwrap_or_default().to_owned();
-        Reply::Json(400, json!({"id": "i1", "state": "bad", "message": echoed, "error": echoed}))
+        Reply::Json(
+            400,
+            json!({"id": "i1", "state": "bad", "message": echoed, "error": echoed}),
+        )
     })
     .await;
     let rig = rig_for(client_credentials(&token), &api).await;

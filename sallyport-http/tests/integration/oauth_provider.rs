@@ -84,7 +84,10 @@ async fn client_credentials_through_the_executor_refresh_as_tokens_expire_withou
     );
     // The API said who called: the client itself.
     let r = rig.call("get_item", json!({"item_id": "who"})).await;
-    assert_eq!(r.data.as_ref().map(|d| d["id"].clone()), Some(json!("machine")));
+    assert_eq!(
+        r.data.as_ref().map(|d| d["id"].clone()),
+        Some(json!("machine"))
+    );
 }
 
 /// A grant for `login` through the authorization code flow, stored in the rig's vault.
@@ -138,10 +141,8 @@ async fn a_grant_revoked_at_the_provider_turns_calls_into_credential_unavailable
  {
     let provider = OidcProvider::start(TTL).await;
     let api = IntrospectingApi::start(&provider).await;
-    let kind = CredentialKind::OAuthRefresh(OAuthClient::new(
-        WEBAPP_CLIENT.0,
-        provider.token_endpoint(),
-    ));
+    let kind =
+        CredentialKind::OAuthRefresh(OAuthClient::new(WEBAPP_CLIENT.0, provider.token_endpoint()));
     let rig = Arc::new(rig(kind, WEBAPP_CLIENT.1, &api));
     connect(&rig, &provider, "carol").await;
     load(&rig, Duration::from_secs(2)).await;
@@ -158,9 +159,13 @@ async fn a_grant_revoked_at_the_provider_turns_calls_into_credential_unavailable
     while revoked.elapsed() < Duration::from_secs(TTL + 2) {
         let r = rig.call("send_item", json!({"item_id": "i1"})).await;
         statuses.push(r.status);
-        if r.code.as_ref().map(|c| c.as_str()) == Some(RefusalCode::CredentialUnavailable.as_str()) {
+        if r.code.as_ref().map(|c| c.as_str()) == Some(RefusalCode::CredentialUnavailable.as_str())
+        {
             assert!(
-                r.reason.as_deref().unwrap_or_default().contains("needs reconnecting"),
+                r.reason
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("needs reconnecting"),
                 "{}",
                 r.to_json()
             );

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 
 use super::{
-    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced, Secret, Vault,
-    VaultAdmin, VaultError, VaultState, check_meta, retire, scrubber_with_grants,
+    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced,
+    Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta, retire, scrubber_with_grants,
 };
 use crate::scrub::Scrubber;
 
@@ -244,7 +244,11 @@ fn grant_of(inner: &Inner, key: &GrantKey) -> Result<Grant, VaultError> {
     if !oauth || key.subject.is_some() {
         return Err(VaultError::NotFound(key.credential.clone()));
     }
-    Ok(inner.grants.get(&key.credential).cloned().unwrap_or_default())
+    Ok(inner
+        .grants
+        .get(&key.credential)
+        .cloned()
+        .unwrap_or_default())
 }
 
 #[async_trait]

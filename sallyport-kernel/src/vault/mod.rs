@@ -268,7 +268,9 @@ fn check_oauth_client(client: &OAuthClient) -> Result<(), VaultError> {
     if authority.is_empty()
         || authority.contains('@')
         || endpoint.contains('#')
-        || endpoint.chars().any(|c| c.is_whitespace() || c.is_control())
+        || endpoint
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
     {
         return invalid("an OAuth token endpoint has a host and no user info, fragment or spaces");
     }
@@ -292,7 +294,9 @@ fn check_oauth_client(client: &OAuthClient) -> Result<(), VaultError> {
         .iter()
         .any(|s| s.is_empty() || !s.chars().all(scope_char))
     {
-        return invalid("an OAuth scope is a non-empty token of printable ASCII without spaces, quotes or backslashes");
+        return invalid(
+            "an OAuth scope is a non-empty token of printable ASCII without spaces, quotes or backslashes",
+        );
     }
     Ok(())
 }

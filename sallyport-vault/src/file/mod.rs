@@ -50,8 +50,8 @@ use crate::fs::write_lock_marker;
 use sallyport_kernel::scrub::Scrubber;
 use sallyport_kernel::vault::lock_marker_path;
 use sallyport_kernel::vault::{
-    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced, Secret, Vault,
-    VaultAdmin, VaultError, VaultState, check_meta, retire, scrubber_with_grants,
+    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced,
+    Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta, retire, scrubber_with_grants,
 };
 
 /// What can be read from a vault file without its passphrase.

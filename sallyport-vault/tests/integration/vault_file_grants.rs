@@ -66,7 +66,12 @@ async fn a_rotated_grant_survives_a_reopen_and_is_never_in_plaintext_on_disk() {
         },
     )
     .await;
-    let g = stored(store.as_ref(), 1, issued("at-canary-1", Some("rt-canary-2"))).await;
+    let g = stored(
+        store.as_ref(),
+        1,
+        issued("at-canary-1", Some("rt-canary-2")),
+    )
+    .await;
     assert_eq!(g.version(), 2);
     let bytes = std::fs::read(&path).expect("read");
     let text = String::from_utf8_lossy(&bytes);
@@ -83,8 +88,14 @@ async fn a_rotated_grant_survives_a_reopen_and_is_never_in_plaintext_on_disk() {
         .await
         .expect("current");
     assert_eq!(grant.version(), 2);
-    assert_eq!(grant.refresh_token().map(Secret::expose), Some("rt-canary-2"));
-    assert_eq!(grant.access_token().map(Secret::expose), Some("at-canary-1"));
+    assert_eq!(
+        grant.refresh_token().map(Secret::expose),
+        Some("rt-canary-2")
+    );
+    assert_eq!(
+        grant.access_token().map(Secret::expose),
+        Some("at-canary-1")
+    );
     assert_eq!(grant.lifetime(), Duration::from_secs(60));
     // The credential itself did not change version: calls in flight are not refused.
     assert_eq!(reopened.list().expect("list")[0].version, 1);
@@ -94,8 +105,7 @@ async fn a_rotated_grant_survives_a_reopen_and_is_never_in_plaintext_on_disk() {
 }
 
 #[tokio::test]
-async fn a_stale_version_stores_nothing_and_returns_the_current_grant_even_from_another_instance()
-{
+async fn a_stale_version_stores_nothing_and_returns_the_current_grant_even_from_another_instance() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (path, first) = new_vault(&dir, refresh_kind());
     let store = first.grants().expect("grants");
@@ -111,7 +121,12 @@ async fn a_stale_version_stores_nothing_and_returns_the_current_grant_even_from_
     let second = FileVault::open(&path);
     second.unlock(PASSPHRASE).expect("unlock");
     let other = second.grants().expect("grants");
-    stored(other.as_ref(), 1, issued("at-canary-2", Some("rt-canary-2"))).await;
+    stored(
+        other.as_ref(),
+        1,
+        issued("at-canary-2", Some("rt-canary-2")),
+    )
+    .await;
     // The first instance still believes version 1; its replace reads the file under the
     // lock and finds version 2.
     let answer = store
@@ -126,7 +141,10 @@ async fn a_stale_version_stores_nothing_and_returns_the_current_grant_even_from_
         panic!("a stale version was stored: {answer:?}");
     };
     assert_eq!(current.version(), 2);
-    assert_eq!(current.refresh_token().map(Secret::expose), Some("rt-canary-2"));
+    assert_eq!(
+        current.refresh_token().map(Secret::expose),
+        Some("rt-canary-2")
+    );
     let on_disk = FileVault::open(&path);
     on_disk.unlock(PASSPHRASE).expect("unlock");
     let grant = on_disk
@@ -135,7 +153,10 @@ async fn a_stale_version_stores_nothing_and_returns_the_current_grant_even_from_
         .current(&GrantKey::shared("api"))
         .await
         .expect("current");
-    assert_eq!(grant.refresh_token().map(Secret::expose), Some("rt-canary-2"));
+    assert_eq!(
+        grant.refresh_token().map(Secret::expose),
+        Some("rt-canary-2")
+    );
 }
 
 #[tokio::test]
@@ -151,11 +172,19 @@ async fn the_scrubber_knows_the_grant_tokens_and_the_ones_they_replaced() {
         },
     )
     .await;
-    stored(store.as_ref(), 1, issued("at-canary-1", Some("rt-canary-2"))).await;
+    stored(
+        store.as_ref(),
+        1,
+        issued("at-canary-1", Some("rt-canary-2")),
+    )
+    .await;
     let text = "rt-canary-1 rt-canary-2 at-canary-1 client-secret-canary-77aa";
     let scrubbed = vault.scrubber().scrub(text).into_owned();
     for secret in ["rt-canary-1", "rt-canary-2", "at-canary-1", CLIENT_SECRET] {
-        assert!(!scrubbed.contains(secret), "{secret} not scrubbed: {scrubbed}");
+        assert!(
+            !scrubbed.contains(secret),
+            "{secret} not scrubbed: {scrubbed}"
+        );
     }
     assert!(format!("{:?}", store.current(&GrantKey::shared("api")).await).contains("version: 2"));
 }
@@ -181,7 +210,10 @@ async fn a_new_client_credentials_secret_starts_a_new_grant_and_a_refresh_grant_
     vault
         .rotate("api", Secret::new("client-secret-canary-new"))
         .expect("rotate");
-    let grant = store.current(&GrantKey::shared("api")).await.expect("current");
+    let grant = store
+        .current(&GrantKey::shared("api"))
+        .await
+        .expect("current");
     assert_eq!(grant.version(), 0);
     assert_eq!(grant.reconnect_reason(), None);
 
@@ -199,14 +231,21 @@ async fn a_new_client_credentials_secret_starts_a_new_grant_and_a_refresh_grant_
     vault
         .rotate("api", Secret::new("client-secret-canary-new"))
         .expect("rotate");
-    let grant = store.current(&GrantKey::shared("api")).await.expect("current");
-    assert_eq!(grant.refresh_token().map(Secret::expose), Some("rt-canary-1"));
+    let grant = store
+        .current(&GrantKey::shared("api"))
+        .await
+        .expect("current");
+    assert_eq!(
+        grant.refresh_token().map(Secret::expose),
+        Some("rt-canary-1")
+    );
 }
 
 #[test]
 fn an_oauth_token_endpoint_off_loopback_must_be_https() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let vault = FileVault::create(dir.path().join("v.spv"), PASSPHRASE, fast_kdf()).expect("create");
+    let vault =
+        FileVault::create(dir.path().join("v.spv"), PASSPHRASE, fast_kdf()).expect("create");
     let add = |endpoint: &str| {
         vault.set(
             CredentialMeta::new(
