@@ -47,7 +47,7 @@ has runuser || need util-linux
 [ -x /usr/bin/chromium ] || need chromium
 [ -x /usr/bin/chromedriver ] || need chromium-driver
 [ -n "${SALLYPORT_PG_URL:-}" ] || [ -n "$(pg_bindir)" ] || need postgresql
-# Not used by any test yet: the OAuth tests to come run an OpenID provider from npm.
+# The OAuth tests run an OpenID provider from npm (tests/oidc, `oidc-provider`) with node.
 has node || need nodejs
 has npm || need npm
 
@@ -62,6 +62,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null || exit 2
   apt-get install -y -qq "${missing[@]}" >/dev/null || exit 2
+fi
+
+# The provider's packages, exactly as tests/oidc/package-lock.json pins them.
+if [ ! -d tests/oidc/node_modules ]; then
+  echo "tests/run.sh: npm ci in tests/oidc" >&2
+  (cd tests/oidc && npm ci --no-audit --no-fund >/dev/null) || {
+    echo "tests/run.sh: npm ci in tests/oidc failed" >&2
+    exit 2
+  }
 fi
 
 # ---- 2. A throwaway PostgreSQL -----------------------------------------------------------

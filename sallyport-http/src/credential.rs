@@ -71,10 +71,14 @@ pub(crate) fn check(
     plan: Option<&RequestPlan>,
 ) -> Result<(), Refusal> {
     match &meta.kind {
-        CredentialKind::Bearer | CredentialKind::Basic { .. } | CredentialKind::ApiKey { .. } => {}
+        CredentialKind::Bearer
+        | CredentialKind::Basic { .. }
+        | CredentialKind::ApiKey { .. }
+        | CredentialKind::OAuthClientCredentials(_)
+        | CredentialKind::OAuthRefresh(_) => {}
         _ => {
             return Err(unavailable(format!(
-                "credential `{}` is not an HTTP credential (bearer, basic or API key)",
+                "credential `{}` is not an HTTP credential (bearer, basic, API key or OAuth)",
                 meta.name
             )));
         }
@@ -139,6 +143,8 @@ pub(crate) fn owned_header(meta: &CredentialMeta) -> Option<HeaderName> {
 pub(crate) enum Injection {
     Header(HeaderName, HeaderValue),
     Query(String, String),
+    /// An OAuth access token, read (and refreshed) at each send, never at bind.
+    AtSend,
 }
 
 impl std::fmt::Debug for Injection {
@@ -146,6 +152,7 @@ impl std::fmt::Debug for Injection {
         match self {
             Self::Header(name, _) => f.debug_tuple("Header").field(name).finish_non_exhaustive(),
             Self::Query(name, _) => f.debug_tuple("Query").field(name).finish_non_exhaustive(),
+            Self::AtSend => f.write_str("AtSend"),
         }
     }
 }
@@ -188,6 +195,15 @@ pub(crate) fn injection(credential: &Credential) -> Result<Injection, Refusal> {
         CredentialKind::ApiKey {
             placement: ApiKeyPlacement::Query(name),
         } => Ok(Injection::Query(name.clone(), secret.to_owned())),
+        CredentialKind::OAuthClientCredentials(_) | CredentialKind::OAuthRefresh(_) => {
+            if credential.grants().is_none() {
+                return Err(unavailable(format!(
+                    "credential `{}` is an OAuth credential, and its vault keeps no OAuth grants",
+                    meta.name
+                )));
+            }
+            Ok(Injection::AtSend)
+        }
         _ => Err(unavailable(format!(
             "credential `{}` is not an HTTP credential",
             meta.name

@@ -126,7 +126,7 @@ mod probe;
 mod request;
 mod response;
 
-pub use crate::channel::{HttpChannel, HttpChannelBuilder};
+pub use crate::channel::{HttpChannel, HttpChannelBuilder, oauth};
 pub use crate::config::{
     BaseUrl, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RESPONSE_BYTES, HARD_MAX_ATTEMPTS, KeyQuoting,
 };

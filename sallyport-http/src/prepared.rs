@@ -105,7 +105,8 @@ impl HttpPrepared {
             Some(Injection::Header(name, value)) => {
                 self.headers.insert(name, value);
             }
-            None => {}
+            // An OAuth token is attached by the attempt loop at each send.
+            Some(Injection::AtSend) | None => {}
         }
         self.url = Some(url);
         self.base = Some(base);

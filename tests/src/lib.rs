@@ -4,6 +4,7 @@
 
 pub mod approvals_rig;
 pub mod http_server;
+pub mod oidc;
 pub mod postgres;
 pub mod scripted;
 pub mod sshd;

@@ -10,6 +10,7 @@ use sallyport_core::channel::{ChannelOutcome, Dispatch, DispatchContext};
 use sallyport_core::code::{RefusalCode, UpstreamCode};
 use sallyport_core::outcome::{Origin, Refusal, Status};
 
+use super::oauth::AccessToken;
 use super::{HttpChannel, http_target};
 use crate::exchange::{Exchange, LostKind, SendHook, exchange};
 use crate::prepared::{self, HttpPrepared};
@@ -53,9 +54,28 @@ impl HttpChannel {
             }
         };
         let limits = prepared.limits;
+        // An OAuth credential's access token, read (or refreshed) now, at send time.
+        let oauth_credential = call.credential.filter(|c| c.meta().kind.oauth().is_some());
+        let mut token = None;
+        if let Some(credential) = oauth_credential {
+            match self.access_token(credential, None).await {
+                Ok(t) => {
+                    headers
+                        .to_mut()
+                        .insert(reqwest::header::AUTHORIZATION, t.header.clone());
+                    token = Some(t);
+                }
+                Err(refusal) => return refused(&refusal),
+            }
+        }
+        // A token refreshed after the call's scrubber was made is redacted too.
+        let mut scrubber = token_scrubber(call.context.scrubber(), token.as_ref());
+        let mut refreshed_after_401 = false;
         let mut sent_before = false;
         let mut last: Option<ChannelOutcome> = None;
-        for attempt in 1..=limits.max_attempts {
+        let mut attempt = 0;
+        while attempt < limits.max_attempts {
+            attempt += 1;
             let hook = SendHook::new(Some(Arc::clone(call.context)));
             let request = prepared.request(url, &headers, &hook);
             let result = exchange(
@@ -68,7 +88,7 @@ impl HttpChannel {
             .await;
             // What the exchange decided lives in a block that ends before the backoff is
             // awaited, so the loop's future does not carry it through the wait.
-            let wait = {
+            let (wait, refused_token) = {
                 let mapping = Call {
                     spec: call.spec,
                     target,
@@ -77,28 +97,111 @@ impl HttpChannel {
                     credential_attached: call.credential.is_some(),
                     idempotency_header: self.inner.idempotency_header.as_str(),
                     attempt_id: call.attempt_id.as_str(),
-                    scrubber: call.context.scrubber(),
+                    scrubber: scrubber.as_deref().unwrap_or(call.context.scrubber()),
                 };
                 let step = step_for(&mapping, result, sent_before || hook.fired());
                 sent_before |= hook.fired();
                 match step {
-                    Step::Done(outcome) => return outcome,
+                    Step::Done(outcome) => {
+                        let token_401 = token.is_some()
+                            && outcome.credential_rejected
+                            && outcome.upstream_status == Some(401);
+                        if !token_401 {
+                            return finish(outcome, scrubber.as_deref());
+                        }
+                        if refreshed_after_401 || !mapping.may_resend_after_send() {
+                            // No resend: the outcome stands, and the next call gets a fresh
+                            // token instead of the credential being marked unusable.
+                            if let (Some(credential), Some(t)) = (oauth_credential, &token) {
+                                self.token_refused(credential, t.version).await;
+                            }
+                            let mut outcome = outcome;
+                            outcome.credential_rejected = false;
+                            outcome.reason = Some(
+                                "the upstream refused the OAuth access token (HTTP 401); the next call gets a fresh one"
+                                    .to_owned(),
+                            );
+                            return finish(outcome, scrubber.as_deref());
+                        }
+                        (std::time::Duration::ZERO, true)
+                    }
                     Step::Resend { wait, exhausted } => {
                         if attempt == limits.max_attempts {
-                            return exhausted;
+                            return finish(exhausted, scrubber.as_deref());
                         }
                         last = Some(exhausted);
-                        wait.unwrap_or_else(|| self.inner.backoff.wait(attempt))
+                        (
+                            wait.unwrap_or_else(|| self.inner.backoff.wait(attempt)),
+                            false,
+                        )
                     }
                 }
             };
+            if refused_token {
+                // A 401 on an observe or idempotency-key call: refresh once and send the
+                // same attempt again (same key, counted as a dispatch), outside the budget
+                // of resends.
+                let (Some(credential), Some(old)) = (oauth_credential, token.take()) else {
+                    break;
+                };
+                match self.access_token(credential, Some(old.version)).await {
+                    Ok(t) => {
+                        headers
+                            .to_mut()
+                            .insert(reqwest::header::AUTHORIZATION, t.header.clone());
+                        scrubber = Some(Arc::new(
+                            call.context
+                                .scrubber()
+                                .extended([old.token.expose(), t.token.expose()]),
+                        ));
+                        token = Some(t);
+                    }
+                    Err(refusal) => return finish(refused(&refusal), scrubber.as_deref()),
+                }
+                refreshed_after_401 = true;
+                attempt -= 1;
+                tracing::debug!(
+                    attempt,
+                    "resending with a refreshed OAuth token after HTTP 401"
+                );
+                continue;
+            }
             tracing::debug!(attempt, wait_ms = wait.as_millis() as u64, "resending");
             tokio::time::sleep(wait).await;
         }
-        last.unwrap_or_else(|| {
+        let outcome = last.unwrap_or_else(|| {
             ChannelOutcome::new(Status::Rejected).with_code(UpstreamCode::NotSent)
-        })
+        });
+        finish(outcome, scrubber.as_deref())
     }
+}
+
+/// The call's scrubber extended with `token`, when it does not know it yet (a token
+/// refreshed after the call resolved its credential); `None` when it does.
+fn token_scrubber(
+    scrubber: &sallyport_core::scrub::Scrubber,
+    token: Option<&AccessToken>,
+) -> Option<Arc<sallyport_core::scrub::Scrubber>> {
+    let token = token?;
+    (!scrubber.covers(token.token.expose()))
+        .then(|| Arc::new(scrubber.extended(std::iter::once(token.token.expose()))))
+}
+
+/// The outcome, its reason and data scrubbed of tokens the call's own scrubber does not
+/// know (the executor scrubs it again with that one).
+fn finish(
+    mut outcome: ChannelOutcome,
+    scrubber: Option<&sallyport_core::scrub::Scrubber>,
+) -> ChannelOutcome {
+    if let Some(scrubber) = scrubber {
+        if let Some(reason) = &outcome.reason {
+            outcome.reason = Some(scrubber.scrub(reason).into_owned());
+        }
+        if let Some(data) = &mut outcome.data {
+            scrubber.scrub_json(data);
+        }
+    }
+    outcome
 }
 
 /// How one exchange continues the attempt. What a failed exchange means is decided by the

@@ -34,6 +34,7 @@ pub struct HttpChannelBuilder {
     user_agent: String,
     root_certificates: Vec<Vec<u8>>,
     pool_idle_timeout: Duration,
+    token_timeout: Duration,
     #[cfg(feature = "openapi")]
     openapi: Option<(Arc<OpenApi>, DriftMode)>,
     /// The HTTP actions whose OpenAPI guards `build()` compiles.
@@ -62,6 +63,7 @@ impl Default for HttpChannelBuilder {
             user_agent: concat!("sallyport-http/", env!("CARGO_PKG_VERSION")).to_owned(),
             root_certificates: Vec::new(),
             pool_idle_timeout: Duration::from_secs(60),
+            token_timeout: Duration::from_secs(10),
             #[cfg(feature = "openapi")]
             openapi: None,
             #[cfg(feature = "openapi")]
@@ -166,6 +168,13 @@ impl HttpChannelBuilder {
         self
     }
 
+    /// How long an OAuth token endpoint may take to answer, connection included (10 s);
+    /// a slower one refuses the call with `credential_unavailable`, nothing sent.
+    pub fn token_timeout(mut self, timeout: Duration) -> Self {
+        self.token_timeout = timeout;
+        self
+    }
+
     /// Attaches the upstream's OpenAPI document: before consent, every request is checked
     /// against its operation (found by method and path template) — path, query and header
     /// parameters and the JSON body, `$ref`s resolved — in `mode`. In `strict` mode a request
@@ -247,6 +256,8 @@ impl HttpChannelBuilder {
                 tls,
                 clients: Mutex::new(HashMap::new()),
                 pool_idle_timeout: self.pool_idle_timeout,
+                token_timeout: self.token_timeout,
+                refreshing: Mutex::new(HashMap::new()),
                 #[cfg(feature = "openapi")]
                 openapi,
             }),

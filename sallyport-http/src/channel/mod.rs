@@ -3,6 +3,7 @@
 
 mod attempt;
 mod builder;
+pub mod oauth;
 mod tls;
 
 pub(crate) use self::attempt::probe_exchange;
@@ -52,6 +53,10 @@ struct Inner {
     /// One client per connect timeout in use (reqwest sets it per client).
     clients: Mutex<HashMap<Duration, reqwest::Client>>,
     pool_idle_timeout: Duration,
+    /// How long a token endpoint may take.
+    token_timeout: Duration,
+    /// One OAuth refresh at a time per credential.
+    refreshing: oauth::RefreshLocks,
     /// The upstream's OpenAPI document, the drift mode its checks run in, and one compiled
     /// operation guard per action.
     #[cfg(feature = "openapi")]

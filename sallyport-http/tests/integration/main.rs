@@ -16,3 +16,6 @@ mod http_probe;
 mod http_send_rules;
 mod http_status_answers;
 mod http_tls;
+mod oauth_faults;
+mod oauth_provider;
+mod oauth_rig;

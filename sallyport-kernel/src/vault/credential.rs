@@ -1,9 +1,12 @@
 //! Credential kinds, bindings and the secret-holding [`Credential`] type.
 
 use std::fmt;
+use std::sync::Arc;
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
+
+use super::grant::GrantStore;
 
 /// Where an API key goes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +39,62 @@ pub enum CredentialKind {
     SshKey,
     /// An SSH password.
     SshPassword,
+    /// OAuth 2.0 client credentials (RFC 6749 §4.4): the value is the client secret; the
+    /// channel asks the token endpoint for an access token and attaches it as
+    /// `Authorization: Bearer …`, refreshing it ahead of its expiry.
+    #[serde(rename = "oauth_client_credentials")]
+    OAuthClientCredentials(OAuthClient),
+    /// OAuth 2.0 authorization code grant with PKCE S256 (RFC 6749 §4.1, RFC 7636) and a
+    /// refresh token: the value is the client secret (empty for a public client); the grant's
+    /// refresh token is exchanged for access tokens, which the channel attaches as
+    /// `Authorization: Bearer …`.
+    #[serde(rename = "oauth_refresh")]
+    OAuthRefresh(OAuthClient),
+}
+
+impl CredentialKind {
+    /// The OAuth client configuration, for the two OAuth kinds.
+    pub fn oauth(&self) -> Option<&OAuthClient> {
+        match self {
+            Self::OAuthClientCredentials(c) | Self::OAuthRefresh(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// How an OAuth credential reaches its token endpoint: part of the credential's
+/// configuration, set by whoever stores the credential, never nameable by an action or the
+/// agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct OAuthClient {
+    /// The client id (not secret).
+    pub client_id: String,
+    /// The token endpoint: `https://`, or `http://` on loopback.
+    pub token_endpoint: String,
+    /// The scopes to ask for (client credentials) or to narrow a refresh to; empty asks for
+    /// the client's defaults.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+}
+
+impl OAuthClient {
+    /// A client `client_id` of the token endpoint `token_endpoint`, asking for no scope in
+    /// particular.
+    pub fn new(client_id: impl Into<String>, token_endpoint: impl Into<String>) -> Self {
+        Self {
+            client_id: client_id.into(),
+            token_endpoint: token_endpoint.into(),
+            scopes: Vec::new(),
+        }
+    }
+
+    /// Asks for these scopes.
+    #[must_use]
+    pub fn with_scopes<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
 }
 
 /// An SSH host and user a credential may be used for.
@@ -156,17 +215,37 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// A resolved credential: metadata plus the secret, handed to a channel at dispatch.
+/// A resolved credential: metadata plus the secret, handed to a channel at dispatch. An
+/// OAuth credential also carries the store its grant lives in ([`Credential::grants`]), so
+/// the channel reads the current access token at send time and stores refreshed ones.
 #[derive(Clone)]
 pub struct Credential {
     meta: CredentialMeta,
     secret: Secret,
+    grants: Option<Arc<dyn GrantStore>>,
 }
 
 impl Credential {
     /// A credential from its metadata and secret.
     pub fn new(meta: CredentialMeta, secret: Secret) -> Self {
-        Self { meta, secret }
+        Self {
+            meta,
+            secret,
+            grants: None,
+        }
+    }
+
+    /// The credential with the store its OAuth grant lives in (for vault implementations).
+    #[must_use]
+    pub fn with_grants(mut self, grants: Arc<dyn GrantStore>) -> Self {
+        self.grants = Some(grants);
+        self
+    }
+
+    /// The store of this credential's OAuth grant; `None` for other kinds, and for OAuth
+    /// credentials of a vault that keeps no grants (the channel then refuses them).
+    pub fn grants(&self) -> Option<&Arc<dyn GrantStore>> {
+        self.grants.as_ref()
     }
 
     /// The metadata.

@@ -17,6 +17,7 @@
 //! executor's vault without knowing the passphrase.
 
 mod credential;
+mod grant;
 mod marker;
 mod memory;
 
@@ -25,8 +26,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use self::credential::{
-    ApiKeyPlacement, Binding, Credential, CredentialKind, CredentialMeta, Secret, SshBinding,
+    ApiKeyPlacement, Binding, Credential, CredentialKind, CredentialMeta, OAuthClient, Secret,
+    SshBinding,
 };
+pub use self::grant::{Grant, GrantKey, GrantStore, GrantUpdate, Replaced};
 pub use self::marker::{default_data_dir, lock_marker_path};
 pub use self::memory::MemoryVault;
 use crate::scrub::Scrubber;
@@ -166,8 +169,9 @@ pub trait VaultAdmin: Send + Sync {
 }
 
 /// Checks a credential's metadata before a vault stores it: the name ([`check_name`]) and the
-/// binding. HTTP kinds (bearer, basic, API key) need at least one base URL and no SSH binding;
-/// SSH kinds need at least one host + user and no URL. A URL is `https://` or `http://` with
+/// binding. HTTP kinds (bearer, basic, API key, OAuth) need at least one base URL and no SSH binding;
+/// SSH kinds need at least one host + user and no URL. An OAuth client has a client id, a
+/// token endpoint (`https://`, or `http://` on loopback) and scope tokens. A URL is `https://` or `http://` with
 /// a host, without user info, query or fragment; SSH hosts and users are single words.
 ///
 /// # Errors
@@ -230,7 +234,69 @@ pub fn check_meta(meta: &CredentialMeta) -> Result<(), VaultError> {
         {
             return invalid("an API key's header or query name is a token of A-Z a-z 0-9 - _ .");
         }
+        CredentialKind::OAuthClientCredentials(client) | CredentialKind::OAuthRefresh(client) => {
+            check_oauth_client(client)?;
+        }
         _ => {}
+    }
+    Ok(())
+}
+
+/// An OAuth client: a client id of printable characters, a token endpoint that is
+/// `https://` (or `http://` on loopback) without user info or fragment, and scopes that are
+/// RFC 6749 scope tokens.
+fn check_oauth_client(client: &OAuthClient) -> Result<(), VaultError> {
+    let invalid = |m: &str| Err(VaultError::Invalid(m.to_owned()));
+    if client.client_id.is_empty()
+        || client.client_id.len() > 255
+        || client
+            .client_id
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace())
+    {
+        return invalid("an OAuth client id is 1-255 printable characters without spaces");
+    }
+    let endpoint = &client.token_endpoint;
+    let (rest, plain) = match endpoint.strip_prefix("https://") {
+        Some(rest) => (rest, false),
+        None => match endpoint.strip_prefix("http://") {
+            Some(rest) => (rest, true),
+            None => return invalid("an OAuth token endpoint starts with https://"),
+        },
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty()
+        || authority.contains('@')
+        || endpoint.contains('#')
+        || endpoint
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return invalid("an OAuth token endpoint has a host and no user info, fragment or spaces");
+    }
+    let host = authority
+        .rsplit_once(':')
+        .map_or(authority, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if plain && !loopback {
+        return invalid(
+            "an OAuth token endpoint is https:// (plain http:// only on loopback): it receives the client secret",
+        );
+    }
+    let scope_char = |c: char| c == '!' || ('#'..='[').contains(&c) || (']'..='~').contains(&c);
+    if client
+        .scopes
+        .iter()
+        .any(|s| s.is_empty() || !s.chars().all(scope_char))
+    {
+        return invalid(
+            "an OAuth scope is a non-empty token of printable ASCII without spaces, quotes or backslashes",
+        );
     }
     Ok(())
 }
@@ -265,6 +331,22 @@ pub fn retire(retired: &mut Vec<Secret>, old: Secret) {
         retired.remove(0);
     }
     retired.push(old);
+}
+
+/// A scrubber over the current credentials, their OAuth grants and the retired values (for
+/// vault implementations that keep grants).
+pub fn scrubber_with_grants<'a>(
+    current: impl Iterator<Item = &'a Credential>,
+    grants: impl Iterator<Item = &'a Grant>,
+    retired: &'a [Secret],
+) -> Scrubber {
+    Scrubber::new(
+        current
+            .map(Credential::secret)
+            .chain(retired)
+            .flat_map(|s| std::iter::once(s.expose()).chain(s.expose_passphrase()))
+            .chain(grants.flat_map(Grant::secrets)),
+    )
 }
 
 /// A scrubber over the current credentials and the retired values (for vault
@@ -307,4 +389,11 @@ pub trait Vault: Send + Sync + 'static {
     /// 64), so an upstream's echo of an old value is still redacted after a rotation.
     /// Empty while locked.
     fn scrubber(&self) -> Arc<Scrubber>;
+
+    /// The store of this vault's OAuth grants, if it keeps them (`MemoryVault` and
+    /// `FileVault` do); the default keeps none, and OAuth credentials of such a vault are
+    /// refused by the channel.
+    fn grants(&self) -> Option<Arc<dyn GrantStore>> {
+        None
+    }
 }

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
 use super::crypto::{self, KEY_LEN, KdfParams};
-use sallyport_kernel::vault::{Credential, CredentialMeta, VaultError};
+use sallyport_kernel::vault::{Credential, CredentialMeta, Grant, Secret, VaultError};
 
 /// The vault file format this build writes and the newest it reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -105,13 +105,14 @@ pub(super) struct RecordBox {
 }
 
 impl RecordBox {
-    /// Seals `credential` (name, kind, binding and value) as record `record_id` of vault
-    /// `vault_id`, bound to its current version.
+    /// Seals `credential` (name, kind, binding and value) and its OAuth grant, if any, as
+    /// record `record_id` of vault `vault_id`, bound to the credential's current version.
     pub(super) fn seal(
         key: &[u8; KEY_LEN],
         vault_id: &str,
         record_id: &str,
         credential: &Credential,
+        grant: Option<&Grant>,
     ) -> Result<Self, VaultError> {
         let version = credential.meta().version;
         let secret = credential.secret();
@@ -119,11 +120,23 @@ impl RecordBox {
             meta: credential.meta(),
             secret: secret.expose(),
             passphrase: secret.expose_passphrase(),
+            grant: grant.map(|g| GrantOut {
+                version: g.version(),
+                access_token: g.access_token().map(Secret::expose),
+                issued_at_ms: g.issued_at_ms(),
+                expires_at_ms: g.expires_at_ms(),
+                refresh_token: g.refresh_token().map(Secret::expose),
+                reconnect: g.reconnect_reason(),
+            }),
         };
         // Room for the worst-case JSON escaping, so the buffer never reallocates and
         // leaves an unzeroized copy behind.
+        let grant_len = grant.map_or(0, |g| {
+            g.secrets().map(str::len).sum::<usize>() + g.reconnect_reason().map_or(0, str::len)
+        });
         let capacity = 1024
             + 6 * (secret.expose().len() + secret.expose_passphrase().map_or(0, str::len))
+            + 6 * grant_len
             + 6 * serde_json::to_string(credential.meta()).map_or(0, |m| m.len());
         let mut buf = Zeroizing::new(Vec::with_capacity(capacity));
         serde_json::to_writer(&mut *buf, &plain)
@@ -189,6 +202,52 @@ struct RecordOut<'a> {
     secret: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     passphrase: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    grant: Option<GrantOut<'a>>,
+}
+
+/// An OAuth grant inside a record's plaintext, borrowed for sealing. Records without one
+/// (every record of the kinds before OAuth) are written exactly as before.
+#[derive(Serialize)]
+struct GrantOut<'a> {
+    version: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    access_token: Option<&'a str>,
+    issued_at_ms: u64,
+    expires_at_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refresh_token: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reconnect: Option<&'a str>,
+}
+
+/// An OAuth grant after opening; the strings move into `Secret`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GrantIn {
+    version: u64,
+    #[serde(default)]
+    access_token: Option<String>,
+    issued_at_ms: u64,
+    expires_at_ms: u64,
+    #[serde(default)]
+    refresh_token: Option<String>,
+    #[serde(default)]
+    reconnect: Option<String>,
+}
+
+impl GrantIn {
+    /// The grant, its token strings moved into secrets.
+    pub(super) fn into_grant(self) -> Grant {
+        Grant::from_parts(
+            self.version,
+            self.access_token.map(Secret::new),
+            self.issued_at_ms,
+            self.expires_at_ms,
+            self.refresh_token.map(Secret::new),
+            self.reconnect,
+        )
+    }
 }
 
 /// A record's plaintext, owned after opening; the strings move into `Secret`.
@@ -199,6 +258,8 @@ pub(super) struct RecordIn {
     pub(super) secret: String,
     #[serde(default)]
     pub(super) passphrase: Option<String>,
+    #[serde(default)]
+    pub(super) grant: Option<GrantIn>,
 }
 
 /// Associated data of the check box: the vault id and the whole KDF header.
@@ -303,7 +364,7 @@ mod tests {
             ),
             Secret::new("tok-en \"quoted\""),
         );
-        let record = RecordBox::seal(&KEY, "vid", "rid", &credential).expect("seal record");
+        let record = RecordBox::seal(&KEY, "vid", "rid", &credential, None).expect("seal record");
         Body {
             vault_id: "vid".into(),
             check: SealedBox::seal(&KEY, CHECK_PLAINTEXT, &check_aad("vid", &kdf)).expect("seal"),

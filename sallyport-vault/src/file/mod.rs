@@ -50,8 +50,8 @@ use crate::fs::write_lock_marker;
 use sallyport_kernel::scrub::Scrubber;
 use sallyport_kernel::vault::lock_marker_path;
 use sallyport_kernel::vault::{
-    Credential, CredentialMeta, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta,
-    retire, scrubber_over,
+    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced,
+    Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta, retire, scrubber_with_grants,
 };
 
 /// What can be read from a vault file without its passphrase.
@@ -114,6 +114,11 @@ struct Unlocked {
 struct Entry {
     record_id: String,
     credential: Credential,
+    /// The OAuth grant, for OAuth credentials that have one. Sealed in the same record.
+    grant: Option<Grant>,
+    /// The grant changed since the record was read: seal it again although the credential's
+    /// version did not change.
+    reseal: bool,
 }
 
 impl std::fmt::Debug for FileVault {
@@ -392,6 +397,8 @@ impl FileVault {
             let entry = Entry {
                 record_id: record.id.clone(),
                 credential: Credential::new(parsed.meta, secret),
+                grant: parsed.grant.map(format::GrantIn::into_grant),
+                reseal: false,
             };
             if entries.insert(name, entry).is_some() {
                 return Err(self.corrupt("two records share a name"));
@@ -434,9 +441,19 @@ impl FileVault {
         // Values this instance held that the change replaced or removed stay known to the
         // scrubber.
         for (name, old) in &unlocked.entries {
-            let version = entries.get(name).map(|e| e.credential.meta().version);
+            let new = entries.get(name);
+            let version = new.map(|e| e.credential.meta().version);
             if version != Some(old.credential.meta().version) {
                 retire(&mut unlocked.retired, old.credential.secret().clone());
+            }
+            // Tokens of a grant that changed (here or in another process) stay known too.
+            let grant_version = new.and_then(|e| e.grant.as_ref()).map(Grant::version);
+            if let Some(old_grant) = &old.grant
+                && grant_version != Some(old_grant.version())
+            {
+                for secret in old_grant.secrets() {
+                    retire(&mut unlocked.retired, Secret::new(secret));
+                }
             }
         }
         unlocked.entries = entries;
@@ -466,7 +483,10 @@ impl Unlocked {
         let mut records = Vec::with_capacity(entries.len());
         for entry in entries.values() {
             let version = entry.credential.meta().version;
-            if let Some(existing) = kept.get(&entry.record_id).filter(|r| r.version == version) {
+            if let Some(existing) = kept
+                .get(&entry.record_id)
+                .filter(|r| r.version == version && !entry.reseal)
+            {
                 records.push(existing.clone());
                 continue;
             }
@@ -475,6 +495,7 @@ impl Unlocked {
                 &self.vault_id,
                 &entry.record_id,
                 &entry.credential,
+                entry.grant.as_ref(),
             )?);
         }
         let manifest = Manifest {
@@ -496,8 +517,9 @@ impl Unlocked {
         if let Some(s) = &self.scrubber {
             return Arc::clone(s);
         }
-        let scrubber = Arc::new(scrubber_over(
+        let scrubber = Arc::new(scrubber_with_grants(
             self.entries.values().map(|e| &e.credential),
+            self.entries.values().filter_map(|e| e.grant.as_ref()),
             &self.retired,
         ));
         self.scrubber = Some(Arc::clone(&scrubber));
@@ -527,7 +549,20 @@ impl Vault for FileVault {
             .map(|e| e.credential.clone())
             .ok_or_else(|| VaultError::NotFound(name.to_owned()))?;
         st.last_used = Instant::now();
-        Ok(credential)
+        drop(st);
+        Ok(if credential.meta().kind.oauth().is_some() {
+            credential.with_grants(Arc::new(FileGrants {
+                vault: self.shared(),
+            }))
+        } else {
+            credential
+        })
+    }
+
+    fn grants(&self) -> Option<Arc<dyn GrantStore>> {
+        Some(Arc::new(FileGrants {
+            vault: self.shared(),
+        }))
     }
 
     fn scrubber(&self) -> Arc<Scrubber> {
@@ -557,6 +592,9 @@ impl VaultAdmin for FileVault {
             Some(entry) => {
                 let mut meta = meta;
                 meta.version = entry.credential.meta().version + 1;
+                if !matches!(meta.kind, CredentialKind::OAuthRefresh(_)) {
+                    entry.grant = None;
+                }
                 entry.credential = Credential::new(meta.clone(), secret);
                 Ok(meta)
             }
@@ -571,6 +609,11 @@ impl VaultAdmin for FileVault {
                 .ok_or_else(|| VaultError::NotFound(name.to_owned()))?;
             let mut meta = entry.credential.meta().clone();
             meta.version += 1;
+            // A client-credentials grant starts again with the new secret; a refresh grant
+            // stays valid.
+            if !matches!(meta.kind, CredentialKind::OAuthRefresh(_)) {
+                entry.grant = None;
+            }
             entry.credential = Credential::new(meta.clone(), secret);
             Ok(meta)
         })
@@ -609,7 +652,83 @@ fn insert_new(
         Entry {
             record_id,
             credential: Credential::new(meta.clone(), secret),
+            grant: None,
+            reseal: false,
         },
     );
     Ok(meta)
+}
+
+impl FileVault {
+    /// Another handle on the same file and the same unlocked state (for the grant store the
+    /// credentials carry).
+    fn shared(&self) -> Self {
+        Self {
+            path: self.path.clone(),
+            marker: self.marker.clone(),
+            auto_lock: self.auto_lock,
+            state: Arc::clone(&self.state),
+        }
+    }
+}
+
+/// The OAuth grants of a [`FileVault`]: sealed in the credential's own record, replaced by
+/// compare-and-set under the vault file's lock (re-read, check the version on disk, write
+/// atomically), so a grant another process refreshed is seen and a crash mid-write leaves
+/// the old file whole.
+struct FileGrants {
+    vault: FileVault,
+}
+
+impl std::fmt::Debug for FileGrants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileGrants")
+            .field("path", &self.vault.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The entry of an OAuth credential for `key` (shared grants only).
+fn oauth_entry<'a>(
+    entries: &'a mut BTreeMap<String, Entry>,
+    key: &GrantKey,
+) -> Result<&'a mut Entry, VaultError> {
+    match entries.get_mut(&key.credential) {
+        Some(entry) if key.subject.is_none() && entry.credential.meta().kind.oauth().is_some() => {
+            Ok(entry)
+        }
+        _ => Err(VaultError::NotFound(key.credential.clone())),
+    }
+}
+
+#[async_trait]
+impl GrantStore for FileGrants {
+    async fn current(&self, key: &GrantKey) -> Result<Grant, VaultError> {
+        let mut st = self.vault.lock_state();
+        self.vault.expire(&mut st);
+        let unlocked = st.unlocked.as_mut().ok_or(VaultError::Locked)?;
+        let entry = oauth_entry(&mut unlocked.entries, key)?;
+        let grant = entry.grant.clone().unwrap_or_default();
+        st.last_used = Instant::now();
+        Ok(grant)
+    }
+
+    async fn replace(
+        &self,
+        key: &GrantKey,
+        expected_version: u64,
+        update: GrantUpdate,
+    ) -> Result<Replaced, VaultError> {
+        self.vault.mutate(|entries| {
+            let entry = oauth_entry(entries, key)?;
+            let current = entry.grant.clone().unwrap_or_default();
+            if current.version() != expected_version {
+                return Ok(Replaced::Changed(current));
+            }
+            let (next, _retired) = current.apply(update);
+            entry.grant = Some(next.clone());
+            entry.reseal = true;
+            Ok(Replaced::Stored(next))
+        })
+    }
 }

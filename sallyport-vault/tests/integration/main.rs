@@ -8,4 +8,5 @@
 //! `cargo test -p sallyport-vault --test integration vault_file::`.
 
 mod vault_file;
+mod vault_file_grants;
 mod vault_keychain;

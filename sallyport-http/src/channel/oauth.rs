@@ -1,0 +1,437 @@
+//! OAuth 2.0 access tokens at send time: read the grant from the vault's grant store, use
+//! its access token while it is valid beyond the refresh margin, else ask the credential's
+//! token endpoint for a new one (one refresh at a time per credential in this process) and
+//! store it by compare-and-set on the grant's version.
+//!
+//! # Documented defaults
+//!
+//! - **Refresh margin**: a token is refreshed when less than [`REFRESH_MARGIN`] (30 s) of
+//!   its life is left, or less than a third of the lifetime it was issued with, whichever is
+//!   shorter (so tokens of a few seconds are not refreshed on every call).
+//! - **No `expires_in`**: a token issued without one is taken to live
+//!   [`DEFAULT_LIFETIME`] (5 minutes); an upstream's `401` before then makes the next use
+//!   refresh it.
+//! - **No new refresh token**: a refresh answered without a `refresh_token` keeps the old
+//!   one (RFC 6749 §6 lets the provider keep it).
+//! - **Token endpoint timeout**: [`HttpChannelBuilder::token_timeout`](super::HttpChannelBuilder::token_timeout),
+//!   10 s by default.
+//!
+//! # Refusals
+//!
+//! Nothing is sent upstream without a valid token. A provider that refuses the grant for
+//! good (`invalid_grant`, `invalid_client`, `unauthorized_client`) marks the grant as
+//! needing reconnection ([`GrantUpdate::Reconnect`]): every later call is refused at once
+//! with `credential_unavailable`, without asking the provider again, until a human
+//! connects the account (or replaces a client-credentials secret). Anything else that goes
+//! wrong (the endpoint down, slow, answering garbage or HTML) refuses this call only.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use base64::Engine as _;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use sallyport_core::code::RefusalCode;
+use sallyport_core::outcome::Refusal;
+use sallyport_core::vault::{
+    Credential, CredentialKind, Grant, GrantKey, GrantStore, GrantUpdate, Replaced, Secret,
+    VaultError,
+};
+use serde::Deserialize;
+
+use super::HttpChannel;
+
+/// A token is refreshed when less than this is left of its life (or less than a third of
+/// its issued lifetime, whichever is shorter).
+pub const REFRESH_MARGIN: Duration = Duration::from_secs(30);
+
+/// The lifetime assumed for an access token issued without `expires_in`.
+pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
+
+/// The largest token endpoint answer read.
+const MAX_TOKEN_RESPONSE: usize = 64 * 1024;
+
+/// One refresh at a time per credential in this process: name → its refresh lock.
+pub(super) type RefreshLocks = std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
+
+/// An access token to attach, and the grant version it belongs to.
+pub(crate) struct AccessToken {
+    pub(crate) header: HeaderValue,
+    pub(crate) token: Secret,
+    pub(crate) version: u64,
+}
+
+impl std::fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessToken")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unavailable(reason: String) -> Refusal {
+    Refusal::new(RefusalCode::CredentialUnavailable, reason)
+}
+
+/// The margin before expiry at which `grant`'s token is refreshed.
+pub(crate) fn margin(grant: &Grant) -> Duration {
+    REFRESH_MARGIN.min(grant.lifetime() / 3)
+}
+
+fn vault_refusal(name: &str, e: &VaultError) -> Refusal {
+    match e {
+        VaultError::Locked => Refusal::new(
+            RefusalCode::VaultLocked,
+            "the credential vault is locked; nothing was sent",
+        ),
+        VaultError::NotFound(_) => unavailable(format!(
+            "credential `{name}` has no OAuth grant in the vault; nothing was sent"
+        )),
+        _ => unavailable(format!(
+            "the OAuth grant of credential `{name}` could not be read or stored; nothing was sent"
+        )),
+    }
+}
+
+fn reconnect_refusal(name: &str, reason: &str) -> Refusal {
+    unavailable(format!(
+        "credential `{name}` needs reconnecting: {reason}; a human must connect the account again (or replace the client secret); nothing was sent"
+    ))
+}
+
+fn bearer(token: &Secret) -> Result<HeaderValue, ()> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(drop)?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+fn usable(name: &str, grant: &Grant, stale: Option<u64>) -> Result<Option<AccessToken>, Refusal> {
+    if let Some(reason) = grant.reconnect_reason() {
+        return Err(reconnect_refusal(name, reason));
+    }
+    if stale == Some(grant.version()) || !grant.fresh_at(SystemTime::now(), margin(grant)) {
+        return Ok(None);
+    }
+    let Some(token) = grant.access_token() else {
+        return Ok(None);
+    };
+    let header = bearer(token).map_err(|()| {
+        unavailable(format!(
+            "credential `{name}` holds an access token that cannot be sent in a header; nothing was sent"
+        ))
+    })?;
+    Ok(Some(AccessToken {
+        header,
+        token: token.clone(),
+        version: grant.version(),
+    }))
+}
+
+/// Why the token endpoint gave no token.
+enum TokenFailure {
+    /// The provider refused the grant or the client for good: reconnect.
+    Refused(String),
+    /// Anything else: this call is refused, the next one asks again.
+    Failed(String),
+}
+
+/// A token endpoint's successful answer (RFC 6749 §5.1).
+#[derive(Deserialize)]
+struct TokenAnswer {
+    access_token: String,
+    token_type: String,
+    #[serde(default)]
+    expires_in: Option<serde_json::Value>,
+    #[serde(default)]
+    refresh_token: Option<String>,
+}
+
+/// A token endpoint's error answer (RFC 6749 §5.2).
+#[derive(Deserialize)]
+struct TokenError {
+    error: String,
+}
+
+impl HttpChannel {
+    fn refresh_lock(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .inner
+            .refreshing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(locks.entry(name.to_owned()).or_default())
+    }
+
+    /// The access token to attach for `credential`: the stored one while valid beyond the
+    /// margin and not of grant version `stale` (the version whose token an upstream just
+    /// refused), else a new one from the token endpoint.
+    pub(crate) async fn access_token(
+        &self,
+        credential: &Credential,
+        stale: Option<u64>,
+    ) -> Result<AccessToken, Refusal> {
+        let meta = credential.meta();
+        let name = meta.name.as_str();
+        let store = credential.grants().ok_or_else(|| {
+            unavailable(format!(
+                "credential `{name}` is an OAuth credential, and its vault keeps no OAuth grants; nothing was sent"
+            ))
+        })?;
+        let key = GrantKey::shared(name);
+        let grant = store
+            .current(&key)
+            .await
+            .map_err(|e| vault_refusal(name, &e))?;
+        if let Some(token) = usable(name, &grant, stale)? {
+            return Ok(token);
+        }
+        let lock = self.refresh_lock(name);
+        let _refreshing = lock.lock().await;
+        // Another call may have refreshed while this one waited.
+        let grant = store
+            .current(&key)
+            .await
+            .map_err(|e| vault_refusal(name, &e))?;
+        if let Some(token) = usable(name, &grant, stale)? {
+            return Ok(token);
+        }
+        self.refresh(credential, store.as_ref(), &key, &grant).await
+    }
+
+    async fn refresh(
+        &self,
+        credential: &Credential,
+        store: &dyn GrantStore,
+        key: &GrantKey,
+        grant: &Grant,
+    ) -> Result<AccessToken, Refusal> {
+        let name = credential.meta().name.as_str();
+        let issued_at = SystemTime::now();
+        match self.request_token(credential, grant).await {
+            Ok((access_token, lifetime, refresh_token)) => {
+                tracing::debug!(
+                    credential = name,
+                    lifetime_s = lifetime.as_secs(),
+                    rotated = refresh_token.is_some(),
+                    "OAuth access token issued"
+                );
+                let update = GrantUpdate::Issued {
+                    access_token,
+                    issued_at,
+                    expires_at: issued_at + lifetime,
+                    refresh_token,
+                };
+                let stored = store
+                    .replace(key, grant.version(), update)
+                    .await
+                    .map_err(|e| vault_refusal(name, &e))?;
+                let now = match stored {
+                    Replaced::Stored(g) | Replaced::Changed(g) => g,
+                    _ => {
+                        return Err(unavailable(format!(
+                            "the OAuth grant of credential `{name}` could not be stored; nothing was sent"
+                        )));
+                    }
+                };
+                usable(name, &now, None)?.ok_or_else(|| {
+                    unavailable(format!(
+                        "the token endpoint of credential `{name}` issued a token that expires at once; nothing was sent"
+                    ))
+                })
+            }
+            Err(TokenFailure::Refused(reason)) => {
+                tracing::warn!(
+                    credential = name,
+                    "OAuth grant refused by the provider; reconnection needed"
+                );
+                // Marked even when another writer changed the grant meanwhile only if it
+                // still is the grant that was refused.
+                let _ = store
+                    .replace(
+                        key,
+                        grant.version(),
+                        GrantUpdate::Reconnect {
+                            reason: reason.clone(),
+                        },
+                    )
+                    .await;
+                Err(reconnect_refusal(name, &reason))
+            }
+            Err(TokenFailure::Failed(reason)) => {
+                tracing::info!(credential = name, "OAuth token endpoint failed");
+                Err(unavailable(format!(
+                    "no access token for credential `{name}`: {reason}; nothing was sent; the call may be made again later"
+                )))
+            }
+        }
+    }
+
+    /// Marks the token of grant `version` as refused by an upstream, so the next call
+    /// refreshes it. Failures are ignored: the next call then finds the token refused again.
+    pub(crate) async fn token_refused(&self, credential: &Credential, version: u64) {
+        if let Some(store) = credential.grants() {
+            let key = GrantKey::shared(credential.meta().name.as_str());
+            let _ = store.replace(&key, version, GrantUpdate::Expired).await;
+        }
+    }
+
+    /// One request to the token endpoint.
+    async fn request_token(
+        &self,
+        credential: &Credential,
+        grant: &Grant,
+    ) -> Result<(Secret, Duration, Option<Secret>), TokenFailure> {
+        let meta = credential.meta();
+        let (client, refresh) = match &meta.kind {
+            CredentialKind::OAuthClientCredentials(c) => (c, false),
+            CredentialKind::OAuthRefresh(c) => (c, true),
+            _ => return Err(TokenFailure::Failed("not an OAuth credential".into())),
+        };
+        let secret = credential.secret().expose();
+        let body = {
+            let mut form = url::form_urlencoded::Serializer::new(String::new());
+            if refresh {
+                let Some(refresh_token) = grant.refresh_token() else {
+                    return Err(TokenFailure::Refused(
+                        "the grant holds no refresh token".into(),
+                    ));
+                };
+                form.append_pair("grant_type", "refresh_token");
+                form.append_pair("refresh_token", refresh_token.expose());
+            } else {
+                form.append_pair("grant_type", "client_credentials");
+            }
+            if !client.scopes.is_empty() {
+                form.append_pair("scope", &client.scopes.join(" "));
+            }
+            if secret.is_empty() {
+                // A public client identifies itself in the body (RFC 6749 §2.3, §3.2.1).
+                form.append_pair("client_id", &client.client_id);
+            }
+            zeroize::Zeroizing::new(form.finish())
+        };
+        let url = reqwest::Url::parse(&client.token_endpoint)
+            .map_err(|_| TokenFailure::Failed("the token endpoint is not a URL".into()))?;
+        let http = self
+            .client(self.inner.limits.connect_timeout)
+            .map_err(|_| TokenFailure::Failed("the HTTP client could not be set up".into()))?;
+        let mut request = http
+            .post(url)
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(ACCEPT, "application/json")
+            .timeout(self.inner.token_timeout)
+            .body(body.as_str().to_owned());
+        if !secret.is_empty() {
+            // client_secret_basic: both parts form-encoded first (RFC 6749 §2.3.1).
+            let enc =
+                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let pair =
+                zeroize::Zeroizing::new(format!("{}:{}", enc(&client.client_id), enc(secret)));
+            let mut value = HeaderValue::from_str(&format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair.as_bytes())
+            ))
+            .map_err(|_| TokenFailure::Failed("the client secret cannot be sent".into()))?;
+            value.set_sensitive(true);
+            request = request.header(AUTHORIZATION, value);
+        }
+        let response = request.send().await.map_err(|e| {
+            TokenFailure::Failed(if e.is_timeout() {
+                format!(
+                    "the token endpoint did not answer within {} ms",
+                    self.inner.token_timeout.as_millis()
+                )
+            } else {
+                "the token endpoint could not be reached".into()
+            })
+        })?;
+        let status = response.status();
+        let bytes = read_capped(response).await.map_err(|timeout| {
+            TokenFailure::Failed(if timeout {
+                format!(
+                    "the token endpoint did not answer within {} ms",
+                    self.inner.token_timeout.as_millis()
+                )
+            } else {
+                "the token endpoint's answer was cut off or too large".into()
+            })
+        })?;
+        if !status.is_success() {
+            let error = serde_json::from_slice::<TokenError>(&bytes).ok();
+            return Err(match error.as_ref().map(|e| e.error.as_str()) {
+                Some(code @ ("invalid_grant" | "invalid_client" | "unauthorized_client")) => {
+                    TokenFailure::Refused(format!("the provider answered `{code}`"))
+                }
+                Some(_) => TokenFailure::Failed(format!(
+                    "the token endpoint refused the request (HTTP {})",
+                    status.as_u16()
+                )),
+                None => TokenFailure::Failed(format!(
+                    "the token endpoint answered HTTP {} without an OAuth error",
+                    status.as_u16()
+                )),
+            });
+        }
+        let answer: TokenAnswer = serde_json::from_slice(&bytes).map_err(|_| {
+            TokenFailure::Failed(
+                "the token endpoint's answer is not an OAuth token response".into(),
+            )
+        })?;
+        let access_token = Secret::new(answer.access_token);
+        if access_token.expose().is_empty() || bearer(&access_token).is_err() {
+            return Err(TokenFailure::Failed(
+                "the token endpoint issued an access token that cannot be sent in a header".into(),
+            ));
+        }
+        if !answer.token_type.eq_ignore_ascii_case("bearer") {
+            return Err(TokenFailure::Failed(
+                "the token endpoint issued a token that is not a bearer token".into(),
+            ));
+        }
+        let lifetime = match answer.expires_in {
+            None | Some(serde_json::Value::Null) => DEFAULT_LIFETIME,
+            Some(serde_json::Value::Number(n)) if n.as_u64().is_some() => {
+                Duration::from_secs(n.as_u64().unwrap_or_default())
+            }
+            Some(serde_json::Value::String(s)) if s.parse::<u64>().is_ok() => {
+                Duration::from_secs(s.parse::<u64>().unwrap_or_default())
+            }
+            Some(_) => {
+                return Err(TokenFailure::Failed(
+                    "the token endpoint's `expires_in` is not a number of seconds".into(),
+                ));
+            }
+        };
+        let refresh_token = answer
+            .refresh_token
+            .filter(|_| refresh)
+            .filter(|t| !t.is_empty())
+            .map(Secret::new);
+        Ok((access_token, lifetime, refresh_token))
+    }
+}
+
+/// The body, up to [`MAX_TOKEN_RESPONSE`] bytes; `Err(true)` on a timeout, `Err(false)`
+/// when cut off or too large.
+async fn read_capped(mut response: reqwest::Response) -> Result<zeroize::Zeroizing<Vec<u8>>, bool> {
+    let mut body = zeroize::Zeroizing::new(Vec::with_capacity(
+        MAX_TOKEN_RESPONSE.min(
+            response
+                .content_length()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(4096),
+        ),
+    ));
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_TOKEN_RESPONSE {
+                    return Err(false);
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) => return Err(e.is_timeout()),
+        }
+    }
+}

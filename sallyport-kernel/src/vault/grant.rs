@@ -1,0 +1,332 @@
+//! OAuth 2.0 grants: the tokens a credential of kind `oauth_client_credentials` or
+//! `oauth_refresh` holds beyond its client secret, and the [`GrantStore`] that keeps them.
+//!
+//! A credential's [`CredentialMeta`](super::CredentialMeta) (client id, token endpoint,
+//! scopes, binding) and client secret change only when a human changes them; its grant
+//! changes on every token refresh. So a grant has a version of its own, and a store replaces
+//! it only when the caller read the current version ([`GrantStore::replace`]): the
+//! compare-and-set that keeps a rotated refresh token from being presented twice. The
+//! credential's own version stays as it is across refreshes, so a call in flight is not
+//! refused as "replaced during the call" when another call refreshed the token.
+//!
+//! How an update changes a grant is written once, here ([`Grant::apply`]); every store
+//! applies it the same way.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+
+use super::{Secret, VaultError};
+
+/// Which grant: a credential's, and (in a later version) the subject's it was granted by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct GrantKey {
+    /// The credential name actions bind to.
+    pub credential: String,
+    /// The end user the grant belongs to; `None` for the credential's one shared grant (the
+    /// only kind the built-in vaults keep today).
+    pub subject: Option<String>,
+}
+
+impl GrantKey {
+    /// The one grant of credential `name`, shared by every caller.
+    pub fn shared(name: impl Into<String>) -> Self {
+        Self {
+            credential: name.into(),
+            subject: None,
+        }
+    }
+}
+
+/// The tokens of one grant, with its version. Not `Serialize`; `Debug` prints the version,
+/// the expiry and whether each token is present, never a value.
+#[derive(Clone, Default)]
+pub struct Grant {
+    version: u64,
+    access_token: Option<Secret>,
+    issued_at_ms: u64,
+    expires_at_ms: u64,
+    refresh_token: Option<Secret>,
+    reconnect: Option<String>,
+}
+
+impl fmt::Debug for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Grant")
+            .field("version", &self.version)
+            .field("access_token", &self.access_token.is_some())
+            .field("expires_at_ms", &self.expires_at_ms)
+            .field("refresh_token", &self.refresh_token.is_some())
+            .field("reconnect", &self.reconnect)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn from_unix_ms(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+impl Grant {
+    /// An empty grant at version 0: no access token, no refresh token.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A grant as a store read it back (for store implementations): `expires_at_ms` and
+    /// `issued_at_ms` are milliseconds since the Unix epoch, 0 without an access token.
+    pub fn from_parts(
+        version: u64,
+        access_token: Option<Secret>,
+        issued_at_ms: u64,
+        expires_at_ms: u64,
+        refresh_token: Option<Secret>,
+        reconnect: Option<String>,
+    ) -> Self {
+        Self {
+            version,
+            access_token,
+            issued_at_ms,
+            expires_at_ms,
+            refresh_token,
+            reconnect,
+        }
+    }
+
+    /// Incremented by every stored update; 0 for a credential that never had one.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The current access token, if one was issued (it may have expired).
+    pub fn access_token(&self) -> Option<&Secret> {
+        self.access_token.as_ref()
+    }
+
+    /// The refresh token, for `oauth_refresh` credentials.
+    pub fn refresh_token(&self) -> Option<&Secret> {
+        self.refresh_token.as_ref()
+    }
+
+    /// When the access token was issued, in milliseconds since the Unix epoch (0 without one).
+    pub fn issued_at_ms(&self) -> u64 {
+        self.issued_at_ms
+    }
+
+    /// When the access token expires, in milliseconds since the Unix epoch (0 without one).
+    pub fn expires_at_ms(&self) -> u64 {
+        self.expires_at_ms
+    }
+
+    /// When the access token expires; `None` without one.
+    pub fn expires_at(&self) -> Option<SystemTime> {
+        self.access_token
+            .as_ref()
+            .map(|_| from_unix_ms(self.expires_at_ms))
+    }
+
+    /// The lifetime the access token was issued with.
+    pub fn lifetime(&self) -> Duration {
+        Duration::from_millis(self.expires_at_ms.saturating_sub(self.issued_at_ms))
+    }
+
+    /// Why a human must connect the account again (a refresh was refused for good), if so.
+    /// While set, nothing asks the token endpoint and every call is refused.
+    pub fn reconnect_reason(&self) -> Option<&str> {
+        self.reconnect.as_deref()
+    }
+
+    /// Whether the access token is present and still valid `margin` from `now`.
+    pub fn fresh_at(&self, now: SystemTime, margin: Duration) -> bool {
+        self.access_token.is_some()
+            && self.reconnect.is_none()
+            && unix_ms(now).saturating_add(u64::try_from(margin.as_millis()).unwrap_or(u64::MAX))
+                < self.expires_at_ms
+    }
+
+    /// Every secret value the grant holds, for the scrubber.
+    pub fn secrets(&self) -> impl Iterator<Item = &str> {
+        self.access_token
+            .iter()
+            .chain(&self.refresh_token)
+            .map(Secret::expose)
+    }
+
+    /// The grant after `update`, at the next version, and the secret values it replaced
+    /// (which the store keeps known to its scrubber). The rule every store applies.
+    pub fn apply(&self, update: GrantUpdate) -> (Grant, Vec<Secret>) {
+        let mut next = self.clone();
+        next.version = self.version + 1;
+        let mut retired = Vec::new();
+        match update {
+            GrantUpdate::Issued {
+                access_token,
+                issued_at,
+                expires_at,
+                refresh_token,
+            } => {
+                retired.extend(next.access_token.replace(access_token));
+                next.issued_at_ms = unix_ms(issued_at);
+                next.expires_at_ms = unix_ms(expires_at);
+                // A refresh that returns no new refresh token keeps the old one (RFC 6749
+                // §6: the server *may* issue a new one).
+                if let Some(refresh) = refresh_token {
+                    retired.extend(next.refresh_token.replace(refresh));
+                }
+                next.reconnect = None;
+            }
+            GrantUpdate::Expired => {
+                next.expires_at_ms = next.issued_at_ms.min(next.expires_at_ms);
+            }
+            GrantUpdate::Reconnect { reason } => {
+                retired.extend(next.access_token.take());
+                next.issued_at_ms = 0;
+                next.expires_at_ms = 0;
+                next.reconnect = Some(reason);
+            }
+            GrantUpdate::Connected { refresh_token } => {
+                retired.extend(next.access_token.take());
+                retired.extend(next.refresh_token.replace(refresh_token));
+                next.issued_at_ms = 0;
+                next.expires_at_ms = 0;
+                next.reconnect = None;
+            }
+        }
+        (next, retired)
+    }
+}
+
+/// A change to a grant.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum GrantUpdate {
+    /// The token endpoint issued an access token (and perhaps a new refresh token; `None`
+    /// keeps the old one).
+    Issued {
+        /// The new access token.
+        access_token: Secret,
+        /// When it was issued.
+        issued_at: SystemTime,
+        /// When it expires.
+        expires_at: SystemTime,
+        /// The rotated refresh token, when the provider sent one.
+        refresh_token: Option<Secret>,
+    },
+    /// An upstream refused the access token before its expiry: the next call refreshes.
+    Expired,
+    /// The provider refused the grant for good (`invalid_grant`, revoked): every call is
+    /// refused until a human connects the account again.
+    Reconnect {
+        /// Why, in a sentence the host can show.
+        reason: String,
+    },
+    /// A human connected the account: a new refresh token, no access token yet.
+    Connected {
+        /// The refresh token the authorization code was exchanged for.
+        refresh_token: Secret,
+    },
+}
+
+/// What [`GrantStore::replace`] did.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Replaced {
+    /// The update was stored; the grant as it is now.
+    Stored(Grant),
+    /// Someone else changed the grant since the caller read it; nothing was stored. The
+    /// grant as it is now, to use instead.
+    Changed(Grant),
+}
+
+/// Keeps OAuth grants and replaces them by compare-and-set on their version.
+///
+/// Implemented by `MemoryVault` and `FileVault` for their own credentials (the file vault
+/// writes the file atomically under its lock, so a crash never loses it); a vault hands its
+/// store to the channel with every OAuth credential it resolves
+/// ([`Credential::grants`](super::Credential::grants)).
+#[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not keep OAuth grants",
+    note = "implement `sallyport_core::vault::GrantStore`, or use `MemoryVault` or `FileVault`"
+)]
+pub trait GrantStore: Send + Sync + fmt::Debug + 'static {
+    /// The grant as it is now (version 0 and empty when none was stored yet).
+    ///
+    /// # Errors
+    ///
+    /// [`VaultError::Locked`], [`VaultError::NotFound`] (no such OAuth credential, or a
+    /// subject this store does not keep), or a backend failure.
+    async fn current(&self, key: &GrantKey) -> Result<Grant, VaultError>;
+
+    /// Applies `update` ([`Grant::apply`]) if the grant is still at `expected_version`;
+    /// otherwise stores nothing and returns the current grant.
+    ///
+    /// # Errors
+    ///
+    /// As [`GrantStore::current`]; a failed write leaves the stored grant as it was.
+    async fn replace(
+        &self,
+        key: &GrantKey,
+        expected_version: u64,
+        update: GrantUpdate,
+    ) -> Result<Replaced, VaultError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn issued(access: &str, refresh: Option<&str>, lifetime_s: u64) -> GrantUpdate {
+        let now = SystemTime::now();
+        GrantUpdate::Issued {
+            access_token: Secret::new(access),
+            issued_at: now,
+            expires_at: now + Duration::from_secs(lifetime_s),
+            refresh_token: refresh.map(Secret::new),
+        }
+    }
+
+    #[test]
+    fn a_refresh_without_a_new_refresh_token_keeps_the_old_one() {
+        let (g, _) = Grant::new().apply(GrantUpdate::Connected {
+            refresh_token: Secret::new("rt-1"),
+        });
+        let (g, retired) = g.apply(issued("at-1", None, 60));
+        assert_eq!(g.version(), 2);
+        assert_eq!(g.refresh_token().map(Secret::expose), Some("rt-1"));
+        assert!(retired.is_empty());
+        let (g, retired) = g.apply(issued("at-2", Some("rt-2"), 60));
+        assert_eq!(g.refresh_token().map(Secret::expose), Some("rt-2"));
+        let old: Vec<&str> = retired.iter().map(Secret::expose).collect();
+        assert_eq!(old, ["at-1", "rt-1"]);
+    }
+
+    #[test]
+    fn freshness_counts_the_margin_and_an_expired_mark() {
+        let (g, _) = Grant::new().apply(issued("at", None, 60));
+        let now = SystemTime::now();
+        assert!(g.fresh_at(now, Duration::from_secs(30)));
+        assert!(!g.fresh_at(now, Duration::from_secs(61)));
+        let (g, _) = g.apply(GrantUpdate::Expired);
+        assert!(!g.fresh_at(now, Duration::ZERO));
+        let (g, _) = g.apply(GrantUpdate::Reconnect {
+            reason: "revoked".into(),
+        });
+        assert_eq!(g.reconnect_reason(), Some("revoked"));
+        assert!(g.access_token().is_none());
+    }
+
+    #[test]
+    fn debug_prints_no_token() {
+        let (g, _) = Grant::new().apply(issued("at-canary-123", Some("rt-canary-456"), 60));
+        let text = format!("{g:?}");
+        assert!(!text.contains("canary"), "{text}");
+        assert!(text.contains("version: 1"), "{text}");
+    }
+}

@@ -1,0 +1,139 @@
+// The OpenID provider sallyport's OAuth tests run against: oidc-provider (OpenID certified),
+// started by the Rust rig (`sallyport_tests::oidc`) as `node provider.mjs`.
+//
+// It listens on 127.0.0.1 at a free port and prints one JSON line per event on stdout:
+//   {"event":"listening","issuer":"http://127.0.0.1:PORT"}      once, when it serves
+//   {"event":"token","grant_type":"refresh_token"}              every token issued
+//   {"event":"reuse_detected","grant_type":"refresh_token"}     a rotated refresh token
+//                                                               presented again: the
+//                                                               provider revoked the grant
+//   {"event":"grant_error","error":"invalid_grant"}             any other refused grant
+//   {"event":"revoked"}                                         a token revoked (RFC 7009)
+//
+// Configuration (environment):
+//   OIDC_TOKEN_TTL  access token lifetime in seconds (default 4)
+//
+// What it is configured with: PKCE (S256) required for every authorization request;
+// refresh tokens rotated on every use, with reuse detection (oidc-provider revokes the whole
+// grant when a consumed refresh token is used again); the client credentials grant; token
+// revocation and introspection. Instead of a login page, `/interaction/:uid` approves every
+// request at once for the account named by `login_hint` (default `alice`) with the scopes
+// asked for, so a test obtains an authorization code over plain HTTP: GET /auth?... and
+// follow the redirects (carrying the cookies) to the redirect URI.
+import http from 'node:http';
+import Provider from 'oidc-provider';
+
+const ttl = Number.parseInt(process.env.OIDC_TOKEN_TTL ?? '4', 10);
+const emit = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
+
+const server = http.createServer();
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+const { port } = server.address();
+const issuer = `http://127.0.0.1:${port}`;
+
+const provider = new Provider(issuer, {
+  clients: [
+    {
+      // Client credentials (RFC 6749 §4.4).
+      client_id: 'machine',
+      client_secret: 'machine-secret-canary-7f3a',
+      grant_types: ['client_credentials'],
+      response_types: [],
+      redirect_uris: [],
+      scope: 'api:read',
+    },
+    {
+      // Authorization code + PKCE, with refresh tokens.
+      client_id: 'webapp',
+      client_secret: 'webapp-secret-canary-91c2',
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      redirect_uris: ['http://127.0.0.1/callback'],
+      scope: 'openid offline_access api:read',
+    },
+    {
+      // The resource server: introspects the tokens it receives.
+      client_id: 'api',
+      client_secret: 'api-secret-canary-55d0',
+      grant_types: [],
+      response_types: [],
+      redirect_uris: [],
+    },
+  ],
+  scopes: ['openid', 'offline_access', 'api:read'],
+  features: {
+    devInteractions: { enabled: false },
+    clientCredentials: { enabled: true },
+    introspection: { enabled: true, allowedPolicy: async (ctx, client) => client.clientId === 'api' },
+    revocation: { enabled: true },
+  },
+  pkce: { required: () => true },
+  rotateRefreshToken: true,
+  cookies: { keys: ['sallyport-test-cookie-key'] },
+  ttl: {
+    AccessToken: ttl,
+    ClientCredentials: ttl,
+    AuthorizationCode: 60,
+    IdToken: 3600,
+    RefreshToken: 86400,
+    Grant: 86400,
+    Session: 86400,
+    Interaction: 600,
+  },
+});
+
+provider.on('grant.success', (ctx) => {
+  emit({ event: 'token', grant_type: ctx.oidc.params?.grant_type ?? null });
+});
+provider.on('grant.error', (ctx, err) => {
+  if (err.error_detail === 'refresh token already used') {
+    emit({ event: 'reuse_detected', grant_type: ctx.oidc.params?.grant_type ?? null });
+  } else {
+    emit({ event: 'grant_error', error: err.error ?? null });
+  }
+});
+provider.on('revocation.success', () => emit({ event: 'revoked' }));
+provider.on('server_error', (ctx, err) => {
+  process.stderr.write(`server_error: ${err?.stack ?? err}\n`);
+});
+
+// Approves every interaction: login as `login_hint` (or alice), then consent to the scopes
+// asked for.
+async function interaction(req, res) {
+  try {
+    const details = await provider.interactionDetails(req, res);
+    const { prompt, params, session } = details;
+    if (prompt.name === 'login') {
+      const accountId = typeof params.login_hint === 'string' ? params.login_hint : 'alice';
+      await provider.interactionFinished(req, res, { login: { accountId } }, {
+        mergeWithLastSubmission: false,
+      });
+      return;
+    }
+    const grant = details.grantId
+      ? await provider.Grant.find(details.grantId)
+      : new provider.Grant({ accountId: session.accountId, clientId: params.client_id });
+    if (typeof params.scope === 'string') {
+      grant.addOIDCScope(params.scope);
+    }
+    const grantId = await grant.save();
+    await provider.interactionFinished(req, res, { consent: { grantId } }, {
+      mergeWithLastSubmission: true,
+    });
+  } catch (err) {
+    res.statusCode = 400;
+    res.end(`interaction failed: ${err.message}`);
+  }
+}
+
+const callback = provider.callback();
+server.on('request', (req, res) => {
+  if (req.url.startsWith('/interaction/')) {
+    interaction(req, res);
+  } else {
+    callback(req, res);
+  }
+});
+
+emit({ event: 'listening', issuer });
+process.on('SIGTERM', () => server.close(() => process.exit(0)));
