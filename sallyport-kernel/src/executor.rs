@@ -103,6 +103,7 @@
 mod approvals;
 mod builder;
 mod cancel;
+mod kept;
 mod options;
 mod pipeline;
 mod resume;
@@ -215,6 +216,8 @@ pub(crate) struct Inner {
     pub(crate) policy: Option<Arc<dyn crate::policy::Policy>>,
     /// Per-session call counts for the policy, in memory.
     pub(crate) call_log: policy::CallLog,
+    /// Calls' last records the journal could not take, written when it is back.
+    pub(crate) kept: kept::KeptRecords,
 }
 
 impl Inner {

@@ -78,6 +78,7 @@ pub struct ExecutorBuilder {
     baseline_lockfile: Option<std::path::PathBuf>,
     approvals: super::approvals::Settings,
     policy: Option<Arc<dyn crate::policy::Policy>>,
+    kept_records_for: Duration,
 }
 
 impl std::fmt::Debug for ExecutorBuilder {
@@ -105,6 +106,7 @@ impl ExecutorBuilder {
             baseline_lockfile: None,
             approvals: super::approvals::Settings::default(),
             policy: None,
+            kept_records_for: super::kept::DEFAULT_KEEP_FOR,
         }
     }
 
@@ -187,6 +189,16 @@ impl ExecutorBuilder {
     /// The payload drift mode (default `strict`).
     pub fn drift_mode(mut self, mode: DriftMode) -> Self {
         self.drift_mode = mode;
+        self
+    }
+
+    /// How long the executor keeps a call's last record that the journal could not take
+    /// after the call's request left (an outage), writing it again as soon as the journal
+    /// is back (default 5 minutes). Past it the record is given up and its attempt released
+    /// ([`Journal::release_lease`]) for [`Executor::reconcile`] to settle through the
+    /// action's read-only check. See [`Executor::kept_records`].
+    pub fn kept_records_for(mut self, keep_for: Duration) -> Self {
+        self.kept_records_for = keep_for;
         self
     }
 
@@ -329,6 +341,11 @@ impl ExecutorBuilder {
                 });
             }
         }
+        let kept = super::kept::KeptRecords::new(
+            Arc::clone(&journal),
+            self.approval_store.clone(),
+            self.kept_records_for,
+        );
         let inner = Arc::new(Inner {
             catalog: self.catalog,
             channels: self.channels,
@@ -347,6 +364,7 @@ impl ExecutorBuilder {
             approvals: self.approvals,
             policy: self.policy,
             call_log: Default::default(),
+            kept,
         });
         if let Some(channel) = approvals_channel {
             channel.attach(Arc::new(super::approvals::Host::new(&inner)));

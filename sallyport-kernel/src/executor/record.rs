@@ -18,6 +18,7 @@ use super::cancel::CallGuard;
 use super::consent::Consented;
 use super::filter::Filtered;
 use super::filter::scrub_event;
+use super::kept::KeptRecord;
 use super::resolve::Resolved;
 use super::validate::Validated;
 use super::vault::Unlocked;
@@ -85,6 +86,12 @@ impl CallRecord {
             write,
             handed_over: &self.handed_over,
         }
+    }
+
+    /// The call's last record is kept by the executor to be written when the journal is
+    /// back ([`super::kept`]): the guard records nothing more.
+    fn kept(&self) {
+        self.handed_over.store(true, Ordering::Relaxed);
     }
 
     /// Whether the call's last record has been handed to the journal.
@@ -325,6 +332,11 @@ fn parked_event(record: &CallRecord, result: &ActionResult, approval: &Approval)
 /// Appends the finished call's record and returns the answer with its receipt id. An observe
 /// call's attempt is written here, with the record, in one transaction.
 ///
+/// A state-changing call's record that the journal cannot take (its request left; the
+/// journal went away) is kept and written when the journal is back ([`super::kept`]); the
+/// answer then says `record_pending`, with no receipt. While records are kept, a new one
+/// goes behind them, so they are written in the order they were made.
+///
 /// The event and the journal's future for its write are made before the returned future is
 /// first polled (the journal's does nothing until then): the returned future holds only
 /// the answer and a pointer to the write, not the stage values, the event or the intent.
@@ -349,6 +361,10 @@ pub(super) fn record<'a>(
     // when it is not written yet), so the future does not carry them while it waits.
     let durable = intended.intent().durable;
     let intent = (!intended.written()).then(|| intended.into_intent());
+    // A state-changing call's record is kept if the journal cannot take it: a copy, boxed
+    // so the future stays small. Behind records already kept it is not written now.
+    let copy = durable.then(|| Box::new(event.clone()));
+    let behind = durable && !inner.kept.is_empty();
     // The event and the intent move straight into the journal's (boxed) future.
     let storing = record.hand_over(store(
         inner.journal.as_ref(),
@@ -361,19 +377,40 @@ pub(super) fn record<'a>(
     // A block, not an `async fn`: its captures are used in place, not copied into locals
     // beside them.
     async move {
-        match storing.await {
-            Ok(_) => {
-                inner.journal_unwritable.store(false, Ordering::SeqCst);
-            }
-            Err(e) => {
-                result.receipt_id = None;
-                inner.journal_unwritable.store(true, Ordering::SeqCst);
-                tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed after dispatch");
-                if !durable {
-                    // No unaudited data reaches the agent. A read changed nothing upstream.
-                    result = withheld(&result);
+        // Behind kept records, the journal's write is dropped unpolled: nothing is queued.
+        let error = if behind {
+            None
+        } else {
+            match storing.await {
+                Ok(_) => {
+                    inner.journal_unwritable.store(false, Ordering::SeqCst);
+                    return result;
+                }
+                Err(e) => {
+                    inner.journal_unwritable.store(true, Ordering::SeqCst);
+                    tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed after dispatch");
+                    Some(e)
                 }
             }
+        };
+        match copy {
+            // Fenced: another executor closed the attempt (a reconciler took it over), and
+            // this record must not enter the chain.
+            Some(event) if !matches!(error, Some(JournalError::Fenced)) => {
+                let kept = match &record.settle {
+                    Some((id, claim)) => {
+                        KeptRecord::settle(*event, id.clone(), claim.clone(), result.clone())
+                    }
+                    None => KeptRecord::append(*event),
+                };
+                inner.kept.keep(kept);
+                record.kept();
+                result.receipt_id = None;
+                result.record_pending = true;
+            }
+            Some(_) => result.receipt_id = None,
+            // No unaudited data reaches the agent. A read changed nothing upstream.
+            None => result = withheld(&result),
         }
         result
     }
