@@ -280,6 +280,8 @@ async fn kept_records_are_written_in_order_when_the_journal_is_back(inner: Arc<d
     // While the journal is away, nothing else is sent: a new call is refused unsent.
     let refused = send(&executor, "t3").await;
     assert_eq!(refused.code_str(), Some("journal_unavailable"));
+    assert!(!refused.record_pending, "nothing was sent: a plain refusal");
+    assert_eq!(executor.kept_records(), 3, "its record is kept too");
     assert_eq!(channel.sends.load(Ordering::SeqCst), 2);
 
     channel.cut_at_send.store(false, Ordering::SeqCst);
@@ -309,6 +311,17 @@ async fn kept_records_are_written_in_order_when_the_journal_is_back(inner: Arc<d
     };
     let (a, b, c) = (seq_of(&first), seq_of(&second), seq_of(&third));
     assert!(a < b && b < c, "in the order they were made: {a} {b} {c}");
+    // The refusal's record was kept too, and written in its place.
+    let refusal: Vec<&AuditRecord> = records
+        .iter()
+        .filter(|rec| rec.event.attempt_id == refused.attempt_id)
+        .collect();
+    assert_eq!(refusal.len(), 1);
+    assert_eq!(
+        (refusal[0].event.phase, refusal[0].event.dispatches),
+        (Phase::Refused, 0)
+    );
+    assert!(b < refusal[0].seq && refusal[0].seq < c);
     let sent: u32 = records
         .iter()
         .filter(|r| r.event.action == "send_thing")

@@ -19,14 +19,17 @@
 //! write that failed on the way back but was committed, or by a reconciler that took it
 //! over), and is dropped from the keep.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::Executor;
 use crate::approval::{ApprovalId, Claim};
-use crate::journal::{ApprovalStore, AttemptId, AuditEvent, Journal, JournalError};
+use crate::journal::{ApprovalStore, AttemptId, AuditEvent, AuditRecord, Journal, JournalError};
 use crate::outcome::ActionResult;
 
 /// How long a record is kept by default before its attempt is given up to the reconciler.
@@ -41,6 +44,12 @@ const FIRST_RETRY: Duration = Duration::from_millis(50);
 
 /// The longest wait between tries.
 const LAST_RETRY: Duration = Duration::from_secs(1);
+
+/// Most kept records handed to the journal at once.
+const CHUNK: usize = 256;
+
+/// The journal's write of one kept record.
+type Writing<'a> = Pin<Box<dyn Future<Output = Result<AuditRecord, JournalError>> + Send + 'a>>;
 
 /// A call's last record that the journal could not take: a plain append, or the end of an
 /// approved call stored with its approval.
@@ -102,8 +111,11 @@ struct State {
     approvals: Option<Arc<dyn ApprovalStore>>,
     /// Oldest first: the order they are written in.
     queue: Mutex<VecDeque<Entry>>,
-    /// Whether a retry task runs (only it writes kept records, one at a time, in order).
+    /// Whether a retry task runs (only it writes kept records, in order).
     retrying: AtomicBool,
+    /// Wakes the retry task before its wait is over (apart from the state, so that a
+    /// waiting task does not keep a dropped executor's state alive).
+    nudge: Arc<tokio::sync::Notify>,
     keep_for: Duration,
 }
 
@@ -121,6 +133,7 @@ impl KeptRecords {
                 approvals,
                 queue: Mutex::new(VecDeque::new()),
                 retrying: AtomicBool::new(false),
+                nudge: Arc::new(tokio::sync::Notify::new()),
                 keep_for,
             }),
         }
@@ -134,6 +147,12 @@ impl KeptRecords {
     /// Whether no record is kept: a call's record may be written at once, in order.
     pub(crate) fn is_empty(&self) -> bool {
         self.state.queue().is_empty()
+    }
+
+    /// A call's intent was just written while records are kept: the journal is likely back,
+    /// so the retry task tries now instead of when its wait is over.
+    pub(crate) fn nudge(&self) {
+        self.state.nudge.notify_one();
     }
 
     /// Keeps `record` behind the others and makes sure a retry task will write it. Past
@@ -171,63 +190,101 @@ impl State {
         }
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(retry(Arc::downgrade(state)));
+                runtime.spawn(retry(Arc::downgrade(state), Arc::clone(&state.nudge)));
             }
             Err(_) => state.retrying.store(false, Ordering::SeqCst),
         }
     }
 
-    /// Writes kept records, oldest first, until one fails; gives up the ones kept too long.
-    /// Whether the queue is empty now.
+    /// Writes kept records, oldest first, [`CHUNK`] at a time, until a write fails; gives up
+    /// the ones kept too long. Whether the queue is empty now.
+    ///
+    /// A chunk's writes are all handed to the journal, in order, before any is awaited (a
+    /// batching journal then commits them together, in that order), so a backlog drains in
+    /// a few round trips while new calls' records wait behind it.
     async fn write_kept(&self) -> bool {
         loop {
             self.give_up_expired();
-            // A copy is written: the entry leaves the queue only once the journal has it.
-            let Some(record) = self.queue().front().map(|e| e.record.clone()) else {
+            // Copies are written: an entry leaves the queue only once the journal has it.
+            let chunk: Vec<KeptRecord> = self
+                .queue()
+                .iter()
+                .take(CHUNK)
+                .map(|e| e.record.clone())
+                .collect();
+            if chunk.is_empty() {
                 return true;
-            };
-            let attempt = record.attempt().clone();
-            let written = match record.settle {
-                Some(settle) => {
-                    let (approval, claim, result) = *settle;
-                    match &self.approvals {
-                        Some(store) => {
-                            store
-                                .settle_approval(&approval, &claim, &result, record.event)
-                                .await
+            }
+            let attempts: Vec<AttemptId> = chunk.iter().map(|r| r.attempt().clone()).collect();
+            let mut writes: Vec<Writing<'_>> = chunk.into_iter().map(|r| self.write(r)).collect();
+            let mut results: Vec<Option<Result<u64, JournalError>>> =
+                writes.iter().map(|_| None).collect();
+            // Polled in order: each write is queued by the journal on its first poll.
+            std::future::poll_fn(|cx| {
+                let mut waiting = false;
+                for (write, result) in writes.iter_mut().zip(results.iter_mut()) {
+                    if result.is_none() {
+                        match write.as_mut().poll(cx) {
+                            Poll::Ready(done) => *result = Some(done.map(|r| r.seq)),
+                            Poll::Pending => waiting = true,
                         }
-                        None => Err(JournalError::Unsupported("approvals")),
                     }
                 }
-                None => self.journal.append(record.event).await,
-            };
-            match written {
-                Ok(stored) => {
-                    tracing::info!(attempt = %attempt, seq = stored.seq, "kept record written");
-                    self.pop(&attempt);
+                if waiting {
+                    Poll::Pending
+                } else {
+                    Poll::Ready(())
                 }
-                Err(JournalError::Fenced) => {
-                    tracing::info!(attempt = %attempt, "kept record not needed: the attempt is already closed");
-                    self.pop(&attempt);
+            })
+            .await;
+            drop(writes);
+            let mut done: HashSet<AttemptId> = HashSet::new();
+            let mut failed = false;
+            for (attempt, result) in attempts.into_iter().zip(results.into_iter().flatten()) {
+                match result {
+                    Ok(seq) => {
+                        tracing::info!(attempt = %attempt, seq, "kept record written");
+                        done.insert(attempt);
+                    }
+                    Err(JournalError::Fenced) => {
+                        tracing::info!(attempt = %attempt, "kept record not needed: the attempt is already closed");
+                        done.insert(attempt);
+                    }
+                    Err(JournalError::Unsupported(what)) => {
+                        tracing::error!(attempt = %attempt, unsupported = what, "kept record cannot be written; the attempt is left to the reconciler");
+                        self.journal.release_lease(&attempt);
+                        done.insert(attempt);
+                    }
+                    Err(e) => {
+                        tracing::debug!(attempt = %attempt, error = %e, "the journal is still unavailable");
+                        failed = true;
+                    }
                 }
-                Err(JournalError::Unsupported(what)) => {
-                    tracing::error!(attempt = %attempt, unsupported = what, "kept record cannot be written; the attempt is left to the reconciler");
-                    self.pop(&attempt);
-                    self.journal.release_lease(&attempt);
-                }
-                Err(e) => {
-                    tracing::debug!(attempt = %attempt, error = %e, "the journal is still unavailable");
-                    return false;
-                }
+            }
+            self.queue().retain(|e| !done.contains(e.record.attempt()));
+            if failed {
+                return false;
             }
         }
     }
 
-    /// Removes the front entry if it is still `attempt`'s.
-    fn pop(&self, attempt: &AttemptId) {
-        let mut queue = self.queue();
-        if queue.front().is_some_and(|e| e.record.attempt() == attempt) {
-            queue.pop_front();
+    /// The journal's write of one kept record (it does nothing until polled).
+    fn write(&self, record: KeptRecord) -> Writing<'_> {
+        match record.settle {
+            Some(settle) => {
+                let (approval, claim, result) = *settle;
+                match &self.approvals {
+                    Some(store) => Box::pin(async move {
+                        store
+                            .settle_approval(&approval, &claim, &result, record.event)
+                            .await
+                    }),
+                    None => Box::pin(std::future::ready(Err(JournalError::Unsupported(
+                        "approvals",
+                    )))),
+                }
+            }
+            None => self.journal.append(record.event),
         }
     }
 
@@ -261,12 +318,13 @@ impl Drop for State {
     }
 }
 
-/// The retry task: writes the kept records, waiting longer after each failed try, until
-/// none is left or the executor is gone.
-async fn retry(state: Weak<State>) {
+/// The retry task: writes the kept records, waiting longer after each failed try (or until
+/// nudged), until none is left or the executor is gone.
+async fn retry(state: Weak<State>, nudge: Arc<tokio::sync::Notify>) {
     let mut wait = FIRST_RETRY;
     loop {
-        tokio::time::sleep(wait).await;
+        // Over when the wait is, or when a call nudges it.
+        let _ = tokio::time::timeout(wait, nudge.notified()).await;
         let Some(state) = state.upgrade() else {
             return;
         };

@@ -18,7 +18,7 @@ use super::cancel::CallGuard;
 use super::consent::Consented;
 use super::filter::Filtered;
 use super::filter::scrub_event;
-use super::kept::KeptRecord;
+use super::kept::{KeptRecord, KeptRecords};
 use super::resolve::Resolved;
 use super::validate::Validated;
 use super::vault::Unlocked;
@@ -378,7 +378,10 @@ pub(super) fn record<'a>(
     // beside them.
     async move {
         // Behind kept records, the journal's write is dropped unpolled: nothing is queued.
+        // This call's intent was written, so the journal may be back: the kept ones are
+        // tried now.
         let error = if behind {
+            inner.kept.nudge();
             None
         } else {
             match storing.await {
@@ -429,12 +432,21 @@ fn withheld(read: &ActionResult) -> ActionResult {
 }
 
 /// Records a refusal (exactly one audit record) and answers the agent.
+///
+/// A refusal because the journal could not be written (`journal_unavailable`) whose record
+/// the journal refuses too is kept and written when the journal is back
+/// ([`super::kept`]): its intent may have been committed without the executor learning it
+/// (the connection broke on the way back), and this record then closes that attempt as
+/// refused with nothing sent, instead of leaving it to the reconciler, whose check would
+/// find the effect of the call the agent made again and count a request never sent.
 pub(super) async fn refusal(
     journal: &dyn Journal,
     approvals: Option<&dyn ApprovalStore>,
+    kept: &KeptRecords,
     record: &CallRecord,
     refusal: Refusal,
 ) -> ActionResult {
+    let unrecorded = refusal.code == RefusalCode::JournalUnavailable && record.settle.is_none();
     let scrubber = &record.scrubber;
     let reason = scrubber.bounded(&refusal.reason, MAX_REASON);
     let action = scrubber.scrub(record.action()).into_owned();
@@ -464,6 +476,7 @@ pub(super) async fn refusal(
         event.drift_decision = Some(decision);
     }
     scrub_event(scrubber, &mut event);
+    let copy = unrecorded.then(|| Box::new(event.clone()));
     match record
         .hand_over(store(journal, approvals, record, None, event, &mut result))
         .await
@@ -474,6 +487,12 @@ pub(super) async fn refusal(
             tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed for a refusal");
             if let Some(drift) = &mut result.drift {
                 drift.receipt_id = None;
+            }
+            if let Some(event) = copy
+                && !matches!(e, JournalError::Fenced)
+            {
+                kept.keep(KeptRecord::append(*event));
+                record.kept();
             }
         }
     }
