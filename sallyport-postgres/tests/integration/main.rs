@@ -2,14 +2,17 @@
 //! binary: the journal, the journal conformance suite of `sallyport-testkit`, leases and
 //! fencing, several real executor processes on one database (this crate's `pg-executor`
 //! helper binary, built by its `test-helpers` feature), the server going away under an
-//! executor, and what errors and `Debug` show of a password. The server and a fresh database
+//! executor (and the records kept through it), a crash-stop of a server of the test's own
+//! mid-load, and what errors and `Debug` show of a password. The server and a fresh database
 //! per test come from `sallyport_tests::postgres`.
 //!
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
 
 mod journal;
 mod journal_conformance_postgres;
+mod journal_postgres_crash_stop;
 mod journal_postgres_outage;
+mod journal_postgres_outage_records;
 mod journal_postgres_processes;
 mod leases;
 mod secrets;
