@@ -103,6 +103,7 @@
 mod approvals;
 mod builder;
 mod cancel;
+mod kept;
 mod options;
 mod pipeline;
 mod resume;
@@ -218,6 +219,8 @@ pub(crate) struct Inner {
     pub(crate) calls: policy::CallCounting,
     /// Finds credential-shaped values the vault does not know in answers (stage 12).
     pub(crate) secret_scanner: Option<Arc<dyn crate::inspect::SecretScanner>>,
+    /// Calls' last records the journal could not take, written when it is back.
+    pub(crate) kept: kept::KeptRecords,
 }
 
 impl Inner {

@@ -66,6 +66,25 @@ pub(crate) async fn renew(shared: &Shared) -> Result<u64, JournalError> {
         .map_err(|e| JournalError::Write(Box::new(shared.redactor.postgres(&e))))
 }
 
+/// Ends this journal's lease on `attempt` (held at `epoch`) at once, if the attempt is still
+/// open; returns whether a row changed.
+pub(crate) async fn release(
+    shared: &Shared,
+    attempt: &str,
+    epoch: i64,
+) -> Result<bool, JournalError> {
+    let client = shared
+        .pool
+        .get()
+        .await
+        .map_err(|e| JournalError::Write(Box::new(shared.redactor.other(&e))))?;
+    let released = client
+        .execute(sql::RELEASE_LEASE, &[&attempt, &shared.owner, &epoch])
+        .await
+        .map_err(|e| JournalError::Write(Box::new(shared.redactor.postgres(&e))))?;
+    Ok(released > 0)
+}
+
 /// Takes over up to `limit` expired attempts for this journal.
 pub(crate) async fn claim_expired(
     shared: &Arc<Shared>,

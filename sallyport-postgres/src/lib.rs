@@ -28,6 +28,15 @@
 //!   [`PostgresJournal::claim_expired`] (a reconciler's first step) takes them over,
 //!   raising each one's fencing epoch: the old owner can no longer finish the attempt
 //!   ([`JournalError::Fenced`]), so a reclaimed attempt has exactly one outcome.
+//! * **Outages leave nothing stuck.** A call's record that cannot be written (the server
+//!   went away after the request left) keeps its attempt leased while the executor keeps
+//!   the record and writes it again once the server is back; a second close of an attempt
+//!   already closed (a commit whose answer was lost with the connection) is refused as
+//!   fenced, so an attempt never gets two records. When the executor gives the record up,
+//!   [`Journal::release_lease`] ends the lease at once, and the heartbeat stops renewing it.
+//!   A record nobody will write again (a cancelled call's, one whose caller stopped
+//!   waiting) has its attempt released as soon as its batch fails, and dispatch notes of a
+//!   failed batch go out with the next one.
 //! * **The approval store.** Parked calls, decisions, expiries, claims and settlements
 //!   ([`sallyport_core::approval`]) are rows every process sees; each change is a
 //!   compare-and-set on the row locked `FOR UPDATE`, committed in the same transaction as
@@ -235,6 +244,26 @@ impl Journal for PostgresJournal {
         if self.send(Write::Append(Box::new(event), None)).is_err() {
             tracing::error!("detached audit append dropped: the journal writer stopped");
         }
+    }
+
+    fn release_lease(&self, attempt: &AttemptId) {
+        // Not renewed from now on: the lease runs out by itself even if the server cannot
+        // be told now.
+        let Some(epoch) = self.shared.release(attempt.as_str()) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (shared, attempt) = (Arc::clone(&self.shared), attempt.clone());
+        runtime.spawn(async move {
+            match lease::release(&shared, attempt.as_str(), epoch).await {
+                Ok(_) => tracing::info!(attempt = %attempt, "lease released for the reconciler"),
+                Err(e) => {
+                    tracing::warn!(attempt = %attempt, error = %e, "lease release not written; the lease runs out by itself");
+                }
+            }
+        });
     }
 
     async fn verify(&self) -> Result<VerifyReport, JournalError> {

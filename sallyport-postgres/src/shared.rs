@@ -5,8 +5,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
-use sallyport_core::journal::HeadSigningKey;
 use sallyport_core::journal::batch::{ApprovalWrite, Write};
+use sallyport_core::journal::{AttemptId, HeadSigningKey};
 use tokio::sync::Notify;
 
 use crate::error::Redactor;
@@ -27,6 +27,9 @@ pub(crate) struct Shared {
     /// or claimed and has not closed: its appends are fenced by it, and its heartbeat
     /// renews exactly these leases.
     epochs: Mutex<HashMap<String, i64>>,
+    /// Dispatch notes of a batch that failed, for attempts this journal still holds: the
+    /// record writer's next batch writes them (attempt id → highest request number).
+    unnoted: Mutex<HashMap<String, u32>>,
     /// Attempts whose intent is queued for the intent writer and not yet answered.
     pending_intents: Mutex<HashSet<String>>,
     /// Woken whenever the intent writer answers intents.
@@ -66,6 +69,7 @@ impl Shared {
             redactor,
             target,
             epochs: Mutex::new(HashMap::new()),
+            unnoted: Mutex::new(HashMap::new()),
             pending_intents: Mutex::new(HashSet::new()),
             intents_answered: Notify::new(),
             head: Mutex::new(HeadCache::default()),
@@ -207,5 +211,44 @@ impl Shared {
     /// The attempts this journal holds leases on.
     pub(crate) fn in_flight(&self) -> Vec<String> {
         self.epochs().keys().cloned().collect()
+    }
+
+    /// Gives up the attempt: no longer held, renewed or fenced by this journal, its
+    /// dispatch notes not written again. The epoch it was held at, if it was.
+    pub(crate) fn release(&self, attempt: &str) -> Option<i64> {
+        self.unnoted().remove(attempt);
+        self.epochs().remove(attempt)
+    }
+
+    /// The failed-notes map; each change is one insert or a drain, so a poisoned lock is
+    /// taken over.
+    fn unnoted(&self) -> MutexGuard<'_, HashMap<String, u32>> {
+        self.unnoted.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps the note that request `n` of `attempt` left, from a batch that failed, to be
+    /// written by the next one (only while the attempt is held: a note for an attempt given
+    /// up or closed says nothing its record or a reconciler does not).
+    pub(crate) fn keep_unnoted(&self, attempt: &str, n: u32) {
+        if !self.epochs().contains_key(attempt) {
+            return;
+        }
+        let mut unnoted = self.unnoted();
+        let noted = unnoted.entry(attempt.to_owned()).or_insert(0);
+        *noted = (*noted).max(n);
+    }
+
+    /// The kept dispatch notes of attempts still held, as writes for the next batch.
+    pub(crate) fn take_unnoted(&self) -> Vec<Write> {
+        let unnoted = std::mem::take(&mut *self.unnoted());
+        if unnoted.is_empty() {
+            return Vec::new();
+        }
+        let held = self.epochs();
+        unnoted
+            .into_iter()
+            .filter(|(attempt, _)| held.contains_key(attempt))
+            .map(|(attempt, n)| Write::Dispatch(AttemptId::from_stored(attempt), n))
+            .collect()
     }
 }

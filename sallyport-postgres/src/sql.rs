@@ -27,11 +27,13 @@ SET phase = CASE WHEN phase = 'intent_written' THEN 'dispatched' ELSE phase END,
 WHERE attempt_id = $1 AND status IS NULL AND ($4::BIGINT IS NULL OR epoch = $4)";
 
 /// Closes an attempt with its outcome; with an epoch `$6`, only while it is still that
-/// epoch (a row taken over since returns nothing: the append is fenced).
+/// epoch and still open (a row taken over since returns nothing: the append is fenced; so
+/// does a row already closed, by a batch whose commit was not confirmed before the
+/// connection broke, which the executor writes again: one attempt never gets two records).
 pub(crate) const CLOSE_ATTEMPT: &str = "
 UPDATE sallyport_attempts
 SET phase = $2, status = $3, dispatches = greatest(dispatches, $4), updated_at = $5
-WHERE attempt_id = $1 AND ($6::BIGINT IS NULL OR epoch = $6)
+WHERE attempt_id = $1 AND ($6::BIGINT IS NULL OR (epoch = $6 AND status IS NULL))
 RETURNING epoch";
 
 /// Closes an attempt for the reconciler, whoever holds it, only while no record closes it:
@@ -51,13 +53,13 @@ pub(crate) const LOCK_HEAD: &str =
     "SELECT seq, hash FROM sallyport_chain_head WHERE id = 1 FOR UPDATE";
 
 /// [`CLOSE_ATTEMPT`] for a batch sent in one flight, whose record is already on its way:
-/// a close fenced since (no row at epoch `$6`) fails with `22012` (division by zero),
+/// a close fenced since (no open row at epoch `$6`) fails with `22012` (division by zero),
 /// which aborts the transaction, so the record is never committed.
 pub(crate) const CLOSE_ATTEMPT_OR_ABORT: &str = "
 WITH closed AS (
     UPDATE sallyport_attempts
     SET phase = $2, status = $3, dispatches = greatest(dispatches, $4), updated_at = $5
-    WHERE attempt_id = $1 AND epoch = $6
+    WHERE attempt_id = $1 AND epoch = $6 AND status IS NULL
     RETURNING 1
 )
 SELECT 1 / count(*) FROM closed";
@@ -125,6 +127,13 @@ WHERE attempt_id IN (
     WHERE owner = $1 AND status IS NULL AND attempt_id = ANY($3)
     FOR UPDATE SKIP LOCKED
 ) AND owner = $1";
+
+/// Ends the lease of attempt `$1`, held by owner `$2` at epoch `$3`, at once, if it is still
+/// open: its owner gave it up (its last record could not be written), so a reconciler may
+/// take it over now instead of when the lease would have run out.
+pub(crate) const RELEASE_LEASE: &str = "
+UPDATE sallyport_attempts SET lease_until = least(lease_until, now())
+WHERE attempt_id = $1 AND owner = $2 AND epoch = $3 AND status IS NULL";
 
 /// Takes over up to `$3` unresolved attempts whose lease expired: the new owner `$1`, a new
 /// lease of `$2` ms, the epoch raised. The outer conditions are checked again on the row

@@ -63,6 +63,14 @@ pub struct ActionResult {
     /// Absent when nothing was found.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<crate::finding::Finding>,
+    /// The call's audit record is not written yet: the request left and `status` is what
+    /// the upstream answered, but the journal could not be written when the answer came.
+    /// The executor keeps the record and writes it when the journal is back (or leaves the
+    /// attempt to the reconciler, which settles it through the action's read-only check),
+    /// so there is no `receipt_id` yet. Do not make the call again. Serialized only when
+    /// true (`"record_pending": true`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub record_pending: bool,
 }
 
 impl ActionResult {
@@ -84,6 +92,7 @@ impl ActionResult {
             receipt_id: None,
             approval_id: None,
             findings: Vec::new(),
+            record_pending: false,
         }
     }
 
@@ -107,6 +116,11 @@ impl ActionResult {
         }
         if let Some(reason) = &self.reason {
             out.push_str(&format!(" — {reason}"));
+        }
+        if self.record_pending {
+            out.push_str(
+                " (audit record pending: the journal was unavailable; do not repeat the call)",
+            );
         }
         out
     }
@@ -278,6 +292,26 @@ mod tests {
         );
         let back: ActionResult = serde_json::from_str(&shown).expect("parses back");
         assert_eq!(back, pending);
+    }
+
+    #[test]
+    fn record_pending_is_in_the_json_only_when_true_and_read_back() {
+        let done = result(json!({"status": "completed", "action": "create_invoice"}));
+        assert!(!done.record_pending);
+        assert!(!done.to_json().contains("record_pending"));
+        let mut pending = done;
+        pending.receipt_id = None;
+        pending.record_pending = true;
+        assert_eq!(
+            pending.to_json(),
+            "{\"status\":\"completed\",\"action\":\"create_invoice\",\"attempt_id\":\"att_1\",\"record_pending\":true}"
+        );
+        let back: ActionResult = serde_json::from_str(&pending.to_json()).expect("parses back");
+        assert_eq!(back, pending);
+        assert_eq!(
+            pending.headline(),
+            "create_invoice: completed (audit record pending: the journal was unavailable; do not repeat the call)"
+        );
     }
 
     #[test]

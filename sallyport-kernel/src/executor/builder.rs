@@ -86,6 +86,7 @@ pub struct ExecutorBuilder {
     /// How many recent calls of the session a policy sees.
     recent_calls: usize,
     secret_scanner: Option<Arc<dyn crate::inspect::SecretScanner>>,
+    kept_records_for: Duration,
 }
 
 /// Where the policy's call counts are kept.
@@ -127,6 +128,7 @@ impl ExecutorBuilder {
             call_counts: CallCounts::Journal,
             recent_calls: super::policy::DEFAULT_RECENT,
             secret_scanner: crate::inspect::default_scanner(),
+            kept_records_for: super::kept::DEFAULT_KEEP_FOR,
         }
     }
 
@@ -212,6 +214,16 @@ impl ExecutorBuilder {
     /// The payload drift mode (default `strict`).
     pub fn drift_mode(mut self, mode: DriftMode) -> Self {
         self.drift_mode = mode;
+        self
+    }
+
+    /// How long the executor keeps a call's last record that the journal could not take
+    /// after the call's request left (an outage), writing it again as soon as the journal
+    /// is back (default 5 minutes). Past it the record is given up and its attempt released
+    /// ([`Journal::release_lease`]) for [`Executor::reconcile`] to settle through the
+    /// action's read-only check. See [`Executor::kept_records`].
+    pub fn kept_records_for(mut self, keep_for: Duration) -> Self {
+        self.kept_records_for = keep_for;
         self
     }
 
@@ -438,6 +450,11 @@ impl ExecutorBuilder {
                 });
             }
         }
+        let kept = super::kept::KeptRecords::new(
+            Arc::clone(&journal),
+            self.approval_store.clone(),
+            self.kept_records_for,
+        );
         let inner = Arc::new(Inner {
             catalog: self.catalog,
             channels: self.channels,
@@ -464,6 +481,7 @@ impl ExecutorBuilder {
                 self.recent_calls,
             ),
             secret_scanner: self.secret_scanner,
+            kept,
         });
         if let Some(channel) = approvals_channel {
             channel.attach(Arc::new(super::approvals::Host::new(&inner)));

@@ -71,6 +71,7 @@ pub(super) async fn refuse(inner: &Inner, guard: &CallGuard, refusal: Refusal) -
     record::refusal(
         inner.journal.as_ref(),
         inner.approval_store.as_deref(),
+        &inner.kept,
         guard.record(),
         refusal,
     )

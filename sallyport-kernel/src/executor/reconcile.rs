@@ -268,7 +268,7 @@ impl Executor {
             consent: None,
             divergences: Vec::new(),
             drift_decision: None,
-            dispatches: attempt.dispatches,
+            dispatches: dispatches_found(outcome, attempt.dispatches),
             upstream_status: None,
             approval: approval
                 .map(|a| ApprovalNote::new(a.approval_id.clone(), ApprovalStep::Resumed)),
@@ -341,6 +341,17 @@ fn owner_gone(
     };
     let age = clock::now_utc() - created;
     age >= min_age
+}
+
+/// The request count the settling record carries: the attempt row's, or, when the check
+/// found the effect, at least the one request that made it. The row's count comes from
+/// dispatch notes, which may not have reached the journal (an outage while the request
+/// left), and a found effect is proof a request was sent.
+fn dispatches_found(outcome: Option<ReconcileOutcome>, noted: u32) -> u32 {
+    match outcome {
+        Some(ReconcileOutcome::Completed) => noted.max(1),
+        _ => noted,
+    }
 }
 
 /// What the check's answer proves: the effect (`Completed`), its absence (`Rejected`), or
@@ -419,6 +430,14 @@ mod tests {
             2_001,
             Duration::from_secs(3600)
         ));
+    }
+
+    #[test]
+    fn a_found_effect_counts_at_least_the_request_that_made_it() {
+        assert_eq!(dispatches_found(Some(ReconcileOutcome::Completed), 0), 1);
+        assert_eq!(dispatches_found(Some(ReconcileOutcome::Completed), 2), 2);
+        assert_eq!(dispatches_found(Some(ReconcileOutcome::Rejected), 0), 0);
+        assert_eq!(dispatches_found(Some(ReconcileOutcome::Rejected), 1), 1);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use super::cancel::CallGuard;
 use super::consent::Consented;
 use super::filter::Filtered;
 use super::filter::scrub_event;
+use super::kept::{KeptRecord, KeptRecords};
 use super::resolve::Resolved;
 use super::validate::Validated;
 use super::vault::Unlocked;
@@ -85,6 +86,12 @@ impl CallRecord {
             write,
             handed_over: &self.handed_over,
         }
+    }
+
+    /// The call's last record is kept by the executor to be written when the journal is
+    /// back ([`super::kept`]): the guard records nothing more.
+    fn kept(&self) {
+        self.handed_over.store(true, Ordering::Relaxed);
     }
 
     /// Whether the call's last record has been handed to the journal.
@@ -334,6 +341,11 @@ fn parked_event(record: &CallRecord, result: &ActionResult, approval: &Approval)
 /// Appends the finished call's record and returns the answer with its receipt id. An observe
 /// call's attempt is written here, with the record, in one transaction.
 ///
+/// A state-changing call's record that the journal cannot take (its request left; the
+/// journal went away) is kept and written when the journal is back ([`super::kept`]); the
+/// answer then says `record_pending`, with no receipt. While records are kept, a new one
+/// goes behind them, so they are written in the order they were made.
+///
 /// The event and the journal's future for its write are made before the returned future is
 /// first polled (the journal's does nothing until then): the returned future holds only
 /// the answer and a pointer to the write, not the stage values, the event or the intent.
@@ -359,6 +371,10 @@ pub(super) fn record<'a>(
     // when it is not written yet), so the future does not carry them while it waits.
     let durable = intended.intent().durable;
     let intent = (!intended.written()).then(|| intended.into_intent());
+    // A state-changing call's record is kept if the journal cannot take it: a copy, boxed
+    // so the future stays small. Behind records already kept it is not written now.
+    let copy = durable.then(|| Box::new(event.clone()));
+    let behind = durable && !inner.kept.is_empty();
     // The event and the intent move straight into the journal's (boxed) future.
     let storing = record.hand_over(store(
         inner.journal.as_ref(),
@@ -371,19 +387,43 @@ pub(super) fn record<'a>(
     // A block, not an `async fn`: its captures are used in place, not copied into locals
     // beside them.
     async move {
-        match storing.await {
-            Ok(_) => {
-                inner.journal_unwritable.store(false, Ordering::SeqCst);
-            }
-            Err(e) => {
-                result.receipt_id = None;
-                inner.journal_unwritable.store(true, Ordering::SeqCst);
-                tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed after dispatch");
-                if !durable {
-                    // No unaudited data reaches the agent. A read changed nothing upstream.
-                    result = withheld(&result);
+        // Behind kept records, the journal's write is dropped unpolled: nothing is queued.
+        // This call's intent was written, so the journal may be back: the kept ones are
+        // tried now.
+        let error = if behind {
+            inner.kept.nudge();
+            None
+        } else {
+            match storing.await {
+                Ok(_) => {
+                    inner.journal_unwritable.store(false, Ordering::SeqCst);
+                    return result;
+                }
+                Err(e) => {
+                    inner.journal_unwritable.store(true, Ordering::SeqCst);
+                    tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed after dispatch");
+                    Some(e)
                 }
             }
+        };
+        match copy {
+            // Fenced: another executor closed the attempt (a reconciler took it over), and
+            // this record must not enter the chain.
+            Some(event) if !matches!(error, Some(JournalError::Fenced)) => {
+                let kept = match &record.settle {
+                    Some((id, claim)) => {
+                        KeptRecord::settle(*event, id.clone(), claim.clone(), result.clone())
+                    }
+                    None => KeptRecord::append(*event),
+                };
+                inner.kept.keep(kept);
+                record.kept();
+                result.receipt_id = None;
+                result.record_pending = true;
+            }
+            Some(_) => result.receipt_id = None,
+            // No unaudited data reaches the agent. A read changed nothing upstream.
+            None => result = withheld(&result),
         }
         result
     }
@@ -402,12 +442,21 @@ fn withheld(read: &ActionResult) -> ActionResult {
 }
 
 /// Records a refusal (exactly one audit record) and answers the agent.
+///
+/// A refusal because the journal could not be written (`journal_unavailable`) whose record
+/// the journal refuses too is kept and written when the journal is back
+/// ([`super::kept`]): its intent may have been committed without the executor learning it
+/// (the connection broke on the way back), and this record then closes that attempt as
+/// refused with nothing sent, instead of leaving it to the reconciler, whose check would
+/// find the effect of the call the agent made again and count a request never sent.
 pub(super) async fn refusal(
     journal: &dyn Journal,
     approvals: Option<&dyn ApprovalStore>,
+    kept: &KeptRecords,
     record: &CallRecord,
     refusal: Refusal,
 ) -> ActionResult {
+    let unrecorded = refusal.code == RefusalCode::JournalUnavailable && record.settle.is_none();
     let scrubber = &record.scrubber;
     let reason = scrubber.bounded(&refusal.reason, MAX_REASON);
     let action = scrubber.scrub(record.action()).into_owned();
@@ -437,6 +486,7 @@ pub(super) async fn refusal(
         event.drift_decision = Some(decision);
     }
     scrub_event(scrubber, &mut event);
+    let copy = unrecorded.then(|| Box::new(event.clone()));
     match record
         .hand_over(store(journal, approvals, record, None, event, &mut result))
         .await
@@ -447,6 +497,12 @@ pub(super) async fn refusal(
             tracing::error!(attempt = %record.attempt_id, error = %e, "audit append failed for a refusal");
             if let Some(drift) = &mut result.drift {
                 drift.receipt_id = None;
+            }
+            if let Some(event) = copy
+                && !matches!(e, JournalError::Fenced)
+            {
+                kept.keep(KeptRecord::append(*event));
+                record.kept();
             }
         }
     }

@@ -467,10 +467,27 @@ pub trait Journal: Send + Sync + 'static {
 
     /// Appends the audit event and closes the attempt.
     ///
+    /// After an error, an attempt this journal holds a lease on stays leased to it: the
+    /// caller may append the record again (the executor keeps a call's last record and does,
+    /// see [`ActionResult::record_pending`](crate::outcome::ActionResult::record_pending)),
+    /// or give the attempt up with [`Journal::release_lease`]. A backend that cannot tell
+    /// whether a failed write was committed refuses the second close of an attempt it holds
+    /// ([`JournalError::Fenced`]) rather than appending a second record for it.
+    ///
     /// # Errors
     ///
     /// When the record cannot be written.
     async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError>;
+
+    /// Gives up this journal's lease on `attempt`, whose last record it could not write and
+    /// will not try again: the attempt is no longer renewed, and where the backend can still
+    /// reach its store the lease is ended at once, so a reconciler may settle the attempt
+    /// (through the action's read-only check) without waiting for the lease to run out. Not
+    /// awaited. The default does nothing: a journal without leases (the SQLite and memory
+    /// journals) leaves an unresolved attempt to the reconciler's age rule.
+    fn release_lease(&self, attempt: &AttemptId) {
+        let _ = attempt;
+    }
 
     /// Writes the attempt row of `intent`, already closed with `event`'s phase, status and
     /// dispatch count, and appends `event`, in one transaction: after an error neither is

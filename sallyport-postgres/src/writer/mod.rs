@@ -74,6 +74,15 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<Mutex<mpsc::UnboundedRec
             }
             ops
         };
+        // The record writer's batch also carries the dispatch notes a failed batch left
+        // (the intent writers' batches hold intents only).
+        let ops = if matches!(ops.first(), Some(Write::Intent(..))) {
+            ops
+        } else {
+            let mut with_notes = shared.take_unnoted();
+            with_notes.extend(ops);
+            with_notes
+        };
         shared.after_their_intents(&ops).await;
         let outcome = write_batch(&shared, &ops).await;
         ops::answer(&shared, ops, outcome);

@@ -34,6 +34,14 @@ pub(crate) enum Done {
 
 /// Sends each write its outcome once the batch is committed (or failed), and keeps the
 /// epochs of attempts this journal now holds.
+///
+/// A failed batch leaves nothing stuck. A record its caller waits for keeps its attempt
+/// held: the caller (the executor keeps the record) writes it again or gives the attempt
+/// up ([`sallyport_core::journal::Journal::release_lease`]). A detached record (a cancelled
+/// call's), one whose caller stopped waiting, and a reconciler's close have nobody to write
+/// them again, so their attempt is released at once: the heartbeat
+/// stops renewing it and a reconciler settles it when its lease runs out. A dispatch note is
+/// kept for the next batch while its attempt is held.
 pub(super) fn answer(shared: &Shared, ops: Vec<Write>, outcome: Result<Vec<Done>, PostgresError>) {
     let intents: Vec<String> = ops
         .iter()
@@ -47,6 +55,18 @@ pub(super) fn answer(shared: &Shared, ops: Vec<Write>, outcome: Result<Vec<Done>
         Err(e) => {
             shared.intents_answered(intents.iter().map(String::as_str));
             for op in ops {
+                match &op {
+                    // Nobody will write these again: a detached record, one whose caller
+                    // stopped waiting, a reconciler's close (it runs again and claims anew).
+                    Write::Append(event, None) | Write::SettleUnresolved(_, event, _) => {
+                        shared.release(event.attempt_id.as_str());
+                    }
+                    Write::Append(event, Some(reply)) if reply.is_closed() => {
+                        shared.release(event.attempt_id.as_str());
+                    }
+                    Write::Dispatch(attempt, n) => shared.keep_unnoted(attempt.as_str(), *n),
+                    _ => {}
+                }
                 op.fail(&|| JournalError::Write(Box::new(e.clone())), &e);
             }
             return;

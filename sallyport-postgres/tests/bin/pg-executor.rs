@@ -1,17 +1,26 @@
 //! One executor process on a PostgreSQL journal, for the tests that run several against one
 //! database and one HTTP upstream (`CARGO_BIN_EXE_pg-executor`).
 //!
-//! `pg-executor JOURNAL_URL UPSTREAM_URL CALLS IN_FLIGHT START_AT_MS [LEASE_MS]` waits until
+//! `pg-executor JOURNAL_URL UPSTREAM_URL CALLS IN_FLIGHT START_AT_MS [LEASE_MS [report]]` waits until
 //! the Unix time `START_AT_MS` (so processes spawned one after another start together),
 //! connects (with attempt leases of `LEASE_MS`, default the journal's), and makes `CALLS`
 //! state-changing calls (`IN_FLIGHT` at a time) through a real executor with the HTTP
 //! channel, a bearer credential and approving consent.
 //!
-//! Exit codes: 0 every call completed; 2 bad arguments or setup; 3 the journal did not
-//! connect (the error is printed); 4 a call did not complete (its result is printed).
+//! With a seventh argument `report` it goes on whatever a call answers (the journal's server
+//! may go away mid-run): a call refused unsent with `journal_unavailable` is made again
+//! 100 ms later, as an agent would, until it gets another answer. It prints each call's
+//! last answer as one JSON line on stdout, and before it exits waits (up to 60 s) until the
+//! records it kept through an outage are written, printing
+//! `{"kept_at_exit": N, "refused_unsent": M}` last (M: the refused tries).
+//!
+//! Exit codes: 0 every call completed (or, with `report`, every call answered); 2 bad
+//! arguments or setup; 3 the journal did not connect (the error is printed); 4 a call did
+//! not complete (its result is printed).
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sallyport_core::consent::{ConsentDecision, FnConsent};
@@ -61,7 +70,7 @@ fn main() -> ExitCode {
     else {
         return fail(
             2,
-            "usage: pg-executor JOURNAL_URL UPSTREAM_URL CALLS IN_FLIGHT START_AT_MS [LEASE_MS]",
+            "usage: pg-executor JOURNAL_URL UPSTREAM_URL CALLS IN_FLIGHT START_AT_MS [LEASE_MS [report]]",
         );
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -74,6 +83,7 @@ fn main() -> ExitCode {
     runtime.block_on(async {
         let mut builder = PostgresJournal::builder(journal_url)
             .owner(format!("pg-executor-{}", std::process::id()));
+        let report = args.get(6).is_some_and(|a| a == "report");
         match args.get(5).map(|ms| ms.parse::<u64>()) {
             Some(Ok(ms)) => builder = builder.lease(Duration::from_millis(ms)),
             Some(Err(_)) => return fail(2, "LEASE_MS is not a number"),
@@ -111,15 +121,25 @@ fn main() -> ExitCode {
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(now_ms))).await;
 
-        let session = Session::new(format!("pg-executor-{}", std::process::id()));
+        let pid = std::process::id();
+        let refused = AtomicU64::new(0);
+        let session = Session::new(format!("pg-executor-{pid}"));
         let lanes = (0..in_flight.max(1)).map(|lane| {
-            let (executor, session) = (&executor, &session);
+            let (executor, session, refused) = (&executor, &session, &refused);
             async move {
                 for i in (lane..calls).step_by(in_flight.max(1)) {
                     let args =
-                        json!({"project_id": format!("proj_{i}"), "build_id": format!("b{i}")});
-                    let result = executor.call("create_deployment", args, session).await;
-                    if result.status != Status::Completed {
+                        json!({"project_id": format!("proj_{i}"), "build_id": format!("b{i}-p{pid}")});
+                    let mut result = executor.call("create_deployment", args.clone(), session).await;
+                    while report && result.code_str() == Some("journal_unavailable") {
+                        // Nothing was sent: try again a little later, as an agent would.
+                        refused.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        result = executor.call("create_deployment", args.clone(), session).await;
+                    }
+                    if report {
+                        println!("{}", result.to_json());
+                    } else if result.status != Status::Completed {
                         return Err(format!("call {i} did not complete: {}", result.to_json()));
                     }
                 }
@@ -130,6 +150,17 @@ fn main() -> ExitCode {
             if let Err(e) = outcome {
                 return fail(4, &e);
             }
+        }
+        if report {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            while executor.kept_records() > 0 && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            println!(
+                "{{\"kept_at_exit\": {}, \"refused_unsent\": {}}}",
+                executor.kept_records(),
+                refused.load(Ordering::Relaxed)
+            );
         }
         ExitCode::SUCCESS
     })

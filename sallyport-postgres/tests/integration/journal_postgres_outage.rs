@@ -40,21 +40,22 @@ struct Created {
 
 /// Where the real server listens.
 #[derive(Clone)]
-enum Target {
+pub(crate) enum Target {
     Unix(std::path::PathBuf),
     Tcp(String),
 }
 
 /// A TCP relay to the server that can be cut and restored.
-struct Relay {
-    port: u16,
+pub(crate) struct Relay {
+    /// The port the relay listens on.
+    pub(crate) port: u16,
     up: Arc<AtomicBool>,
     links: Arc<Mutex<Vec<JoinHandle<()>>>>,
     _accept: JoinHandle<()>,
 }
 
 impl Relay {
-    async fn start(target: Target) -> Self {
+    pub(crate) async fn start(target: Target) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let up = Arc::new(AtomicBool::new(true));
@@ -99,7 +100,7 @@ impl Relay {
     }
 
     /// Drops every connection and refuses new ones.
-    fn cut(&self) {
+    pub(crate) fn cut(&self) {
         self.up.store(false, Ordering::SeqCst);
         for link in self
             .links
@@ -111,13 +112,13 @@ impl Relay {
         }
     }
 
-    fn restore(&self) {
+    pub(crate) fn restore(&self) {
         self.up.store(true, Ordering::SeqCst);
     }
 }
 
 /// The test database's server, and a connection string for it through `port`.
-fn through_relay(db: &TestDb, port: u16) -> (Target, String) {
+pub(crate) fn through_relay(db: &TestDb, port: u16) -> (Target, String) {
     let config: tokio_postgres::Config = db.url.parse().expect("test url parses");
     let target_port = config.get_ports().first().copied().unwrap_or(5432);
     let target = match config.get_hosts().first() {

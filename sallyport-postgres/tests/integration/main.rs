@@ -2,7 +2,8 @@
 //! binary: the journal, the journal conformance suite of `sallyport-testkit`, leases and
 //! fencing, several real executor processes on one database (this crate's `pg-executor`
 //! helper binary, built by its `test-helpers` feature), the server going away under an
-//! executor, and what errors and `Debug` show of a password; and the policy's call counts
+//! executor (and the records kept through it), a crash-stop of a server of the test's own
+//! mid-load, and what errors and `Debug` show of a password; and the policy's call counts
 //! shared by the fleet (processes racing for a limit with the `limits-executor` helper, on
 //! PostgreSQL and on a SQLite file; a policy reading the session's recent calls). The server and a fresh database
 //! per test come from `sallyport_tests::postgres`.
@@ -11,7 +12,9 @@
 
 mod journal;
 mod journal_conformance_postgres;
+mod journal_postgres_crash_stop;
 mod journal_postgres_outage;
+mod journal_postgres_outage_records;
 mod journal_postgres_processes;
 mod leases;
 mod limits_processes;
