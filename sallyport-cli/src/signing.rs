@@ -79,7 +79,7 @@ pub(crate) fn public_key(given: &str) -> Result<String, Failure> {
 fn decisions(approval: &Approval) -> Vec<&ApprovalDecision> {
     let mut all: Vec<&ApprovalDecision> = approval.approvals.iter().collect();
     if let Some(last) = &approval.decision
-        && !all.iter().any(|d| *d == last)
+        && !all.contains(&last)
     {
         all.push(last);
     }

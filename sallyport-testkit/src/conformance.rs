@@ -983,7 +983,8 @@ pub async fn concurrent_quorum_approvals_count_each_approver_once(journal: Arc<d
         .filter(|r| r.event.phase == Phase::Decided)
         .filter_map(|r| r.event.approval)
         .collect();
-    let steps: Vec<(ApprovalStep, Option<u32>, Option<u32>, Option<String>)> = notes
+    type Step = (ApprovalStep, Option<u32>, Option<u32>, Option<String>);
+    let steps: Vec<Step> = notes
         .into_iter()
         .map(|n| (n.step, n.approvals, n.required, n.by))
         .collect();

@@ -118,7 +118,7 @@ fn store_step(
     c: &mut Criterion,
     rt: &tokio::runtime::Runtime,
     name: &str,
-    store: Arc<dyn CallStore>,
+    store: &Arc<dyn CallStore>,
 ) {
     let after_decision = Arc::new(AtomicU64::new(0));
     let steps = Arc::new(AtomicU64::new(0));
@@ -127,7 +127,7 @@ fn store_step(
         b.to_async(rt).iter(|| {
             let i = n.fetch_add(1, Ordering::Relaxed);
             let (store, after_decision, steps) = (
-                Arc::clone(&store),
+                Arc::clone(store),
                 Arc::clone(&after_decision),
                 Arc::clone(&steps),
             );
@@ -185,7 +185,7 @@ fn benches(c: &mut Criterion) {
     let store = Arc::clone(&sqlite)
         .call_store()
         .expect("the SQLite journal offers a store");
-    store_step(c, &rt, "sqlite", store);
+    store_step(c, &rt, "sqlite", &store);
 
     let postgres = rt.block_on(async {
         let url = sallyport_tests::postgres::admin_url();
@@ -210,7 +210,7 @@ fn benches(c: &mut Criterion) {
             let store = Arc::clone(&journal)
                 .call_store()
                 .expect("the PostgreSQL journal offers a store");
-            store_step(c, &rt, "postgres", store);
+            store_step(c, &rt, "postgres", &store);
         }
         None => eprintln!("no PostgreSQL server: the postgres cases are skipped"),
     }

@@ -131,7 +131,7 @@ async fn a_rotating_refresh_token_is_never_presented_twice_by_one_process() {
     assert_eq!(api.without_token(), 0);
     // Every refresh rotated the refresh token, and the vault holds the current one.
     let grant = rig.grant().await;
-    assert!(grant.version() >= 1 + refreshes as u64, "{grant:?}");
+    assert!(grant.version() > refreshes as u64, "{grant:?}");
     let r = rig.call("get_item", json!({"item_id": "who"})).await;
     assert_eq!(r.data.as_ref().map(|d| d["id"].clone()), Some(json!("bob")));
 }

@@ -237,7 +237,7 @@ impl CallLog {
         action: &str,
         now: Instant,
         purpose: Purpose<'_>,
-        decide: impl FnOnce(CallCounts) -> PolicyDecision,
+        decide: impl FnOnce(CallCounts) -> PolicyDecision + Send,
     ) -> PolicyDecision {
         let query = purpose.apply(CallQuery::new(
             session,
@@ -345,7 +345,7 @@ pub(super) async fn check(
     {
         counting.local.note(&query, attempt, Instant::now());
     }
-    conclude(policy, decision, scrubber)
+    conclude(policy, &decision, scrubber)
 }
 
 /// [`check`] without waiting: decided with this process's counts (for preflight, and for
@@ -373,7 +373,7 @@ pub(super) fn check_now(
             policy.decide(&request)
         },
     );
-    conclude(policy, decision, scrubber)
+    conclude(policy, &decision, scrubber)
 }
 
 /// Writes how a call the policy let through ended, where it was counted. A shared store
@@ -398,10 +398,10 @@ pub(super) async fn settle(
 /// The policy's decision as the call goes on with it, or the refusal.
 fn conclude(
     policy: &dyn Policy,
-    decision: PolicyDecision,
+    decision: &PolicyDecision,
     scrubber: &Scrubber,
 ) -> Result<PolicyCheck, Refusal> {
-    let mut note = PolicyNote::new(policy.name(), &decision);
+    let mut note = PolicyNote::new(policy.name(), decision);
     note.reason = note.reason.map(|r| scrubber.bounded(&r, MAX_REASON));
     match decision.verdict {
         PolicyVerdict::Deny => {

@@ -93,7 +93,7 @@ fn main() -> ExitCode {
         .build()
         .expect("runtime");
     if args.first().map(String::as_str) == Some("cli") {
-        return cli(&runtime, options, postgres, &args[1..]);
+        return cli(&runtime, &options, postgres, &args[1..]);
     }
     runtime.block_on(run(options, postgres, by, args))
 }
@@ -102,7 +102,7 @@ fn main() -> ExitCode {
 /// makes its own), on an executor built inside it.
 fn cli(
     runtime: &tokio::runtime::Runtime,
-    options: HostOptions,
+    options: &HostOptions,
     postgres: bool,
     args: &[String],
 ) -> ExitCode {
@@ -110,7 +110,7 @@ fn cli(
         eprintln!("cli takes START_AT_MS and the command line");
         return ExitCode::from(2);
     };
-    let Some(executor) = runtime.block_on(build(&options, postgres)) else {
+    let Some(executor) = runtime.block_on(build(options, postgres)) else {
         return ExitCode::from(4);
     };
     std::thread::sleep(Duration::from_millis(start_at.saturating_sub(now_ms())));
