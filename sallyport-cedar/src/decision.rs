@@ -50,7 +50,7 @@ action decide appliesTo {
 };
 "#;
 
-/// A Cedar decision policy (see the [module](self) docs): who may decide which approvals.
+/// A Cedar decision policy: who may decide which approvals.
 /// Hand it to `ExecutorBuilder::decision_policy`.
 pub struct CedarDecisionPolicy {
     name: String,
