@@ -210,7 +210,7 @@ static GITLEAKS: LazyLock<Arc<SecretRules>> = LazyLock::new(|| {
 });
 
 impl SecretRules {
-    /// Gitleaks v8.30.1's default rules (see the [crate](crate) docs), compiled once per
+    /// Gitleaks v8.30.1's default rules (see the [crate docs](crate)), compiled once per
     /// process.
     pub fn gitleaks() -> Arc<Self> {
         Arc::clone(&GITLEAKS)
