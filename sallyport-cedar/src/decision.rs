@@ -263,7 +263,7 @@ mod tests {
             "externality": "external",
             "rule": "per_call",
             "session": sallyport_core::Session::new("s1").requested_by("rita"),
-            "objects": [{"kind": "project", "value": "web"}],
+            "objects": [{"kind": "project", "field": "project_id", "value": "web"}],
             "request": "POST http://127.0.0.1:9/x",
             "fingerprint": "f".repeat(64),
             "definition_hash": "d".repeat(64),
