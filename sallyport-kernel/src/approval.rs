@@ -39,6 +39,7 @@
 //! ```
 
 mod authority;
+pub(crate) mod events;
 pub(crate) mod check;
 
 use std::time::Duration;
@@ -201,7 +202,7 @@ pub async fn decide_under(
 ) -> Result<Decided, ApprovalError> {
     // With the `otel` feature, the decision is a span event (see `crate::telemetry`).
     let decide = decide_once(journal, policy, id, verdict, decider, reason);
-    crate::executor::spans::decision(id, verdict, decider, decide).await
+    events::decision(id, verdict, decider, decide).await
 }
 
 async fn decide_once(
@@ -378,7 +379,7 @@ pub async fn expire(
         .expire_approval(&approval.approval_id, now_ms, event)
         .await?;
     if matches!(expired, Transition::Applied(_)) {
-        crate::executor::spans::expired(&approval.approval_id);
+        events::expired(&approval.approval_id);
     }
     Ok(expired)
 }

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use crate::approval::{Approval, ApprovalError, ApprovalId, Decided, Decider, Verdict};
+use crate::approval::{Approval, ApprovalId};
 use crate::channel::DispatchContext;
 use crate::code::ConsentOutcome;
 use crate::executor::{CallOptions, Inner};
@@ -83,7 +83,7 @@ where
             let result = run.await;
             if let Some(result) = &result {
                 if result.code_str() == Some(crate::code::RefusalCode::ApprovalExpired.as_str()) {
-                    enabled::event_expired(&id);
+                    crate::approval::events::expired(&id);
                 }
                 enabled::finish(&recorded, result);
             }
@@ -114,51 +114,6 @@ pub(crate) fn resumed_in_call(id: &ApprovalId, executor: &str) {
     enabled::event_resumed(id, executor);
     #[cfg(not(feature = "otel"))]
     let _ = (id, executor);
-}
-
-/// Runs `decide` (one decision on approval `id`) and records a `decided` event with its
-/// approver, verdict, front end and what became of it: on the current span, or on a
-/// `sallyport.approval.decide` span of its own when none is current.
-#[cfg(feature = "otel")]
-pub(crate) async fn decision<F>(
-    id: &ApprovalId,
-    verdict: Verdict,
-    decider: &Decider,
-    decide: F,
-) -> Result<Decided, ApprovalError>
-where
-    F: Future<Output = Result<Decided, ApprovalError>>,
-{
-    use tracing::Instrument as _;
-
-    let span = enabled::own_span_unless_current(id);
-    let result = decide.instrument(span.clone()).await;
-    if let Ok(decided) = &result {
-        span.in_scope(|| enabled::event_decided(id, verdict, decider, decided));
-    }
-    result
-}
-
-/// Without the feature: `decide` itself.
-#[cfg(not(feature = "otel"))]
-pub(crate) async fn decision<F>(
-    _id: &ApprovalId,
-    _verdict: Verdict,
-    _decider: &Decider,
-    decide: F,
-) -> Result<Decided, ApprovalError>
-where
-    F: Future<Output = Result<Decided, ApprovalError>>,
-{
-    decide.await
-}
-
-/// Approval `id` was recorded as expired undecided: an `expired` event on the current span.
-pub(crate) fn expired(id: &ApprovalId) {
-    #[cfg(feature = "otel")]
-    enabled::event_expired(id);
-    #[cfg(not(feature = "otel"))]
-    let _ = id;
 }
 
 /// The consent stage decided `outcome`; the call span names the last decision of the call.
@@ -230,12 +185,12 @@ mod enabled {
     use tracing::field::Empty;
 
     use super::{OPERATION_EXECUTE_TOOL, TARGET, attr};
-    use crate::approval::{ApprovalId, Decided, Decider, Verdict};
+    use crate::approval::ApprovalId;
     use crate::channel::DispatchContext;
     use crate::code::ConsentOutcome;
     use crate::executor::{CallOptions, Inner};
     use crate::outcome::ActionResult;
-    use crate::telemetry::{event, span};
+    use crate::telemetry::event;
     use sallyport_vocab::MAX_ACTION_NAME;
 
     /// What the stages of one call tell its span. One per call, set for the call's future
@@ -320,21 +275,6 @@ mod enabled {
         )
     }
 
-    /// A `sallyport.approval.decide` span for approval `id` when no span is current and a
-    /// subscriber wants it; otherwise none (the events go to the current span).
-    pub(super) fn own_span_unless_current(id: &ApprovalId) -> Span {
-        if !Span::current().is_none()
-            || !tracing::span_enabled!(target: TARGET, tracing::Level::INFO)
-        {
-            return Span::none();
-        }
-        tracing::info_span!(
-            target: TARGET,
-            span::APPROVAL_DECIDE,
-            { attr::APPROVAL_ID } = id.as_str(),
-        )
-    }
-
     /// `text` cut to 128 bytes at a character boundary (names only: never a secret).
     fn bounded(text: &str) -> &str {
         let mut end = text.len().min(MAX_ACTION_NAME);
@@ -347,47 +287,6 @@ mod enabled {
     // The event macros take field names as written (`a.b`), not as constants: each name
     // below is the `attr` constant of the same spelling (the OpenTelemetry tests compare the
     // exported events with the constants).
-    pub(super) fn event_decided(
-        id: &ApprovalId,
-        verdict: Verdict,
-        decider: &Decider,
-        decided: &Decided,
-    ) {
-        let decision = match decided {
-            Decided::Recorded(_) => "recorded",
-            Decided::AlreadyDecided(_) => "already_decided",
-            Decided::Expired(_) => "expired",
-            Decided::AlreadyCounted(_) => "already_counted",
-            Decided::Refused { .. } => "refused",
-        };
-        tracing::event!(
-            target: TARGET,
-            tracing::Level::INFO,
-            {
-                sallyport.approval_id = id.as_str(),
-                sallyport.approver = bounded(&decider.by),
-                sallyport.verdict = verdict.as_str(),
-                sallyport.front_end = bounded(&decider.channel),
-                sallyport.decision = decision,
-                sallyport.approval_state = decided.approval().state.as_str(),
-            },
-            "{}",
-            event::DECIDED
-        );
-    }
-
-    pub(super) fn event_expired(id: &ApprovalId) {
-        tracing::event!(
-            target: TARGET,
-            tracing::Level::INFO,
-            {
-                sallyport.approval_id = id.as_str(),
-            },
-            "{}",
-            event::EXPIRED
-        );
-    }
-
     pub(super) fn event_resumed(id: &ApprovalId, executor: &str) {
         tracing::event!(
             target: TARGET,
