@@ -104,7 +104,7 @@ mod tests {
     // `as_str`, `Display`, `FromStr`, `parse` and serde.
     sallyport_vocab::__string_enum_tests! {
         every_code_round_trips_through_serde_and_as_str: RefusalCode = [
-            "bad_signature", "body_too_large", "internal_error", "invalid_body",
+            "bad_signature", "body_too_large", "decision_refused", "internal_error", "invalid_body",
             "journal_unavailable", "malformed_signature", "missing_signature", "replayed",
             "secret_unavailable", "stale_timestamp", "too_many_deliveries", "unknown_approval",
             "vault_locked",
@@ -133,5 +133,6 @@ mod tests {
             StatusCode::UNAUTHORIZED
         );
         assert_eq!(RefusalCode::UnknownApproval.status(), StatusCode::NOT_FOUND);
+        assert_eq!(RefusalCode::DecisionRefused.status(), StatusCode::FORBIDDEN);
     }
 }
