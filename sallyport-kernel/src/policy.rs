@@ -97,9 +97,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::action::{ActionSpec, ConsentRule, DataClass, EffectClass, Externality, ScopedValue};
-use crate::journal::AttemptId;
 use crate::outcome::Status;
 use crate::session::Session;
+use sallyport_vocab::journal::AttemptId;
 
 pub mod calls;
 

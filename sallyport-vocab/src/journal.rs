@@ -1,7 +1,7 @@
 //! The journal's vocabulary: the ids of an attempt, its audit record and its idempotency key,
-//! and the phases an attempt moves through, spelled the same in the audit JSON and in every
-//! backend's attempt rows. `sallyport-kernel`'s `journal` module re-exports them beside the
-//! `Journal` trait.
+//! the phases an attempt moves through, spelled the same in the audit JSON and in every
+//! backend's attempt rows, and the error a journal reports. `sallyport-kernel`'s `journal`
+//! module re-exports them beside the `Journal` trait.
 
 pub use crate::ids::{AttemptId, IdempotencyKey, ReceiptId};
 use crate::string_enum;
@@ -93,4 +93,59 @@ mod tests {
         // The audit JSON never used the old spelling: serde does not accept it.
         assert!(serde_json::from_str::<Phase>("\"unknown\"").is_err());
     }
+}
+
+/// The error a journal backend reports beneath a [`JournalError`] (SQLite's, PostgreSQL's,
+/// an I/O error): boxed, so no backend's types appear in the `Journal` trait.
+pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A journal error. Never carries a secret value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// The file is not a journal (corrupt or foreign); it was left untouched.
+    #[error("{path} is not a readable sallyport journal; it was left untouched")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What the backend said.
+        #[source]
+        source: BackendError,
+    },
+    /// The journal was written by a newer sallyport.
+    #[error("journal format {found} is newer than this build understands ({supported})")]
+    NewerFormat {
+        /// The format found.
+        found: i64,
+        /// The newest format this build writes.
+        supported: i64,
+    },
+    /// A write failed.
+    #[error("journal write failed")]
+    Write(#[source] BackendError),
+    /// A read failed.
+    #[error("journal read failed")]
+    Read(#[source] BackendError),
+    /// Opening the file failed.
+    #[error("cannot open journal {path}")]
+    Open {
+        /// The file.
+        path: String,
+        /// What failed.
+        #[source]
+        source: BackendError,
+    },
+    /// The writer thread is gone.
+    #[error("journal writer stopped")]
+    Stopped,
+    /// An idempotency key was reused.
+    #[error("idempotency key already recorded for another attempt")]
+    DuplicateKey,
+    /// The writer no longer holds the claim or lease it wrote under: another executor took
+    /// the attempt or approval over (its epoch moved on), so this write was refused.
+    #[error("the claim on this attempt was taken over by another executor; nothing was written")]
+    Fenced,
+    /// The backend does not implement this part of the journal.
+    #[error("this journal backend does not support {0}")]
+    Unsupported(&'static str),
 }

@@ -58,7 +58,9 @@ use crate::outcome::{Origin, Status};
 use sallyport_vocab::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
 };
-pub use sallyport_vocab::journal::{AttemptId, IdempotencyKey, Phase, ReceiptId};
+pub use sallyport_vocab::journal::{
+    AttemptId, BackendError, IdempotencyKey, JournalError, Phase, ReceiptId,
+};
 use sallyport_vocab::string_enum;
 
 /// The durable record written before the first byte is sent.
@@ -379,61 +381,6 @@ pub struct UnresolvedAttempt {
     /// then goes by the attempt's age.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_until_ms: Option<u64>,
-}
-
-/// The error a journal backend reports beneath a [`JournalError`] (SQLite's, PostgreSQL's,
-/// an I/O error): boxed, so no backend's types appear in the [`Journal`] trait.
-pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// A journal error. Never carries a secret value.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum JournalError {
-    /// The file is not a journal (corrupt or foreign); it was left untouched.
-    #[error("{path} is not a readable sallyport journal; it was left untouched")]
-    Corrupt {
-        /// The file.
-        path: String,
-        /// What the backend said.
-        #[source]
-        source: BackendError,
-    },
-    /// The journal was written by a newer sallyport.
-    #[error("journal format {found} is newer than this build understands ({supported})")]
-    NewerFormat {
-        /// The format found.
-        found: i64,
-        /// The newest format this build writes.
-        supported: i64,
-    },
-    /// A write failed.
-    #[error("journal write failed")]
-    Write(#[source] BackendError),
-    /// A read failed.
-    #[error("journal read failed")]
-    Read(#[source] BackendError),
-    /// Opening the file failed.
-    #[error("cannot open journal {path}")]
-    Open {
-        /// The file.
-        path: String,
-        /// What failed.
-        #[source]
-        source: BackendError,
-    },
-    /// The writer thread is gone.
-    #[error("journal writer stopped")]
-    Stopped,
-    /// An idempotency key was reused.
-    #[error("idempotency key already recorded for another attempt")]
-    DuplicateKey,
-    /// The writer no longer holds the claim or lease it wrote under: another executor took
-    /// the attempt or approval over (its epoch moved on), so this write was refused.
-    #[error("the claim on this attempt was taken over by another executor; nothing was written")]
-    Fenced,
-    /// The backend does not implement this part of the journal.
-    #[error("this journal backend does not support {0}")]
-    Unsupported(&'static str),
 }
 
 /// Durable attempt records and the audit chain.

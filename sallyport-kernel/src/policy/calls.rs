@@ -28,8 +28,8 @@ use async_trait::async_trait;
 
 use super::{CallCounts, PolicyDecision, SessionCalls};
 use crate::action::{EffectClass, ScopedValue};
-use crate::journal::{AttemptId, JournalError};
 use crate::outcome::Status;
+use sallyport_vocab::journal::{AttemptId, JournalError};
 
 /// The policy's decision, taken on the counts it is given: the executor's closure around
 /// [`Policy::decide`](super::Policy::decide). Synchronous: it runs while the store holds its
