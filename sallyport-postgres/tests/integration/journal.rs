@@ -630,11 +630,13 @@ async fn a_database_at_schema_version_1_is_upgraded_and_its_chain_still_verifies
     journal.write_intent(&intent).await.expect("intent");
     let record = journal.append(event(&intent)).await.expect("append");
     drop(journal);
-    // Back to what a build with only the first migration left.
+    // Back to what a build with only the first migration left: every later migration's
+    // tables dropped.
     db.sql()
         .await
         .batch_execute(
-            "DROP TABLE sallyport_approvals; DELETE FROM sallyport_schema_version WHERE version > 1;",
+            "DROP TABLE sallyport_approvals; DROP TABLE sallyport_policy_calls; \
+             DELETE FROM sallyport_schema_version WHERE version > 1;",
         )
         .await
         .expect("downgrade");
@@ -642,6 +644,7 @@ async fn a_database_at_schema_version_1_is_upgraded_and_its_chain_still_verifies
     let journal = db.journal("b").await;
     assert_eq!(count(&db, "sallyport_schema_version").await, SCHEMA_VERSION);
     assert_eq!(count(&db, "sallyport_approvals").await, 0);
+    assert_eq!(count(&db, "sallyport_policy_calls").await, 0);
     let report = journal.verify().await.expect("verify");
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(journal.records().await.expect("records"), vec![record]);
