@@ -44,6 +44,10 @@ pub(crate) struct CallRecord {
     /// The approval this call carries out, and the claim it holds: its end is stored with
     /// [`ApprovalStore::settle_approval`](crate::journal::ApprovalStore::settle_approval), which finishes the approval in the same transaction.
     pub(crate) settle: Option<(ApprovalId, Claim)>,
+    /// Whether the host's policy let the call through (and so counted it): kept apart from
+    /// the texts' policy note, which the last record takes before the call's status is
+    /// written to the counts.
+    let_through: bool,
     /// The call's scrubber: the vault's when the call began, replaced at stage 6 by the one
     /// built from the credential the call resolved. Every record of the call passes it, the
     /// record of a cancelled call too.
@@ -73,6 +77,7 @@ impl CallRecord {
             },
             consent: None,
             settle: None,
+            let_through: false,
             scrubber,
             handed_over: AtomicBool::new(false),
         }
@@ -121,16 +126,18 @@ impl CallRecord {
 
     /// Whether the host's policy let this call through (and so counted it).
     pub(super) fn let_through_by_policy(&self) -> bool {
-        self.texts
-            .policy
-            .as_ref()
-            .is_some_and(|note| note.decision != crate::policy::PolicyVerdict::Deny)
+        self.let_through
     }
 
     pub(super) fn authorized(&mut self, authorized: &Authorized) {
         let call = authorized.call();
         self.texts.request = Some(call.summary().0.clone());
         self.texts.policy = call.policy().note().cloned();
+        self.let_through = self
+            .texts
+            .policy
+            .as_ref()
+            .is_some_and(|note| note.decision != crate::policy::PolicyVerdict::Deny);
     }
 
     pub(super) fn unlocked(&mut self, unlocked: &Unlocked) {
