@@ -141,7 +141,7 @@ async fn the_fourth_external_commitment_in_an_hour_is_denied_whatever_the_action
     assert_eq!(
         fourth.reason.as_deref(),
         Some(
-            "policy `history.cedar` denied this call: at most 3 external commitments per session per hour; nothing was sent"
+            "policy `history.cedar` denied this call: at most 3 external commitments per session per hour for invoice inv_3; nothing was sent"
         )
     );
     assert_eq!(rig.upstream.requests(), 4, "the denied call sent nothing");
@@ -168,7 +168,7 @@ async fn an_invoice_is_deleted_only_after_it_was_read_in_this_session() {
     assert_eq!(
         unread.reason.as_deref(),
         Some(
-            "policy `history.cedar` denied this call: read the invoice in this session before deleting it; nothing was sent"
+            "policy `history.cedar` denied this call: read the invoice in this session before deleting it for invoice inv_1; nothing was sent"
         )
     );
     assert_eq!(rig.upstream.requests(), 0);
