@@ -15,10 +15,10 @@ string_enum! {
         /// Text shaped like an instruction to the model, or invisible characters that can
         /// hide one.
         Instruction => "instruction",
-        /// A credential-shaped value the vault does not know. (Not `Secret`: that is the
-        /// vault's type, and a second public `Secret` makes the compiler spell it out in full
-        /// in every diagnostic.)
-        Credential => "credential",
+        /// A credential-shaped value the vault does not know. (Named neither `Secret` nor
+        /// `Credential`: those are the vault's types, and a second public item of either name
+        /// makes the compiler spell the vault's out in full in every diagnostic.)
+        UnknownCredential => "credential",
     }
 }
 
@@ -88,7 +88,7 @@ mod tests {
             assert_eq!(action.as_str().parse::<FindingAction>().ok(), Some(*action));
         }
         let finding = Finding::new(
-            FindingKind::Credential,
+            FindingKind::UnknownCredential,
             "github-pat",
             "/data/token",
             FindingAction::Masked,
