@@ -39,8 +39,8 @@
 //! ```
 
 mod authority;
-pub(crate) mod events;
 pub(crate) mod check;
+pub(crate) mod events;
 
 use std::time::Duration;
 

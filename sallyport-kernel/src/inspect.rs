@@ -300,7 +300,7 @@ impl Inspector<'_> {
         };
         for hit in &self.hits {
             self.findings.push(Finding::new(
-                FindingKind::Credential,
+                FindingKind::UnknownCredential,
                 hit.rule.clone(),
                 pointer,
                 action,
@@ -410,7 +410,7 @@ pub fn inspect(scanner: Option<&dyn SecretScanner>, spec: &ActionSpec, result: &
     let refused = findings.iter().find(|f| f.action == FindingAction::Refused);
     if let Some(refused) = refused {
         let code = match refused.kind {
-            FindingKind::Credential => RefusalCode::SecretInAnswer,
+            FindingKind::UnknownCredential => RefusalCode::SecretInAnswer,
             FindingKind::Instruction => RefusalCode::InstructionsInAnswer,
         };
         withhold(result, spec, code, &findings);
@@ -498,7 +498,7 @@ mod tests {
         assert_eq!(
             result.findings,
             [Finding::new(
-                FindingKind::Credential,
+                FindingKind::UnknownCredential,
                 "toy-token",
                 "/data/a~1b/0",
                 FindingAction::Masked

@@ -50,7 +50,6 @@ pub(crate) fn expired(id: &ApprovalId) {
     let _ = id;
 }
 
-
 #[cfg(feature = "otel")]
 mod enabled {
     use tracing::Span;
@@ -126,5 +125,4 @@ mod enabled {
             event::EXPIRED
         );
     }
-
 }
