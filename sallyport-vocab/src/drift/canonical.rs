@@ -318,6 +318,19 @@ mod tests {
     }
 
     #[test]
+    fn a_float_read_back_from_its_canonical_form_is_the_same_float() {
+        // Found by the fixed-point property below: without serde_json's `float_roundtrip`
+        // this double's shortest spelling parses one unit off in the last place, so the
+        // canonical text of the value read back was `-203300311769865.7`.
+        let float = -203_300_311_769_865.66_f64;
+        let once = canonical_json(&Value::from(float));
+        assert_eq!(once, "-203300311769865.66");
+        let again: Value = serde_json::from_str(&once).unwrap();
+        assert_eq!(again.as_f64(), Some(float));
+        assert_eq!(canonical_json(&again), once);
+    }
+
+    #[test]
     fn integers_beyond_two_to_the_53_have_no_canonical_form() {
         let big = json!({"a": [1, {"n": 9_007_199_254_740_993_u64}]});
         assert_eq!(
