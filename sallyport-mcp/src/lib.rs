@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `tools/list` | the catalog's MCP export ([`Entry::mcp_tool`](sallyport_core::catalog::Entry::mcp_tool)): description with the card's consequence lines, `inputSchema`, annotations from the card; `outputSchema` is the result envelope ([`tools::output_schema`]). Actions the baseline has not approved or has quarantined are left out. |
 //! | `notifications/tools/list_changed` | sent when the [`BaselineGuard`](sallyport_core::drift::BaselineGuard) changes (see [`watch_lockfile`]) |
-//! | `tools/call` result | `structuredContent` = the `ActionResult`; text = [`render`]; `isError` for `rejected` and `unknown` |
+//! | `tools/call` result | `structuredContent` = the `ActionResult` (with its `findings`); text = [`render`]; `isError` for `rejected` and `unknown`; `_meta` [`UPSTREAM_META`] marks upstream text as data ([`upstream_meta`]) |
 //! | unknown tool name | JSON-RPC error `-32602` (`invalid_params`) |
 //! | invalid or oversized arguments | a tool result with `isError` (`invalid_arguments`, `arguments_too_large`), audited, so the model can correct itself |
 //! | `notifications/cancelled` | the call's future is dropped: journaled `cancelled_before_send`, or `unknown` if bytes may have left |
@@ -73,7 +73,7 @@ pub use self::consent::{ConsentRouter, ConsentRouterBuilder, Elicitation};
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use self::http::{BearerToken, MIN_TOKEN_LEN, bind_http};
-pub use self::render::render;
+pub use self::render::{UPSTREAM_META, render, upstream_meta};
 pub use self::server::{Connection, McpServer, PROTOCOL_VERSION, REQUEST_CANCELLED, ServeError};
 pub use self::watch::watch_lockfile;
 pub use rmcp;

@@ -367,6 +367,7 @@ impl ServerHandler for Connection {
         let mut out = CallToolResult::structured(structured);
         out.content = vec![ContentBlock::text(render(&result))];
         out.is_error = Some(result.is_error());
+        out.meta = crate::render::upstream_meta(&result).map(rmcp::model::MetaObject);
         Ok(out.into())
     }
 }

@@ -23,6 +23,8 @@ const HEAVY: &[&str] = &[
     "sallyport-sqlite",
     "sallyport-vault",
     "sallyport-openapi",
+    // The secret rules (issue 40): 700 KB of rule data and their regex compilation.
+    "sallyport-secrets",
 ];
 
 fn workspace() -> PathBuf {

@@ -13,6 +13,7 @@
 //! Run one area with its module path, e.g.
 //! `cargo test -p sallyport-tests --test integration approvals::`.
 
+mod answer_guards;
 mod approvals;
 mod approvals_app;
 mod approvals_postgres;
