@@ -766,3 +766,176 @@ async fn an_approver_sees_every_header_value_and_never_the_credential_header() {
         }
     }
 }
+
+/// The OAuth canaries: a client secret, a refresh token and the access tokens the token
+/// endpoint issues, each with characters encoders change (and valid in a header).
+const CANARY_CLIENT: &str = "cs-Cnry/3+E=qq.client";
+const CANARY_REFRESH: &str = "rt-Cnry/5+W=yy.refresh";
+const CANARY_ACCESS: [&str; 2] = ["at-Cnry/8+Q=zz.one", "at-Cnry/9+R=ww.two"];
+
+/// Read one report with an OAuth access token (sent by the real HTTP channel).
+#[derive(sallyport_core::Action, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[action(name = "get_oauth_report", effect = observe, credential = "oauth-api", consent = per_call)]
+#[http(get = "/v1/reports/{report_id}", result = Report)]
+struct GetOAuthReport {
+    report_id: String,
+}
+
+#[tokio::test]
+async fn oauth_tokens_and_the_client_secret_echoed_by_a_real_upstream_leak_nothing() {
+    use sallyport_core::target::Target;
+    use sallyport_core::vault::{GrantKey, GrantUpdate, OAuthClient, Vault};
+    use sallyport_tests::http_server::{Reply, Upstream};
+    log_buffer();
+    // The token endpoint issues the two access tokens in turn (no new refresh token).
+    let issued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let token = Upstream::start(move |_| {
+        let i = issued.fetch_add(1, Ordering::SeqCst).min(1);
+        Reply::Json(
+            200,
+            serde_json::json!({"access_token": CANARY_ACCESS[i], "token_type": "Bearer", "expires_in": 60}),
+        )
+    })
+    .await;
+    // The API refuses the first token with a 401 echoing it, then echoes the second in
+    // every encoding, with the refresh token and client secret for good measure.
+    let upstream = Upstream::start(|r| {
+        let bearer = r
+            .header("authorization")
+            .unwrap_or_default()
+            .trim_start_matches("Bearer ")
+            .to_owned();
+        if r.n == 1 {
+            Reply::Json(
+                401,
+                serde_json::json!({"message": format!("token {bearer} expired")}),
+            )
+        } else {
+            let echo: Vec<String> = full_encodings(&bearer)
+                .into_iter()
+                .chain(full_encodings(CANARY_REFRESH))
+                .chain(full_encodings(CANARY_CLIENT))
+                .collect();
+            Reply::Json(
+                200,
+                serde_json::json!({"id": "r1", "echo": echo, "query": ""}),
+            )
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let vault =
+        Arc::new(FileVault::create(dir.path().join("v.spv"), PASSPHRASE, fast_kdf()).unwrap());
+    vault
+        .add(
+            CredentialMeta::new(
+                "oauth-api",
+                CredentialKind::OAuthRefresh(OAuthClient::new(
+                    "webapp",
+                    format!("{}/token", token.url()),
+                )),
+                Binding::url(upstream.url()),
+            ),
+            Secret::new(CANARY_CLIENT),
+        )
+        .unwrap();
+    vault
+        .grants()
+        .unwrap()
+        .replace(
+            &GrantKey::shared("oauth-api"),
+            0,
+            GrantUpdate::Connected {
+                refresh_token: Secret::new(CANARY_REFRESH),
+            },
+        )
+        .await
+        .unwrap();
+    let journal_path = dir.path().join("journal.db");
+    let journal = Arc::new(SqliteJournal::open(&journal_path).unwrap());
+    let prompts = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&prompts);
+    let catalog = Catalog::builder()
+        .action_with_spec::<GetOAuthReport>(|mut spec| {
+            if let Target::Http(t) = &mut spec.target {
+                t.message_field = Some("/message".into());
+            }
+            spec
+        })
+        .build()
+        .unwrap();
+    let executor = Executor::builder(catalog)
+        .journal_arc(journal.clone())
+        .vault_arc(vault.clone())
+        .channel(sallyport_http::HttpChannel::builder().build().unwrap())
+        .consent(FnConsent::new(move |request| {
+            seen.lock().unwrap().push(request.render());
+            async { ConsentDecision::Approve }
+        }))
+        .build()
+        .unwrap();
+    let session = Session::new("canary-oauth");
+    let result = executor
+        .call(
+            "get_oauth_report",
+            serde_json::json!({"report_id": "r1"}),
+            &session,
+        )
+        .await;
+    assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+    assert_eq!(upstream.requests(), 2, "the 401 was followed by one resend");
+    assert_eq!(token.requests(), 2);
+    let data = result.data.clone().unwrap_or_default();
+    for echoed in data["echo"].as_array().unwrap() {
+        assert!(echoed.as_str().unwrap().contains("[REDACTED]"), "{echoed}");
+    }
+    let mut texts = vec![
+        ("a result", result.to_json()),
+        ("a result's Debug", format!("{result:?}")),
+        ("the vault's Debug", format!("{vault:?}")),
+        (
+            "the grant's Debug",
+            format!(
+                "{:?}",
+                vault
+                    .grants()
+                    .unwrap()
+                    .current(&GrantKey::shared("oauth-api"))
+                    .await
+            ),
+        ),
+        (
+            "the credential's Debug",
+            format!("{:?}", vault.resolve("oauth-api").await),
+        ),
+    ];
+    for record in journal.records().await.unwrap() {
+        texts.push(("an audit record", serde_json::to_string(&record).unwrap()));
+    }
+    for prompt in prompts.lock().unwrap().iter() {
+        texts.push(("a consent prompt", prompt.clone()));
+    }
+    texts.push((
+        "the tracing output",
+        String::from_utf8(log_buffer().lock().unwrap().clone()).unwrap(),
+    ));
+    for file in ["journal.db", "journal.db-wal", "v.spv"] {
+        let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+        texts.push(("a file", String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    for (what, text) in &texts {
+        for secret in [
+            CANARY_CLIENT,
+            CANARY_REFRESH,
+            CANARY_ACCESS[0],
+            CANARY_ACCESS[1],
+        ] {
+            for form in forbidden_forms(secret) {
+                assert!(
+                    !text.contains(&form),
+                    "{what} carries a canary form {form:?}:\n{text}"
+                );
+            }
+        }
+    }
+}
