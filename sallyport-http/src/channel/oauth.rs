@@ -1,7 +1,14 @@
 //! OAuth 2.0 access tokens at send time: read the grant from the vault's grant store, use
 //! its access token while it is valid beyond the refresh margin, else ask the credential's
-//! token endpoint for a new one (one refresh at a time per credential in this process) and
-//! store it by compare-and-set on the grant's version.
+//! token endpoint for a new one and store it by compare-and-set on the grant's version.
+//!
+//! One refresh at a time per grant, across processes too: within a process a lock per
+//! credential, and across the processes that share the vault its
+//! [`GrantStore::hold_refresh`] (the file vault locks `<path>.refresh`), held across the
+//! token request and the write of its answer. The grant is read again under both, so a
+//! process that waited uses the token another one just stored. Providers that rotate
+//! refresh tokens with reuse detection (a refresh token presented twice revokes the grant)
+//! therefore see each refresh token once.
 //!
 //! # Documented defaults
 //!
@@ -187,11 +194,32 @@ impl HttpChannel {
         }
         let lock = self.refresh_lock(name);
         let _refreshing = lock.lock().await;
-        // Another call may have refreshed while this one waited.
-        let grant = store
-            .current(&key)
-            .await
-            .map_err(|e| vault_refusal(name, &e))?;
+        // Other processes on the same store refresh one at a time too: the store's hold is
+        // kept across the token request and the write of its answer. Under it, the grant is
+        // read again: another call, here or in another process, may have refreshed while
+        // this one waited.
+        let held = {
+            let store = Arc::clone(store);
+            let key = key.clone();
+            tokio::task::spawn_blocking(move || store.hold_refresh(&key))
+                .await
+                .map_err(|_| {
+                    unavailable(format!(
+                        "the refresh of credential `{name}` could not wait for other processes; nothing was sent"
+                    ))
+                })?
+                .map_err(|e| vault_refusal(name, &e))?
+        };
+        let (grant, _hold) = match held {
+            Some((grant, hold)) => (grant, Some(hold)),
+            None => (
+                store
+                    .current(&key)
+                    .await
+                    .map_err(|e| vault_refusal(name, &e))?,
+                None,
+            ),
+        };
         if let Some(token) = usable(name, &grant, stale)? {
             return Ok(token);
         }

@@ -276,6 +276,48 @@ pub trait GrantStore: Send + Sync + fmt::Debug + 'static {
         expected_version: u64,
         update: GrantUpdate,
     ) -> Result<Replaced, VaultError>;
+
+    /// Takes the right to refresh `key` against every other process that shares this store,
+    /// waiting while another one holds it, and returns the grant as the store holds it now
+    /// (read under the hold, so a refresh another process finished meanwhile is seen).
+    ///
+    /// Providers that rotate refresh tokens revoke the whole grant when an old one is
+    /// presented again, so processes sharing a grant must never refresh it at the same
+    /// time: the HTTP channel holds this across the token request and the
+    /// [`GrantStore::replace`] that stores its answer. It may block (the channel calls it on
+    /// tokio's blocking pool). `None` (the default) means the store is not shared between
+    /// processes (`MemoryVault`): one process's own lock is enough.
+    ///
+    /// # Errors
+    ///
+    /// As [`GrantStore::current`], or the hold cannot be taken.
+    fn hold_refresh(&self, key: &GrantKey) -> Result<Option<(Grant, RefreshHold)>, VaultError> {
+        let _ = key;
+        Ok(None)
+    }
+}
+
+/// The right to refresh one grant, held against every process that shares the store (see
+/// [`GrantStore::hold_refresh`]); let go when dropped, and by the operating system when the
+/// process dies, so a crash mid-refresh never leaves it held.
+pub struct RefreshHold {
+    _held: Box<dyn Send + Sync>,
+}
+
+impl RefreshHold {
+    /// A hold that lasts as long as `held` does (a locked file, a database transaction's
+    /// connection, …).
+    pub fn new(held: impl Send + Sync + 'static) -> Self {
+        Self {
+            _held: Box::new(held),
+        }
+    }
+}
+
+impl fmt::Debug for RefreshHold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RefreshHold")
+    }
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ pub use self::credential::{
     ApiKeyPlacement, Binding, Credential, CredentialKind, CredentialMeta, OAuthClient, Secret,
     SshBinding,
 };
-pub use self::grant::{Grant, GrantKey, GrantStore, GrantUpdate, Replaced};
+pub use self::grant::{Grant, GrantKey, GrantStore, GrantUpdate, RefreshHold, Replaced};
 pub use self::marker::{default_data_dir, lock_marker_path};
 pub use self::memory::MemoryVault;
 use crate::scrub::Scrubber;

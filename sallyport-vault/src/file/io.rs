@@ -60,11 +60,32 @@ pub(super) fn read(path: &Path) -> Result<Vec<u8>, VaultError> {
 /// held until the returned file is dropped. Blocks while another writer, in this process or
 /// another, holds it.
 pub(super) fn write_lock(path: &Path) -> Result<File, VaultError> {
+    held_lock(
+        path,
+        ".lock",
+        ["open the write lock of", "take the write lock of"],
+    )
+}
+
+/// Takes the exclusive refresh lock of the vault at `path` (`<path>.refresh`, mode 0600),
+/// waiting while another process holds it: one OAuth refresh at a time among every process
+/// on the file. Apart from the write lock, which the refresh's own write takes while this
+/// is held. Released when the returned file is closed, or its process dies.
+pub(super) fn refresh_lock(path: &Path) -> Result<File, VaultError> {
+    held_lock(
+        path,
+        ".refresh",
+        ["open the refresh lock of", "take the refresh lock of"],
+    )
+}
+
+/// Opens `<path><suffix>` and locks it exclusively; `actions` name the two steps in errors.
+fn held_lock(path: &Path, suffix: &str, actions: [&'static str; 2]) -> Result<File, VaultError> {
     let mut name = path
         .file_name()
         .map(|n| n.to_os_string())
         .unwrap_or_default();
-    name.push(".lock");
+    name.push(suffix);
     let lock_path = path.with_file_name(name);
     let file = private_options()
         .read(true)
@@ -72,9 +93,8 @@ pub(super) fn write_lock(path: &Path) -> Result<File, VaultError> {
         .create(true)
         .truncate(false)
         .open(&lock_path)
-        .map_err(|e| io_error(path, "open the write lock of", e))?;
-    file.lock()
-        .map_err(|e| io_error(path, "take the write lock of", e))?;
+        .map_err(|e| io_error(path, actions[0], e))?;
+    file.lock().map_err(|e| io_error(path, actions[1], e))?;
     Ok(file)
 }
 

@@ -50,8 +50,9 @@ use crate::fs::write_lock_marker;
 use sallyport_kernel::scrub::Scrubber;
 use sallyport_kernel::vault::lock_marker_path;
 use sallyport_kernel::vault::{
-    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced,
-    Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta, retire, scrubber_with_grants,
+    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate,
+    RefreshHold, Replaced, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta, retire,
+    scrubber_with_grants,
 };
 
 /// What can be read from a vault file without its passphrase.
@@ -418,6 +419,16 @@ impl FileVault {
         &self,
         change: impl FnOnce(&mut BTreeMap<String, Entry>) -> Result<T, VaultError>,
     ) -> Result<T, VaultError> {
+        self.reread(true, change)
+    }
+
+    /// Re-reads the file under the write lock, runs `change` on its entries and, when `write`,
+    /// writes the result; either way this instance then holds what the file holds.
+    fn reread<T>(
+        &self,
+        write: bool,
+        change: impl FnOnce(&mut BTreeMap<String, Entry>) -> Result<T, VaultError>,
+    ) -> Result<T, VaultError> {
         let mut st = self.lock_state();
         self.expire(&mut st);
         let unlocked = st.unlocked.as_mut().ok_or(VaultError::Locked)?;
@@ -436,8 +447,10 @@ impl FileVault {
             .map(|r| (r.id.clone(), r.clone()))
             .collect();
         let result = change(&mut entries)?;
-        let new_body = unlocked.body_with(body.check, &entries, &kept)?;
-        self.write_file(&new_body)?;
+        if write {
+            let new_body = unlocked.body_with(body.check, &entries, &kept)?;
+            self.write_file(&new_body)?;
+        }
         // Values this instance held that the change replaced or removed stay known to the
         // scrubber.
         for (name, old) in &unlocked.entries {
@@ -730,5 +743,16 @@ impl GrantStore for FileGrants {
             entry.reseal = true;
             Ok(Replaced::Stored(next))
         })
+    }
+
+    /// Holds `<path>.refresh` (an exclusive file lock, let go by the OS if the process dies)
+    /// and reads the grant from the file under it, so a refresh another process stored
+    /// while this one waited is seen and not repeated.
+    fn hold_refresh(&self, key: &GrantKey) -> Result<Option<(Grant, RefreshHold)>, VaultError> {
+        let held = io::refresh_lock(&self.vault.path)?;
+        let grant = self.vault.reread(false, |entries| {
+            Ok(oauth_entry(entries, key)?.grant.clone().unwrap_or_default())
+        })?;
+        Ok(Some((grant, RefreshHold::new(held))))
     }
 }

@@ -22,6 +22,7 @@ mod consent_display;
 mod consent_terminal;
 mod derive_limits;
 mod lean_build;
+mod oauth_fleet;
 mod policy;
 mod prepared_request;
 mod readme_program;
