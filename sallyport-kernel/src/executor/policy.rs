@@ -484,6 +484,74 @@ mod tests {
         }
     }
 
+    /// A candidate whose reason (or panic) quotes a secret the scrubber knows.
+    #[derive(Debug)]
+    struct Leaky {
+        panics: bool,
+    }
+
+    impl Policy for Leaky {
+        fn name(&self) -> &str {
+            "leaky"
+        }
+
+        fn decide(&self, _: &PolicyRequest<'_>) -> PolicyDecision {
+            assert!(!self.panics, "token sk_live_canary_123 rejected");
+            PolicyDecision::deny("token sk_live_canary_123 is not allowed").with_rule("r")
+        }
+    }
+
+    #[derive(Debug)]
+    struct Verdict(PolicyDecision);
+
+    impl Policy for Verdict {
+        fn name(&self) -> &str {
+            "enforced"
+        }
+
+        fn decide(&self, _: &PolicyRequest<'_>) -> PolicyDecision {
+            self.0.clone()
+        }
+    }
+
+    #[test]
+    fn the_candidates_note_is_scrubbed_and_rides_on_the_check_or_the_refusal() {
+        let spec = crate::action::ActionSpec::new("a", crate::action::EffectClass::Observe);
+        let session = Session::new("s");
+        let arguments = serde_json::Map::new();
+        let request = PolicyRequest::new(&session, &spec, &[], &arguments, CallCounts::default());
+        let scrubber = Scrubber::new(["sk_live_canary_123"]);
+        let enforced = Verdict(PolicyDecision::allow());
+        for panics in [false, true] {
+            let shadow = ShadowPolicy::new(None, Arc::new(Leaky { panics }));
+            let mut note = None;
+            let decision = decide_both(&enforced, Some(&shadow), &request, &mut note);
+            assert_eq!(decision, PolicyDecision::allow());
+            let check = conclude(&enforced, &decision, note, &scrubber).expect("allowed");
+            let shadow = check.shadow().expect("a shadow note");
+            let json = serde_json::to_string(shadow).expect("json");
+            assert!(!json.contains("sk_live_canary_123"), "{json}");
+            assert_eq!(shadow.name, "leaky");
+            assert_eq!(shadow.flip, !panics);
+            assert_eq!(shadow.failed.is_some(), panics);
+            assert_eq!(check.note().map(|n| n.decision), Some(PolicyVerdict::Allow));
+        }
+        // A deny by the enforced policy carries the candidate's note on its refusal.
+        let deny = Verdict(PolicyDecision::deny("no"));
+        let shadow = ShadowPolicy::new(
+            Some("v2".into()),
+            Arc::new(Verdict(PolicyDecision::allow())),
+        );
+        let mut note = None;
+        let decision = decide_both(&deny, Some(&shadow), &request, &mut note);
+        let refusal = conclude(&deny, &decision, note, &scrubber).expect_err("denied");
+        let shadow = refusal.shadow.expect("shadow on the refusal");
+        assert_eq!(
+            (shadow.name.as_str(), shadow.decision, shadow.flip),
+            ("v2", Some(PolicyVerdict::Allow), true)
+        );
+    }
+
     #[test]
     fn only_calls_let_through_are_counted_and_a_full_window_denies() {
         let log = CallLog::default();
