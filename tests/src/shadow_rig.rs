@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use sallyport_core::journal::SqliteJournal;
+use sallyport_core::journal::{Journal, SqliteJournal};
 use sallyport_core::outcome::ActionResult;
 use sallyport_core::policy::{CallCounts, Policy, PolicyDecision, PolicyRequest};
 use sallyport_core::{Action, Catalog, Executor, Session};
@@ -134,7 +134,7 @@ pub struct ShadowRig {
     pub upstream: Upstream,
     /// The executor.
     pub executor: Executor,
-    /// The SQLite journal file.
+    /// The SQLite journal file (absent when the rig was started on another journal).
     pub journal: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -155,6 +155,17 @@ impl ShadowRig {
         candidate: Option<Arc<Recording>>,
         local_counts: bool,
     ) -> Self {
+        Self::start_on(None, enforced, candidate, local_counts).await
+    }
+
+    /// [`ShadowRig::start`] on `journal` (a PostgreSQL journal, say) instead of a SQLite
+    /// file, when given.
+    pub async fn start_on(
+        journal: Option<Arc<dyn Journal>>,
+        enforced: Arc<Recording>,
+        candidate: Option<Arc<Recording>>,
+        local_counts: bool,
+    ) -> Self {
         let upstream = Upstream::start(|received| {
             let id = received
                 .path
@@ -166,7 +177,11 @@ impl ShadowRig {
         })
         .await;
         let dir = tempfile::tempdir().expect("tempdir");
-        let journal = dir.path().join("journal.db");
+        let path = dir.path().join("journal.db");
+        let journal: Arc<dyn Journal> = match journal {
+            Some(journal) => journal,
+            None => Arc::new(SqliteJournal::open(&path).expect("journal")),
+        };
         let catalog = Catalog::builder()
             .action::<GetItem>()
             .action::<UpdateItem>()
@@ -174,7 +189,7 @@ impl ShadowRig {
             .build()
             .expect("catalog");
         let mut builder = Executor::builder(catalog)
-            .journal(SqliteJournal::open(&journal).expect("journal"))
+            .journal_arc(journal)
             .channel(
                 HttpChannel::builder()
                     .base_url(upstream.url())
@@ -191,7 +206,7 @@ impl ShadowRig {
         Self {
             upstream,
             executor: builder.build().expect("executor"),
-            journal,
+            journal: path,
             _dir: dir,
         }
     }

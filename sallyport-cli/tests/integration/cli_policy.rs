@@ -180,3 +180,41 @@ fn shadow_report_exits_2_for_a_time_it_cannot_read_and_5_without_a_journal() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_report_reads_a_postgresql_journal_by_url() {
+    let db = sallyport_tests::postgres::TestDb::create().await;
+    let journal = std::sync::Arc::new(db.journal("shadow-rig").await);
+    let rig = ShadowRig::start_on(
+        Some(journal),
+        Recording::new("allow-all", Rule::AllowAll),
+        Some(Recording::new("no-deletes", Rule::NoDeletes)),
+        false,
+    )
+    .await;
+    rig.run_script().await;
+    assert_eq!(rig.upstream.requests(), 7);
+    let url = super::cli_postgres::url_of(&db);
+    let out = Command::new(env!("CARGO_BIN_EXE_sallyport"))
+        .args(["--journal", &url, "policy", "shadow-report", "--json"])
+        .env_remove("SALLYPORT_VAULT")
+        .env_remove("SALLYPORT_JOURNAL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let all: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(all["calls"], 7);
+    assert_eq!(all["flips"], 3);
+    assert_eq!(
+        rows(&all, "by_action"),
+        json!([
+            ["delete_item", 3, 3],
+            ["get_item", 3, 0],
+            ["update_item", 1, 0]
+        ])
+    );
+    assert_eq!(
+        rows(&all, "by_session"),
+        json!([["s1", 5, 2], ["s2", 2, 1]])
+    );
+}
