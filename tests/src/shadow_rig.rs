@@ -128,6 +128,16 @@ impl Policy for Recording {
     }
 }
 
+/// The rig's catalog: `get_item`, `update_item`, `delete_item` (for a Cedar policy's schema).
+pub fn catalog() -> Catalog {
+    Catalog::builder()
+        .action::<GetItem>()
+        .action::<UpdateItem>()
+        .action::<DeleteItem>()
+        .build()
+        .expect("catalog")
+}
+
 /// The executor, its upstream and its journal file.
 pub struct ShadowRig {
     /// The upstream, counting requests.
@@ -152,7 +162,7 @@ impl ShadowRig {
     /// call counts in the journal's shared store, or in memory with `local_counts`.
     pub async fn start(
         enforced: Arc<Recording>,
-        candidate: Option<Arc<Recording>>,
+        candidate: Option<Arc<dyn Policy>>,
         local_counts: bool,
     ) -> Self {
         Self::start_on(None, enforced, candidate, local_counts).await
@@ -163,7 +173,7 @@ impl ShadowRig {
     pub async fn start_on(
         journal: Option<Arc<dyn Journal>>,
         enforced: Arc<Recording>,
-        candidate: Option<Arc<Recording>>,
+        candidate: Option<Arc<dyn Policy>>,
         local_counts: bool,
     ) -> Self {
         let upstream = Upstream::start(|received| {
@@ -182,13 +192,7 @@ impl ShadowRig {
             Some(journal) => journal,
             None => Arc::new(SqliteJournal::open(&path).expect("journal")),
         };
-        let catalog = Catalog::builder()
-            .action::<GetItem>()
-            .action::<UpdateItem>()
-            .action::<DeleteItem>()
-            .build()
-            .expect("catalog");
-        let mut builder = Executor::builder(catalog)
+        let mut builder = Executor::builder(catalog())
             .journal_arc(journal)
             .channel(
                 HttpChannel::builder()

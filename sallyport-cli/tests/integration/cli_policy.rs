@@ -47,7 +47,7 @@ fn rows(report: &Value, group: &str) -> Value {
 async fn shadow_report_counts_calls_and_flips_by_rule_action_and_session() {
     let rig = ShadowRig::start(
         Recording::new("allow-all", Rule::AllowAll),
-        Some(Recording::new("no-deletes", Rule::NoDeletes)),
+        Some(Recording::new("no-deletes", Rule::NoDeletes) as _),
         false,
     )
     .await;
@@ -128,7 +128,7 @@ async fn shadow_report_counts_calls_and_flips_by_rule_action_and_session() {
 async fn shadow_report_counts_a_failed_candidate_apart_and_never_as_a_flip() {
     let rig = ShadowRig::start(
         Recording::new("allow-all", Rule::AllowAll),
-        Some(Recording::new("falls-over", Rule::Panics)),
+        Some(Recording::new("falls-over", Rule::Panics) as _),
         true,
     )
     .await;
@@ -188,7 +188,7 @@ async fn shadow_report_reads_a_postgresql_journal_by_url() {
     let rig = ShadowRig::start_on(
         Some(journal),
         Recording::new("allow-all", Rule::AllowAll),
-        Some(Recording::new("no-deletes", Rule::NoDeletes)),
+        Some(Recording::new("no-deletes", Rule::NoDeletes) as _),
         false,
     )
     .await;

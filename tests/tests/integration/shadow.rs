@@ -1,8 +1,8 @@
 //! A candidate policy in shadow beside the enforced one (`ExecutorBuilder::shadow_policy`),
 //! through a real executor, a real SQLite journal and a request-counting HTTP upstream on
 //! 127.0.0.1:0: a candidate that would deny `delete_item` is reported on every call it would
-//! change and changes none; a panicking candidate changes nothing either; a record without a
-//! candidate has no `shadow` field.
+//! change and changes none (a hand-written one and a Cedar one); a panicking candidate changes
+//! nothing either; a record without a candidate has no `shadow` field.
 
 use sallyport_core::code::RefusalCode;
 use sallyport_core::executor::BuildError;
@@ -10,7 +10,7 @@ use sallyport_core::journal::{Journal, SqliteJournal};
 use sallyport_core::policy::CallCounts;
 use sallyport_core::{Catalog, Executor, Status};
 use sallyport_tests::http_server::audit_event;
-use sallyport_tests::shadow_rig::{Recording, Rule, Seen, ShadowRig};
+use sallyport_tests::shadow_rig::{self, Recording, Rule, Seen, ShadowRig};
 use serde_json::{Value, json};
 
 fn no_delete_flip() -> Value {
@@ -31,7 +31,7 @@ fn no_flip(name: &str) -> Value {
 async fn a_candidate_that_would_deny_delete_item_reports_every_delete_and_changes_no_call() {
     let enforced = Recording::new("allow-all", Rule::AllowAll);
     let candidate = Recording::new("no-deletes", Rule::NoDeletes);
-    let rig = ShadowRig::start(enforced.clone(), Some(candidate.clone()), false).await;
+    let rig = ShadowRig::start(enforced.clone(), Some(candidate.clone() as _), false).await;
     let results = rig.run_script().await;
 
     // Every call went through as the enforced policy decided: seven requests upstream.
@@ -95,7 +95,8 @@ async fn a_panicking_candidate_is_recorded_as_failed_and_changes_nothing() {
     for local_counts in [false, true] {
         let enforced = Recording::new("allow-all", Rule::AllowAll);
         let candidate = Recording::new("falls-over", Rule::Panics);
-        let rig = ShadowRig::start(enforced.clone(), Some(candidate.clone()), local_counts).await;
+        let rig =
+            ShadowRig::start(enforced.clone(), Some(candidate.clone() as _), local_counts).await;
         let results = rig.run_script().await;
         assert_eq!(rig.upstream.requests(), 7, "local counts: {local_counts}");
         for (action, result) in &results {
@@ -123,7 +124,7 @@ async fn a_panicking_candidate_is_recorded_as_failed_and_changes_nothing() {
 async fn a_call_the_enforced_policy_denies_carries_the_candidates_flip_on_its_refusal() {
     let enforced = Recording::new("frozen", Rule::NoUpdates);
     let candidate = Recording::new("no-deletes", Rule::NoDeletes);
-    let rig = ShadowRig::start(enforced, Some(candidate), false).await;
+    let rig = ShadowRig::start(enforced, Some(candidate as _), false).await;
     let results = rig.run_script().await;
     let (_, update) = &results[1];
     assert_eq!(update.status, Status::Rejected);
@@ -165,4 +166,54 @@ fn a_candidate_without_an_enforced_policy_is_a_build_error() {
         .build()
         .expect_err("no enforced policy");
     assert!(matches!(error, BuildError::ShadowWithoutPolicy), "{error}");
+}
+
+/// A Cedar candidate: allows everything but `delete_item`.
+const NO_DELETES_CEDAR: &str = r#"
+@id("anyone")
+permit (principal, action, resource);
+
+@id("no-delete")
+@reason("items are never deleted")
+forbid (principal, action == Action::"delete_item", resource);
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cedar_candidate_in_shadow_flags_the_deletes_it_would_forbid_and_changes_nothing() {
+    let candidate = sallyport_cedar::CedarPolicy::from_text(
+        &shadow_rig::catalog(),
+        "items-v2.cedar",
+        NO_DELETES_CEDAR,
+    )
+    .expect("policies");
+    let rig = ShadowRig::start(
+        Recording::new("allow-all", Rule::AllowAll),
+        Some(std::sync::Arc::new(candidate) as _),
+        false,
+    )
+    .await;
+    let results = rig.run_script().await;
+    assert_eq!(rig.upstream.requests(), 7);
+    // The script deletes it_1, it_2 and it_3, in that order.
+    let mut deleted = ["it_1", "it_2", "it_3"].into_iter();
+    for (action, result) in &results {
+        assert_eq!(result.status, Status::Completed, "{}", result.summary());
+        let shadow = &audit_event(&rig.journal, result.attempt_id.as_str())["shadow"];
+        assert_eq!(shadow["name"], "items-v2.cedar");
+        if *action == "delete_item" {
+            assert_eq!(shadow["decision"], "deny", "{shadow}");
+            assert_eq!(shadow["rules"], json!(["no-delete"]), "{shadow}");
+            let item = deleted.next().expect("three deletes");
+            assert_eq!(
+                shadow["reason"],
+                format!("items are never deleted for item {item}"),
+                "{shadow}"
+            );
+            assert_eq!(shadow["flip"], true);
+        } else {
+            assert_eq!(shadow["decision"], "allow", "{shadow}");
+            assert_eq!(shadow["flip"], false);
+        }
+    }
+    assert_eq!(deleted.next(), None);
 }
