@@ -4,7 +4,8 @@
 //! PostgreSQL URL, as the `audit` commands do), keeps the calls whose records carry a
 //! `shadow` decision within the time range, and counts them and their flips (the candidate's
 //! verdict differs from the enforced one) by rule, by action and by session. A call with
-//! several records (a parked call and its resumption) counts once, with its last record.
+//! several records (a parked call and its resumption) counts once, with its last record in
+//! the range.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -326,6 +327,81 @@ mod tests {
         ] {
             assert_eq!(parse(bad), Err(Exit::Usage), "{bad}");
         }
+    }
+
+    /// A record of `attempt` at `at` in `session`, with `shadow` when given.
+    fn record(
+        seq: u64,
+        attempt: &sallyport_core::journal::AttemptId,
+        at: &str,
+        session: &str,
+        shadow: Option<serde_json::Value>,
+    ) -> AuditRecord {
+        let mut event = serde_json::json!({
+            "receipt_id": sallyport_core::journal::ReceiptId::generate(),
+            "attempt_id": attempt,
+            "at": at,
+            "session_id": session,
+            "action": "delete_item",
+            "phase": "finished",
+            "status": "completed",
+            "dispatches": 1,
+        });
+        if let Some(shadow) = shadow {
+            event["shadow"] = shadow;
+        }
+        serde_json::from_value(serde_json::json!({
+            "seq": seq,
+            "prev_hash": "0".repeat(64),
+            "hash": "0".repeat(64),
+            "event": event,
+        }))
+        .expect("an audit record")
+    }
+
+    #[test]
+    fn a_call_counts_once_by_its_last_record_in_range_and_records_without_shadow_are_skipped() {
+        use sallyport_core::journal::AttemptId;
+        let flip =
+            serde_json::json!({"name": "c", "decision": "deny", "rules": ["r"], "flip": true});
+        let same = serde_json::json!({"name": "c", "decision": "allow", "flip": false});
+        let parked = AttemptId::generate();
+        let other = AttemptId::generate();
+        let old = AttemptId::generate();
+        let plain = AttemptId::generate();
+        let records = [
+            // Parked and decided again on resumption: the later decision is the call's.
+            record(1, &parked, "2026-03-01T10:00:00Z", "s1", Some(flip.clone())),
+            record(2, &parked, "2026-03-01T11:00:00Z", "s1", Some(same)),
+            record(3, &other, "2026-03-01T12:00:00Z", "s2", Some(flip.clone())),
+            // Before the range.
+            record(4, &old, "2026-02-01T00:00:00Z", "s1", Some(flip)),
+            // No candidate.
+            record(5, &plain, "2026-03-01T12:30:00Z", "s1", None),
+        ];
+        let report = summarize(
+            &records,
+            Some(at("2026-03-01T00:00:00Z")),
+            at("2026-03-02T00:00:00Z"),
+        );
+        assert_eq!((report.calls, report.flips, report.failed), (2, 1, 0));
+        let keys = |rows: &[Row]| -> Vec<(String, u64, u64)> {
+            rows.iter()
+                .map(|r| (r.key.clone(), r.calls, r.flips))
+                .collect()
+        };
+        assert_eq!(
+            keys(&report.by_rule),
+            [("r".to_owned(), 1, 1), (NO_RULE.to_owned(), 1, 0)]
+        );
+        assert_eq!(
+            keys(&report.by_session),
+            [("s2".to_owned(), 1, 1), ("s1".to_owned(), 1, 0)]
+        );
+        assert_eq!(report.since.as_deref(), Some("2026-03-01T00:00:00Z"));
+        // `until` is exclusive: a record at the range's end is left out.
+        let report = summarize(&records, None, at("2026-03-01T12:00:00Z"));
+        assert_eq!((report.calls, report.flips), (2, 1), "parked and old");
     }
 
     #[test]
