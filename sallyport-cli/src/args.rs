@@ -57,7 +57,7 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub passphrase_file: Option<PathBuf>,
 
-    /// The journal for `audit` and `approvals` commands: a SQLite file, or a PostgreSQL
+    /// The journal for `audit`, `approvals` and `policy` commands: a SQLite file, or a PostgreSQL
     /// database as a `postgres://` / `postgresql://` URL [default:
     /// DATA_DIR/sallyport/journal.db]. An application that embeds these commands with its
     /// executor uses the executor's journal for `approvals` instead.
@@ -254,6 +254,10 @@ pub enum Command {
     /// Decide calls parked for a human's approval: list, show, approve, deny, resume.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// Report on the host's policy from the audit log: shadow-report (what a candidate
+    /// policy run in shadow would have changed).
+    #[command(subcommand)]
+    Policy(crate::policy::PolicyCommand),
     /// Settle attempts a crashed executor left unresolved, through each action's read-only
     /// reconcile action; never resends. Needs the application's actions: works in an
     /// application's own command line (`sallyport_cli::run_with_executor`); the plain

@@ -25,6 +25,13 @@
 //! application's actions, so it works through [`run_with_executor`]; the plain binary
 //! refuses it (exit 2).
 //!
+//! # A policy in shadow
+//!
+//! `sallyport policy shadow-report [--since TIME] [--until TIME] [--json]` reads the audit
+//! records of a candidate policy run in shadow (`ExecutorBuilder::shadow_policy`) and counts
+//! the calls it decided and its flips (where its verdict differs from the enforced policy's)
+//! by rule, by action and by session. Times are RFC 3339 or a span back from now (`24h`).
+//!
 //! # Approvals
 //!
 //! With deferred consent ([`sallyport_core::approval`]) an executor parks a call that needs a
@@ -85,6 +92,7 @@ mod audit;
 pub mod baseline;
 mod console;
 mod exit;
+mod policy;
 mod prompt;
 mod reconcile;
 mod scaffold;
@@ -170,6 +178,7 @@ fn dispatch(cli: &Cli, executor: Option<&Executor>) -> Result<(), exit::Failure>
         args::Command::Vault(cmd) => vault::run(cli, cmd),
         args::Command::Audit(cmd) => audit::run(cli, cmd),
         args::Command::Approvals(cmd) => approvals::run(cli, cmd, executor),
+        args::Command::Policy(cmd) => policy::run(cli, cmd),
         args::Command::Reconcile { json, min_age } => reconcile::run(executor, *json, *min_age),
         args::Command::Console(a) => console::run(cli, a, executor),
         args::Command::Scaffold(a) => scaffold::run(a),

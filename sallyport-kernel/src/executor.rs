@@ -187,6 +187,10 @@ impl std::fmt::Debug for Executor {
             .field("channels", &self.inner.channels.keys().collect::<Vec<_>>())
             .field("drift_mode", &self.inner.drift_mode)
             .field("policy", &self.inner.policy.as_ref().map(|p| p.name()))
+            .field(
+                "shadow_policy",
+                &self.inner.shadow.as_ref().map(|p| p.name()),
+            )
             .field("shared_call_counts", &self.inner.calls.is_shared())
             .finish_non_exhaustive()
     }
@@ -215,6 +219,8 @@ pub(crate) struct Inner {
     pub(crate) approvals: approvals::Settings,
     /// The host's policy, asked at stage 4.
     pub(crate) policy: Option<Arc<dyn crate::policy::Policy>>,
+    /// A candidate policy run in shadow beside `policy`: recorded, never enforced.
+    pub(crate) shadow: Option<crate::policy::ShadowPolicy>,
     /// The policy's call counts: shared by the fleet, or in memory.
     pub(crate) calls: policy::CallCounting,
     /// Finds credential-shaped values the vault does not know in answers (stage 12).

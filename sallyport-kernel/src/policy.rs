@@ -87,7 +87,24 @@
 //! it sees the calls this process counted (all of them with in-memory counts; with a shared
 //! store, the ones this process let through), and counts nothing.
 //!
+//! # A policy in shadow
+//!
+//! A candidate policy (a [`CedarPolicy`](https://docs.rs/sallyport-cedar) or any [`Policy`])
+//! can run beside the enforced one before it is trusted with calls
+//! ([`ExecutorBuilder::shadow_policy`]). Whenever the enforced policy is asked about a call,
+//! the candidate is asked too, on the same [`PolicyRequest`]: the same arguments, the same
+//! [`CallCounts`] and [`SessionCalls`] (it never counts anything itself: the counts are the
+//! enforced policy's, so a candidate rate limit sees what the enforced policy let through).
+//! Its decision never changes the call. The call's audit record carries it as `shadow:
+//! {name, decision, reason, rules, flip}` ([`ShadowNote`]), `flip: true` when its verdict
+//! differs from the enforced one; `sallyport policy shadow-report` sums the flips by rule,
+//! action and session over a time range. A candidate that panics is recorded as failed
+//! (`failed: "panicked: …"`, no decision, no flip) and the call goes on as the enforced
+//! policy decided. The candidate's reason is scrubbed like the enforced one's. Records
+//! without a candidate keep their JSON (and hashes) as they were.
+//!
 //! [`Journal::call_store`]: crate::journal::Journal::call_store
+//! [`ExecutorBuilder::shadow_policy`]: crate::executor::ExecutorBuilder::shadow_policy
 //! [`ExecutorBuilder::local_call_counts`]: crate::executor::ExecutorBuilder::local_call_counts
 
 use std::fmt;
@@ -103,7 +120,7 @@ use sallyport_vocab::journal::AttemptId;
 
 pub mod calls;
 
-pub use sallyport_vocab::policy::{PolicyDecision, PolicyNote, PolicyVerdict};
+pub use sallyport_vocab::policy::{PolicyDecision, PolicyNote, PolicyVerdict, ShadowNote};
 
 /// The host's policy: decides every call that passed the scope check. See the
 /// [module](self) docs.
@@ -129,6 +146,55 @@ impl<P: Policy + ?Sized> Policy for Arc<P> {
 
     fn decide(&self, request: &PolicyRequest<'_>) -> PolicyDecision {
         (**self).decide(request)
+    }
+}
+
+/// A candidate policy run in shadow beside the enforced one, under the name its records
+/// carry (see the [module](self) docs).
+#[derive(Clone, Debug)]
+pub(crate) struct ShadowPolicy {
+    name: String,
+    policy: Arc<dyn Policy>,
+}
+
+impl ShadowPolicy {
+    /// `policy` in shadow, named `name` (its own name when `None`).
+    pub(crate) fn new(name: Option<String>, policy: Arc<dyn Policy>) -> Self {
+        let name = name.unwrap_or_else(|| policy.name().to_owned());
+        Self { name, policy }
+    }
+
+    /// The name its records carry.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the candidate decides about `request`, beside the enforced verdict `enforced`;
+    /// a candidate that panics is caught and recorded as failed (its reason and the panic's
+    /// message are scrubbed by the caller).
+    pub(crate) fn decide(
+        &self,
+        request: &PolicyRequest<'_>,
+        enforced: PolicyVerdict,
+    ) -> ShadowNote {
+        // The candidate sees the request only through `&`, and whatever it left half-done
+        // when it panicked is its own state, never read again by the executor.
+        let decided =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.policy.decide(request)));
+        match decided {
+            Ok(decision) => ShadowNote::decided(&self.name, &decision, enforced),
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned());
+                let why = match message {
+                    Some(message) => format!("panicked: {message}"),
+                    None => "panicked".to_owned(),
+                };
+                ShadowNote::failed(&self.name, why)
+            }
+        }
     }
 }
 

@@ -196,6 +196,9 @@ pub struct Refusal {
     pub decision: Option<Box<crate::drift::DriftDecision>>,
     /// The host policy's decision, for `policy_denied`: the audit record names it.
     pub policy: Option<Box<crate::policy::PolicyNote>>,
+    /// What a candidate policy in shadow would have decided about the call: the audit
+    /// record carries it. It never changes the refusal.
+    pub shadow: Option<Box<crate::policy::ShadowNote>>,
 }
 
 impl Refusal {
@@ -207,6 +210,7 @@ impl Refusal {
             divergences: Vec::new(),
             decision: None,
             policy: None,
+            shadow: None,
         }
     }
 
@@ -214,6 +218,13 @@ impl Refusal {
     #[must_use]
     pub fn with_policy(mut self, note: crate::policy::PolicyNote) -> Self {
         self.policy = Some(Box::new(note));
+        self
+    }
+
+    /// Attaches what a candidate policy in shadow would have decided about the call.
+    #[must_use]
+    pub fn with_shadow(mut self, note: crate::policy::ShadowNote) -> Self {
+        self.shadow = Some(Box::new(note));
         self
     }
 

@@ -1,5 +1,9 @@
 //! What a policy decided, as results and audit records carry it. `sallyport-kernel`'s
 //! `policy` module re-exports these beside the `Policy` trait that decides.
+//!
+//! [`PolicyNote`] is the enforced policy's decision (`policy: {…}` on an audit record);
+//! [`ShadowNote`] is what a candidate policy running in shadow would have decided about the
+//! same call (`shadow: {…}`), and whether that differs (`flip`).
 
 use crate::string_enum;
 use serde::{Deserialize, Serialize};
@@ -102,5 +106,94 @@ impl PolicyNote {
             reason: decision.reason.clone(),
             rules: decision.rules.clone(),
         }
+    }
+}
+
+/// The audit record's account of a candidate policy run in shadow beside the enforced one
+/// (`shadow: {name, decision, reason, rules, flip}`): what it would have decided about the
+/// call, on the same request and counts, and whether that differs from the enforced
+/// decision. It never changed the call.
+///
+/// A candidate that failed (it panicked) has no `decision`, says why in `failed`, and is
+/// never a flip.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ShadowNote {
+    /// The candidate's name (the name it was added under, else its `Policy::name`).
+    pub name: String,
+    /// Its verdict; absent when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<PolicyVerdict>,
+    /// Its reason (scrubbed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The rules that decided.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
+    /// Whether its verdict differs from the enforced policy's (`false` when it failed).
+    pub flip: bool,
+    /// Why it has no decision (`panicked: …`, scrubbed); absent when it decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+impl ShadowNote {
+    /// The note of `decision` by the candidate named `name`, beside the enforced verdict
+    /// `enforced`.
+    pub fn decided(
+        name: impl Into<String>,
+        decision: &PolicyDecision,
+        enforced: PolicyVerdict,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            decision: Some(decision.verdict),
+            reason: decision.reason.clone(),
+            rules: decision.rules.clone(),
+            flip: decision.verdict != enforced,
+            failed: None,
+        }
+    }
+
+    /// The note of a candidate named `name` that could not decide, and why.
+    pub fn failed(name: impl Into<String>, why: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            decision: None,
+            reason: None,
+            rules: Vec::new(),
+            flip: false,
+            failed: Some(why.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shadow_note_flips_only_when_the_verdicts_differ_and_serializes_to_the_audit_shape() {
+        let deny = PolicyDecision::deny("no deletes").with_rule("no-delete");
+        let flip = ShadowNote::decided("candidate", &deny, PolicyVerdict::Allow);
+        assert!(flip.flip);
+        assert_eq!(
+            serde_json::to_string(&flip).unwrap(),
+            r#"{"name":"candidate","decision":"deny","reason":"no deletes","rules":["no-delete"],"flip":true}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ShadowNote>(&serde_json::to_string(&flip).unwrap()).unwrap(),
+            flip
+        );
+        let same = ShadowNote::decided("candidate", &PolicyDecision::allow(), PolicyVerdict::Allow);
+        assert_eq!(
+            serde_json::to_string(&same).unwrap(),
+            r#"{"name":"candidate","decision":"allow","flip":false}"#
+        );
+        let failed = ShadowNote::failed("candidate", "panicked: boom");
+        assert_eq!(
+            serde_json::to_string(&failed).unwrap(),
+            r#"{"name":"candidate","flip":false,"failed":"panicked: boom"}"#
+        );
     }
 }

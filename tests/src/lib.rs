@@ -7,5 +7,6 @@ pub mod http_server;
 pub mod oidc;
 pub mod postgres;
 pub mod scripted;
+pub mod shadow_rig;
 pub mod sshd;
 pub mod vault_rig;

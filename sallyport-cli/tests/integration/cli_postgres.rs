@@ -47,7 +47,7 @@ fn no_password(out: &Output) {
 
 /// The test database as a `postgres://` URL carrying [`PASSWORD`]: `SALLYPORT_PG_URL` as it
 /// is when it is already a URL, else the key-value string's socket and user as a URL.
-fn url_of(db: &TestDb) -> String {
+pub(crate) fn url_of(db: &TestDb) -> String {
     if db.url.starts_with("postgres://") || db.url.starts_with("postgresql://") {
         return db.url.clone();
     }

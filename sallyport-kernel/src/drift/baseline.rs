@@ -488,6 +488,7 @@ impl BaselineGuard {
                 reconciled: None,
                 policy: None,
                 findings: Vec::new(),
+                shadow: None,
             };
             journal.append(event).await?;
             self.set_receipt(&decision);

@@ -119,6 +119,7 @@ pub(super) async fn authorize(
     let prepared = prepare(inner, session, validated)?;
     let policy = policy::check(
         inner.policy.as_deref(),
+        inner.shadow.as_ref(),
         &inner.calls,
         &scrubber,
         session,
@@ -140,6 +141,7 @@ pub(super) fn authorize_now(
     let prepared = prepare(inner, session, validated)?;
     let policy = policy::check_now(
         inner.policy.as_deref(),
+        inner.shadow.as_ref(),
         &inner.calls,
         &scrubber,
         session,

@@ -49,6 +49,12 @@ pub enum BuildError {
         "deferred consent needs an approval store, and the journal is not one: use a journal that stores approvals (`SqliteJournal`, `PostgresJournal`, `MemoryJournal`), pass yours with `.journal_with_approvals(…)`, or keep consent blocking"
     )]
     MissingApprovalStore,
+    /// A candidate policy was added in shadow ([`ExecutorBuilder::shadow_policy`]) without
+    /// an enforced policy to run beside.
+    #[error(
+        "a shadow policy runs beside the enforced policy, and none was added: add one with `.policy(…)` (a policy that allows every call keeps today's behaviour)"
+    )]
+    ShadowWithoutPolicy,
     /// An action binds a credential but no vault was added.
     #[error(
         "action `{action}` binds credential `{credential}`, but no vault was added with `.vault(…)`"
@@ -79,6 +85,8 @@ pub struct ExecutorBuilder {
     baseline_lockfile: Option<std::path::PathBuf>,
     approvals: super::approvals::Settings,
     policy: Option<Arc<dyn crate::policy::Policy>>,
+    /// A candidate policy in shadow.
+    shadow: Option<crate::policy::ShadowPolicy>,
     /// The call store the journal offers.
     journal_call_store: Option<Arc<dyn CallStore>>,
     /// Where the policy's call counts are kept.
@@ -124,6 +132,7 @@ impl ExecutorBuilder {
             baseline_lockfile: None,
             approvals: super::approvals::Settings::default(),
             policy: None,
+            shadow: None,
             journal_call_store: None,
             call_counts: CallCounts::Journal,
             recent_calls: super::policy::DEFAULT_RECENT,
@@ -367,6 +376,36 @@ impl ExecutorBuilder {
         self
     }
 
+    /// A candidate policy run in shadow beside the enforced one ([`ExecutorBuilder::policy`],
+    /// required: [`BuildError::ShadowWithoutPolicy`] otherwise): whenever the enforced policy
+    /// is asked about a call, the candidate decides the same request with the same counts
+    /// and recent calls, counts nothing, and changes nothing; each call's audit record
+    /// carries its decision as `shadow: {name, decision, reason, rules, flip}`. Records name
+    /// it by its [`Policy::name`](crate::policy::Policy::name). See [`crate::policy`].
+    pub fn shadow_policy(self, policy: impl crate::policy::Policy) -> Self {
+        self.shadow_policy_arc(None, Arc::new(policy))
+    }
+
+    /// [`ExecutorBuilder::shadow_policy`], with the name its records carry (to tell two
+    /// versions of one Cedar file apart, say).
+    pub fn shadow_policy_named(
+        self,
+        name: impl Into<String>,
+        policy: impl crate::policy::Policy,
+    ) -> Self {
+        self.shadow_policy_arc(Some(name.into()), Arc::new(policy))
+    }
+
+    /// [`ExecutorBuilder::shadow_policy`], shared, under `name` (its own name when `None`).
+    pub fn shadow_policy_arc(
+        mut self,
+        name: Option<String>,
+        policy: Arc<dyn crate::policy::Policy>,
+    ) -> Self {
+        self.shadow = Some(crate::policy::ShadowPolicy::new(name, policy));
+        self
+    }
+
     /// Keeps the policy's call counts in this process's memory even when the journal offers
     /// a store shared by the fleet ([`Journal::call_store`]). By default an executor counts
     /// in the journal's store when there is one, so a limit holds across every process on
@@ -409,9 +448,13 @@ impl ExecutorBuilder {
     /// consent on a journal that stores no approvals, [`BuildError::MissingChannel`] for an
     /// action whose channel was not added, [`BuildError::MissingVault`] for a credential
     /// binding without a vault, [`BuildError::Baseline`] for a baseline lockfile that cannot
-    /// be read.
+    /// be read, [`BuildError::ShadowWithoutPolicy`] for a shadow policy without an enforced
+    /// one.
     pub fn build(mut self) -> Result<Executor, BuildError> {
         let journal = self.journal.ok_or(BuildError::MissingJournal)?;
+        if self.shadow.is_some() && self.policy.is_none() {
+            return Err(BuildError::ShadowWithoutPolicy);
+        }
         if self.approvals.any_deferred() && self.approval_store.is_none() {
             return Err(BuildError::MissingApprovalStore);
         }
@@ -473,6 +516,7 @@ impl ExecutorBuilder {
             journal_unwritable: Default::default(),
             approvals: self.approvals,
             policy: self.policy,
+            shadow: self.shadow,
             calls: super::policy::CallCounting::new(
                 match self.call_counts {
                     CallCounts::Journal => self.journal_call_store,

@@ -86,6 +86,14 @@ pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
     if let Some(reason) = event.policy.as_mut().and_then(|p| p.reason.as_mut()) {
         scrub_cut_in_place(scrubber, reason);
     }
+    if let Some(shadow) = &mut event.shadow {
+        for text in [&mut shadow.reason, &mut shadow.failed]
+            .into_iter()
+            .flatten()
+        {
+            scrub_cut_in_place(scrubber, text);
+        }
+    }
 }
 
 /// Scrubs `text` where it is: a text with nothing to redact (the usual case) is left as it

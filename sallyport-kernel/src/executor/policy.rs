@@ -18,6 +18,11 @@
 //!
 //! With a shared store, the calls this process lets through are also noted in its `CallLog`,
 //! which [`crate::Executor::preflight`] decides with (it never touches the journal).
+//!
+//! A candidate policy in shadow ([`ShadowPolicy`]) decides inside the same step, right after
+//! the enforced policy and on the same request, counts and recent calls; only the enforced
+//! decision is counted and acted on. Its [`ShadowNote`] rides on the [`PolicyCheck`] (or on
+//! the `policy_denied` refusal) to the call's audit record.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,7 +35,7 @@ use crate::outcome::{Refusal, Status};
 use crate::policy::calls::{CallQuery, CallStore, Decide};
 use crate::policy::{
     CallCounts, EffectCounts, Policy, PolicyDecision, PolicyNote, PolicyRequest, PolicyVerdict,
-    RecentCall, SessionCalls, visible_arguments,
+    RecentCall, SessionCalls, ShadowNote, ShadowPolicy, visible_arguments,
 };
 use crate::scrub::Scrubber;
 use crate::session::Session;
@@ -51,12 +56,18 @@ pub(crate) const DEFAULT_RECENT: usize = 16;
 pub(crate) struct PolicyCheck {
     note: Option<PolicyNote>,
     requires_consent: bool,
+    shadow: Option<ShadowNote>,
 }
 
 impl PolicyCheck {
     /// The decision as the audit record names it; `None` without a policy.
     pub(crate) fn note(&self) -> Option<&PolicyNote> {
         self.note.as_ref()
+    }
+
+    /// What the candidate policy in shadow would have decided; `None` without one.
+    pub(crate) fn shadow(&self) -> Option<&ShadowNote> {
+        self.shadow.as_ref()
     }
 
     /// Whether the policy asked for a human's approval of this one call.
@@ -299,6 +310,7 @@ fn asked<'p>(policy: Option<&'p dyn Policy>, validated: &Validated) -> Option<&'
 /// refused (`journal_unavailable`) and nothing is sent.
 pub(super) async fn check(
     policy: Option<&dyn Policy>,
+    shadow: Option<&ShadowPolicy>,
     counting: &CallCounting,
     scrubber: &Scrubber,
     session: &Session,
@@ -311,6 +323,7 @@ pub(super) async fn check(
     let Some(store) = &counting.shared else {
         return check_now(
             Some(policy),
+            shadow,
             counting,
             scrubber,
             session,
@@ -321,10 +334,11 @@ pub(super) async fn check(
     let spec = validated.entry().spec();
     let arguments = visible_arguments(spec, validated.arguments());
     let query = query(counting, session, validated, purpose);
+    let mut shadow_note = None;
     let mut decide = |calls: CallCounts, session_calls: &SessionCalls| {
         let request = PolicyRequest::new(session, spec, validated.objects(), &arguments, calls)
             .with_session_calls(session_calls);
-        policy.decide(&request)
+        decide_both(policy, shadow, &request, &mut shadow_note)
     };
     let decision = match store.decide_and_count(&query, &mut decide).await {
         Ok(decision) => decision,
@@ -345,13 +359,14 @@ pub(super) async fn check(
     {
         counting.local.note(&query, attempt, Instant::now());
     }
-    conclude(policy, &decision, scrubber)
+    conclude(policy, &decision, shadow_note, scrubber)
 }
 
 /// [`check`] without waiting: decided with this process's counts (for preflight, and for
 /// every call when the counts are kept in memory).
 pub(super) fn check_now(
     policy: Option<&dyn Policy>,
+    shadow: Option<&ShadowPolicy>,
     counting: &CallCounting,
     scrubber: &Scrubber,
     session: &Session,
@@ -364,16 +379,33 @@ pub(super) fn check_now(
     let spec = validated.entry().spec();
     let arguments = visible_arguments(spec, validated.arguments());
     let query = query(counting, session, validated, purpose);
+    let mut shadow_note = None;
     let decision = counting.local.decide_counting(
         &query,
         Instant::now(),
         &mut |calls: CallCounts, session_calls: &SessionCalls| {
             let request = PolicyRequest::new(session, spec, validated.objects(), &arguments, calls)
                 .with_session_calls(session_calls);
-            policy.decide(&request)
+            decide_both(policy, shadow, &request, &mut shadow_note)
         },
     );
-    conclude(policy, &decision, scrubber)
+    conclude(policy, &decision, shadow_note, scrubber)
+}
+
+/// The enforced policy's decision on `request`, which the call goes on with; the candidate
+/// in shadow, when there is one, decides the same request after it, into `shadow_note` (the
+/// last decision wins should a store run the step again).
+fn decide_both(
+    policy: &dyn Policy,
+    shadow: Option<&ShadowPolicy>,
+    request: &PolicyRequest<'_>,
+    shadow_note: &mut Option<ShadowNote>,
+) -> PolicyDecision {
+    let decision = policy.decide(request);
+    if let Some(shadow) = shadow {
+        *shadow_note = Some(shadow.decide(request, decision.verdict));
+    }
+    decision
 }
 
 /// Writes how a call the policy let through ended, where it was counted. A shared store
@@ -399,10 +431,17 @@ pub(super) async fn settle(
 fn conclude(
     policy: &dyn Policy,
     decision: &PolicyDecision,
+    shadow: Option<ShadowNote>,
     scrubber: &Scrubber,
 ) -> Result<PolicyCheck, Refusal> {
     let mut note = PolicyNote::new(policy.name(), decision);
     note.reason = note.reason.map(|r| scrubber.bounded(&r, MAX_REASON));
+    let shadow = shadow.map(|mut shadow| {
+        shadow.reason = shadow.reason.map(|r| scrubber.bounded(&r, MAX_REASON));
+        shadow.failed = shadow.failed.map(|f| scrubber.bounded(&f, MAX_REASON));
+        shadow.name = scrubber.bounded(&shadow.name, MAX_REASON);
+        shadow
+    });
     match decision.verdict {
         PolicyVerdict::Deny => {
             let reason = match &note.reason {
@@ -412,15 +451,21 @@ fn conclude(
                 ),
                 None => format!("policy `{}` denied this call; nothing was sent", note.name),
             };
-            Err(Refusal::new(RefusalCode::PolicyDenied, reason).with_policy(note))
+            let refusal = Refusal::new(RefusalCode::PolicyDenied, reason).with_policy(note);
+            Err(match shadow {
+                Some(shadow) => refusal.with_shadow(shadow),
+                None => refusal,
+            })
         }
         PolicyVerdict::RequireConsent => Ok(PolicyCheck {
             note: Some(note),
             requires_consent: true,
+            shadow,
         }),
         PolicyVerdict::Allow => Ok(PolicyCheck {
             note: Some(note),
             requires_consent: false,
+            shadow,
         }),
     }
 }
@@ -437,6 +482,74 @@ mod tests {
                 PolicyDecision::allow()
             }
         }
+    }
+
+    /// A candidate whose reason (or panic) quotes a secret the scrubber knows.
+    #[derive(Debug)]
+    struct Leaky {
+        panics: bool,
+    }
+
+    impl Policy for Leaky {
+        fn name(&self) -> &str {
+            "leaky"
+        }
+
+        fn decide(&self, _: &PolicyRequest<'_>) -> PolicyDecision {
+            assert!(!self.panics, "token sk_live_canary_123 rejected");
+            PolicyDecision::deny("token sk_live_canary_123 is not allowed").with_rule("r")
+        }
+    }
+
+    #[derive(Debug)]
+    struct Verdict(PolicyDecision);
+
+    impl Policy for Verdict {
+        fn name(&self) -> &str {
+            "enforced"
+        }
+
+        fn decide(&self, _: &PolicyRequest<'_>) -> PolicyDecision {
+            self.0.clone()
+        }
+    }
+
+    #[test]
+    fn the_candidates_note_is_scrubbed_and_rides_on_the_check_or_the_refusal() {
+        let spec = crate::action::ActionSpec::new("a", crate::action::EffectClass::Observe);
+        let session = Session::new("s");
+        let arguments = serde_json::Map::new();
+        let request = PolicyRequest::new(&session, &spec, &[], &arguments, CallCounts::default());
+        let scrubber = Scrubber::new(["sk_live_canary_123"]);
+        let enforced = Verdict(PolicyDecision::allow());
+        for panics in [false, true] {
+            let shadow = ShadowPolicy::new(None, Arc::new(Leaky { panics }));
+            let mut note = None;
+            let decision = decide_both(&enforced, Some(&shadow), &request, &mut note);
+            assert_eq!(decision, PolicyDecision::allow());
+            let check = conclude(&enforced, &decision, note, &scrubber).expect("allowed");
+            let shadow = check.shadow().expect("a shadow note");
+            let json = serde_json::to_string(shadow).expect("json");
+            assert!(!json.contains("sk_live_canary_123"), "{json}");
+            assert_eq!(shadow.name, "leaky");
+            assert_eq!(shadow.flip, !panics);
+            assert_eq!(shadow.failed.is_some(), panics);
+            assert_eq!(check.note().map(|n| n.decision), Some(PolicyVerdict::Allow));
+        }
+        // A deny by the enforced policy carries the candidate's note on its refusal.
+        let deny = Verdict(PolicyDecision::deny("no"));
+        let shadow = ShadowPolicy::new(
+            Some("v2".into()),
+            Arc::new(Verdict(PolicyDecision::allow())),
+        );
+        let mut note = None;
+        let decision = decide_both(&deny, Some(&shadow), &request, &mut note);
+        let refusal = conclude(&deny, &decision, note, &scrubber).expect_err("denied");
+        let shadow = refusal.shadow.expect("shadow on the refusal");
+        assert_eq!(
+            (shadow.name.as_str(), shadow.decision, shadow.flip),
+            ("v2", Some(PolicyVerdict::Allow), true)
+        );
     }
 
     #[test]

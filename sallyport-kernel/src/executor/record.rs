@@ -133,6 +133,7 @@ impl CallRecord {
         let call = authorized.call();
         self.texts.request = Some(call.summary().0.clone());
         self.texts.policy = call.policy().note().cloned();
+        self.texts.shadow = call.policy().shadow().cloned();
         self.let_through = self
             .texts
             .policy
@@ -211,6 +212,7 @@ impl CallRecord {
             reconciled: None,
             policy: texts.policy,
             findings: Vec::new(),
+            shadow: texts.shadow,
         }
     }
 }
@@ -226,6 +228,7 @@ struct Texts {
     request: Option<String>,
     divergences: Vec<crate::drift::Divergence>,
     policy: Option<crate::policy::PolicyNote>,
+    shadow: Option<crate::policy::ShadowNote>,
 }
 
 /// A write of a call's last record that marks the record handed over when first polled.
@@ -485,6 +488,9 @@ pub(super) async fn refusal(
     }
     if let Some(note) = refusal.policy {
         event.policy = Some(*note);
+    }
+    if let Some(note) = refusal.shadow {
+        event.shadow = Some(*note);
     }
     if let Some(mut decision) = refusal.decision {
         // The decision is audited by this record: its receipt is the record's.

@@ -179,6 +179,11 @@ pub struct AuditEvent {
     /// value. Absent when nothing was found, so earlier records keep their JSON and hashes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<sallyport_vocab::finding::Finding>,
+    /// What a candidate policy run in shadow would have decided about this call (`shadow:
+    /// {name, decision, reason, rules, flip}`), when the executor has one and the enforced
+    /// policy was asked. Absent otherwise, so earlier records keep their JSON and hashes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<sallyport_vocab::policy::ShadowNote>,
 }
 
 /// How the reconciler settled an attempt its owner left unresolved: the reconcile action it
@@ -234,6 +239,7 @@ impl AuditEvent {
             reconciled: None,
             policy: None,
             findings: Vec::new(),
+            shadow: None,
         }
     }
 }

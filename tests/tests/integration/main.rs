@@ -28,4 +28,5 @@ mod prepared_request;
 mod readme_program;
 mod reconcile;
 mod scrub_truncation;
+mod shadow;
 mod vault_lock_mid_call;
