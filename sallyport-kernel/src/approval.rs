@@ -99,6 +99,7 @@ fn event(
         reconciled: None,
         policy: None,
         findings: Vec::new(),
+        hooks: Vec::new(),
     }
 }
 

@@ -488,6 +488,7 @@ impl BaselineGuard {
                 reconciled: None,
                 policy: None,
                 findings: Vec::new(),
+                hooks: Vec::new(),
             };
             journal.append(event).await?;
             self.set_receipt(&decision);

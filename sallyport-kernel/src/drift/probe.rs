@@ -401,6 +401,7 @@ impl Prober {
             reconciled: None,
             policy: None,
             findings: Vec::new(),
+            hooks: Vec::new(),
         };
         match self.journal.append(event).await {
             Ok(record) => Some(record.event.receipt_id),

@@ -275,6 +275,7 @@ impl Executor {
             reconciled: Some(ReconcileNote::new(check, evidence, result.status)),
             policy: None,
             findings: Vec::new(),
+            hooks: Vec::new(),
         };
         super::filter::scrub_event(&self.inner.current_scrubber(), &mut event);
         let receipt = event.receipt_id.clone();

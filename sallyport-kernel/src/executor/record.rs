@@ -159,6 +159,11 @@ impl CallRecord {
         self.consent = Some(decision);
     }
 
+    /// The host's hooks ran on the call: every later record of it names them.
+    pub(super) fn hooks_ran(&mut self, notes: Vec<crate::hooks::HookNote>) {
+        self.texts.hooks.extend(notes);
+    }
+
     /// An audit event for this call with the given outcome.
     pub(crate) fn event(
         &self,
@@ -211,6 +216,7 @@ impl CallRecord {
             reconciled: None,
             policy: texts.policy,
             findings: Vec::new(),
+            hooks: texts.hooks,
         }
     }
 }
@@ -226,6 +232,7 @@ struct Texts {
     request: Option<String>,
     divergences: Vec<crate::drift::Divergence>,
     policy: Option<crate::policy::PolicyNote>,
+    hooks: Vec<crate::hooks::HookNote>,
 }
 
 /// A write of a call's last record that marks the record handed over when first polled.

@@ -179,6 +179,11 @@ pub struct AuditEvent {
     /// value. Absent when nothing was found, so earlier records keep their JSON and hashes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<sallyport_vocab::finding::Finding>,
+    /// What the host's own hooks did to this call (see [`crate::hooks`]): each hook's name,
+    /// stage, outcome and reason, in the order they ran. Absent when no hook ran, so records
+    /// of executors without hooks keep their JSON and hashes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<sallyport_vocab::hook::HookNote>,
 }
 
 /// How the reconciler settled an attempt its owner left unresolved: the reconcile action it
@@ -234,6 +239,7 @@ impl AuditEvent {
             reconciled: None,
             policy: None,
             findings: Vec::new(),
+            hooks: Vec::new(),
         }
     }
 }
