@@ -61,11 +61,10 @@
 //! impl PostResultHook for DropEmails {
 //!     async fn check(&self, call: &PostResultRequest<'_>) -> PostResultDecision {
 //!         let mut edited = call.result.clone();
-//!         match edited.data.as_mut().and_then(|d| d.as_object_mut()) {
-//!             Some(fields) if fields.remove("owner_email").is_some() => {
-//!                 PostResultDecision::Mask(Box::new(edited))
-//!             }
-//!             _ => PostResultDecision::Keep,
+//!         let fields = edited.data.as_mut().and_then(|d| d.as_object_mut());
+//!         match fields.and_then(|f| f.remove("owner_email")) {
+//!             Some(_) => PostResultDecision::Mask(Box::new(edited)),
+//!             None => PostResultDecision::Keep,
 //!         }
 //!     }
 //! }

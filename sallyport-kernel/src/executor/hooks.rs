@@ -307,7 +307,7 @@ pub(super) async fn post_result(
             reason.as_deref(),
         ));
         if let Some(why) = refused {
-            withhold(result, spec.effect.is_mutating(), why);
+            withhold(result, spec.effect.is_mutating(), &why);
             break;
         }
     }
@@ -318,7 +318,7 @@ pub(super) async fn post_result(
 /// already) becomes `rejected` by the executor; an action that changes state keeps the
 /// status the upstream gave (as `secret_in_answer` does), so the agent is never told that an
 /// effect that happened did not.
-fn withhold(result: &mut ActionResult, mutating: bool, why: String) {
+fn withhold(result: &mut ActionResult, mutating: bool, why: &str) {
     let sent = if !mutating {
         result.status = Status::Rejected;
         "the request was sent; nothing changed upstream"
