@@ -253,8 +253,8 @@ pub(super) async fn post_result(
     hooks: &Hooks,
     record: &mut CallRecord,
     session: &Session,
-    filtered: &mut Filtered,
-) {
+    mut filtered: Filtered,
+) -> Filtered {
     let (call, result) = filtered.parts_mut();
     let scrubber = Arc::clone(call.scrubber());
     let spec = call.spec();
@@ -312,6 +312,7 @@ pub(super) async fn post_result(
         }
     }
     record.hooks_ran(notes);
+    filtered
 }
 
 /// Withholds the answer: no data and no `next`. A read (or an answer that was a rejection

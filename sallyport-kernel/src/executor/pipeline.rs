@@ -267,17 +267,21 @@ async fn pipeline(
     };
     let dispatched = dispatch::dispatch(inner, guard, intended).await;
     let normalized = normalize::normalize(inner, guard.record().action(), dispatched);
-    let mut filtered = filter::filter(inner, normalized);
+    let filtered = filter::filter(inner, normalized);
     // Stage 12 ends with the host's post-result hooks, on the answer the executor filtered.
-    if inner.hooks.any_post() {
+    // The answer moves into their boxed future, so this one does not hold it across the
+    // await (nor their state, without hooks).
+    let filtered = if inner.hooks.any_post() {
         Box::pin(hooks::post_result(
             &inner.hooks,
             guard.record_mut(),
             session,
-            &mut filtered,
+            filtered,
         ))
-        .await;
-    }
+        .await
+    } else {
+        filtered
+    };
     Ok(Ended::Answer(Box::new(
         record::record(inner, guard, filtered).await,
     )))
