@@ -177,6 +177,7 @@
 //! - [`vault`]: credentials ([`vault::FileVault`] with feature `file-vault`); [`scrub`]:
 //!   removing secret values from everything outgoing; [`inspect`]: the answer guards
 //!   (credential-shaped values the vault does not know, text that tries to steer the model).
+//! - [`hooks`]: the host's own checks, before a call is sent and on every answer.
 //! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
 //!   every channel shares.
 //! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.

@@ -100,6 +100,7 @@ fn event(
         policy: None,
         findings: Vec::new(),
         shadow: None,
+        hooks: Vec::new(),
     }
 }
 

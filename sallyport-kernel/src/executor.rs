@@ -11,10 +11,12 @@
 //!  6 vault       vault unlocked, credential resolvable and usable       else vault_locked | credential_unavailable
 //!  7 precheck    the action's own read-only preconditions               else precondition_failed
 //!  8 consent     per the rule; the human sees object, effect and reason else consent_denied | consent_timeout | consent_unavailable
+//!    hooks       the host's pre-dispatch hooks allow the call           else hook_denied
 //!  9 intent      attempt + idempotency key durably written              else journal_unavailable
 //! 10 dispatch    the channel sends (and resends only as the rule allows, with the same key)
 //! 11 normalize   the channel's outcome -> status, `next` from the reconcile action
-//! 12 filter      secrets scrubbed from everything outgoing
+//! 12 filter      secrets scrubbed from everything outgoing; the answer guards;
+//!                the host's post-result hooks keep, mask or withhold    withheld: hook_refused
 //! 13 record      outcome appended to the audit chain; receipt id returned
 //! ```
 //!
@@ -27,6 +29,12 @@
 //! `call()`; a stage adds what only it establishes beside it (the consent decision, the
 //! intent). The request a channel prepares at stage 4 is the one the human approves at
 //! stage 8 and the one sent at stage 10.
+//!
+//! The host's own hooks ([`crate::hooks`]) run at two fixed places: its pre-dispatch hooks
+//! after consent and before the intent (a hook sees the approved request and cannot change
+//! it; a denial, a timeout or a panic refuses the call with nothing sent), its post-result
+//! hooks last in stage 12, on the answer the executor filtered. Each run is bounded by a
+//! timeout, guarded against a panic, and named on the call's record.
 //!
 //! # No stage can be skipped
 //!
@@ -116,6 +124,7 @@ mod consent;
 mod definition;
 mod dispatch;
 mod filter;
+mod hooks;
 mod intent;
 mod normalize;
 mod policy;
@@ -192,6 +201,7 @@ impl std::fmt::Debug for Executor {
                 &self.inner.shadow.as_ref().map(|p| p.name()),
             )
             .field("shared_call_counts", &self.inner.calls.is_shared())
+            .field("hooks", &self.inner.hooks.names())
             .finish_non_exhaustive()
     }
 }
@@ -227,6 +237,8 @@ pub(crate) struct Inner {
     pub(crate) secret_scanner: Option<Arc<dyn crate::inspect::SecretScanner>>,
     /// Calls' last records the journal could not take, written when it is back.
     pub(crate) kept: kept::KeptRecords,
+    /// The host's hooks: before dispatch (after stage 8) and on the answer (stage 12).
+    pub(crate) hooks: hooks::Hooks,
 }
 
 impl Inner {

@@ -41,7 +41,8 @@
 //! - [`vault`]: credentials and the [`Vault`](vault::Vault) trait (the file and keychain vaults are
 //!   `sallyport-vault`); [`scrub`]: removing secret values from everything outgoing;
 //!   [`inspect`]: the answer guards (credential-shaped values the vault does not know, with
-//!   feature `secret-rules`; text that tries to steer the model).
+//!   feature `secret-rules`; text that tries to steer the model); [`hooks`]: the host's own
+//!   checks before a call is sent and on every answer.
 //! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
 //!   every channel shares.
 //! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.
@@ -60,6 +61,7 @@ pub mod danger;
 pub mod drift;
 pub mod executor;
 mod hex;
+pub mod hooks;
 pub mod inspect;
 pub mod journal;
 mod payload;

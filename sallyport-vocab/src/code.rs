@@ -56,6 +56,13 @@ string_enum! {
         CredentialUnavailable => "credential_unavailable",
         /// The live definition differs from the approved baseline.
         DefinitionDrift => "definition_drift",
+        /// A pre-dispatch hook of the host denied the call, or failed (timed out, panicked)
+        /// and fails closed: nothing was sent. The reason names the hook.
+        HookDenied => "hook_denied",
+        /// A post-result hook of the host refused the upstream's answer, or failed and
+        /// fails closed: the answer is withheld. Made after the send, as `secret_in_answer`
+        /// is.
+        HookRefused => "hook_refused",
         /// Arguments failed the payload drift check or could not be decoded.
         InvalidArguments => "invalid_arguments",
         /// The channel refused the call before sending (a value that would change the path, …).
@@ -408,6 +415,8 @@ mod tests {
             (ConsentTimeout, "consent_timeout"),
             (CredentialUnavailable, "credential_unavailable"),
             (DefinitionDrift, "definition_drift"),
+            (HookDenied, "hook_denied"),
+            (HookRefused, "hook_refused"),
             (InvalidArguments, "invalid_arguments"),
             (InvalidRequest, "invalid_request"),
             (JournalUnavailable, "journal_unavailable"),

@@ -20,6 +20,7 @@
 //!   an attempt goes through.
 //! - [`approval`]: parked calls and where their approval stands.
 //! - [`policy`]: what a host policy decided.
+//! - [`hook`]: what the host's own hooks did to a call, as its audit record names it.
 //! - [`drift`]: canonical JSON and its hash, payload divergences, the Drift Decision Object.
 //! - [`clock`]: the one clock every time sallyport writes or compares is read from.
 //!
@@ -32,6 +33,7 @@ pub mod clock;
 pub mod code;
 pub mod drift;
 pub mod finding;
+pub mod hook;
 mod ids;
 pub mod journal;
 mod names;

@@ -146,6 +146,12 @@ impl ActionResult {
             Some(RefusalCode::SecretInAnswer | RefusalCode::InstructionsInAnswer) => {
                 "The request was sent; its answer was withheld for what it carried (see findings). Do not retry the same call; tell the user."
             }
+            Some(RefusalCode::HookDenied) => {
+                "Nothing was sent. A check of the host stopped the call; do not retry the same call; tell the user."
+            }
+            Some(RefusalCode::HookRefused) => {
+                "The request was sent; a check of the host withheld its answer. Do not retry the same call; tell the user."
+            }
             _ => "Nothing was sent; do not retry the same call.",
         }
     }

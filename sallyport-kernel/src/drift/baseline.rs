@@ -489,6 +489,7 @@ impl BaselineGuard {
                 policy: None,
                 findings: Vec::new(),
                 shadow: None,
+                hooks: Vec::new(),
             };
             journal.append(event).await?;
             self.set_receipt(&decision);

@@ -402,6 +402,7 @@ impl Prober {
             policy: None,
             findings: Vec::new(),
             shadow: None,
+            hooks: Vec::new(),
         };
         match self.journal.append(event).await {
             Ok(record) => Some(record.event.receipt_id),

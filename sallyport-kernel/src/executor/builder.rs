@@ -95,6 +95,7 @@ pub struct ExecutorBuilder {
     recent_calls: usize,
     secret_scanner: Option<Arc<dyn crate::inspect::SecretScanner>>,
     kept_records_for: Duration,
+    hooks: super::hooks::Hooks,
 }
 
 /// Where the policy's call counts are kept.
@@ -138,6 +139,7 @@ impl ExecutorBuilder {
             recent_calls: super::policy::DEFAULT_RECENT,
             secret_scanner: crate::inspect::default_scanner(),
             kept_records_for: super::kept::DEFAULT_KEEP_FOR,
+            hooks: super::hooks::Hooks::default(),
         }
     }
 
@@ -435,6 +437,79 @@ impl ExecutorBuilder {
         self
     }
 
+    /// Adds a pre-dispatch hook under `name` (see [`crate::hooks`]): it runs on every call
+    /// after consent and before anything is sent, after the hooks added before it, with the
+    /// builder's timeout ([`ExecutorBuilder::hook_timeout`]), failing closed.
+    pub fn pre_dispatch_hook(
+        self,
+        name: impl Into<String>,
+        hook: impl crate::hooks::PreDispatchHook,
+    ) -> Self {
+        self.pre_dispatch_hook_with(name, hook, crate::hooks::HookSettings::new())
+    }
+
+    /// [`ExecutorBuilder::pre_dispatch_hook`] with the hook's own timeout or failure mode.
+    pub fn pre_dispatch_hook_with(
+        self,
+        name: impl Into<String>,
+        hook: impl crate::hooks::PreDispatchHook,
+        settings: crate::hooks::HookSettings,
+    ) -> Self {
+        self.pre_dispatch_hook_arc(name, Arc::new(hook), settings)
+    }
+
+    /// [`ExecutorBuilder::pre_dispatch_hook_with`], shared.
+    pub fn pre_dispatch_hook_arc(
+        mut self,
+        name: impl Into<String>,
+        hook: Arc<dyn crate::hooks::PreDispatchHook>,
+        settings: crate::hooks::HookSettings,
+    ) -> Self {
+        self.hooks.add_pre(name.into(), hook, settings);
+        self
+    }
+
+    /// Adds a post-result hook under `name` (see [`crate::hooks`]): it runs on every answer
+    /// after the executor's own filtering and before the record, after the hooks added
+    /// before it, with the builder's timeout ([`ExecutorBuilder::hook_timeout`]), failing
+    /// closed.
+    pub fn post_result_hook(
+        self,
+        name: impl Into<String>,
+        hook: impl crate::hooks::PostResultHook,
+    ) -> Self {
+        self.post_result_hook_with(name, hook, crate::hooks::HookSettings::new())
+    }
+
+    /// [`ExecutorBuilder::post_result_hook`] with the hook's own timeout or failure mode.
+    pub fn post_result_hook_with(
+        self,
+        name: impl Into<String>,
+        hook: impl crate::hooks::PostResultHook,
+        settings: crate::hooks::HookSettings,
+    ) -> Self {
+        self.post_result_hook_arc(name, Arc::new(hook), settings)
+    }
+
+    /// [`ExecutorBuilder::post_result_hook_with`], shared.
+    pub fn post_result_hook_arc(
+        mut self,
+        name: impl Into<String>,
+        hook: Arc<dyn crate::hooks::PostResultHook>,
+        settings: crate::hooks::HookSettings,
+    ) -> Self {
+        self.hooks.add_post(name.into(), hook, settings);
+        self
+    }
+
+    /// How long a hook may take when it sets no timeout of its own (default 2 s,
+    /// [`crate::hooks::DEFAULT_HOOK_TIMEOUT`]). A hook that takes longer fails closed
+    /// unless it was added to fail open.
+    pub fn hook_timeout(mut self, timeout: Duration) -> Self {
+        self.hooks.set_timeout(timeout);
+        self
+    }
+
     /// Settings that weaken safety, for tests and demos.
     pub fn dangerous(self) -> DangerousExecutorBuilder {
         DangerousExecutorBuilder { inner: self }
@@ -527,6 +602,7 @@ impl ExecutorBuilder {
             ),
             secret_scanner: self.secret_scanner,
             kept,
+            hooks: self.hooks,
         });
         if let Some(channel) = approvals_channel {
             channel.attach(Arc::new(super::approvals::Host::new(&inner)));

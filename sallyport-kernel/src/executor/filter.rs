@@ -1,7 +1,8 @@
 //! Stage 12, filter: every secret the call's scrubber knows is removed from everything the
 //! agent will read (a vault locked meanwhile cannot empty the call's scrubber); then the
 //! answer guards of [`crate::inspect`] look for credential-shaped values the vault does not
-//! know and instruction-shaped text, and mask, strip or withhold as the action declares. The helpers
+//! know and instruction-shaped text, and mask, strip or withhold as the action declares; last,
+//! the host's post-result hooks ([`super::hooks`]) may mask more or withhold it. The helpers
 //! below scrub the other texts that leave a call the same way: audit events (every record
 //! the call writes, a cancelled call's too) and the consent request.
 
@@ -34,6 +35,12 @@ impl fmt::Debug for Filtered {
 impl Filtered {
     pub(super) fn into_parts(self) -> (Intended, u32, ActionResult, Option<i64>) {
         (self.intended, self.sends, self.result, self.upstream_status)
+    }
+
+    /// The call and its answer, for the post-result hooks that end this stage
+    /// ([`super::hooks`]): they may mask more of the answer, or withhold it.
+    pub(super) fn parts_mut(&mut self) -> (&super::call::Call, &mut ActionResult) {
+        (self.intended.call(), &mut self.result)
     }
 }
 
@@ -92,6 +99,12 @@ pub(crate) fn scrub_event(scrubber: &Scrubber, event: &mut AuditEvent) {
             .flatten()
         {
             scrub_cut_in_place(scrubber, text);
+        }
+    }
+    for hook in &mut event.hooks {
+        scrub_in_place(scrubber, &mut hook.name);
+        if let Some(reason) = &mut hook.reason {
+            scrub_cut_in_place(scrubber, reason);
         }
     }
 }

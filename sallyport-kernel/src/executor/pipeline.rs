@@ -13,7 +13,8 @@ use super::intent::NotIntended;
 use super::policy::Purpose;
 use super::validate::{self, Limits};
 use super::{
-    consent, definition, dispatch, filter, intent, normalize, precheck, record, resolve, vault,
+    consent, definition, dispatch, filter, hooks, intent, normalize, precheck, record, resolve,
+    vault,
 };
 use crate::approval::{Approval, ApprovalId, Claim};
 use crate::code::RefusalCode;
@@ -234,6 +235,18 @@ async fn pipeline(
         };
         guard.record_mut().consented(&consented);
         crate::executor::spans::consented(consented.decision());
+        // The host's pre-dispatch hooks: they see the approved request, and a denial (or a
+        // hook that fails closed) refuses the call before its intent is written. Boxed, so
+        // an executor without hooks does not carry their state in this future.
+        if inner.hooks.any_pre() {
+            Box::pin(hooks::pre_dispatch(
+                &inner.hooks,
+                guard.record_mut(),
+                session,
+                &consented,
+            ))
+            .await?;
+        }
         let record = guard.record();
         match consent {
             Consent::Ask => {
@@ -255,6 +268,20 @@ async fn pipeline(
     let dispatched = dispatch::dispatch(inner, guard, intended).await;
     let normalized = normalize::normalize(inner, guard.record().action(), dispatched);
     let filtered = filter::filter(inner, normalized);
+    // Stage 12 ends with the host's post-result hooks, on the answer the executor filtered.
+    // The answer moves into their boxed future, so this one does not hold it across the
+    // await (nor their state, without hooks).
+    let filtered = if inner.hooks.any_post() {
+        Box::pin(hooks::post_result(
+            &inner.hooks,
+            guard.record_mut(),
+            session,
+            filtered,
+        ))
+        .await
+    } else {
+        filtered
+    };
     Ok(Ended::Answer(Box::new(
         record::record(inner, guard, filtered).await,
     )))

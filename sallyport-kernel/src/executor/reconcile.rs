@@ -276,6 +276,7 @@ impl Executor {
             policy: None,
             findings: Vec::new(),
             shadow: None,
+            hooks: Vec::new(),
         };
         super::filter::scrub_event(&self.inner.current_scrubber(), &mut event);
         let receipt = event.receipt_id.clone();

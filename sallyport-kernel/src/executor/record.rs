@@ -160,6 +160,11 @@ impl CallRecord {
         self.consent = Some(decision);
     }
 
+    /// The host's hooks ran on the call: every later record of it names them.
+    pub(super) fn hooks_ran(&mut self, notes: Vec<crate::hooks::HookNote>) {
+        self.texts.hooks.extend(notes);
+    }
+
     /// An audit event for this call with the given outcome.
     pub(crate) fn event(
         &self,
@@ -213,6 +218,7 @@ impl CallRecord {
             policy: texts.policy,
             findings: Vec::new(),
             shadow: texts.shadow,
+            hooks: texts.hooks,
         }
     }
 }
@@ -229,6 +235,7 @@ struct Texts {
     divergences: Vec<crate::drift::Divergence>,
     policy: Option<crate::policy::PolicyNote>,
     shadow: Option<crate::policy::ShadowNote>,
+    hooks: Vec<crate::hooks::HookNote>,
 }
 
 /// A write of a call's last record that marks the record handed over when first polled.

@@ -184,6 +184,11 @@ pub struct AuditEvent {
     /// policy was asked. Absent otherwise, so earlier records keep their JSON and hashes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<sallyport_vocab::policy::ShadowNote>,
+    /// What the host's own hooks did to this call (see [`crate::hooks`]): each hook's name,
+    /// stage, outcome and reason, in the order they ran. Absent when no hook ran, so records
+    /// of executors without hooks keep their JSON and hashes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<sallyport_vocab::hook::HookNote>,
 }
 
 /// How the reconciler settled an attempt its owner left unresolved: the reconcile action it
@@ -240,6 +245,7 @@ impl AuditEvent {
             policy: None,
             findings: Vec::new(),
             shadow: None,
+            hooks: Vec::new(),
         }
     }
 }

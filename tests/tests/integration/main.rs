@@ -21,6 +21,7 @@ mod approvals_quorum;
 mod consent_display;
 mod consent_terminal;
 mod derive_limits;
+mod hooks;
 mod lean_build;
 mod oauth_fleet;
 mod policy;
