@@ -39,6 +39,26 @@ string_enum! {
     }
 }
 
+/// What `findings` say in a sentence for the model, `None` when there are none: `The
+/// upstream's answer carried: ignore_instructions at /data/body (flagged), github-pat at
+/// /data/token (masked).` (each rule, pointer and action once, in order). The MCP server's
+/// text and the rig adapter's envelope add it to a result, each followed by its own words on
+/// treating the text as data.
+pub fn summary(findings: &[Finding]) -> Option<String> {
+    if findings.is_empty() {
+        return None;
+    }
+    let mut seen: Vec<String> = findings
+        .iter()
+        .map(|f| format!("{} at {} ({})", f.rule, f.pointer, f.action))
+        .collect();
+    seen.dedup();
+    Some(format!(
+        "The upstream's answer carried: {}.",
+        seen.join(", ")
+    ))
+}
+
 /// One thing found in an answer: which rule matched, where, and what was done. Carries no
 /// part of the matched text.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
