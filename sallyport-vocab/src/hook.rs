@@ -80,41 +80,12 @@ impl HookNote {
 mod tests {
     use super::*;
 
-    #[test]
-    fn hook_names_round_trip_to_the_wire_strings() {
-        let stages = [
-            (HookStage::PostResult, "post_result"),
-            (HookStage::PreDispatch, "pre_dispatch"),
+    // The wire names through `as_str`, `Display`, `FromStr`, `parse` and serde.
+    crate::__string_enum_tests! {
+        hook_stages_round_trip_to_the_wire_strings: HookStage = ["post_result", "pre_dispatch"];
+        hook_outcomes_round_trip_to_the_wire_strings: HookOutcome = [
+            "allowed", "denied", "failed_open", "masked", "panic", "refused", "timeout",
         ];
-        crate::__private::check_string_enum(
-            "HookStage",
-            HookStage::ALL,
-            HookStage::as_str,
-            HookStage::parse,
-            &stages.map(|(_, text)| text),
-        );
-        let outcomes = [
-            (HookOutcome::Allowed, "allowed"),
-            (HookOutcome::Denied, "denied"),
-            (HookOutcome::FailedOpen, "failed_open"),
-            (HookOutcome::Masked, "masked"),
-            (HookOutcome::Panic, "panic"),
-            (HookOutcome::Refused, "refused"),
-            (HookOutcome::Timeout, "timeout"),
-        ];
-        crate::__private::check_string_enum(
-            "HookOutcome",
-            HookOutcome::ALL,
-            HookOutcome::as_str,
-            HookOutcome::parse,
-            &outcomes.map(|(_, text)| text),
-        );
-        for (variant, text) in outcomes {
-            assert_eq!(
-                serde_json::to_string(&variant).unwrap(),
-                format!("\"{text}\"")
-            );
-        }
     }
 
     #[test]

@@ -153,15 +153,6 @@ fn bench_answer(c: &mut Criterion) {
             BatchSize::SmallInput,
         );
     });
-    group.bench_function("clone_only", |b| {
-        b.iter_batched_ref(
-            || result.clone(),
-            |r| {
-                black_box(&r.data);
-            },
-            BatchSize::SmallInput,
-        );
-    });
     group.finish();
 }
 

@@ -168,6 +168,27 @@ fn failure<T>(ran: &Ran<T>) -> (HookOutcome, String) {
     }
 }
 
+/// How a hook that did not answer (`failed`) ends, for either stage: open (recorded, the call
+/// goes on) when its settings say so, else closed, with `closed(how)` as the refusal's words.
+/// Returns the note's outcome and reason, and the refusal's reason when it fails closed.
+fn unanswered<T>(
+    failed: &Ran<T>,
+    fail_open: bool,
+    closed: impl FnOnce(&str) -> String,
+) -> (HookOutcome, Option<String>, Option<String>) {
+    let (outcome, how) = failure(failed);
+    if fail_open {
+        (
+            HookOutcome::FailedOpen,
+            Some(format!("{how}; failed open")),
+            None,
+        )
+    } else {
+        let why = closed(&how);
+        (outcome, Some(how), Some(why))
+    }
+}
+
 /// `2s`, `250ms`.
 fn humantime(d: Duration) -> String {
     if d.subsec_millis() == 0 && d.as_secs() > 0 {
@@ -213,22 +234,12 @@ pub(super) async fn pre_dispatch(
                 );
                 (HookOutcome::Denied, Some(reason), Some(why))
             }
-            failed => {
-                let (outcome, how) = failure(&failed);
-                if hook.settings.fail_open {
-                    (
-                        HookOutcome::FailedOpen,
-                        Some(format!("{how}; failed open")),
-                        None,
-                    )
-                } else {
-                    let why = format!(
-                        "the host's check `{}` {how}, so the call fails closed; nothing was sent",
-                        scrubber.bounded(&hook.name, MAX_ACTION_NAME)
-                    );
-                    (outcome, Some(how), Some(why))
-                }
-            }
+            failed => unanswered(&failed, hook.settings.fail_open, |how| {
+                format!(
+                    "the host's check `{}` {how}, so the call fails closed; nothing was sent",
+                    scrubber.bounded(&hook.name, MAX_ACTION_NAME)
+                )
+            }),
         };
         notes.push(note(
             &scrubber,
@@ -285,19 +296,9 @@ pub(super) async fn post_result(
                 let why = format!("the host's check `{name}` withheld the answer: {shown}");
                 (HookOutcome::Refused, Some(reason), Some(why))
             }
-            failed => {
-                let (outcome, how) = failure(&failed);
-                if hook.settings.fail_open {
-                    (
-                        HookOutcome::FailedOpen,
-                        Some(format!("{how}; failed open")),
-                        None,
-                    )
-                } else {
-                    let why = format!("the host's check `{name}` {how}, so the answer is withheld");
-                    (outcome, Some(how), Some(why))
-                }
-            }
+            failed => unanswered(&failed, hook.settings.fail_open, |how| {
+                format!("the host's check `{name}` {how}, so the answer is withheld")
+            }),
         };
         notes.push(note(
             &scrubber,
