@@ -376,6 +376,25 @@ pub(crate) fn call(t: &Text, record: &AuditRecord, related: &[&AuditRecord]) -> 
             }
             dt { "Chain position" } dd { (record.seq) " · " code.hash title=(record.hash) { (short(&record.hash)) } }
         }
+        @if !e.findings.is_empty() {
+            h2 { "What the answer carried" }
+            p.note { "Found in the upstream's answer before the agent read it. The values are never recorded." }
+            div.scroll {
+                table.findings {
+                    thead { tr { th { "Kind" } th { "Rule" } th { "Where" } th { "Done" } } }
+                    tbody {
+                        @for f in &e.findings {
+                            tr {
+                                td { (finding_kind(f.kind)) }
+                                td { code { (t.show(&f.rule)) } }
+                                td { code { (t.show(&f.pointer)) } }
+                                td { span.finding.(f.action.as_str()) { (f.action.as_str()) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
         @if related.len() > 1 {
             h2 { "Every record of this attempt" }
             ol {
@@ -429,4 +448,14 @@ pub(crate) fn chain(
 
 fn short(hash: &str) -> &str {
     hash.get(..16).unwrap_or(hash)
+}
+
+/// A finding's kind in words.
+fn finding_kind(kind: sallyport_core::inspect::FindingKind) -> &'static str {
+    use sallyport_core::inspect::FindingKind;
+    match kind {
+        FindingKind::UnknownCredential => "credential-shaped value",
+        FindingKind::Instruction => "instruction-shaped text",
+        FindingKind::PersonalData => "personal data",
+    }
 }

@@ -130,6 +130,17 @@ pub struct ActionSpec {
     /// the canonical definition when it is not the default, `flag`.
     #[serde(skip_serializing_if = "is_default")]
     pub instructions: InstructionMode,
+    /// The result fields that hold personal data, and what the agent gets of each
+    /// (`#[derive(Sensitive)]` on the result type; see [`crate::sensitive`]). Listed on the
+    /// card and part of the canonical definition when there are any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sensitive: Vec<crate::sensitive::SensitiveField>,
+    /// The kinds of personal data masked wherever they are found in the answer: its data, its
+    /// reason, an SSH command's output (`#[action(personal_data = [email, card])]`; see
+    /// [`crate::sensitive`]). Listed on the card and part of the canonical definition when
+    /// there are any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub personal_data: Vec<crate::sensitive::PersonalKind>,
     /// Where and how the call is sent.
     pub target: Target,
 }
@@ -165,6 +176,8 @@ impl ActionSpec {
             method_override: None,
             secrets: SecretMode::Mask,
             instructions: InstructionMode::Flag,
+            sensitive: Vec::new(),
+            personal_data: Vec::new(),
             target: Target::None,
         }
     }
@@ -328,6 +341,22 @@ impl ActionSpec {
         self
     }
 
+    /// Sets the result fields that hold personal data (see [`ActionSpec::sensitive`]);
+    /// `#[derive(Action)]` reads them from the result type's `#[derive(Sensitive)]`.
+    #[must_use]
+    pub fn with_sensitive(mut self, fields: Vec<crate::sensitive::SensitiveField>) -> Self {
+        self.sensitive = fields;
+        self
+    }
+
+    /// Sets the kinds of personal data masked wherever they are found in the answer (see
+    /// [`ActionSpec::personal_data`]).
+    #[must_use]
+    pub fn with_personal_data(mut self, kinds: &[crate::sensitive::PersonalKind]) -> Self {
+        self.personal_data = kinds.to_vec();
+        self
+    }
+
     /// Sets where and how the call is sent.
     #[must_use]
     pub fn with_target(mut self, target: Target) -> Self {
@@ -375,6 +404,15 @@ impl ActionSpec {
             && self.method_override.is_none()
         {
             return Err(SpecError::MethodContradictsEffect(method));
+        }
+        let undetectable = self.personal_data.iter().chain(
+            self.sensitive
+                .iter()
+                .filter(|f| f.handling == crate::sensitive::Handling::Detect)
+                .flat_map(|f| &f.kinds),
+        );
+        if let Some(kind) = undetectable.copied().find(|k| !k.detectable()) {
+            return Err(SpecError::UndetectablePersonalData(kind));
         }
         Ok(())
     }
@@ -460,6 +498,17 @@ impl ActionSpec {
                 "Instructions: an answer carrying instruction-shaped text is withheld.\n",
             ),
         }
+        if !self.sensitive.is_empty() {
+            let fields: Vec<String> = self.sensitive.iter().map(|f| f.describe()).collect();
+            out.push_str(&format!("Personal data: {}.\n", fields.join("; ")));
+        }
+        if !self.personal_data.is_empty() {
+            let kinds: Vec<&str> = self.personal_data.iter().map(|k| k.as_str()).collect();
+            out.push_str(&format!(
+                "Personal data in every text: {} found and masked.\n",
+                kinds.join(", ")
+            ));
+        }
         if let Target::Http(http) = &self.target {
             let answers: Vec<String> = http
                 .statuses
@@ -542,6 +591,12 @@ pub enum SpecError {
          `#[action]`), or declare the effect it has"
     )]
     MethodContradictsEffect(HttpMethod),
+    /// Detection asked for a kind of personal data that cannot be told from other text.
+    #[error(
+        "`{0}` cannot be detected in free text: declare the result field that holds it \
+         (`#[sensitive({0})]`) instead"
+    )]
+    UndetectablePersonalData(crate::sensitive::PersonalKind),
     /// A method override without a reason.
     #[error("a method override needs its reason: say why this action only reads")]
     EmptyMethodOverride,

@@ -409,6 +409,14 @@ pub fn definition_of(spec: &ActionSpec, input_schema: &Value, provenance: &Prove
     if spec.instructions != crate::action::InstructionMode::default() {
         definition["instructions"] = json!(spec.instructions);
     }
+    // What the action masks of personal data, only when it declares any: loosening a mask
+    // (`mask` to `keep`, a kind no longer detected) is drift the baseline sees.
+    if !spec.sensitive.is_empty() {
+        definition["sensitive"] = json!(spec.sensitive);
+    }
+    if !spec.personal_data.is_empty() {
+        definition["personal_data"] = json!(spec.personal_data);
+    }
     definition
 }
 

@@ -412,10 +412,12 @@ pub fn inspect(scanner: Option<&dyn SecretScanner>, spec: &ActionSpec, result: &
         let code = match refused.kind {
             FindingKind::UnknownCredential => RefusalCode::SecretInAnswer,
             FindingKind::Instruction => RefusalCode::InstructionsInAnswer,
+            // Personal data is masked, dropped or kept, never refused.
+            FindingKind::PersonalData => RefusalCode::SecretInAnswer,
         };
         withhold(result, spec, code, &findings);
     }
-    result.findings = findings;
+    result.findings.extend(findings);
 }
 
 /// Withholds the answer: no data, and no `next` whose arguments held a finding. A read (or

@@ -67,6 +67,7 @@ pub mod journal;
 mod payload;
 pub mod policy;
 pub mod scrub;
+pub mod sensitive;
 pub mod target;
 pub mod telemetry;
 pub mod vault;
@@ -82,6 +83,7 @@ mod string_enums;
 pub mod __private;
 
 pub use sallyport_macros::Action;
+pub use sallyport_macros::Sensitive;
 
 // The root holds what the README and the crate guides name; every other item is named by its
 // module (`outcome::ActionResult`, `journal::Journal`, `code::UpstreamCode`, …).

@@ -144,3 +144,44 @@ where
 {
     ResultShape::of::<T>()
 }
+
+pub use crate::sensitive::{Handling, PersonalKind, Sensitive, SensitiveField};
+
+/// How `#[derive(Action)]` and `#[derive(Sensitive)]` read a type's personal-data
+/// declarations when it may have none: `(&SensitiveProbe::<T>::new()).sensitive_fields()`
+/// calls [`Sensitive::sensitive_fields`] when `T` implements it (method lookup tries
+/// `SensitiveDeclared`'s receiver first) and gives an empty list otherwise.
+#[derive(Debug)]
+pub struct SensitiveProbe<T: ?Sized>(std::marker::PhantomData<T>);
+
+impl<T: ?Sized> SensitiveProbe<T> {
+    /// A probe for `T`.
+    #[allow(clippy::new_without_default, reason = "named only by generated code")]
+    pub const fn new() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+/// The probe's answer for a type that declares personal data.
+pub trait SensitiveDeclared {
+    /// The type's declarations.
+    fn sensitive_fields(&self) -> Vec<SensitiveField>;
+}
+
+impl<T: Sensitive> SensitiveDeclared for SensitiveProbe<T> {
+    fn sensitive_fields(&self) -> Vec<SensitiveField> {
+        T::sensitive_fields()
+    }
+}
+
+/// The probe's answer for any other type: none.
+pub trait SensitiveNone {
+    /// No declarations.
+    fn sensitive_fields(&self) -> Vec<SensitiveField>;
+}
+
+impl<T: ?Sized> SensitiveNone for &SensitiveProbe<T> {
+    fn sensitive_fields(&self) -> Vec<SensitiveField> {
+        Vec::new()
+    }
+}

@@ -5,7 +5,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::{DeriveInput, Error, Ident, LitStr};
 
-use crate::attr::{Errors, Input, Keyword, RuleResult, TargetKind};
+use crate::attr::{Errors, Input, Keyword, Personal, RuleResult, TargetKind};
 use crate::valid::{self, Checked};
 
 /// Parses, checks and expands `#[derive(Action)]`. The error holds every mistake found; the
@@ -115,6 +115,13 @@ fn spec(checked: &Checked) -> TokenStream {
         let instructions = variant(instructions.value);
         spec.extend(quote!(.with_instructions(#p::InstructionMode::#instructions)));
     }
+    if let Some(kinds) = action.personal_data.get() {
+        let kinds = kinds
+            .iter()
+            .filter_map(|k| Personal::from_name(&k.to_string()))
+            .map(variant);
+        spec.extend(quote!(.with_personal_data(&[#(#p::PersonalKind::#kinds),*])));
+    }
     for field in &input.fields {
         if let Some(kind) = &field.scope {
             let json = &field.json_name;
@@ -147,6 +154,19 @@ fn spec(checked: &Checked) -> TokenStream {
     }
     if let Some(target) = target(input) {
         spec.extend(quote!(.with_target(#target)));
+    }
+    // The result type's personal-data declarations, when it derives `Sensitive`; an empty
+    // list (and so today's card and definition) when it does not.
+    if let Some(TargetKind::Http(http)) = input.target.as_ref().map(|target| &target.kind)
+        && let Some(ty) = http.result.get().filter(|ty| !is_unit(ty))
+    {
+        spec.extend(quote! {
+            .with_sensitive({
+                #[allow(unused_imports)]
+                use #p::{SensitiveDeclared as _, SensitiveNone as _};
+                (&#p::SensitiveProbe::<#ty>::new()).sensitive_fields()
+            })
+        });
     }
     spec
 }

@@ -17,6 +17,7 @@
 mod attr;
 mod expand;
 mod fallback;
+mod sensitive;
 mod valid;
 
 use proc_macro::TokenStream;
@@ -181,4 +182,43 @@ pub fn derive_action(input: TokenStream) -> TokenStream {
     expand::derive(&input)
         .unwrap_or_else(|error| fallback::expand(&input, &error))
         .into()
+}
+
+/// Derives `sallyport_core::sensitive::Sensitive` for a result struct: which of its fields
+/// hold personal data, and what the agent gets of each. `#[derive(Action)]` reads the
+/// declarations of its `result = Type`, so the action needs nothing more.
+///
+/// ```ignore
+/// #[derive(Sensitive, Serialize, Deserialize, JsonSchema)]
+/// struct Customer {
+///     id: String,
+///     #[sensitive(email)]                 // masked: `j***@example.com`
+///     email: String,
+///     #[sensitive(card, drop)]            // removed (the field must read without it)
+///     card: Option<String>,
+///     #[sensitive(phone, keep)]           // handed over, listed on the card
+///     phone: String,
+///     #[sensitive(detect(email, card, iban))] // free text: what is found is masked
+///     notes: String,
+///     orders: Vec<Order>,                 // `Order`'s own declarations, under `/orders/*`
+/// }
+/// ```
+///
+/// Kinds: `email`, `phone`, `card`, `iban`, `national_id`, `ip_address`, `name`, `address`,
+/// `birth_date` (the last three cannot be detected in free text). What the agent gets:
+/// `mask` (the default), `drop` or `keep`. Field names follow serde's `rename` and
+/// `rename_all`; a `#[serde(skip)]` field is left out, a `#[serde(flatten)]` field passes on
+/// its type's declarations. A field without `#[sensitive]` passes on the declarations of its
+/// type (through `Vec`, `Option` and `Box`) when that type derives `Sensitive`.
+///
+/// # Compile-time errors
+///
+/// An unknown kind, two kinds on one field (use `detect(…)` for free text), a kind that
+/// cannot be detected inside `detect(…)`, `drop` on a field that is neither an `Option` nor
+/// `#[serde(default)]` (the typed result would no longer read), a mask on a number or a
+/// `bool`, and `#[sensitive]` on a field serde never serializes.
+#[proc_macro_derive(Sensitive, attributes(sensitive))]
+pub fn derive_sensitive(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    sensitive::derive(&input).into()
 }

@@ -1,5 +1,5 @@
 //! What the executor found in an upstream's answer before the agent read it: a
-//! credential-shaped value or instruction-shaped text ([`Finding`]), where it was (a JSON
+//! credential-shaped value, instruction-shaped text or personal data ([`Finding`]), where it was (a JSON
 //! pointer into the result) and what was done about it. Never the value itself.
 //!
 //! This module imports nothing of the crate but the vocabulary's macro.
@@ -19,6 +19,9 @@ string_enum! {
         /// `Credential`: those are the vault's types, and a second public item of either name
         /// makes the compiler spell the vault's out in full in every diagnostic.)
         UnknownCredential => "credential",
+        /// Personal data the result type declares (`#[sensitive(…)]`) or the action looks
+        /// for (`personal_data = […]`); the rule is the kind (`email`, `card`, …).
+        PersonalData => "personal_data",
     }
 }
 
@@ -36,6 +39,8 @@ string_enum! {
         Refused => "refused",
         /// The invisible characters were removed.
         Stripped => "stripped",
+        /// The field was removed from the answer (`#[sensitive(…, drop)]`).
+        Dropped => "dropped",
     }
 }
 
@@ -64,12 +69,12 @@ pub fn summary(findings: &[Finding]) -> Option<String> {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Finding {
-    /// Credential or instruction.
+    /// Credential, instruction or personal data.
     pub kind: FindingKind,
     /// The rule that matched: a secret rule's id (`github-pat`, `aws-access-token`,
-    /// `private-key`, `jwt`, …) or an instruction pattern (`role_marker`,
-    /// `ignore_instructions`, `tool_call_syntax`, `tag_characters`, `bidi_control`,
-    /// `zero_width`).
+    /// `private-key`, `jwt`, …), an instruction pattern (`role_marker`,
+    /// `ignore_instructions`, `tool_call_syntax`, `tag_characters`, `bidi_control`), or a
+    /// kind of personal data (`email`, `phone`, `card`, `iban`, …).
     pub rule: String,
     /// Where: an RFC 6901 JSON pointer into the result as the agent gets it (`/data/token`,
     /// `/reason`, `/next/arguments/id`).

@@ -442,3 +442,45 @@ async fn log_in(
     assert_eq!(browser.current_url().await?.path(), "/approvals");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewer_reads_what_an_answer_carried_in_a_real_browser() {
+    use crate::findings::{ROWS, assert_no_value, findings_rig};
+
+    let rig = findings_rig().await;
+    let driver = chromedriver().await;
+    let profile = tempfile::tempdir().expect("profile dir");
+    let browser = session(&driver, profile.path()).await;
+    let result = async {
+        log_in(&browser, &rig.url()).await?;
+        browser
+            .goto(&format!("{}/calls/{}", rig.url(), rig.receipt))
+            .await?;
+        let table = browser
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css("table.findings"))
+            .await?;
+        let mut shown = Vec::new();
+        for row in table.find_all(Locator::Css("tbody tr")).await? {
+            let mut cells = Vec::new();
+            for cell in row.find_all(Locator::Css("td")).await? {
+                cells.push(cell.text().await?);
+            }
+            shown.push(cells);
+        }
+        let want: Vec<Vec<String>> = ROWS
+            .iter()
+            .map(|row| row.iter().map(|c| (*c).to_owned()).collect())
+            .collect();
+        assert_eq!(shown, want);
+        assert_no_value(&browser.source().await?);
+        let dir = target_dir();
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("call-findings.png"), browser.screenshot().await?)?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    }
+    .await;
+    let _ = browser.close().await;
+    result.expect("the browser run");
+}

@@ -10,4 +10,5 @@ mod approver_view;
 mod browser;
 mod cli;
 mod confirm;
+mod findings;
 mod router;

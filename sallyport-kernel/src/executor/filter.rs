@@ -1,5 +1,6 @@
 //! Stage 12, filter: every secret the call's scrubber knows is removed from everything the
 //! agent will read (a vault locked meanwhile cannot empty the call's scrubber); then the
+//! personal data the action declares is masked or dropped ([`crate::sensitive`]); then the
 //! answer guards of [`crate::inspect`] look for credential-shaped values the vault does not
 //! know and instruction-shaped text, and mask, strip or withhold as the action declares; last,
 //! the host's post-result hooks ([`super::hooks`]) may mask more or withhold it. The helpers
@@ -49,6 +50,8 @@ pub(super) fn filter(inner: &super::Inner, normalized: Normalized) -> Filtered {
     let (intended, sends, mut result, upstream_status) = normalized.into_parts();
     let call = intended.call();
     scrub_result(call.scrubber(), &mut result);
+    let spec = call.entry().spec();
+    crate::sensitive::apply(&spec.sensitive, &spec.personal_data, &mut result);
     crate::inspect::inspect(
         inner.secret_scanner.as_deref(),
         call.entry().spec(),

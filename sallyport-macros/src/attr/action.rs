@@ -25,6 +25,7 @@ pub(super) const ACTION_KEYS: &[&str] = &[
     "method_override",
     "secrets",
     "instructions",
+    "personal_data",
 ];
 
 pub(super) fn parse_action(attr: &Attribute, action: &mut ActionAttr, errs: &mut Errors) {
@@ -81,6 +82,11 @@ pub(super) fn parse_action(attr: &Attribute, action: &mut ActionAttr, errs: &mut
                 let value = parse_keyword(input, &key);
                 action.instructions.set(key, "action", value)
             }
+            "personal_data" => {
+                expect_eq(input, &key, "personal_data = [email, card]")?;
+                let value = parse_kinds(input);
+                action.personal_data.set(key, "action", value)
+            }
             "scope" => {
                 expect_eq(input, &key, "scope = \"One project.\"")?;
                 let value = parse_str(input, "scope = \"One project.\"");
@@ -121,6 +127,24 @@ pub(super) fn parse_action(attr: &Attribute, action: &mut ActionAttr, errs: &mut
             }
         }
     });
+}
+
+fn parse_kinds(input: ParseStream) -> syn::Result<Vec<Ident>> {
+    if !input.peek(token::Bracket) {
+        return Err(input
+            .error("expected a list of kinds of personal data: `personal_data = [email, card]`"));
+    }
+    let content;
+    bracketed!(content in input);
+    let kinds = Punctuated::<Ident, Token![,]>::parse_terminated_with(&content, |input| {
+        input.call(Ident::parse_any).map_err(|e| {
+            Error::new(
+                e.span(),
+                "expected a kind of personal data, such as `email`",
+            )
+        })
+    })?;
+    Ok(kinds.into_iter().collect())
 }
 
 fn parse_data(input: ParseStream) -> syn::Result<Vec<Ident>> {

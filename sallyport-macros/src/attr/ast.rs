@@ -70,6 +70,8 @@ pub(crate) struct ActionAttr {
     pub(crate) secrets: Setting<Kw<Secrets>>,
     /// `instructions = flag | strip | refuse`.
     pub(crate) instructions: Setting<Kw<Instructions>>,
+    /// `personal_data = [email, card]`: kinds found and masked in every text of the answer.
+    pub(crate) personal_data: Setting<Vec<Ident>>,
     pub(crate) scope: Setting<LitStr>,
     pub(crate) returns: Setting<LitStr>,
     pub(crate) summary: Setting<LitStr>,

@@ -15,7 +15,7 @@ pub(crate) enum RenameRule {
 }
 
 impl RenameRule {
-    pub(super) fn from_str(rule: &str) -> Option<Self> {
+    pub(crate) fn from_str(rule: &str) -> Option<Self> {
         Some(match rule {
             "lowercase" => Self::LowerCase,
             "UPPERCASE" => Self::UpperCase,

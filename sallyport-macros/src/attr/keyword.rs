@@ -107,6 +107,30 @@ keywords! {
 }
 
 keywords! {
+    /// `PersonalKind`: a kind of personal data (`#[sensitive(email)]`,
+    /// `personal_data = [email]`).
+    Personal, "kind of personal data" {
+        Email = "email",
+        Phone = "phone",
+        Card = "card",
+        Iban = "iban",
+        NationalId = "national_id",
+        IpAddress = "ip_address",
+        Name = "name",
+        Address = "address",
+        BirthDate = "birth_date",
+    }
+}
+
+impl Personal {
+    /// Whether the executor can find this kind in free text (mirrors
+    /// `PersonalKind::detectable`).
+    pub(crate) fn detectable(self) -> bool {
+        !matches!(self, Self::Name | Self::Address | Self::BirthDate)
+    }
+}
+
+keywords! {
     /// `Status`.
     Status, "status" {
         Completed = "completed",

@@ -37,9 +37,9 @@ pub(crate) use self::ast::{
     ActionAttr, ChannelAttr, CodeRule, Doc, Field, FieldRef, HttpAttr, Input, RuleResult, SshAttr,
     TargetAttr, TargetKind,
 };
-use self::case::RenameRule;
+pub(crate) use self::case::RenameRule;
 pub(crate) use self::errors::{Errors, closest, one_of};
-pub(crate) use self::keyword::{Effect, Keyword, Method, Retry, Status};
+pub(crate) use self::keyword::{Effect, Keyword, Method, Personal, Retry, Status};
 use self::parse::path_name;
 
 impl<'a> Input<'a> {

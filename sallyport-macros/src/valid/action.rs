@@ -1,6 +1,6 @@
 //! The rules inside `#[action]`, and the action-name rule that scope kinds share.
 
-use crate::attr::{Effect, Errors, Input, Keyword as _, Method, Retry, TargetKind};
+use crate::attr::{Effect, Errors, Input, Keyword, Method, Personal, Retry, TargetKind};
 
 /// The rules inside `#[action]`.
 pub(super) fn check_action(input: &Input, errs: &mut Errors) {
@@ -75,6 +75,37 @@ pub(super) fn check_action(input: &Input, errs: &mut Errors) {
                 errs.at(class.span(), format!("data class `{name}` is listed twice"));
             } else {
                 seen.push(name);
+            }
+        }
+    }
+    if let Some(kinds) = action.personal_data.get() {
+        let mut seen = Vec::new();
+        for kind in kinds {
+            let name = kind.to_string();
+            match <Personal as Keyword>::from_name(&name) {
+                None => errs.at(
+                    kind.span(),
+                    format!(
+                        "unknown kind of personal data `{name}`; expected one of {}",
+                        Personal::NAMES
+                            .iter()
+                            .filter(|n| Personal::from_name(n).is_some_and(Personal::detectable))
+                            .map(|n| format!("`{n}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ),
+                Some(k) if !k.detectable() => errs.at(
+                    kind.span(),
+                    format!(
+                        "`{name}` cannot be detected in free text: mark the result field that \
+                         holds it with `#[sensitive({name})]` instead"
+                    ),
+                ),
+                Some(_) if seen.contains(&name) => {
+                    errs.at(kind.span(), format!("`{name}` is listed twice"));
+                }
+                Some(_) => seen.push(name),
             }
         }
     }
