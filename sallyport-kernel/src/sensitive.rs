@@ -674,7 +674,7 @@ pub(crate) fn luhn(digits: &[u8]) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Whether an issuer uses this prefix at this length: Visa, Mastercard, American Express,

@@ -9,7 +9,7 @@ use syn::ext::IdentExt as _;
 use syn::spanned::Spanned as _;
 use syn::{Data, DeriveInput, Error, Fields, Ident, LitStr, Token, Type};
 
-use crate::attr::{Errors, Keyword, Personal, RenameRule};
+use crate::attr::{Errors, Keyword, Personal, RenameRule, closest};
 
 /// What the agent gets of one field.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -85,105 +85,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     let p = quote!(::sallyport_core::__private);
     let mut body = TokenStream::new();
     for field in &fields.named {
-        let Some(ident) = &field.ident else { continue };
-        let mut name = rename_all.apply_to_field(&ident.unraw().to_string());
-        let mut skipped = false;
-        let mut flatten = false;
-        let mut default = false;
-        for attr in field.attrs.iter().filter(|a| a.path().is_ident("serde")) {
-            let _serde_reports_mistakes = attr.parse_nested_meta(|meta| {
-                if meta.path.is_ident("rename") {
-                    if let Some(renamed) = serialized_name(&meta)? {
-                        name = renamed;
-                    }
-                } else if meta.path.is_ident("skip") || meta.path.is_ident("skip_serializing") {
-                    skipped = true;
-                } else if meta.path.is_ident("flatten") {
-                    flatten = true;
-                } else if meta.path.is_ident("default") {
-                    default = true;
-                    skip(&meta)?;
-                } else {
-                    skip(&meta)?;
-                }
-                Ok(())
-            });
-        }
-        let mut declared = None;
-        for attr in field
-            .attrs
-            .iter()
-            .filter(|a| a.path().is_ident("sensitive"))
-        {
-            if declared.is_some() {
-                errs.at(attr.span(), "one `#[sensitive(…)]` per field");
-                continue;
-            }
-            match parse_sensitive(attr, &field.ty, default, &mut errs) {
-                Some(d) => declared = Some(d),
-                None => {
-                    declared = Some(Declared {
-                        kinds: Vec::new(),
-                        handling: Handling::Keep,
-                    })
-                }
-            }
-        }
-        if skipped {
-            if declared.is_some() {
-                errs.at(
-                    ident.span(),
-                    "this field is never serialized, so it never reaches the agent: \
-                     `#[sensitive]` has nothing to do here",
-                );
-            }
-            continue;
-        }
-        if name == "*" {
-            errs.at(
-                ident.span(),
-                "a field named `*` cannot be declared: `*` stands for every array item",
-            );
-            continue;
-        }
-        let pointer = format!("/{}", name.replace('~', "~0").replace('/', "~1"));
-        let ty = &field.ty;
-        match declared {
-            Some(d) if !d.kinds.is_empty() => {
-                if flatten {
-                    errs.at(ident.span(), "a `#[serde(flatten)]` field has no value of its own to mark; mark the fields of its type");
-                    continue;
-                }
-                let kinds = d
-                    .kinds
-                    .iter()
-                    .map(|k| Ident::new(k.variant(), Span::call_site()));
-                let handling = d.handling.variant();
-                body.extend(quote! {
-                    fields.push(#p::SensitiveField::new(
-                        #pointer,
-                        &[#(#p::PersonalKind::#kinds),*],
-                        #p::Handling::#handling,
-                    ));
-                });
-            }
-            Some(_) => {}
-            None => {
-                let prefix = if flatten { String::new() } else { pointer };
-                body.extend(quote_spanned! {ty.span()=>
-                    {
-                        #[allow(unused_imports)]
-                        use #p::{SensitiveDeclared as _, SensitiveNone as _};
-                        fields.extend(
-                            (&#p::SensitiveProbe::<#ty>::new())
-                                .sensitive_fields()
-                                .into_iter()
-                                .map(|f| f.under(#prefix)),
-                        );
-                    }
-                });
-            }
-        }
+        body.extend(field_tokens(field, rename_all, &mut errs));
     }
     errs.finish()?;
     let ident = &input.ident;
@@ -200,6 +102,138 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     })
 }
 
+/// What serde says of one field: its serialized name, and whether it is skipped, flattened
+/// or has a default.
+struct SerdeField {
+    name: String,
+    skipped: bool,
+    flatten: bool,
+    default: bool,
+}
+
+fn serde_field(field: &syn::Field, ident: &Ident, rename_all: RenameRule) -> SerdeField {
+    let mut name = rename_all.apply_to_field(&ident.unraw().to_string());
+    let mut skipped = false;
+    let mut flatten = false;
+    let mut default = false;
+    for attr in field.attrs.iter().filter(|a| a.path().is_ident("serde")) {
+        let _serde_reports_mistakes = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("rename") {
+                if let Some(renamed) = serialized_name(&meta)? {
+                    name = renamed;
+                }
+            } else if meta.path.is_ident("skip") || meta.path.is_ident("skip_serializing") {
+                skipped = true;
+            } else if meta.path.is_ident("flatten") {
+                flatten = true;
+            } else if meta.path.is_ident("default") {
+                default = true;
+                skip(&meta)?;
+            } else {
+                skip(&meta)?;
+            }
+            Ok(())
+        });
+    }
+    SerdeField {
+        name,
+        skipped,
+        flatten,
+        default,
+    }
+}
+
+/// The generated lines for one field: its declaration, or its type's passed on.
+fn field_tokens(field: &syn::Field, rename_all: RenameRule, errs: &mut Errors) -> TokenStream {
+    let p = quote!(::sallyport_core::__private);
+    let Some(ident) = &field.ident else {
+        return TokenStream::new();
+    };
+    let SerdeField {
+        name,
+        skipped,
+        flatten,
+        default,
+    } = serde_field(field, ident, rename_all);
+    let mut declared = None;
+    for attr in field
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("sensitive"))
+    {
+        if declared.is_some() {
+            errs.at(attr.span(), "one `#[sensitive(…)]` per field");
+            return TokenStream::new();
+        }
+        match parse_sensitive(attr, &field.ty, default, errs) {
+            Some(d) => declared = Some(d),
+            None => {
+                declared = Some(Declared {
+                    kinds: Vec::new(),
+                    handling: Handling::Keep,
+                });
+            }
+        }
+    }
+    if skipped {
+        if declared.is_some() {
+            errs.at(
+                ident.span(),
+                "this field is never serialized, so it never reaches the agent: \
+                 `#[sensitive]` has nothing to do here",
+            );
+        }
+        return TokenStream::new();
+    }
+    if name == "*" {
+        errs.at(
+            ident.span(),
+            "a field named `*` cannot be declared: `*` stands for every array item",
+        );
+        return TokenStream::new();
+    }
+    let pointer = format!("/{}", name.replace('~', "~0").replace('/', "~1"));
+    let ty = &field.ty;
+    match declared {
+        Some(d) if !d.kinds.is_empty() => {
+            if flatten {
+                errs.at(ident.span(), "a `#[serde(flatten)]` field has no value of its own to mark; mark the fields of its type");
+                return TokenStream::new();
+            }
+            let kinds = d
+                .kinds
+                .iter()
+                .map(|k| Ident::new(k.variant(), Span::call_site()));
+            let handling = d.handling.variant();
+            quote! {
+                fields.push(#p::SensitiveField::new(
+                    #pointer,
+                    &[#(#p::PersonalKind::#kinds),*],
+                    #p::Handling::#handling,
+                ));
+            }
+        }
+        Some(_) => TokenStream::new(),
+        None => {
+            let prefix = if flatten { String::new() } else { pointer };
+            quote_spanned! {ty.span()=>
+                {
+                    #[allow(unused_imports)]
+                    use #p::{SensitiveDeclared as _, SensitiveNone as _};
+                    fields.extend(
+                        (&#p::SensitiveProbe::<#ty>::new())
+                            .sensitive_fields()
+                            .into_iter()
+                            .map(|f| f.under(#prefix)),
+                    );
+                }
+            }
+        }
+    }
+}
+
+const USAGE: &str = "#[sensitive(email)], #[sensitive(card, drop)], #[sensitive(phone, keep)] or #[sensitive(detect(email, card))]";
+
 /// Reads `#[sensitive(kind)]`, `#[sensitive(kind, drop | keep | mask)]` or
 /// `#[sensitive(detect(kind, …))]`; `None` after an error.
 fn parse_sensitive(
@@ -211,7 +245,8 @@ fn parse_sensitive(
     let mut kinds: Vec<(Personal, Span)> = Vec::new();
     let mut handling: Option<(Handling, Span)> = None;
     let mut detect: Option<Span> = None;
-    let usage = "#[sensitive(email)], #[sensitive(card, drop)], #[sensitive(phone, keep)] or #[sensitive(detect(email, card))]";
+    let mut reported = false;
+    let usage = USAGE;
     let parsed = attr.parse_args_with(|input: syn::parse::ParseStream| {
         let items = input.parse_terminated(<syn::Meta as syn::parse::Parse>::parse, Token![,])?;
         for item in items {
@@ -237,6 +272,7 @@ fn parse_sensitive(
                         kinds.push((kind, word.span()));
                     } else {
                         errs.at(word.span(), unknown_kind(&name));
+                        reported = true;
                     }
                 }
                 syn::Meta::List(list) if list.path.is_ident("detect") => {
@@ -249,7 +285,10 @@ fn parse_sensitive(
                                 meta.path.span(),
                                 format!("`{name}` cannot be detected in free text: mark the field that holds it with `#[sensitive({name})]`"),
                             ),
-                            None => errs.at(meta.path.span(), unknown_kind(&name)),
+                            None => {
+                                errs.at(meta.path.span(), unknown_kind(&name));
+                                reported = true;
+                            }
                         }
                         Ok(())
                     });
@@ -263,6 +302,38 @@ fn parse_sensitive(
         errs.push(error);
         return None;
     }
+    if reported {
+        return None;
+    }
+    let read = Read {
+        kinds,
+        handling,
+        detect,
+    };
+    checked(attr, read, ty, default, errs)
+}
+
+/// What one `#[sensitive(…)]` says, before its checks.
+struct Read {
+    kinds: Vec<(Personal, Span)>,
+    handling: Option<(Handling, Span)>,
+    detect: Option<Span>,
+}
+
+/// `read`, when it makes sense for a field of type `ty` (`default`: `#[serde(default)]`).
+fn checked(
+    attr: &syn::Attribute,
+    read: Read,
+    ty: &Type,
+    default: bool,
+    errs: &mut Errors,
+) -> Option<Declared> {
+    let usage = USAGE;
+    let Read {
+        kinds,
+        handling,
+        detect,
+    } = read;
     if let Some(span) = detect {
         if let Some((_, at)) = handling {
             errs.at(at, "`detect(…)` masks what it finds where it stands; it takes no `mask`, `drop` or `keep`");
@@ -339,14 +410,18 @@ fn example(kind: Personal) -> &'static str {
 }
 
 fn unknown_kind(name: &str) -> String {
-    format!(
+    let mut message = format!(
         "unknown kind of personal data `{name}`; expected one of {}",
         Personal::NAMES
             .iter()
             .map(|n| format!("`{n}`"))
             .collect::<Vec<_>>()
             .join(", ")
-    )
+    );
+    if let Some(close) = closest(name, Personal::NAMES.iter().copied()) {
+        message = format!("{message} (did you mean `{close}`?)");
+    }
+    message
 }
 
 /// The last path segment of `ty`, seen through `Option`, `Vec` and `Box`.

@@ -78,37 +78,7 @@ pub(super) fn check_action(input: &Input, errs: &mut Errors) {
             }
         }
     }
-    if let Some(kinds) = action.personal_data.get() {
-        let mut seen = Vec::new();
-        for kind in kinds {
-            let name = kind.to_string();
-            match <Personal as Keyword>::from_name(&name) {
-                None => errs.at(
-                    kind.span(),
-                    format!(
-                        "unknown kind of personal data `{name}`; expected one of {}",
-                        Personal::NAMES
-                            .iter()
-                            .filter(|n| Personal::from_name(n).is_some_and(Personal::detectable))
-                            .map(|n| format!("`{n}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ),
-                Some(k) if !k.detectable() => errs.at(
-                    kind.span(),
-                    format!(
-                        "`{name}` cannot be detected in free text: mark the result field that \
-                         holds it with `#[sensitive({name})]` instead"
-                    ),
-                ),
-                Some(_) if seen.contains(&name) => {
-                    errs.at(kind.span(), format!("`{name}` is listed twice"));
-                }
-                Some(_) => seen.push(name),
-            }
-        }
-    }
+    check_personal_data(action, errs);
     if let Some(summary) = action.summary.get() {
         let value = summary.value();
         if value.trim().is_empty() || value.contains('\n') {
@@ -233,6 +203,47 @@ pub(super) fn snake_case(name: &str) -> String {
         .unwrap_or(trimmed)
         .trim_end_matches('_')
         .to_owned()
+}
+
+/// `personal_data = [...]`: known kinds, each detectable, each once.
+fn check_personal_data(action: &crate::attr::ActionAttr, errs: &mut Errors) {
+    let Some(kinds) = action.personal_data.get() else {
+        return;
+    };
+    let mut seen = Vec::new();
+    for kind in kinds {
+        let name = kind.to_string();
+        match <Personal as Keyword>::from_name(&name) {
+            None => errs.at(kind.span(), {
+                let detectable = || {
+                    Personal::NAMES
+                        .iter()
+                        .copied()
+                        .filter(|n| Personal::from_name(n).is_some_and(Personal::detectable))
+                };
+                let names: Vec<String> = detectable().map(|n| format!("`{n}`")).collect();
+                let mut message = format!(
+                    "unknown kind of personal data `{name}`; expected one of {}",
+                    names.join(", ")
+                );
+                if let Some(close) = crate::attr::closest(&name, detectable()) {
+                    message = format!("{message} (did you mean `{close}`?)");
+                }
+                message
+            }),
+            Some(k) if !k.detectable() => errs.at(
+                kind.span(),
+                format!(
+                    "`{name}` cannot be detected in free text: mark the result field that \
+                     holds it with `#[sensitive({name})]` instead"
+                ),
+            ),
+            Some(_) if seen.contains(&name) => {
+                errs.at(kind.span(), format!("`{name}` is listed twice"));
+            }
+            Some(_) => seen.push(name),
+        }
+    }
 }
 
 #[cfg(test)]
