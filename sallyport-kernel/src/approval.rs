@@ -41,6 +41,7 @@
 mod authority;
 pub(crate) mod check;
 pub(crate) mod events;
+pub mod notify;
 
 use std::time::Duration;
 

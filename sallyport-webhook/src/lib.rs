@@ -1,4 +1,5 @@
-//! An HMAC-signed webhook receiver for sallyport approvals.
+//! An HMAC-signed webhook receiver for sallyport approvals, and signed notifications of
+//! parked calls ([`notify`]: a [`Notifier`] posts each parked call with a link to decide).
 //!
 //! A call parked for approval (deferred consent, see [`sallyport_core::approval`]) can be
 //! decided by a chat-ops bot or a ticketing system: it posts the human's decision to a URL
@@ -105,11 +106,13 @@
 //! which records no second decision (`recorded: false`) and sends nothing.
 
 mod handler;
+pub mod notify;
 mod receiver;
 mod refusal;
 mod replay;
 mod signature;
 
+pub use self::notify::{Notifier, NotifierBuilder, NotifierError};
 pub use self::receiver::{
     BuildError, DEFAULT_MAX_BODY_BYTES, DEFAULT_PATH, DEFAULT_REPLAY_CAPACITY,
     DEFAULT_REPLAY_WINDOW, MIN_SECRET_BYTES, WebhookReceiver, WebhookReceiverBuilder,

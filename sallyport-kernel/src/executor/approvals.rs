@@ -34,6 +34,8 @@ pub(crate) struct Settings {
     pub(crate) lease: Duration,
     pub(crate) instance: String,
     pub(crate) sessions: Option<SessionLookup>,
+    /// Told of every call parked.
+    pub(crate) notifiers: Vec<Arc<dyn crate::approval::notify::ParkNotifier>>,
 }
 
 impl Default for Settings {
@@ -49,6 +51,7 @@ impl Default for Settings {
             lease: Duration::from_secs(60),
             instance: format!("exe_{}", uuid::Uuid::now_v7().simple()),
             sessions: None,
+            notifiers: Vec::new(),
         }
     }
 }

@@ -321,6 +321,15 @@ impl ExecutorBuilder {
         self
     }
 
+    /// Tells `notifier` of every call this executor parks for approval, once its approval is
+    /// stored (`sallyport_webhook::Notifier` posts a signed message with a link to decide).
+    /// Several may be added; each is told in the order added. See
+    /// [`ParkNotifier`](crate::approval::notify::ParkNotifier).
+    pub fn park_notifier(mut self, notifier: impl crate::approval::notify::ParkNotifier) -> Self {
+        self.approvals.notifiers.push(Arc::new(notifier));
+        self
+    }
+
     /// How long this executor's claim on an approved call lasts before another executor may
     /// take it over (default 60 s). Re-checking an approved call and writing its intent must
     /// fit in it; a claim taken over is void for its old holder (fencing).

@@ -321,6 +321,9 @@ async fn park(
         Ok(result) => result,
         Err(e) => return store_failed(&e),
     };
+    for notifier in &inner.approvals.notifiers {
+        notifier.parked(&approval);
+    }
     let Some(provider) = &inner.consent else {
         return ConsentRefused::Parked(Box::new(parked));
     };
