@@ -176,7 +176,8 @@
 //!   keeps them in one SQLite file (feature `sqlite`).
 //! - [`vault`]: credentials ([`vault::FileVault`] with feature `file-vault`); [`scrub`]:
 //!   removing secret values from everything outgoing; [`inspect`]: the answer guards
-//!   (credential-shaped values the vault does not know, text that tries to steer the model).
+//!   (credential-shaped values the vault does not know, text that tries to steer the model);
+//!   [`sensitive`]: personal data by declaration (`#[derive(Sensitive)]` on a result type).
 //! - [`hooks`]: the host's own checks, before a call is sent and on every answer.
 //! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
 //!   every channel shares.

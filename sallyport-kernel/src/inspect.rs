@@ -50,7 +50,7 @@ use serde_json::Value;
 use crate::action::{ActionSpec, InstructionMode, SecretMode};
 use crate::code::RefusalCode;
 use crate::outcome::{ActionResult, Origin, Status};
-pub use sallyport_vocab::finding::{Finding, FindingAction, FindingKind, summary};
+pub use sallyport_vocab::finding::{Finding, FindingAction, FindingKind, notice, summary};
 
 /// What replaces a masked value: `[MASKED:` + the rule's id + `]`.
 pub const MASK_PREFIX: &str = "[MASKED:";

@@ -41,8 +41,9 @@
 //! - [`vault`]: credentials and the [`Vault`](vault::Vault) trait (the file and keychain vaults are
 //!   `sallyport-vault`); [`scrub`]: removing secret values from everything outgoing;
 //!   [`inspect`]: the answer guards (credential-shaped values the vault does not know, with
-//!   feature `secret-rules`; text that tries to steer the model); [`hooks`]: the host's own
-//!   checks before a call is sent and on every answer.
+//!   feature `secret-rules`; text that tries to steer the model); [`sensitive`]: personal
+//!   data by declaration; [`hooks`]: the host's own checks before a call is sent and on every
+//!   answer.
 //! - [`code`]: result, audit and consent codes as types; [`after_send`]: the failure rules
 //!   every channel shares.
 //! - [`channel`]: the transport trait; [`target`]: the HTTP and SSH templates actions carry.
