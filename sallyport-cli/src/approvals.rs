@@ -40,6 +40,9 @@ pub(crate) fn run(
     if matches!(cmd, ApprovalsCommand::Resume { .. }) && executor.is_none() {
         return Err(Failure::new(Exit::Usage, RESUME_NEEDS_EXECUTOR));
     }
+    if let ApprovalsCommand::DeadLetters { file, json } = cmd {
+        return dead_letters(file, *json);
+    }
     let rt = crate::audit::runtime()?;
     let journal: Arc<dyn ApprovalStore> = match executor {
         Some(executor) => executor
@@ -108,6 +111,8 @@ pub(crate) fn run(
             crate::signing::verify(&found, expected.as_deref())
         }
         ApprovalsCommand::Keygen { file } => crate::signing::keygen(file),
+        // Answered above, before a journal is opened.
+        ApprovalsCommand::DeadLetters { file, json } => dead_letters(file, *json),
         ApprovalsCommand::Resume { json } => {
             let Some(executor) = executor else {
                 return Err(Failure::new(Exit::Usage, RESUME_NEEDS_EXECUTOR));
@@ -126,6 +131,37 @@ pub(crate) fn run(
             Ok(())
         }
     }
+}
+
+/// `approvals dead-letters`: the notifications no try delivered, one line each.
+fn dead_letters(file: &std::path::Path, json: bool) -> Result<(), Failure> {
+    let letters = sallyport_core::approval::notify::DeadLetter::read_all(file).map_err(|e| {
+        Failure::new(
+            Exit::Failure,
+            format!("cannot read the dead-letter file {}: {e}", file.display()),
+        )
+    })?;
+    if json {
+        println!("{}", ascii_json(&letters)?);
+        return Ok(());
+    }
+    if letters.is_empty() {
+        println!("no undelivered notifications");
+        return Ok(());
+    }
+    for letter in &letters {
+        println!(
+            "{}  {}  {}  {}  {} tries  {}",
+            sallyport_core::clock::rfc3339(letter.at_ms),
+            escape(&letter.approval_id),
+            escape(&letter.action),
+            escape(&letter.url),
+            letter.attempts,
+            escape(&letter.last_error)
+        );
+    }
+    println!("{} undelivered notifications", letters.len());
+    Ok(())
 }
 
 /// The approver these options name: the subject (`--by`, else the OS user), display name,

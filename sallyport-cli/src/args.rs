@@ -479,6 +479,18 @@ pub enum ApprovalsCommand {
         /// Where the secret key is written.
         file: std::path::PathBuf,
     },
+    /// List the notifications of parked calls that could not be delivered after every try
+    /// (the dead-letter file of `sallyport_webhook::Notifier`), oldest first: when, the
+    /// approval, its action, where it went, how many tries, and why the last one failed.
+    /// Needs no journal; exit 1 when a line of the file is not a dead letter.
+    DeadLetters {
+        /// The dead-letter file.
+        #[arg(long, value_name = "FILE")]
+        file: std::path::PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Who decides, and how they prove it (options shared by `approve` and `deny`).

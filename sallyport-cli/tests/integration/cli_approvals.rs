@@ -734,3 +734,100 @@ async fn approve_in_the_applications_command_line_sends_the_call_at_once_and_onl
     );
     assert_eq!(upstream.requests(), 1);
 }
+
+#[test]
+fn dead_letters_lists_undelivered_notifications_escaped_and_as_json() {
+    use sallyport_core::approval::notify::DeadLetter;
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dead-letters.jsonl");
+    // An absent file: nothing undelivered, and no journal needed.
+    let out = run(
+        &dir.path().join("no-journal.db"),
+        &[
+            "approvals",
+            "dead-letters",
+            "--file",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "no undelivered notifications\n");
+    assert!(
+        !dir.path().join("no-journal.db").exists(),
+        "no journal was created"
+    );
+
+    DeadLetter::new(
+        "apr_1",
+        "pay_invoice",
+        "https://bot.example/notify",
+        5,
+        "HTTP 503",
+    )
+    .append_to(&file)
+    .unwrap();
+    DeadLetter::new(
+        "apr_2",
+        "pay\u{202e}invoice",
+        "https://bot.example/notify",
+        5,
+        "could not connect",
+    )
+    .append_to(&file)
+    .unwrap();
+    let out = run(
+        &dir.path().join("no-journal.db"),
+        &[
+            "approvals",
+            "dead-letters",
+            "--file",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 3, "{shown}");
+    assert!(
+        lines[0].ends_with("  apr_1  pay_invoice  https://bot.example/notify  5 tries  HTTP 503"),
+        "{shown}"
+    );
+    assert!(
+        lines[1].contains(escape("pay\u{202e}invoice").as_ref()) && !shown.contains('\u{202e}'),
+        "{shown}"
+    );
+    assert_eq!(lines[2], "2 undelivered notifications");
+
+    let out = run(
+        &dir.path().join("no-journal.db"),
+        &[
+            "approvals",
+            "dead-letters",
+            "--file",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed[1]["last_error"], "could not connect");
+
+    // A corrupt file is reported with its line, and left as it is.
+    std::fs::write(&file, "not json\n").unwrap();
+    let out = run(
+        &dir.path().join("no-journal.db"),
+        &[
+            "approvals",
+            "dead-letters",
+            "--file",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("line 1 is not a dead letter"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not json\n");
+}
