@@ -13,7 +13,7 @@
 //! The transaction costs three round trips: `BEGIN`; the lock, the counts and the recent
 //! calls, pipelined; the insert, the deletion of rows a day old and `COMMIT`, pipelined.
 //! The lock is held from the second to the end of the third. Its commit does not wait for
-//! the server's WAL flush (`synchronous_commit` off, as the journal's records): other
+//! the server's WAL flush (`synchronous_commit` off, unlike the journal's records): other
 //! processes see it at once; a crash of the server itself may forget the last calls counted
 //! (within three WAL-writer delays, 600 ms by default), never a call's journal record.
 

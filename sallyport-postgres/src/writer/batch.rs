@@ -109,10 +109,11 @@ fn closed_here(ops: &[Write]) -> HashMap<&str, u32> {
     closed_here
 }
 
-/// How the batch's transaction begins. A batch nothing is sent on the strength of commits
-/// asynchronously: a server crash may lose its last few milliseconds of records (never a
-/// durable intent: a synchronous commit flushes everything before it). A process crash
-/// loses nothing.
+/// How the batch's transaction begins. A batch with an intent, an approval change or a record
+/// someone waits for (its receipt goes to the agent) commits synchronously; one of only
+/// dispatch notes and detached records commits without waiting for the flush: a server
+/// crash may lose its last few milliseconds (which the next synchronous commit would have
+/// flushed), a process crash loses nothing.
 fn begin(ops: &[Write]) -> &'static str {
     if ops.iter().any(ops::is_durable) {
         "BEGIN"

@@ -12,8 +12,17 @@ use crate::shared::Shared;
 
 /// Whether the batch holding `op` must commit synchronously.
 pub(super) fn is_durable(op: &Write) -> bool {
-    // Approval changes are decisions someone will act on: always committed durably.
-    matches!(op, Write::Approval(_)) || op.has_durable_intent()
+    // Approval changes are decisions someone will act on, and a record someone waits for is
+    // one whose receipt the agent is handed: both are on the server's disk before the writer
+    // answers, so a crash of the server loses no receipt anyone was given. Only what nobody
+    // waits for (a dispatch note, a detached record) may commit without the flush.
+    matches!(
+        op,
+        Write::Approval(_)
+            | Write::Append(_, Some(_))
+            | Write::Observe(..)
+            | Write::SettleUnresolved(..)
+    ) || op.has_durable_intent()
 }
 
 /// What one write came to, before the commit.

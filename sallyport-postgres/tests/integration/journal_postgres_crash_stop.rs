@@ -415,8 +415,8 @@ async fn a_crash_stop_of_postgres_mid_load_loses_no_intent_and_sends_nothing_twi
         "a request left without its intent in the journal"
     );
 
-    // Receipts the executors handed out whose record the crash took (records commit without
-    // waiting for the flush; their attempts are then unresolved, for the reconciler).
+    // Receipts the executors handed out whose record the crash took: none (a record someone
+    // waits for commits synchronously, so its receipt is on disk before the agent has it).
     let receipts: HashSet<String> = sql
         .query("SELECT receipt_id FROM sallyport_audit", &[])
         .await
@@ -464,6 +464,10 @@ async fn a_crash_stop_of_postgres_mid_load_loses_no_intent_and_sends_nothing_twi
         reconciled.len(),
         unresolved_after.len(),
         posts.len()
+    );
+    assert_eq!(
+        lost_receipts, 0,
+        "a receipt an executor handed out has no record after the crash"
     );
     assert!(unresolved_after.is_empty(), "{unresolved_after:?}");
     assert_eq!(
