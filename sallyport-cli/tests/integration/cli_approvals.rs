@@ -741,16 +741,19 @@ fn dead_letters_lists_undelivered_notifications_escaped_and_as_json() {
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("dead-letters.jsonl");
-    // An absent file: nothing undelivered, and no journal needed.
-    let out = run(
-        &dir.path().join("no-journal.db"),
-        &[
+    let no_journal = dir.path().join("no-journal.db");
+    let list = |extra: &[&str]| {
+        let mut args = vec![
             "approvals",
             "dead-letters",
             "--file",
             file.to_str().unwrap(),
-        ],
-    );
+        ];
+        args.extend_from_slice(extra);
+        run(&no_journal, &args)
+    };
+    // An absent file: nothing undelivered, and no journal needed.
+    let out = list(&[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "no undelivered notifications\n");
     assert!(
@@ -776,15 +779,7 @@ fn dead_letters_lists_undelivered_notifications_escaped_and_as_json() {
     )
     .append_to(&file)
     .unwrap();
-    let out = run(
-        &dir.path().join("no-journal.db"),
-        &[
-            "approvals",
-            "dead-letters",
-            "--file",
-            file.to_str().unwrap(),
-        ],
-    );
+    let out = list(&[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
     let lines: Vec<&str> = shown.lines().collect();
@@ -799,30 +794,13 @@ fn dead_letters_lists_undelivered_notifications_escaped_and_as_json() {
     );
     assert_eq!(lines[2], "2 undelivered notifications");
 
-    let out = run(
-        &dir.path().join("no-journal.db"),
-        &[
-            "approvals",
-            "dead-letters",
-            "--file",
-            file.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let out = list(&["--json"]);
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed[1]["last_error"], "could not connect");
 
     // A corrupt file is reported with its line, and left as it is.
     std::fs::write(&file, "not json\n").unwrap();
-    let out = run(
-        &dir.path().join("no-journal.db"),
-        &[
-            "approvals",
-            "dead-letters",
-            "--file",
-            file.to_str().unwrap(),
-        ],
-    );
+    let out = list(&[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("line 1 is not a dead letter"),
