@@ -390,7 +390,8 @@ mod tests {
             ),
             Secret::new("tok-en \"quoted\""),
         );
-        let record = RecordBox::seal(&KEY, "vid", "rid", &credential, None).expect("seal record");
+        let record = RecordBox::seal(&KEY, "vid", "rid", &credential, None, &BTreeMap::new())
+            .expect("seal record");
         Body {
             vault_id: "vid".into(),
             check: SealedBox::seal(&KEY, CHECK_PLAINTEXT, &check_aad("vid", &kdf)).expect("seal"),
@@ -415,6 +416,8 @@ mod tests {
         );
         assert_eq!(decoded.records.len(), 1);
         let plain = decoded.records[0].open(&KEY, "vid").expect("record opens");
+        // A record without subject grants is written as before them.
+        assert!(!String::from_utf8_lossy(&plain).contains("subject_grants"));
         let record: RecordIn = serde_json::from_slice(&plain).expect("record JSON");
         assert_eq!(record.meta.name, "deploy-api");
         assert_eq!(record.secret, "tok-en \"quoted\"");
