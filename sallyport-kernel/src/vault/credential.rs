@@ -307,11 +307,14 @@ impl Credential {
 
 impl fmt::Debug for Credential {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Credential")
-            .field("name", &self.meta.name)
+        let mut out = f.debug_struct("Credential");
+        out.field("name", &self.meta.name)
             .field("kind", &self.meta.kind)
-            .field("version", &self.meta.version)
-            .field("subject", &self.subject)
-            .finish_non_exhaustive()
+            .field("version", &self.meta.version);
+        // Only when resolved for a subject, so a static credential prints as it always did.
+        if let Some(subject) = &self.subject {
+            out.field("subject", subject);
+        }
+        out.finish_non_exhaustive()
     }
 }

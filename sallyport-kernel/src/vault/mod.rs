@@ -11,6 +11,12 @@
 //! | `KeychainVault` (`sallyport-vault`, feature `keychain`) | the OS keychain (Secret Service, kernel keyutils, macOS Keychain, Windows Credential Manager) | desktops and servers with a keychain |
 //! | [`MemoryVault`] | process memory | tests and ephemeral use |
 //!
+//! An OAuth credential keeps its grant (tokens) in the vault's [`GrantStore`]: one grant
+//! shared by every caller, or, for a credential configured
+//! [`per_subject`](OAuthClient::per_subject), one grant per end user ([`GrantKey::for_subject`]),
+//! used for calls of sessions that name that user
+//! ([`Session::for_subject`](crate::session::Session::for_subject)).
+//!
 //! Every vault is `locked` or `unlocked`. While locked the executor refuses every call with
 //! `vault_locked` before consent, and the refusal is audited. A lock marker file
 //! ([`lock_marker_path`]) lets another process — `sallyport vault lock` — lock a running
