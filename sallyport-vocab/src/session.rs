@@ -189,3 +189,25 @@ impl Session {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_without_a_subject_serializes_as_before_and_a_subject_survives_a_round_trip() {
+        let plain = Session::new("chat-1").allow("project", ["p1"]);
+        let json = serde_json::to_string(&plain).expect("json");
+        assert_eq!(
+            json,
+            r#"{"id":"chat-1","scopes":{"project":{"only":["p1"]}}}"#
+        );
+        // A call parked for approval resumes with the user it was made for.
+        let parked = plain.for_subject("alice");
+        let json = serde_json::to_string(&parked).expect("json");
+        assert!(json.contains(r#""subject":"alice""#), "{json}");
+        let back: Session = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back.subject(), Some("alice"));
+        assert_eq!(back, parked);
+    }
+}
