@@ -297,6 +297,16 @@ impl From<&CredentialMeta> for MetaView {
             } => format!("api-key (query {q})"),
             CredentialKind::SshKey => "ssh-key".to_owned(),
             CredentialKind::SshPassword => "ssh-password".to_owned(),
+            CredentialKind::OAuthClientCredentials(c) => {
+                format!("oauth-client-credentials (client {})", c.client_id)
+            }
+            CredentialKind::OAuthRefresh(c) if c.per_subject => {
+                format!(
+                    "oauth-refresh (client {}, a grant per subject)",
+                    c.client_id
+                )
+            }
+            CredentialKind::OAuthRefresh(c) => format!("oauth-refresh (client {})", c.client_id),
             _ => "other".to_owned(),
         };
         let mut binding = meta.binding.urls.clone();

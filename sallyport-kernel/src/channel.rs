@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::action::ActionSpec;
 use crate::code::{Code, RefusalCode};
 use crate::journal::{AttemptId, IdempotencyKey, Journal};
-use crate::outcome::{ActionResult, Next, Origin, Refusal, Status};
+use crate::outcome::{ActionResult, ConnectNeeded, Next, Origin, Refusal, Status};
 use crate::scrub::Scrubber;
 use crate::vault::{Credential, Vault, VaultError, VaultState};
 
@@ -221,6 +221,7 @@ impl ApplyOutcome for ActionResult {
         self.reason = outcome.reason.clone();
         self.data = outcome.data.clone();
         self.next = outcome.next.clone();
+        self.connect = outcome.connect.clone();
     }
 }
 
@@ -376,6 +377,10 @@ pub struct ChannelOutcome {
     pub credential_rejected: bool,
     /// The upstream's status (HTTP status or exit code), for the audit record.
     pub upstream_status: Option<i64>,
+    /// For the host, with a `credential_unavailable` refusal: the account a human must
+    /// connect (a subject's grant missing or refused by its provider). Never shown to the
+    /// agent ([`ActionResult::connect_needed`]).
+    pub connect: Option<ConnectNeeded>,
 }
 
 impl ChannelOutcome {
@@ -390,7 +395,15 @@ impl ChannelOutcome {
             next: None,
             credential_rejected: false,
             upstream_status: None,
+            connect: None,
         }
+    }
+
+    /// Sets the account a human must connect before the call can go out.
+    #[must_use]
+    pub fn with_connect(mut self, connect: ConnectNeeded) -> Self {
+        self.connect = Some(connect);
+        self
     }
 
     /// A completed outcome carrying `data`.

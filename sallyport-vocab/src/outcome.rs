@@ -71,6 +71,41 @@ pub struct ActionResult {
     /// true (`"record_pending": true`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub record_pending: bool,
+    /// For the **host**, never the agent: a human must connect (or reconnect) an account
+    /// before this call can go out. Set on a `credential_unavailable` refusal of a credential
+    /// held for each user; the host shows its own connect link to that user. Never
+    /// serialized: nothing of it reaches the agent's context (read it with
+    /// [`connect_needed`](Self::connect_needed)).
+    #[serde(skip)]
+    pub connect: Option<ConnectNeeded>,
+}
+
+/// A human must connect an account before calls of `credential` can be made for `subject`:
+/// what the host reads from [`ActionResult::connect_needed`] to send *its* connect link to
+/// that user (through its own interface, never the agent). It holds names, never a URL or a
+/// value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectNeeded {
+    /// The credential the action binds (`github`).
+    pub credential: String,
+    /// The end user whose account it is; `None` when the session named no subject (the host
+    /// must start the session for a user).
+    pub subject: Option<String>,
+    /// Whether the account was connected before and its grant was refused since (revoked,
+    /// expired for good): the user must connect it again.
+    pub reconnect: bool,
+}
+
+impl ConnectNeeded {
+    /// `subject` must connect their `credential` account (`reconnect`: again).
+    pub fn new(credential: impl Into<String>, subject: Option<String>, reconnect: bool) -> Self {
+        Self {
+            credential: credential.into(),
+            subject,
+            reconnect,
+        }
+    }
 }
 
 impl ActionResult {
@@ -93,7 +128,15 @@ impl ActionResult {
             approval_id: None,
             findings: Vec::new(),
             record_pending: false,
+            connect: None,
         }
+    }
+
+    /// The account a human must connect before this call can go out, when that is why it
+    /// was refused (`credential_unavailable` of a credential held for each user). For the
+    /// host: it is never part of what the agent sees.
+    pub fn connect_needed(&self) -> Option<&ConnectNeeded> {
+        self.connect.as_ref()
     }
 
     /// The code as its wire string (`"out_of_scope"`, …), if there is one.
@@ -263,6 +306,9 @@ pub struct Refusal {
     /// What a candidate policy in shadow would have decided about the call: the audit
     /// record carries it. It never changes the refusal.
     pub shadow: Option<Box<crate::policy::ShadowNote>>,
+    /// For the host, with a `credential_unavailable` refusal: the account a human must
+    /// connect ([`ActionResult::connect_needed`]).
+    pub connect: Option<Box<ConnectNeeded>>,
 }
 
 impl Refusal {
@@ -275,7 +321,15 @@ impl Refusal {
             decision: None,
             policy: None,
             shadow: None,
+            connect: None,
         }
+    }
+
+    /// Attaches the account a human must connect before the call can go out.
+    #[must_use]
+    pub fn with_connect(mut self, connect: ConnectNeeded) -> Self {
+        self.connect = Some(Box::new(connect));
+        self
     }
 
     /// Attaches the host policy's decision behind a `policy_denied` refusal.

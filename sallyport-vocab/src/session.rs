@@ -57,13 +57,27 @@ impl fmt::Display for SessionId {
 /// assert_eq!(session.attribute("team"), Some("billing"));
 /// ```
 ///
-/// A session serializes (id, requester, scope and attributes) so that a call parked for a later approval
+/// A session may name its **subject**, the end user the agent acts for
+/// ([`Session::for_subject`]): a credential held for each user (an OAuth credential configured
+/// `per_subject`) then resolves to that user's grant, never anyone else's. Static credentials
+/// ignore it.
+///
+/// ```
+/// use sallyport_vocab::session::Session;
+/// let session = Session::new("chat-42").for_subject("alice@example.com");
+/// assert_eq!(session.subject(), Some("alice@example.com"));
+/// assert_eq!(Session::new("chat-43").subject(), None);
+/// ```
+///
+/// A session serializes (id, requester, subject, scope and attributes) so that a call parked for a later approval
 /// can be checked against the scope it was made under when it resumes in another process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     id: SessionId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     requester: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subject: Option<String>,
     #[serde(default)]
     scopes: BTreeMap<String, ScopeSet>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -83,6 +97,7 @@ impl Session {
         Self {
             id: SessionId::new(id),
             requester: None,
+            subject: None,
             scopes: BTreeMap::new(),
             attributes: BTreeMap::new(),
         }
@@ -118,6 +133,22 @@ impl Session {
     /// Who the session acts for, when the host said.
     pub fn requester(&self) -> Option<&str> {
         self.requester.as_deref()
+    }
+
+    /// Names the end user the agent acts for in this session: an OAuth credential configured
+    /// for each subject (`per_subject`) resolves to this user's grant, and a call of one is
+    /// refused with `credential_unavailable` while the user has not connected the account.
+    /// Chosen by the host (from its own login), never by the agent; none by default.
+    /// Static credentials (bearer, basic, API key, SSH) are used as before whatever it is.
+    #[must_use]
+    pub fn for_subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// The end user the session acts for, when the host named one.
+    pub fn subject(&self) -> Option<&str> {
+        self.subject.as_deref()
     }
 
     /// Allows these objects of scope `kind`.
@@ -156,5 +187,27 @@ impl Session {
             Some(ScopeSet::Only(set)) => set.contains(value),
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_without_a_subject_serializes_as_before_and_a_subject_survives_a_round_trip() {
+        let plain = Session::new("chat-1").allow("project", ["p1"]);
+        let json = serde_json::to_string(&plain).expect("json");
+        assert_eq!(
+            json,
+            r#"{"id":"chat-1","scopes":{"project":{"only":["p1"]}}}"#
+        );
+        // A call parked for approval resumes with the user it was made for.
+        let parked = plain.for_subject("alice");
+        let json = serde_json::to_string(&parked).expect("json");
+        assert!(json.contains(r#""subject":"alice""#), "{json}");
+        let back: Session = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back.subject(), Some("alice"));
+        assert_eq!(back, parked);
     }
 }

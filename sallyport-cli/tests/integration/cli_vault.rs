@@ -434,3 +434,49 @@ fn the_passphrase_file_option_reads_only_its_first_line() {
     assert_eq!(code(&out), Some(0), "{}", text(&out.stderr));
     let _ = Path::new(&file);
 }
+
+#[test]
+fn list_shows_an_oauth_credential_held_for_each_subject() {
+    use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, OAuthClient, Secret};
+    let cli = Cli::new();
+    cli.init();
+    let vault = FileVault::open(cli.vault());
+    vault.unlock(PASSPHRASE).unwrap();
+    vault
+        .add(
+            CredentialMeta::new(
+                "github",
+                CredentialKind::OAuthRefresh(
+                    OAuthClient::new("my-app", "https://github.com/login/oauth/access_token")
+                        .per_subject(),
+                ),
+                Binding::url("https://api.github.com"),
+            ),
+            Secret::new(TOKEN),
+        )
+        .unwrap();
+    vault
+        .add(
+            CredentialMeta::new(
+                "crm",
+                CredentialKind::OAuthRefresh(OAuthClient::new(
+                    "crm-app",
+                    "https://login.example.com/token",
+                )),
+                Binding::url("https://api.example.com"),
+            ),
+            Secret::new(TOKEN),
+        )
+        .unwrap();
+    let out = cli.run(&["vault", "list"], &format!("{PASSPHRASE}\n"));
+    assert_eq!(code(&out), Some(0), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    assert!(
+        listed.contains("oauth-refresh (client my-app, a grant per subject)"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("oauth-refresh (client crm-app)"),
+        "{listed}"
+    );
+}

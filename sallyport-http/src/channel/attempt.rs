@@ -8,7 +8,7 @@ use sallyport_core::action::RetryRule;
 use sallyport_core::after_send::Failure;
 use sallyport_core::channel::{ChannelOutcome, Dispatch, DispatchContext};
 use sallyport_core::code::{RefusalCode, UpstreamCode};
-use sallyport_core::outcome::{Origin, Refusal, Status};
+use sallyport_core::outcome::{ConnectNeeded, Origin, Refusal, Status};
 
 use super::oauth::AccessToken;
 use super::{HttpChannel, http_target};
@@ -277,10 +277,14 @@ fn step_for(call: &Call<'_>, result: Exchange, any_sent: bool) -> Step {
 
 /// A refusal found at dispatch (nothing sent).
 fn refused(refusal: &Refusal) -> ChannelOutcome {
-    ChannelOutcome::new(Status::Rejected)
+    let outcome = ChannelOutcome::new(Status::Rejected)
         .with_origin(Origin::Executor)
         .with_code(refusal.code)
-        .with_reason(refusal.reason.clone())
+        .with_reason(refusal.reason.clone());
+    match &refusal.connect {
+        Some(connect) => outcome.with_connect(ConnectNeeded::clone(connect)),
+        None => outcome,
+    }
 }
 
 /// Used by the probe: one bare exchange with a fresh hook and no journal.

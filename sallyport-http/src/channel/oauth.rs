@@ -2,8 +2,13 @@
 //! its access token while it is valid beyond the refresh margin, else ask the credential's
 //! token endpoint for a new one and store it by compare-and-set on the grant's version.
 //!
+//! A credential held for each subject resolves (in the executor) for the session's subject:
+//! its grant is that subject's ([`Credential::grant_key`]), refreshed, marked for
+//! reconnection and refused on its own; a refusal names the account the host must have the
+//! user connect ([`ConnectNeeded`]), never a URL.
+//!
 //! One refresh at a time per grant, across processes too: within a process a lock per
-//! credential, and across the processes that share the vault its
+//! grant (credential and subject), and across the processes that share the vault its
 //! [`GrantStore::hold_refresh`] (the file vault locks `<path>.refresh`), held across the
 //! token request and the write of its answer. The grant is read again under both, so a
 //! process that waited uses the token another one just stored. Providers that rotate
@@ -39,7 +44,7 @@ use std::time::{Duration, SystemTime};
 use base64::Engine as _;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use sallyport_core::code::RefusalCode;
-use sallyport_core::outcome::Refusal;
+use sallyport_core::outcome::{ConnectNeeded, Refusal};
 use sallyport_core::vault::{
     Credential, CredentialKind, Grant, GrantKey, GrantStore, GrantUpdate, Replaced, Secret,
     VaultError,
@@ -58,8 +63,8 @@ pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
 /// The largest token endpoint answer read.
 const MAX_TOKEN_RESPONSE: usize = 64 * 1024;
 
-/// One refresh at a time per credential in this process: name → its refresh lock.
-pub(super) type RefreshLocks = std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
+/// One refresh at a time per grant in this process: grant → its refresh lock.
+pub(super) type RefreshLocks = std::sync::Mutex<HashMap<GrantKey, Arc<tokio::sync::Mutex<()>>>>;
 
 /// An access token to attach, and the grant version it belongs to.
 pub(crate) struct AccessToken {
@@ -85,12 +90,17 @@ pub(crate) fn margin(grant: &Grant) -> Duration {
     REFRESH_MARGIN.min(grant.lifetime() / 3)
 }
 
-fn vault_refusal(name: &str, e: &VaultError) -> Refusal {
+fn vault_refusal(key: &GrantKey, e: &VaultError) -> Refusal {
+    let name = key.credential.as_str();
     match e {
         VaultError::Locked => Refusal::new(
             RefusalCode::VaultLocked,
             "the credential vault is locked; nothing was sent",
         ),
+        VaultError::NotFound(_) if key.subject.is_some() => unavailable(format!(
+            "the user has not connected their `{name}` account; nothing was sent; ask them to connect it"
+        ))
+        .with_connect(ConnectNeeded::new(name, key.subject.clone(), false)),
         VaultError::NotFound(_) => unavailable(format!(
             "credential `{name}` has no OAuth grant in the vault; nothing was sent"
         )),
@@ -100,10 +110,17 @@ fn vault_refusal(name: &str, e: &VaultError) -> Refusal {
     }
 }
 
-fn reconnect_refusal(name: &str, reason: &str) -> Refusal {
-    unavailable(format!(
-        "credential `{name}` needs reconnecting: {reason}; a human must connect the account again (or replace the client secret); nothing was sent"
-    ))
+fn reconnect_refusal(key: &GrantKey, reason: &str) -> Refusal {
+    let name = key.credential.as_str();
+    match &key.subject {
+        Some(subject) => unavailable(format!(
+            "the user's `{name}` account must be connected again ({reason}); nothing was sent; ask them to reconnect it"
+        ))
+        .with_connect(ConnectNeeded::new(name, Some(subject.clone()), true)),
+        None => unavailable(format!(
+            "credential `{name}` needs reconnecting: {reason}; a human must connect the account again (or replace the client secret); nothing was sent"
+        )),
+    }
 }
 
 fn bearer(token: &Secret) -> Result<HeaderValue, ()> {
@@ -112,9 +129,14 @@ fn bearer(token: &Secret) -> Result<HeaderValue, ()> {
     Ok(value)
 }
 
-fn usable(name: &str, grant: &Grant, stale: Option<u64>) -> Result<Option<AccessToken>, Refusal> {
+fn usable(
+    key: &GrantKey,
+    grant: &Grant,
+    stale: Option<u64>,
+) -> Result<Option<AccessToken>, Refusal> {
+    let name = key.credential.as_str();
     if let Some(reason) = grant.reconnect_reason() {
-        return Err(reconnect_refusal(name, reason));
+        return Err(reconnect_refusal(key, reason));
     }
     if stale == Some(grant.version()) || !grant.fresh_at(SystemTime::now(), margin(grant)) {
         return Ok(None);
@@ -160,13 +182,13 @@ struct TokenError {
 }
 
 impl HttpChannel {
-    fn refresh_lock(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+    fn refresh_lock(&self, key: &GrantKey) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self
             .inner
             .refreshing
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(locks.entry(name.to_owned()).or_default())
+        Arc::clone(locks.entry(key.clone()).or_default())
     }
 
     /// The access token to attach for `credential`: the stored one while valid beyond the
@@ -184,15 +206,15 @@ impl HttpChannel {
                 "credential `{name}` is an OAuth credential, and its vault keeps no OAuth grants; nothing was sent"
             ))
         })?;
-        let key = GrantKey::shared(name);
+        let key = credential.grant_key();
         let grant = store
             .current(&key)
             .await
-            .map_err(|e| vault_refusal(name, &e))?;
-        if let Some(token) = usable(name, &grant, stale)? {
+            .map_err(|e| vault_refusal(&key, &e))?;
+        if let Some(token) = usable(&key, &grant, stale)? {
             return Ok(token);
         }
-        let lock = self.refresh_lock(name);
+        let lock = self.refresh_lock(&key);
         let _refreshing = lock.lock().await;
         // Other processes on the same store refresh one at a time too: the store's hold is
         // kept across the token request and the write of its answer. Under it, the grant is
@@ -200,15 +222,15 @@ impl HttpChannel {
         // this one waited.
         let held = {
             let store = Arc::clone(store);
-            let key = key.clone();
-            tokio::task::spawn_blocking(move || store.hold_refresh(&key))
+            let held_key = key.clone();
+            tokio::task::spawn_blocking(move || store.hold_refresh(&held_key))
                 .await
                 .map_err(|_| {
                     unavailable(format!(
                         "the refresh of credential `{name}` could not wait for other processes; nothing was sent"
                     ))
                 })?
-                .map_err(|e| vault_refusal(name, &e))?
+                .map_err(|e| vault_refusal(&key, &e))?
         };
         let (grant, _hold) = match held {
             Some((grant, hold)) => (grant, Some(hold)),
@@ -216,11 +238,11 @@ impl HttpChannel {
                 store
                     .current(&key)
                     .await
-                    .map_err(|e| vault_refusal(name, &e))?,
+                    .map_err(|e| vault_refusal(&key, &e))?,
                 None,
             ),
         };
-        if let Some(token) = usable(name, &grant, stale)? {
+        if let Some(token) = usable(&key, &grant, stale)? {
             return Ok(token);
         }
         self.refresh(credential, store.as_ref(), &key, &grant).await
@@ -252,7 +274,7 @@ impl HttpChannel {
                 let stored = store
                     .replace(key, grant.version(), update)
                     .await
-                    .map_err(|e| vault_refusal(name, &e))?;
+                    .map_err(|e| vault_refusal(key, &e))?;
                 let now = match stored {
                     Replaced::Stored(g) | Replaced::Changed(g) => g,
                     _ => {
@@ -261,7 +283,7 @@ impl HttpChannel {
                         )));
                     }
                 };
-                usable(name, &now, None)?.ok_or_else(|| {
+                usable(key, &now, None)?.ok_or_else(|| {
                     unavailable(format!(
                         "the token endpoint of credential `{name}` issued a token that expires at once; nothing was sent"
                     ))
@@ -270,6 +292,7 @@ impl HttpChannel {
             Err(TokenFailure::Refused(reason)) => {
                 tracing::warn!(
                     credential = name,
+                    subject = key.subject.as_deref(),
                     "OAuth grant refused by the provider; reconnection needed"
                 );
                 // Marked even when another writer changed the grant meanwhile only if it
@@ -283,7 +306,7 @@ impl HttpChannel {
                         },
                     )
                     .await;
-                Err(reconnect_refusal(name, &reason))
+                Err(reconnect_refusal(key, &reason))
             }
             Err(TokenFailure::Failed(reason)) => {
                 tracing::info!(credential = name, "OAuth token endpoint failed");
@@ -298,7 +321,7 @@ impl HttpChannel {
     /// refreshes it. Failures are ignored: the next call then finds the token refused again.
     pub(crate) async fn token_refused(&self, credential: &Credential, version: u64) {
         if let Some(store) = credential.grants() {
-            let key = GrantKey::shared(credential.meta().name.as_str());
+            let key = credential.grant_key();
             let _ = store.replace(&key, version, GrantUpdate::Expired).await;
         }
     }

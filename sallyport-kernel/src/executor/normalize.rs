@@ -45,8 +45,11 @@ pub(super) fn normalize(inner: &Inner, action: &str, dispatched: Dispatched) -> 
     let (intended, outcome, sends) = dispatched.into_parts();
     let outcome = nothing_sent_is_nothing_done(outcome, sends);
     let call = intended.call();
+    // A credential resolved for a subject is that one user's grant: an upstream refusing it
+    // must not stop every other user's calls (the channel marks that subject's grant).
     if outcome.credential_rejected
         && let Some(credential) = call.credential()
+        && credential.subject().is_none()
     {
         let meta = credential.meta();
         match inner.unusable.lock() {
@@ -83,6 +86,7 @@ pub(super) fn normalize(inner: &Inner, action: &str, dispatched: Dispatched) -> 
             .flatten()
     });
     result.data = outcome.data;
+    result.connect = outcome.connect;
     if outcome.status == Status::Unknown && result.reason.is_none() {
         result.reason = Some(match &result.next {
             Some(next) => format!(

@@ -207,7 +207,13 @@ async fn pipeline(
     // awaited: moved on but still in scope, it would keep its slot in this future to the end
     // (424 bytes for `Unlocked`, 432 for `Consented`).
     let checked = {
-        let unlocked = vault::unlock(inner.vault.as_ref(), &inner.unusable, approved).await?;
+        let unlocked = vault::unlock(
+            inner.vault.as_ref(),
+            &inner.unusable,
+            session.subject(),
+            approved,
+        )
+        .await?;
         guard.record_mut().unlocked(&unlocked);
         precheck::precheck(unlocked)
     }

@@ -482,6 +482,7 @@ pub(super) async fn refusal(
     result.code = Some(refusal.code.into());
     result.reason = Some(reason.clone());
     result.divergences = refusal.divergences.clone();
+    result.connect = refusal.connect.map(|c| *c);
     let mut event = record.event(
         Phase::Refused,
         Status::Rejected,

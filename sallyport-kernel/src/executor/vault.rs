@@ -2,6 +2,12 @@
 //! binds resolves, was not rejected by the upstream at this version, and the channel binds
 //! it to the prepared request, else `credential_unavailable`. From here on the call has its
 //! own scrubber: the vault's, plus the resolved value.
+//!
+//! A credential held for each subject (an OAuth credential configured `per_subject`)
+//! resolves to the grant of the session's subject: a session without a subject, or a
+//! subject who has not connected the account (or whose grant the provider refused for
+//! good), is refused here with `credential_unavailable` and a [`ConnectNeeded`] for the
+//! host, before consent and before anything is sent.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -10,9 +16,9 @@ use std::sync::{Arc, Mutex};
 use super::call::Call;
 use super::definition::Approved;
 use crate::code::RefusalCode;
-use crate::outcome::Refusal;
+use crate::outcome::{ConnectNeeded, Refusal};
 use crate::scrub::Scrubber;
-use crate::vault::{Credential, Vault, VaultError, VaultState};
+use crate::vault::{Credential, GrantKey, Vault, VaultError, VaultState};
 
 /// Credentials an upstream rejected: name → the version it rejected.
 pub(crate) type Unusable = Mutex<HashMap<String, u64>>;
@@ -56,9 +62,11 @@ fn locked() -> Refusal {
 pub(super) fn unlock(
     vault: Option<&Arc<dyn Vault>>,
     unusable: &Unusable,
+    subject: Option<&str>,
     approved: Approved,
 ) -> impl Future<Output = Result<Unlocked, Refusal>> {
     let mut call = approved.into_call();
+    let subject = subject.map(str::to_owned);
     async move {
         if let Some(vault) = vault
             && vault.state() == VaultState::Locked
@@ -80,6 +88,11 @@ pub(super) fn unlock(
                     format!("credential `{name}` could not be read from the vault"),
                 ),
             })?;
+            let resolved = if resolved.meta().kind.per_subject() {
+                for_subject(resolved, subject.as_deref()).await?
+            } else {
+                resolved
+            };
             if rejected_version(unusable, &name)? == Some(resolved.meta().version) {
                 return Err(Refusal::new(
                     RefusalCode::CredentialUnavailable,
@@ -109,6 +122,59 @@ pub(super) fn unlock(
         };
         call.scrub_with(scrubber);
         Ok(Unlocked { call })
+    }
+}
+
+/// `credential` (held for each subject) resolved for `subject`: refused when the session
+/// names no subject, or the subject's grant is missing or needs reconnecting.
+async fn for_subject(credential: Credential, subject: Option<&str>) -> Result<Credential, Refusal> {
+    let name = credential.meta().name.clone();
+    let refuse =
+        |reason: String, reconnect: bool| {
+            Refusal::new(RefusalCode::CredentialUnavailable, reason).with_connect(
+                ConnectNeeded::new(name.as_str(), subject.map(str::to_owned), reconnect),
+            )
+        };
+    let Some(subject) = subject else {
+        return Err(refuse(
+            format!(
+                "credential `{name}` is held for each user, and this session does not say which user it acts for; nothing was sent; tell the user the call needs their own connected `{name}` account"
+            ),
+            false,
+        ));
+    };
+    let Some(store) = credential.grants() else {
+        return Err(Refusal::new(
+            RefusalCode::CredentialUnavailable,
+            format!(
+                "credential `{name}` is an OAuth credential, and its vault keeps no OAuth grants; nothing was sent"
+            ),
+        ));
+    };
+    match store
+        .current(&GrantKey::for_subject(name.as_str(), subject))
+        .await
+    {
+        Ok(grant) => match grant.reconnect_reason() {
+            Some(_) => Err(refuse(
+                format!(
+                    "the user's `{name}` account must be connected again (the provider no longer accepts its grant); nothing was sent; ask them to reconnect it"
+                ),
+                true,
+            )),
+            None => Ok(credential.with_subject(subject)),
+        },
+        Err(VaultError::Locked) => Err(locked()),
+        Err(VaultError::NotFound(_)) => Err(refuse(
+            format!(
+                "the user has not connected their `{name}` account; nothing was sent; ask them to connect it"
+            ),
+            false,
+        )),
+        Err(_) => Err(Refusal::new(
+            RefusalCode::CredentialUnavailable,
+            format!("the user's `{name}` grant could not be read from the vault; nothing was sent"),
+        )),
     }
 }
 

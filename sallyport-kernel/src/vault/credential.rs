@@ -6,7 +6,7 @@ use std::sync::Arc;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
-use super::grant::GrantStore;
+use super::grant::{GrantKey, GrantStore};
 
 /// Where an API key goes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +53,12 @@ pub enum CredentialKind {
 }
 
 impl CredentialKind {
+    /// Whether the credential is held for each subject (an OAuth credential configured
+    /// [`per_subject`](OAuthClient::per_subject)).
+    pub fn per_subject(&self) -> bool {
+        self.oauth().is_some_and(|c| c.per_subject)
+    }
+
     /// The OAuth client configuration, for the two OAuth kinds.
     pub fn oauth(&self) -> Option<&OAuthClient> {
         match self {
@@ -76,6 +82,12 @@ pub struct OAuthClient {
     /// the client's defaults.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
+    /// Held for each subject: every end user connects their own account, and a call uses
+    /// the grant of its session's subject ([`Session::for_subject`](crate::session::Session::for_subject)),
+    /// never another's. `false` (the default, not serialized) keeps one grant shared by
+    /// every caller.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_subject: bool,
 }
 
 impl OAuthClient {
@@ -86,7 +98,17 @@ impl OAuthClient {
             client_id: client_id.into(),
             token_endpoint: token_endpoint.into(),
             scopes: Vec::new(),
+            per_subject: false,
         }
+    }
+
+    /// Holds a grant for each subject (end user) instead of one shared grant: a call
+    /// resolves to the grant of its session's subject, and is refused with
+    /// `credential_unavailable` when that user has not connected the account.
+    #[must_use]
+    pub fn per_subject(mut self) -> Self {
+        self.per_subject = true;
+        self
     }
 
     /// Asks for these scopes.
@@ -223,6 +245,7 @@ pub struct Credential {
     meta: CredentialMeta,
     secret: Secret,
     grants: Option<Arc<dyn GrantStore>>,
+    subject: Option<String>,
 }
 
 impl Credential {
@@ -232,6 +255,29 @@ impl Credential {
             meta,
             secret,
             grants: None,
+            subject: None,
+        }
+    }
+
+    /// The credential as resolved for `subject` (by the executor, for a credential held for
+    /// each subject): its grant is that subject's.
+    #[must_use]
+    pub fn with_subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// The subject this credential was resolved for; `None` for a shared or static one.
+    pub fn subject(&self) -> Option<&str> {
+        self.subject.as_deref()
+    }
+
+    /// Which grant of [`Credential::grants`] a channel reads and refreshes: the subject's,
+    /// when the credential was resolved for one, else the credential's shared grant.
+    pub fn grant_key(&self) -> GrantKey {
+        match &self.subject {
+            Some(subject) => GrantKey::for_subject(self.meta.name.as_str(), subject.as_str()),
+            None => GrantKey::shared(self.meta.name.as_str()),
         }
     }
 
@@ -261,10 +307,14 @@ impl Credential {
 
 impl fmt::Debug for Credential {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Credential")
-            .field("name", &self.meta.name)
+        let mut out = f.debug_struct("Credential");
+        out.field("name", &self.meta.name)
             .field("kind", &self.meta.kind)
-            .field("version", &self.meta.version)
-            .finish_non_exhaustive()
+            .field("version", &self.meta.version);
+        // Only when resolved for a subject, so a static credential prints as it always did.
+        if let Some(subject) = &self.subject {
+            out.field("subject", subject);
+        }
+        out.finish_non_exhaustive()
     }
 }

@@ -19,14 +19,14 @@ use async_trait::async_trait;
 
 use super::{Secret, VaultError};
 
-/// Which grant: a credential's, and (in a later version) the subject's it was granted by.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// Which grant: a credential's shared one, or the one a subject (end user) granted for a
+/// credential held for each subject ([`OAuthClient::per_subject`](super::OAuthClient::per_subject)).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub struct GrantKey {
     /// The credential name actions bind to.
     pub credential: String,
-    /// The end user the grant belongs to; `None` for the credential's one shared grant (the
-    /// only kind the built-in vaults keep today).
+    /// The end user the grant belongs to; `None` for the credential's one shared grant.
     pub subject: Option<String>,
 }
 
@@ -36,6 +36,53 @@ impl GrantKey {
         Self {
             credential: name.into(),
             subject: None,
+        }
+    }
+
+    /// The grant `subject` gave for credential `name` (a credential held for each subject).
+    pub fn for_subject(name: impl Into<String>, subject: impl Into<String>) -> Self {
+        Self {
+            credential: name.into(),
+            subject: Some(subject.into()),
+        }
+    }
+}
+
+/// What a store tells about one grant: names, scopes, versions and times, never a token.
+/// What `list` returns, for `sallyport credentials list` and a host's "connected accounts"
+/// page.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct GrantSummary {
+    /// The credential.
+    pub credential: String,
+    /// The end user; `None` for a shared grant.
+    pub subject: Option<String>,
+    /// The scopes the credential asks the provider for (its configuration; empty for the
+    /// client's defaults).
+    pub scopes: Vec<String>,
+    /// The grant's version (incremented by every stored update).
+    pub version: u64,
+    /// When the current access token expires, in milliseconds since the Unix epoch; `None`
+    /// without one.
+    pub expires_at_ms: Option<u64>,
+    /// Whether a refresh token is held.
+    pub refresh_token: bool,
+    /// Why the account must be connected again, if so.
+    pub reconnect: Option<String>,
+}
+
+impl GrantSummary {
+    /// The summary of `grant`, the grant of `key` for a credential asking for `scopes`.
+    pub fn of(key: &GrantKey, scopes: &[String], grant: &Grant) -> Self {
+        Self {
+            credential: key.credential.clone(),
+            subject: key.subject.clone(),
+            scopes: scopes.to_vec(),
+            version: grant.version(),
+            expires_at_ms: grant.access_token().map(|_| grant.expires_at_ms()),
+            refresh_token: grant.refresh_token().is_some(),
+            reconnect: grant.reconnect_reason().map(str::to_owned),
         }
     }
 }
@@ -203,7 +250,7 @@ impl Grant {
 }
 
 /// A change to a grant.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum GrantUpdate {
     /// The token endpoint issued an access token (and perhaps a new refresh token; `None`
@@ -265,11 +312,14 @@ pub trait GrantStore: Send + Sync + fmt::Debug + 'static {
     async fn current(&self, key: &GrantKey) -> Result<Grant, VaultError>;
 
     /// Applies `update` ([`Grant::apply`]) if the grant is still at `expected_version`;
-    /// otherwise stores nothing and returns the current grant.
+    /// otherwise stores nothing and returns the current grant. A subject's grant that does
+    /// not exist yet is at version 0: `replace(key, 0, …)` creates it (how a connected
+    /// account is stored).
     ///
     /// # Errors
     ///
-    /// As [`GrantStore::current`]; a failed write leaves the stored grant as it was.
+    /// As [`GrantStore::current`] (`NotFound` also for a subject's grant removed since it
+    /// was read); a failed write leaves the stored grant as it was.
     async fn replace(
         &self,
         key: &GrantKey,
@@ -294,6 +344,64 @@ pub trait GrantStore: Send + Sync + fmt::Debug + 'static {
     fn hold_refresh(&self, key: &GrantKey) -> Result<Option<(Grant, RefreshHold)>, VaultError> {
         let _ = key;
         Ok(None)
+    }
+
+    /// Stores `update` whatever version the grant is at now (creating a subject's grant
+    /// that does not exist yet), and returns the grant as stored: what a human's "connect
+    /// the account" stores, and what a test or a host puts in.
+    ///
+    /// # Errors
+    ///
+    /// As [`GrantStore::replace`], or [`VaultError::Backend`] when other writers changed
+    /// the grant eight times in a row while this one tried.
+    async fn put(&self, key: &GrantKey, update: GrantUpdate) -> Result<Grant, VaultError> {
+        for _ in 0..8 {
+            let version = match self.current(key).await {
+                Ok(grant) => grant.version(),
+                Err(VaultError::NotFound(_)) if key.subject.is_some() => 0,
+                Err(e) => return Err(e),
+            };
+            match self.replace(key, version, update.clone()).await {
+                Ok(Replaced::Stored(grant)) => return Ok(grant),
+                // Changed meanwhile, or a subject's grant removed meanwhile: read again.
+                // (`NotFound` at version 0 means the credential takes no such grant.)
+                Ok(_) => {}
+                Err(VaultError::NotFound(_)) if version != 0 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(VaultError::Backend(
+            "the grant kept changing while it was being stored".into(),
+        ))
+    }
+
+    /// Removes the grant of `key` (a subject's, or a credential's shared one); the
+    /// credential stays. The built-in stores keep its tokens known to the scrubber.
+    ///
+    /// # Errors
+    ///
+    /// [`VaultError::NotFound`] when there is no such grant, [`VaultError::Locked`], or a
+    /// backend failure; [`VaultError::Backend`] from a store that cannot remove grants (the
+    /// default).
+    async fn remove(&self, key: &GrantKey) -> Result<(), VaultError> {
+        let _ = key;
+        Err(VaultError::Backend(
+            "this grant store cannot remove grants".into(),
+        ))
+    }
+
+    /// Every grant the store holds, of `credential` only when given, sorted by credential
+    /// and subject: subjects, scopes and expiry, never a token.
+    ///
+    /// # Errors
+    ///
+    /// [`VaultError::Locked`] or a backend failure; [`VaultError::Backend`] from a store
+    /// that cannot list grants (the default).
+    async fn list(&self, credential: Option<&str>) -> Result<Vec<GrantSummary>, VaultError> {
+        let _ = credential;
+        Err(VaultError::Backend(
+            "this grant store cannot list grants".into(),
+        ))
     }
 }
 

@@ -6,15 +6,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 
 use super::{
-    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate, Replaced,
-    Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta, retire, scrubber_with_grants,
+    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantSummary,
+    GrantUpdate, Replaced, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta, retire,
+    scrubber_with_grants,
 };
 use crate::scrub::Scrubber;
 
 /// An in-memory vault. Starts unlocked; [`MemoryVault::lock`] and [`MemoryVault::unlock`]
 /// switch its state (to test refusals).
 ///
-/// It keeps the OAuth grants of its credentials too ([`Vault::grants`]).
+/// It keeps the OAuth grants of its credentials too ([`Vault::grants`]): one shared grant per
+/// OAuth credential, or one per subject for a credential held for each subject.
 #[derive(Default)]
 pub struct MemoryVault {
     inner: Arc<Mutex<Inner>>,
@@ -24,8 +26,8 @@ pub struct MemoryVault {
 struct Inner {
     locked: bool,
     entries: BTreeMap<String, Credential>,
-    /// The OAuth grant of each OAuth credential that has one.
-    grants: BTreeMap<String, Grant>,
+    /// The OAuth grants: a credential's shared one, or one per subject.
+    grants: BTreeMap<GrantKey, Grant>,
     /// Values replaced or removed, still known to the scrubber.
     retired: Vec<Secret>,
     scrubber: Option<Arc<Scrubber>>,
@@ -36,27 +38,40 @@ impl Inner {
     fn put(&mut self, credential: Credential) {
         let name = credential.meta().name.clone();
         // A grant survives a new client secret only for `oauth_refresh` (the refresh token
-        // stays valid); a client-credentials grant starts again with the new secret.
+        // stays valid), and only grants of the kind the credential now keeps (shared or per
+        // subject); a client-credentials grant starts again with the new secret.
         let keeps_grant = matches!(credential.meta().kind, CredentialKind::OAuthRefresh(_));
-        if !keeps_grant && let Some(grant) = self.grants.remove(&name) {
-            for secret in grant.secrets() {
-                retire(&mut self.retired, Secret::new(secret));
-            }
-        }
+        let per_subject = credential.meta().kind.per_subject();
+        self.drop_grants(&name, |key| {
+            !keeps_grant || key.subject.is_some() != per_subject
+        });
         if let Some(old) = self.entries.insert(name, credential) {
             retire(&mut self.retired, old.secret().clone());
         }
         self.scrubber = None;
     }
 
+    /// Removes the grants of credential `name` that `drop` picks, retiring their tokens.
+    fn drop_grants(&mut self, name: &str, drop: impl Fn(&GrantKey) -> bool) {
+        let keys: Vec<GrantKey> = self
+            .grants
+            .keys()
+            .filter(|k| k.credential == name && drop(k))
+            .cloned()
+            .collect();
+        for key in keys {
+            if let Some(grant) = self.grants.remove(&key) {
+                for secret in grant.secrets() {
+                    retire(&mut self.retired, Secret::new(secret));
+                }
+            }
+        }
+    }
+
     /// Removes `name`, retiring its value.
     fn take(&mut self, name: &str) -> bool {
         self.scrubber = None;
-        if let Some(grant) = self.grants.remove(name) {
-            for secret in grant.secrets() {
-                retire(&mut self.retired, Secret::new(secret));
-            }
-        }
+        self.drop_grants(name, |_| true);
         match self.entries.remove(name) {
             Some(old) => {
                 retire(&mut self.retired, old.secret().clone());
@@ -231,31 +246,31 @@ impl std::fmt::Debug for MemoryGrants {
     }
 }
 
-/// The current grant of `key` in `inner`: an OAuth credential of this vault, shared grants
-/// only.
-fn grant_of(inner: &Inner, key: &GrantKey) -> Result<Grant, VaultError> {
+/// The current grant of `key` in `inner`, `None` for a subject's grant not stored yet: an
+/// OAuth credential of this vault, a shared grant of a shared credential or a subject's of
+/// a credential held for each subject.
+fn grant_of(inner: &Inner, key: &GrantKey) -> Result<Option<Grant>, VaultError> {
     if inner.locked {
         return Err(VaultError::Locked);
     }
-    let oauth = inner
-        .entries
-        .get(&key.credential)
-        .is_some_and(|c| c.meta().kind.oauth().is_some());
-    if !oauth || key.subject.is_some() {
+    let kind = inner.entries.get(&key.credential).map(|c| &c.meta().kind);
+    let fits =
+        kind.is_some_and(|k| k.oauth().is_some() && k.per_subject() == key.subject.is_some());
+    if !fits {
         return Err(VaultError::NotFound(key.credential.clone()));
     }
-    Ok(inner
-        .grants
-        .get(&key.credential)
-        .cloned()
-        .unwrap_or_default())
+    let grant = inner.grants.get(key).cloned();
+    Ok(match key.subject {
+        Some(_) => grant,
+        None => Some(grant.unwrap_or_default()),
+    })
 }
 
 #[async_trait]
 impl GrantStore for MemoryGrants {
     async fn current(&self, key: &GrantKey) -> Result<Grant, VaultError> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        grant_of(&inner, key)
+        grant_of(&inner, key)?.ok_or_else(|| VaultError::NotFound(key.credential.clone()))
     }
 
     async fn replace(
@@ -265,7 +280,11 @@ impl GrantStore for MemoryGrants {
         update: GrantUpdate,
     ) -> Result<Replaced, VaultError> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let current = grant_of(&inner, key)?;
+        let current = match grant_of(&inner, key)? {
+            Some(grant) => grant,
+            None if expected_version == 0 => Grant::new(),
+            None => return Err(VaultError::NotFound(key.credential.clone())),
+        };
         if current.version() != expected_version {
             return Ok(Replaced::Changed(current));
         }
@@ -273,8 +292,149 @@ impl GrantStore for MemoryGrants {
         for old in retired {
             retire(&mut inner.retired, old);
         }
-        inner.grants.insert(key.credential.clone(), next.clone());
+        inner.grants.insert(key.clone(), next.clone());
         inner.scrubber = None;
         Ok(Replaced::Stored(next))
+    }
+
+    async fn remove(&self, key: &GrantKey) -> Result<(), VaultError> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.locked {
+            return Err(VaultError::Locked);
+        }
+        let grant = inner
+            .grants
+            .remove(key)
+            .ok_or_else(|| VaultError::NotFound(key.credential.clone()))?;
+        for secret in grant.secrets() {
+            retire(&mut inner.retired, Secret::new(secret));
+        }
+        inner.scrubber = None;
+        Ok(())
+    }
+
+    async fn list(&self, credential: Option<&str>) -> Result<Vec<GrantSummary>, VaultError> {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.locked {
+            return Err(VaultError::Locked);
+        }
+        Ok(inner
+            .grants
+            .iter()
+            .filter(|(k, _)| credential.is_none_or(|c| c == k.credential))
+            .map(|(key, grant)| {
+                let scopes = inner
+                    .entries
+                    .get(&key.credential)
+                    .and_then(|c| c.meta().kind.oauth())
+                    .map(|c| c.scopes.clone())
+                    .unwrap_or_default();
+                GrantSummary::of(key, &scopes, grant)
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::vault::{Binding, OAuthClient};
+
+    fn issued(access: &str) -> GrantUpdate {
+        let now = SystemTime::now();
+        GrantUpdate::Issued {
+            access_token: Secret::new(access),
+            issued_at: now,
+            expires_at: now + Duration::from_secs(60),
+            refresh_token: Some(Secret::new(format!("rt-of-{access}"))),
+        }
+    }
+
+    fn vault_with(per_subject: bool) -> MemoryVault {
+        let vault = MemoryVault::new();
+        let mut client =
+            OAuthClient::new("webapp", "https://login.example.com/token").with_scopes(["repo"]);
+        if per_subject {
+            client = client.per_subject();
+        }
+        vault.set(
+            CredentialMeta::new(
+                "github",
+                CredentialKind::OAuthRefresh(client),
+                Binding::url("https://api.example.com"),
+            ),
+            Secret::new("client-secret"),
+        );
+        vault
+    }
+
+    #[tokio::test]
+    async fn subjects_keep_their_own_grants_and_list_shows_no_value() {
+        let vault = vault_with(true);
+        let store = vault.grants().expect("grants");
+        let alice = GrantKey::for_subject("github", "alice");
+        let bob = GrantKey::for_subject("github", "bob");
+        assert!(matches!(
+            store.current(&alice).await,
+            Err(VaultError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.current(&GrantKey::shared("github")).await,
+            Err(VaultError::NotFound(_))
+        ));
+        store.put(&alice, issued("at-alice")).await.expect("alice");
+        store.put(&bob, issued("at-bob")).await.expect("bob");
+        let a = store.current(&alice).await.expect("alice");
+        let b = store.current(&bob).await.expect("bob");
+        assert_eq!(a.access_token().map(Secret::expose), Some("at-alice"));
+        assert_eq!(b.access_token().map(Secret::expose), Some("at-bob"));
+        let listed = store.list(None).await.expect("list");
+        assert_eq!(listed.len(), 2);
+        assert_eq!(listed[0].subject.as_deref(), Some("alice"));
+        assert_eq!(listed[0].scopes, ["repo"]);
+        let json = serde_json::to_string(&listed).expect("json");
+        assert!(!json.contains("at-"), "{json}");
+        assert!(vault.scrubber().covers("at-bob"));
+        store.remove(&bob).await.expect("remove");
+        assert!(matches!(
+            store.current(&bob).await,
+            Err(VaultError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.remove(&bob).await,
+            Err(VaultError::NotFound(_))
+        ));
+        // Removed tokens stay known to the scrubber.
+        assert!(vault.scrubber().covers("at-bob"));
+    }
+
+    #[tokio::test]
+    async fn a_shared_credential_keeps_no_subject_grant() {
+        let vault = vault_with(false);
+        let store = vault.grants().expect("grants");
+        let err = store
+            .put(&GrantKey::for_subject("github", "alice"), issued("at-a"))
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, VaultError::NotFound(_)));
+        store
+            .put(&GrantKey::shared("github"), issued("at-s"))
+            .await
+            .expect("shared");
+        // Switching the credential to per-subject drops the shared grant.
+        let vault2 = vault;
+        vault2.set(
+            CredentialMeta::new(
+                "github",
+                CredentialKind::OAuthRefresh(
+                    OAuthClient::new("webapp", "https://login.example.com/token").per_subject(),
+                ),
+                Binding::url("https://api.example.com"),
+            ),
+            Secret::new("client-secret"),
+        );
+        assert!(store.list(None).await.expect("list").is_empty());
     }
 }

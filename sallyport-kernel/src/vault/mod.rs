@@ -11,6 +11,12 @@
 //! | `KeychainVault` (`sallyport-vault`, feature `keychain`) | the OS keychain (Secret Service, kernel keyutils, macOS Keychain, Windows Credential Manager) | desktops and servers with a keychain |
 //! | [`MemoryVault`] | process memory | tests and ephemeral use |
 //!
+//! An OAuth credential keeps its grant (tokens) in the vault's [`GrantStore`]: one grant
+//! shared by every caller, or, for a credential configured
+//! [`per_subject`](OAuthClient::per_subject), one grant per end user ([`GrantKey::for_subject`]),
+//! used for calls of sessions that name that user
+//! ([`Session::for_subject`](crate::session::Session::for_subject)).
+//!
 //! Every vault is `locked` or `unlocked`. While locked the executor refuses every call with
 //! `vault_locked` before consent, and the refusal is audited. A lock marker file
 //! ([`lock_marker_path`]) lets another process — `sallyport vault lock` — lock a running
@@ -29,7 +35,9 @@ pub use self::credential::{
     ApiKeyPlacement, Binding, Credential, CredentialKind, CredentialMeta, OAuthClient, Secret,
     SshBinding,
 };
-pub use self::grant::{Grant, GrantKey, GrantStore, GrantUpdate, RefreshHold, Replaced};
+pub use self::grant::{
+    Grant, GrantKey, GrantStore, GrantSummary, GrantUpdate, RefreshHold, Replaced,
+};
 pub use self::marker::{default_data_dir, lock_marker_path};
 pub use self::memory::MemoryVault;
 use crate::scrub::Scrubber;
@@ -171,7 +179,8 @@ pub trait VaultAdmin: Send + Sync {
 /// Checks a credential's metadata before a vault stores it: the name ([`check_name`]) and the
 /// binding. HTTP kinds (bearer, basic, API key, OAuth) need at least one base URL and no SSH binding;
 /// SSH kinds need at least one host + user and no URL. An OAuth client has a client id, a
-/// token endpoint (`https://`, or `http://` on loopback) and scope tokens. A URL is `https://` or `http://` with
+/// token endpoint (`https://`, or `http://` on loopback) and scope tokens; only an
+/// `oauth_refresh` credential may be held for each subject (`per_subject`). A URL is `https://` or `http://` with
 /// a host, without user info, query or fragment; SSH hosts and users are single words.
 ///
 /// # Errors
@@ -233,6 +242,11 @@ pub fn check_meta(meta: &CredentialMeta) -> Result<(), VaultError> {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
         {
             return invalid("an API key's header or query name is a token of A-Z a-z 0-9 - _ .");
+        }
+        CredentialKind::OAuthClientCredentials(client) if client.per_subject => {
+            return invalid(
+                "a client-credentials grant is the client's own, not a user's: only an oauth_refresh credential is held for each subject",
+            );
         }
         CredentialKind::OAuthClientCredentials(client) | CredentialKind::OAuthRefresh(client) => {
             check_oauth_client(client)?;

@@ -6,6 +6,8 @@
 //! a decoding failure is a [`FormatError`] that the vault turns into a `VaultError` naming
 //! its file.
 
+use std::collections::BTreeMap;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
@@ -113,6 +115,7 @@ impl RecordBox {
         record_id: &str,
         credential: &Credential,
         grant: Option<&Grant>,
+        subjects: &BTreeMap<String, Grant>,
     ) -> Result<Self, VaultError> {
         let version = credential.meta().version;
         let secret = credential.secret();
@@ -120,23 +123,27 @@ impl RecordBox {
             meta: credential.meta(),
             secret: secret.expose(),
             passphrase: secret.expose_passphrase(),
-            grant: grant.map(|g| GrantOut {
-                version: g.version(),
-                access_token: g.access_token().map(Secret::expose),
-                issued_at_ms: g.issued_at_ms(),
-                expires_at_ms: g.expires_at_ms(),
-                refresh_token: g.refresh_token().map(Secret::expose),
-                reconnect: g.reconnect_reason(),
-            }),
+            grant: grant.map(GrantOut::of),
+            subject_grants: subjects
+                .iter()
+                .map(|(s, g)| (s.as_str(), GrantOut::of(g)))
+                .collect(),
         };
         // Room for the worst-case JSON escaping, so the buffer never reallocates and
         // leaves an unzeroized copy behind.
-        let grant_len = grant.map_or(0, |g| {
-            g.secrets().map(str::len).sum::<usize>() + g.reconnect_reason().map_or(0, str::len)
-        });
+        let grant_len = |g: &Grant| {
+            g.secrets().map(str::len).sum::<usize>()
+                + g.reconnect_reason().map_or(0, str::len)
+                + 128
+        };
+        let grants_len = grant.map_or(0, grant_len)
+            + subjects
+                .iter()
+                .map(|(s, g)| s.len() + grant_len(g))
+                .sum::<usize>();
         let capacity = 1024
             + 6 * (secret.expose().len() + secret.expose_passphrase().map_or(0, str::len))
-            + 6 * grant_len
+            + 6 * grants_len
             + 6 * serde_json::to_string(credential.meta()).map_or(0, |m| m.len());
         let mut buf = Zeroizing::new(Vec::with_capacity(capacity));
         serde_json::to_writer(&mut *buf, &plain)
@@ -204,6 +211,10 @@ struct RecordOut<'a> {
     passphrase: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     grant: Option<GrantOut<'a>>,
+    /// The grants of a credential held for each subject, by subject. Records without any
+    /// (every record before them) are written exactly as before.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    subject_grants: BTreeMap<&'a str, GrantOut<'a>>,
 }
 
 /// An OAuth grant inside a record's plaintext, borrowed for sealing. Records without one
@@ -219,6 +230,19 @@ struct GrantOut<'a> {
     refresh_token: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reconnect: Option<&'a str>,
+}
+
+impl<'a> GrantOut<'a> {
+    fn of(g: &'a Grant) -> Self {
+        Self {
+            version: g.version(),
+            access_token: g.access_token().map(Secret::expose),
+            issued_at_ms: g.issued_at_ms(),
+            expires_at_ms: g.expires_at_ms(),
+            refresh_token: g.refresh_token().map(Secret::expose),
+            reconnect: g.reconnect_reason(),
+        }
+    }
 }
 
 /// An OAuth grant after opening; the strings move into `Secret`.
@@ -260,6 +284,8 @@ pub(super) struct RecordIn {
     pub(super) passphrase: Option<String>,
     #[serde(default)]
     pub(super) grant: Option<GrantIn>,
+    #[serde(default)]
+    pub(super) subject_grants: BTreeMap<String, GrantIn>,
 }
 
 /// Associated data of the check box: the vault id and the whole KDF header.
@@ -364,7 +390,8 @@ mod tests {
             ),
             Secret::new("tok-en \"quoted\""),
         );
-        let record = RecordBox::seal(&KEY, "vid", "rid", &credential, None).expect("seal record");
+        let record = RecordBox::seal(&KEY, "vid", "rid", &credential, None, &BTreeMap::new())
+            .expect("seal record");
         Body {
             vault_id: "vid".into(),
             check: SealedBox::seal(&KEY, CHECK_PLAINTEXT, &check_aad("vid", &kdf)).expect("seal"),
@@ -389,6 +416,8 @@ mod tests {
         );
         assert_eq!(decoded.records.len(), 1);
         let plain = decoded.records[0].open(&KEY, "vid").expect("record opens");
+        // A record without subject grants is written as before them.
+        assert!(!String::from_utf8_lossy(&plain).contains("subject_grants"));
         let record: RecordIn = serde_json::from_slice(&plain).expect("record JSON");
         assert_eq!(record.meta.name, "deploy-api");
         assert_eq!(record.secret, "tok-en \"quoted\"");

@@ -79,6 +79,44 @@ pub(super) fn refresh_lock(path: &Path) -> Result<File, VaultError> {
     )
 }
 
+/// Takes the exclusive refresh lock of one subject's grant of credential `credential` in the
+/// vault at `path`: `<path>.refresh.d/<hash>` (the directory mode 0700, the file 0600; the
+/// hash is SHA-256 over credential and subject, so any subject string names one file and no
+/// subject appears in a file name). Grants of different subjects refresh in parallel; the
+/// same subject's grant one process at a time. Released when the returned file is closed,
+/// or its process dies. The lock files stay (removing one another process may hold would
+/// break the exclusion).
+pub(super) fn subject_refresh_lock(
+    path: &Path,
+    credential: &str,
+    subject: &str,
+) -> Result<File, VaultError> {
+    use sha2::{Digest, Sha256};
+    let mut dir_name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    dir_name.push(".refresh.d");
+    let dir = path.with_file_name(dir_name);
+    crate::fs::create_private_dir(&dir)
+        .map_err(|e| io_error(path, "create the refresh lock directory of", e))?;
+    let mut hash = Sha256::new();
+    hash.update(credential.as_bytes());
+    hash.update([0]);
+    hash.update(subject.as_bytes());
+    let lock_path = dir.join(hex::encode(&hash.finalize()[..16]));
+    let file = private_options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|e| io_error(path, "open the refresh lock of", e))?;
+    file.lock()
+        .map_err(|e| io_error(path, "take the refresh lock of", e))?;
+    Ok(file)
+}
+
 /// Opens `<path><suffix>` and locks it exclusively; `actions` name the two steps in errors.
 fn held_lock(path: &Path, suffix: &str, actions: [&'static str; 2]) -> Result<File, VaultError> {
     let mut name = path

@@ -15,7 +15,8 @@
 //! - the **check box** seals a constant with the vault id and the KDF header as associated data,
 //!   so a wrong passphrase is told apart from a damaged file;
 //! - each **record box** seals one credential (name, kind, binding and value — nothing of it is
-//!   stored in plaintext) with the vault id, the record's id and its version as associated data,
+//!   stored in plaintext), with its OAuth grant or, for a credential held for each subject,
+//!   every subject's grant, with the vault id, the record's id and its version as associated data,
 //!   so a ciphertext moved to another record, another vault or another version fails;
 //! - the **manifest box** seals the list of record ids and versions, so a record removed,
 //!   duplicated or rolled back by editing the file is detected.
@@ -50,9 +51,9 @@ use crate::fs::write_lock_marker;
 use sallyport_kernel::scrub::Scrubber;
 use sallyport_kernel::vault::lock_marker_path;
 use sallyport_kernel::vault::{
-    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantUpdate,
-    RefreshHold, Replaced, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta, retire,
-    scrubber_with_grants,
+    Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantSummary,
+    GrantUpdate, RefreshHold, Replaced, Secret, Vault, VaultAdmin, VaultError, VaultState,
+    check_meta, retire, scrubber_with_grants,
 };
 
 /// What can be read from a vault file without its passphrase.
@@ -117,6 +118,9 @@ struct Entry {
     credential: Credential,
     /// The OAuth grant, for OAuth credentials that have one. Sealed in the same record.
     grant: Option<Grant>,
+    /// The grant of each subject, for a credential held for each subject. Sealed in the same
+    /// record.
+    subjects: BTreeMap<String, Grant>,
     /// The grant changed since the record was read: seal it again although the credential's
     /// version did not change.
     reseal: bool,
@@ -399,6 +403,11 @@ impl FileVault {
                 record_id: record.id.clone(),
                 credential: Credential::new(parsed.meta, secret),
                 grant: parsed.grant.map(format::GrantIn::into_grant),
+                subjects: parsed
+                    .subject_grants
+                    .into_iter()
+                    .map(|(s, g)| (s, g.into_grant()))
+                    .collect(),
                 reseal: false,
             };
             if entries.insert(name, entry).is_some() {
@@ -468,6 +477,16 @@ impl FileVault {
                     retire(&mut unlocked.retired, Secret::new(secret));
                 }
             }
+            for (subject, old_grant) in &old.subjects {
+                let now = new
+                    .and_then(|e| e.subjects.get(subject))
+                    .map(Grant::version);
+                if now != Some(old_grant.version()) {
+                    for secret in old_grant.secrets() {
+                        retire(&mut unlocked.retired, Secret::new(secret));
+                    }
+                }
+            }
         }
         unlocked.entries = entries;
         unlocked.scrubber = None;
@@ -509,6 +528,7 @@ impl Unlocked {
                 &entry.record_id,
                 &entry.credential,
                 entry.grant.as_ref(),
+                &entry.subjects,
             )?);
         }
         let manifest = Manifest {
@@ -532,7 +552,9 @@ impl Unlocked {
         }
         let scrubber = Arc::new(scrubber_with_grants(
             self.entries.values().map(|e| &e.credential),
-            self.entries.values().filter_map(|e| e.grant.as_ref()),
+            self.entries
+                .values()
+                .flat_map(|e| e.grant.iter().chain(e.subjects.values())),
             &self.retired,
         ));
         self.scrubber = Some(Arc::clone(&scrubber));
@@ -605,9 +627,7 @@ impl VaultAdmin for FileVault {
             Some(entry) => {
                 let mut meta = meta;
                 meta.version = entry.credential.meta().version + 1;
-                if !matches!(meta.kind, CredentialKind::OAuthRefresh(_)) {
-                    entry.grant = None;
-                }
+                keep_fitting_grants(entry, &meta.kind);
                 entry.credential = Credential::new(meta.clone(), secret);
                 Ok(meta)
             }
@@ -624,9 +644,7 @@ impl VaultAdmin for FileVault {
             meta.version += 1;
             // A client-credentials grant starts again with the new secret; a refresh grant
             // stays valid.
-            if !matches!(meta.kind, CredentialKind::OAuthRefresh(_)) {
-                entry.grant = None;
-            }
+            keep_fitting_grants(entry, &meta.kind);
             entry.credential = Credential::new(meta.clone(), secret);
             Ok(meta)
         })
@@ -653,6 +671,20 @@ impl VaultAdmin for FileVault {
     }
 }
 
+/// Keeps the grants a credential of `kind` still uses: a refresh grant stays valid across a
+/// new client secret, but only of the kind the credential now keeps (shared or per
+/// subject); a client-credentials grant starts again with the new secret.
+fn keep_fitting_grants(entry: &mut Entry, kind: &CredentialKind) {
+    if !matches!(kind, CredentialKind::OAuthRefresh(_)) {
+        entry.grant = None;
+        entry.subjects.clear();
+    } else if kind.per_subject() {
+        entry.grant = None;
+    } else {
+        entry.subjects.clear();
+    }
+}
+
 fn insert_new(
     entries: &mut BTreeMap<String, Entry>,
     mut meta: CredentialMeta,
@@ -666,6 +698,7 @@ fn insert_new(
             record_id,
             credential: Credential::new(meta.clone(), secret),
             grant: None,
+            subjects: BTreeMap::new(),
             reseal: false,
         },
     );
@@ -701,16 +734,41 @@ impl std::fmt::Debug for FileGrants {
     }
 }
 
-/// The entry of an OAuth credential for `key` (shared grants only).
+/// The entry of an OAuth credential for `key`: a shared grant of a shared credential, a
+/// subject's of a credential held for each subject.
 fn oauth_entry<'a>(
     entries: &'a mut BTreeMap<String, Entry>,
     key: &GrantKey,
 ) -> Result<&'a mut Entry, VaultError> {
     match entries.get_mut(&key.credential) {
-        Some(entry) if key.subject.is_none() && entry.credential.meta().kind.oauth().is_some() => {
+        Some(entry)
+            if entry.credential.meta().kind.oauth().is_some()
+                && entry.credential.meta().kind.per_subject() == key.subject.is_some() =>
+        {
             Ok(entry)
         }
         _ => Err(VaultError::NotFound(key.credential.clone())),
+    }
+}
+
+/// The grant of `key` in `entry` (found by [`oauth_entry`]): the shared one (empty at
+/// version 0 before the first), or the subject's, `NotFound` when the subject has none.
+fn grant_in(entry: &Entry, key: &GrantKey) -> Result<Grant, VaultError> {
+    match &key.subject {
+        None => Ok(entry.grant.clone().unwrap_or_default()),
+        Some(subject) => entry
+            .subjects
+            .get(subject)
+            .cloned()
+            .ok_or_else(|| VaultError::NotFound(key.credential.clone())),
+    }
+}
+
+impl FileGrants {
+    /// The grant of `key` as the file holds it now.
+    fn reread(&self, key: &GrantKey) -> Result<Grant, VaultError> {
+        self.vault
+            .reread(false, |entries| grant_in(oauth_entry(entries, key)?, key))
     }
 }
 
@@ -720,10 +778,16 @@ impl GrantStore for FileGrants {
         let mut st = self.vault.lock_state();
         self.vault.expire(&mut st);
         let unlocked = st.unlocked.as_mut().ok_or(VaultError::Locked)?;
-        let entry = oauth_entry(&mut unlocked.entries, key)?;
-        let grant = entry.grant.clone().unwrap_or_default();
+        let grant = grant_in(oauth_entry(&mut unlocked.entries, key)?, key);
         st.last_used = Instant::now();
-        Ok(grant)
+        drop(st);
+        match grant {
+            // A subject's grant this process has not seen, or one marked for reconnection:
+            // another process may have connected the account since this one read the file.
+            Err(VaultError::NotFound(_)) if key.subject.is_some() => self.reread(key),
+            Ok(grant) if grant.reconnect_reason().is_some() => self.reread(key),
+            other => other,
+        }
     }
 
     async fn replace(
@@ -734,25 +798,84 @@ impl GrantStore for FileGrants {
     ) -> Result<Replaced, VaultError> {
         self.vault.mutate(|entries| {
             let entry = oauth_entry(entries, key)?;
-            let current = entry.grant.clone().unwrap_or_default();
+            let current = match grant_in(entry, key) {
+                Ok(grant) => grant,
+                // A subject's first grant (a connected account) starts at version 0.
+                Err(VaultError::NotFound(_)) if expected_version == 0 => Grant::new(),
+                Err(e) => return Err(e),
+            };
             if current.version() != expected_version {
                 return Ok(Replaced::Changed(current));
             }
             let (next, _retired) = current.apply(update);
-            entry.grant = Some(next.clone());
+            match &key.subject {
+                None => entry.grant = Some(next.clone()),
+                Some(subject) => {
+                    entry.subjects.insert(subject.clone(), next.clone());
+                }
+            }
             entry.reseal = true;
             Ok(Replaced::Stored(next))
         })
     }
 
-    /// Holds `<path>.refresh` (an exclusive file lock, let go by the OS if the process dies)
-    /// and reads the grant from the file under it, so a refresh another process stored
-    /// while this one waited is seen and not repeated.
+    async fn remove(&self, key: &GrantKey) -> Result<(), VaultError> {
+        self.vault.mutate(|entries| {
+            let entry = oauth_entry(entries, key)?;
+            let removed = match &key.subject {
+                None => entry.grant.take(),
+                Some(subject) => entry.subjects.remove(subject),
+            };
+            if removed.is_none() {
+                return Err(VaultError::NotFound(key.credential.clone()));
+            }
+            entry.reseal = true;
+            Ok(())
+        })
+    }
+
+    /// Read from the file (under its write lock), so grants other processes stored are
+    /// listed too.
+    async fn list(&self, credential: Option<&str>) -> Result<Vec<GrantSummary>, VaultError> {
+        self.vault.reread(false, |entries| {
+            let mut out = Vec::new();
+            for (name, entry) in entries.iter() {
+                if credential.is_some_and(|c| c != name) {
+                    continue;
+                }
+                let Some(client) = entry.credential.meta().kind.oauth() else {
+                    continue;
+                };
+                if let Some(grant) = &entry.grant {
+                    out.push(GrantSummary::of(
+                        &GrantKey::shared(name.as_str()),
+                        &client.scopes,
+                        grant,
+                    ));
+                }
+                for (subject, grant) in &entry.subjects {
+                    out.push(GrantSummary::of(
+                        &GrantKey::for_subject(name.as_str(), subject.as_str()),
+                        &client.scopes,
+                        grant,
+                    ));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Holds the grant's refresh lock (an exclusive file lock, let go by the OS if the
+    /// process dies: `<path>.refresh` for shared grants, a file of its own in
+    /// `<path>.refresh.d/` for each subject's grant, so subjects refresh in parallel) and
+    /// reads the grant from the file under it, so a refresh another process stored while
+    /// this one waited is seen and not repeated.
     fn hold_refresh(&self, key: &GrantKey) -> Result<Option<(Grant, RefreshHold)>, VaultError> {
-        let held = io::refresh_lock(&self.vault.path)?;
-        let grant = self.vault.reread(false, |entries| {
-            Ok(oauth_entry(entries, key)?.grant.clone().unwrap_or_default())
-        })?;
+        let held = match &key.subject {
+            None => io::refresh_lock(&self.vault.path)?,
+            Some(subject) => io::subject_refresh_lock(&self.vault.path, &key.credential, subject)?,
+        };
+        let grant = self.reread(key)?;
         Ok(Some((grant, RefreshHold::new(held))))
     }
 }

@@ -261,3 +261,191 @@ fn an_oauth_token_endpoint_off_loopback_must_be_https() {
     assert!(add("http://127.0.0.1:8080/token").is_ok());
     assert!(add("https://login.example.com/token").is_ok());
 }
+
+fn per_subject_kind() -> CredentialKind {
+    CredentialKind::OAuthRefresh(
+        OAuthClient::new("webapp", "https://login.example.com/token")
+            .with_scopes(["api:read"])
+            .per_subject(),
+    )
+}
+
+#[tokio::test]
+async fn each_subject_keeps_its_own_sealed_grant_across_a_reopen_and_another_instance() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, vault) = new_vault(&dir, per_subject_kind());
+    let store = vault.grants().expect("grants");
+    let alice = GrantKey::for_subject("api", "alice");
+    let bob = GrantKey::for_subject("api", "bob");
+    // Nobody connected yet: a subject's grant is missing, and the shared one does not
+    // exist for a credential held for each subject.
+    assert!(matches!(
+        store.current(&alice).await,
+        Err(sallyport_core::vault::VaultError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.current(&GrantKey::shared("api")).await,
+        Err(sallyport_core::vault::VaultError::NotFound(_))
+    ));
+    let a = store
+        .put(
+            &alice,
+            issued("at-alice-canary-1", Some("rt-alice-canary-1")),
+        )
+        .await
+        .expect("put alice");
+    assert_eq!(a.version(), 1);
+    // Another instance on the same file (as another process) connects bob; this one sees
+    // it without being unlocked again.
+    let other = FileVault::open(&path);
+    other.unlock(PASSPHRASE).expect("unlock other");
+    other
+        .grants()
+        .expect("grants")
+        .put(&bob, issued("at-bob-canary-2", Some("rt-bob-canary-2")))
+        .await
+        .expect("put bob");
+    let b = store.current(&bob).await.expect("bob seen from the file");
+    assert_eq!(
+        b.access_token().map(Secret::expose),
+        Some("at-bob-canary-2")
+    );
+    let a = store.current(&alice).await.expect("alice");
+    assert_eq!(
+        a.access_token().map(Secret::expose),
+        Some("at-alice-canary-1")
+    );
+    // Sealed: no token, no subject grant in plaintext on disk.
+    let bytes = std::fs::read(&path).expect("read");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(!text.contains("canary"), "a token is in plaintext on disk");
+    assert!(!text.contains("alice"), "a subject is in plaintext on disk");
+    // Listed: subjects, scopes and expiry, never a value.
+    let listed = store.list(Some("api")).await.expect("list");
+    let subjects: Vec<_> = listed.iter().map(|g| g.subject.as_deref()).collect();
+    assert_eq!(subjects, [Some("alice"), Some("bob")]);
+    assert!(
+        listed
+            .iter()
+            .all(|g| g.scopes == ["api:read"] && g.refresh_token)
+    );
+    assert!(listed.iter().all(|g| g.expires_at_ms.is_some()));
+    let json = serde_json::to_string(&listed).expect("json");
+    assert!(!json.contains("canary"), "{json}");
+    // Removed: bob's grant goes, alice's stays; both survive a reopen as they are.
+    store.remove(&bob).await.expect("remove bob");
+    drop((vault, other));
+    let reopened = FileVault::open(&path);
+    reopened.unlock(PASSPHRASE).expect("unlock");
+    let store = reopened.grants().expect("grants");
+    assert!(matches!(
+        store.current(&bob).await,
+        Err(sallyport_core::vault::VaultError::NotFound(_))
+    ));
+    let a = store.current(&alice).await.expect("alice after reopen");
+    assert_eq!(a.version(), 1);
+    assert_eq!(
+        a.refresh_token().map(Secret::expose),
+        Some("rt-alice-canary-1")
+    );
+    // The scrubber knows every subject's tokens, and the removed ones.
+    let scrubbed = reopened.scrubber();
+    assert!(scrubbed.covers("at-alice-canary-1"));
+}
+
+#[tokio::test]
+async fn a_subject_grant_is_replaced_by_compare_and_set_and_a_reconnect_mark_stays_with_its_subject()
+ {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_path, vault) = new_vault(&dir, per_subject_kind());
+    let store = vault.grants().expect("grants");
+    let alice = GrantKey::for_subject("api", "alice");
+    let bob = GrantKey::for_subject("api", "bob");
+    for key in [&alice, &bob] {
+        let stored = store
+            .replace(
+                key,
+                0,
+                GrantUpdate::Connected {
+                    refresh_token: Secret::new("rt-1"),
+                },
+            )
+            .await
+            .expect("connect");
+        assert!(matches!(stored, Replaced::Stored(ref g) if g.version() == 1));
+    }
+    // A stale version stores nothing.
+    let stale = store
+        .replace(&alice, 0, issued("at-x", None))
+        .await
+        .expect("replace");
+    assert!(matches!(stale, Replaced::Changed(ref g) if g.version() == 1));
+    // A refusal for alice marks only alice.
+    store
+        .replace(
+            &alice,
+            1,
+            GrantUpdate::Reconnect {
+                reason: "the provider answered `invalid_grant`".into(),
+            },
+        )
+        .await
+        .expect("mark");
+    assert!(
+        store
+            .current(&alice)
+            .await
+            .expect("alice")
+            .reconnect_reason()
+            .is_some()
+    );
+    assert!(
+        store
+            .current(&bob)
+            .await
+            .expect("bob")
+            .reconnect_reason()
+            .is_none()
+    );
+    // The refresh holds of two subjects are taken at once (each has its own lock file;
+    // with one lock per vault the second would wait for the first).
+    let (_g, hold_a) = store
+        .hold_refresh(&alice)
+        .expect("hold")
+        .expect("file vault holds");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let bob_store = std::sync::Arc::clone(&store);
+    std::thread::spawn(move || {
+        let held = bob_store.hold_refresh(&bob).map(|h| h.is_some());
+        let _ = tx.send(held.is_ok_and(|h| h));
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "bob's refresh waited for alice's"
+    );
+    drop(hold_a);
+}
+
+#[test]
+fn only_a_refresh_credential_is_held_for_each_subject() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v.spv");
+    let vault = FileVault::create(&path, PASSPHRASE, fast_kdf()).expect("create");
+    let err = vault
+        .add(
+            CredentialMeta::new(
+                "machine",
+                CredentialKind::OAuthClientCredentials(
+                    OAuthClient::new("m", "https://login.example.com/token").per_subject(),
+                ),
+                Binding::url("https://api.example.com"),
+            ),
+            Secret::new("s"),
+        )
+        .expect_err("refused");
+    assert!(
+        err.to_string().contains("only an oauth_refresh credential"),
+        "{err}"
+    );
+}

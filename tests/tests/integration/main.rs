@@ -31,4 +31,5 @@ mod readme_program;
 mod reconcile;
 mod scrub_truncation;
 mod shadow;
+mod subjects;
 mod vault_lock_mid_call;
