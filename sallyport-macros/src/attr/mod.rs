@@ -269,8 +269,8 @@ mod tests {
             [
                 "unknown key `efect` in #[action]; expected one of `name`, `effect`, `consent`, \
                  `retry`, `reconcile`, `credential`, `data`, `externality`, `scope`, `returns`, \
-                 `summary`, `idempotent`, `method_override`, `secrets`, `instructions` \
-                 (did you mean `effect`?)",
+                 `summary`, `idempotent`, `method_override`, `secrets`, `instructions`, \
+                 `personal_data` (did you mean `effect`?)",
                 "unknown effect class `destroy`; expected one of `observe`, `reversible_change`, \
                  `external_commitment`, `irreversible_or_broad`",
                 "write `retry = safe` without quotes",
