@@ -359,6 +359,7 @@ pub(crate) fn call(t: &Text, record: &AuditRecord, related: &[&AuditRecord]) -> 
             dt { "Receipt" } dd { code { (e.receipt_id.as_str()) } }
             dt { "Attempt" } dd { code { (e.attempt_id.as_str()) } }
             dt { "When" } dd { (e.at) }
+            @if let Some(s) = &e.subject { dt { "On behalf of" } dd { (t.show(s)) } }
             dt { "Phase" } dd { (wire(&e.phase)) }
             @if let Some(c) = &e.code { dt { "Code" } dd { code { (t.show(c.as_str())) } } }
             @if let Some(r) = &e.reason { dt { "Reason" } dd { (t.show(r)) } }

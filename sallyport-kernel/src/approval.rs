@@ -81,6 +81,7 @@ fn event(
         attempt_id: approval.attempt_id.clone(),
         at: crate::clock::now(),
         session_id: approval.session.id().as_str().to_owned(),
+        subject: approval.session.subject().map(str::to_owned),
         action: approval.action.clone(),
         definition_hash: Some(approval.definition_hash.clone()),
         phase,

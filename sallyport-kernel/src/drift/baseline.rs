@@ -469,6 +469,7 @@ impl BaselineGuard {
                 attempt_id: AttemptId::generate(),
                 at: crate::clock::now(),
                 session_id: "baseline".to_owned(),
+                subject: None,
                 action: decision.tool_name.clone(),
                 definition_hash: decision.live_tool_hash.clone(),
                 phase: Phase::Finished,

@@ -374,6 +374,7 @@ impl Prober {
             attempt_id: AttemptId::generate(),
             at: crate::clock::now(),
             session_id: "permission-probe".to_owned(),
+            subject: None,
             action: format!("probe:{}", probe.name),
             definition_hash: None,
             phase: if class == ProbeClass::Skipped {

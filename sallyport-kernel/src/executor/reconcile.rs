@@ -255,6 +255,7 @@ impl Executor {
             attempt_id: attempt.attempt_id.clone(),
             at: clock::now(),
             session_id: attempt.session_id.clone(),
+            subject: None,
             action: attempt.action.clone(),
             definition_hash: None,
             phase: Phase::Finished,

@@ -58,6 +58,9 @@ pub(crate) struct CallRecord {
     handed_over: AtomicBool,
 }
 
+/// The longest subject an audit record keeps, in bytes (a longer one is cut, marked).
+const MAX_SUBJECT: usize = 256;
+
 impl CallRecord {
     /// A new call's record, before any stage has run: its attempt id, the action as called
     /// (bounded, scrubbed), the session and the scrubber the call begins with. Only the
@@ -73,6 +76,7 @@ impl CallRecord {
             texts: Texts {
                 action: scrubber.bounded(action, MAX_ACTION_NAME),
                 session_id: session.id().as_str().to_owned(),
+                subject: session.subject().map(|s| scrubber.bounded(s, MAX_SUBJECT)),
                 ..Texts::default()
             },
             consent: None,
@@ -196,6 +200,7 @@ impl CallRecord {
             attempt_id: self.attempt_id.clone(),
             at: crate::clock::now(),
             session_id: texts.session_id,
+            subject: texts.subject,
             action: texts.action,
             definition_hash: texts.definition_hash,
             phase,
@@ -227,6 +232,7 @@ impl CallRecord {
 #[derive(Clone, Debug, Default)]
 struct Texts {
     session_id: String,
+    subject: Option<String>,
     action: String,
     definition_hash: Option<String>,
     objects: Vec<ScopedValue>,

@@ -121,6 +121,11 @@ pub struct AuditEvent {
     pub at: String,
     /// The session.
     pub session_id: String,
+    /// The end user the session acted for (`Session::for_subject`), when the host named
+    /// one. Absent otherwise, so records of sessions without a subject keep their JSON and
+    /// hashes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
     /// The action name as called.
     pub action: String,
     /// The live definition hash, when the action resolved.
@@ -225,6 +230,7 @@ impl AuditEvent {
             attempt_id: intent.attempt_id.clone(),
             at: now(),
             session_id: intent.session_id.clone(),
+            subject: None,
             action: intent.action.clone(),
             definition_hash: Some(intent.definition_hash.clone()),
             phase: Phase::Finished,

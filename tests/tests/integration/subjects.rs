@@ -268,6 +268,24 @@ async fn many_subjects_calling_at_once_are_each_sent_with_their_own_token_only()
     );
     assert_eq!(seen.mismatched.load(Ordering::SeqCst), 0);
     assert_eq!(seen.unknown_token.load(Ordering::SeqCst), 0);
+    // Every audit record names the user its call acted for: the one its session names.
+    let records = executor.journal().records().await.expect("records");
+    assert_eq!(records.len(), USERS * CALLS_EACH);
+    for record in &records {
+        let user = record
+            .event
+            .subject
+            .as_deref()
+            .expect("a subject on the record");
+        assert!(
+            record
+                .event
+                .session_id
+                .starts_with(&format!("chat-{user}-")),
+            "{} recorded as {user}",
+            record.event.session_id
+        );
+    }
     assert_eq!(
         max_in_flight,
         (USERS * CALLS_EACH) as u64,
