@@ -9,9 +9,13 @@
 //! [`ExecutorBuilder::secret_scanner`](crate::executor::ExecutorBuilder::secret_scanner).
 //! The rules live outside the kernel because they are 700 KB of data and a tenth of a
 //! second of regex compilation that a user who scans nothing should not pay for. They are
-//! not on by default yet because the whole rule set costs ~80 µs per KiB of answer today
-//! (Gitleaks' `generic-api-key` rule, whose keyword `api` matches every URL), far above
-//! the 3 µs/KiB the default path may add. A value whose key
+//! not on by default yet because the whole guard (scrubber, rules and instruction
+//! patterns) costs 5–6 µs per KiB of answer (`BENCHMARKS.md`, `answer_4KiB`), above the
+//! 3 µs/KiB the default path may add: the rule set alone is ~2.3 µs per KiB, most of it the
+//! keyword automaton's pass over every byte (one dependent table lookup each) and Gitleaks'
+//! `generic-api-key` rule, whose keyword `api` is in every URL. The instruction patterns,
+//! always on, are found through a prefilter of their first bytes: with the walk over the
+//! answer, ~1.3 µs per KiB. A value whose key
 //! names a secret (`"aws_secret_access_key": "…"`) is also scanned as `key="value"`, so the
 //! rules that need a keyword beside the value (Gitleaks' `generic-api-key`) see it as they
 //! would in a file.

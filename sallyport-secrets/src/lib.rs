@@ -7,7 +7,7 @@
 //! JWTs, and the token formats of GitHub, GitLab, Slack, AWS, Stripe, Google, OpenAI,
 //! Anthropic and some two hundred other providers, plus Gitleaks' generic `key = value`
 //! rule). sallyport's executor uses it through `sallyport_kernel::inspect::SecretScanner`
-//! (the kernel's `secret-rules` feature, on by default in `sallyport-core`).
+//! (the `secret-rules` feature of the kernel and of `sallyport-core`, opt-in for now).
 //!
 //! # Why this rule set
 //!
@@ -28,7 +28,9 @@
 //! secret (the rule's secret group, else its first capture group, else the whole match)
 //! must reach the rule's entropy floor and pass none of its allowlists (regexes or stop
 //! words on the secret, the match or its line). Text that contains no keyword costs one
-//! automaton pass.
+//! automaton pass, one table lookup per byte; on a JSON answer of 3.9 KiB the whole rule
+//! set takes ~2.3 µs per KiB (`BENCHMARKS.md`, `answer_parts_4KiB`). A candidate rule that
+//! does not match costs one regex search (`is_match`) and no allocation.
 //!
 //! ```
 //! use sallyport_secrets::SecretRules;
