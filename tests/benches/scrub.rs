@@ -13,6 +13,10 @@
 //! only the instruction patterns (a kernel without `secret-rules`). Target for
 //! `vault_and_rules`: at most 3 µs per KiB (12 µs per answer).
 //!
+//! Group `answer_parts_4KiB`: where the guards' time goes on the same answer, without the
+//! scrubber: the rule set alone over each of the answer's strings (`rules_find_each_string`),
+//! and `inspect` without and with the rules.
+//!
 //! `cargo bench -p sallyport-tests --bench scrub`
 
 use std::hint::black_box;
