@@ -9,9 +9,13 @@
 //! [`ExecutorBuilder::secret_scanner`](crate::executor::ExecutorBuilder::secret_scanner).
 //! The rules live outside the kernel because they are 700 KB of data and a tenth of a
 //! second of regex compilation that a user who scans nothing should not pay for. They are
-//! not on by default yet because the whole rule set costs ~80 µs per KiB of answer today
-//! (Gitleaks' `generic-api-key` rule, whose keyword `api` matches every URL), far above
-//! the 3 µs/KiB the default path may add. A value whose key
+//! not on by default yet because the whole guard (scrubber, rules and instruction
+//! patterns) costs 5–6 µs per KiB of answer (`BENCHMARKS.md`, `answer_4KiB`), above the
+//! 3 µs/KiB the default path may add: the rule set alone is ~2.3 µs per KiB, most of it the
+//! keyword automaton's pass over every byte (one dependent table lookup each) and Gitleaks'
+//! `generic-api-key` rule, whose keyword `api` is in every URL. The instruction patterns,
+//! always on, are found through a prefilter of their first bytes: with the walk over the
+//! answer, ~1.3 µs per KiB. A value whose key
 //! names a secret (`"aws_secret_access_key": "…"`) is also scanned as `key="value"`, so the
 //! rules that need a keyword beside the value (Gitleaks' `generic-api-key`) see it as they
 //! would in a file.
@@ -44,7 +48,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, Anchored, Input, Match, MatchKind, Span, StartKind, packed};
 use serde_json::Value;
 
 use crate::action::{ActionSpec, InstructionMode, SecretMode};
@@ -140,8 +144,29 @@ static KEY_WORDS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
         .ok()
 });
 
-/// The instruction phrases and markers, each with its rule name.
-static PHRASES: LazyLock<Option<(AhoCorasick, Vec<&'static str>)>> = LazyLock::new(|| {
+/// The instruction phrases and markers, with the prefilter that finds where one can start.
+struct Phrases {
+    /// Every phrase and marker, ASCII case ignored, leftmost-first; searchable both
+    /// unanchored and anchored at a candidate.
+    ac: AhoCorasick,
+    /// For each pattern of `ac`, its rule.
+    rules: Vec<&'static str>,
+    /// The first [`ANCHOR_LEN`] bytes of every pattern, lowercased, as a packed (Teddy)
+    /// searcher over a lowercased copy of the text: every place a pattern starts is a match
+    /// of one of them. `None` where the CPU has no Teddy; `ac` then scans alone.
+    anchors: Option<packed::Searcher>,
+    /// The shortest pattern's length: a shorter text holds none.
+    min_len: usize,
+}
+
+/// How many leading bytes of a phrase its anchor keeps: enough that ordinary prose rarely
+/// matches one ("ignore", "<|im_s", "[inst]"), few enough that the anchors stay under the
+/// packed searcher's limit of 128 patterns.
+const ANCHOR_LEN: usize = 6;
+
+/// The instruction phrases and markers, each with its rule name, in the order that decides
+/// which of two patterns matching at one place is reported.
+fn phrase_patterns() -> (Vec<String>, Vec<&'static str>) {
     let mut patterns: Vec<String> = Vec::new();
     let mut rules: Vec<&'static str> = Vec::new();
     for verb in ["ignore", "disregard", "forget"] {
@@ -191,13 +216,94 @@ static PHRASES: LazyLock<Option<(AhoCorasick, Vec<&'static str>)>> = LazyLock::n
         patterns.push(syntax.to_owned());
         rules.push("tool_call_syntax");
     }
-    AhoCorasick::builder()
+    (patterns, rules)
+}
+
+static PHRASES: LazyLock<Option<Phrases>> = LazyLock::new(|| {
+    let (patterns, rules) = phrase_patterns();
+    let ac = AhoCorasick::builder()
         .ascii_case_insensitive(true)
         .match_kind(MatchKind::LeftmostFirst)
+        .start_kind(StartKind::Both)
         .build(&patterns)
-        .ok()
-        .map(|ac| (ac, rules))
+        .ok()?;
+    let mut anchors: Vec<Vec<u8>> = Vec::new();
+    for pattern in &patterns {
+        let anchor = pattern.as_bytes()[..pattern.len().min(ANCHOR_LEN)].to_ascii_lowercase();
+        if !anchors.contains(&anchor) {
+            anchors.push(anchor);
+        }
+    }
+    let anchors = packed::Config::new()
+        .match_kind(packed::MatchKind::LeftmostFirst)
+        .builder()
+        .extend(&anchors)
+        .build();
+    let min_len = patterns.iter().map(String::len).min().unwrap_or(0);
+    Some(Phrases {
+        ac,
+        rules,
+        anchors,
+        min_len,
+    })
 });
+
+impl Phrases {
+    /// Adds to `found` (once each) the rules of the patterns in `text`. `lower` is scratch
+    /// space.
+    fn scan(&self, text: &str, lower: &mut Vec<u8>, found: &mut Vec<&'static str>) {
+        self.matches(text, lower, |m| {
+            let rule = self.rules[m.pattern().as_usize()];
+            if !found.contains(&rule) {
+                found.push(rule);
+            }
+        });
+    }
+
+    /// Calls `each` with every match in `text`: the same matches, in the
+    /// same order, as `ac.find_iter(text)` ([`Phrases::reference`]), found by the anchors'
+    /// prefilter and checked by `ac` only where an anchor is. `lower` is scratch space.
+    fn matches(&self, text: &str, lower: &mut Vec<u8>, mut each: impl FnMut(Match)) {
+        if text.len() < self.min_len {
+            return;
+        }
+        let Some(anchors) = &self.anchors else {
+            self.reference(text, 0, each);
+            return;
+        };
+        lower.clear();
+        lower.extend(text.bytes().map(|b| b.to_ascii_lowercase()));
+        let mut at = 0;
+        while let Some(candidate) = anchors.find_in(&lower[..], Span::from(at..text.len())) {
+            // Every pattern starts with an anchor, so none starts between `at` and
+            // `candidate`: the leftmost match from `at`, if it starts here, is the
+            // preferred pattern that matches anchored here.
+            let input = Input::new(text)
+                .span(candidate.start()..text.len())
+                .anchored(Anchored::Yes);
+            match self.ac.try_find(input) {
+                Ok(Some(m)) => {
+                    at = m.end();
+                    each(m);
+                }
+                Ok(None) => at = candidate.start() + 1,
+                // `ac` is built for anchored searches, so this is not reached; if it were,
+                // the unanchored scan from here finds the same.
+                Err(_) => {
+                    self.reference(text, candidate.start(), each);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The reference scan: every leftmost-first match of `ac` in `text[from..]`.
+    fn reference(&self, text: &str, from: usize, each: impl FnMut(Match)) {
+        self.ac
+            .find_iter(Input::new(text).span(from..text.len()))
+            .for_each(each);
+    }
+}
 
 fn is_tag(c: char) -> bool {
     ('\u{E0000}'..='\u{E007F}').contains(&c)
@@ -208,15 +314,19 @@ fn is_bidi_control(c: char) -> bool {
 }
 
 /// The instruction rules `text` matches, each once, in a fixed order.
+#[cfg(test)]
 fn instruction_rules(text: &str) -> Vec<&'static str> {
-    let mut found: Vec<&'static str> = Vec::new();
-    if let Some((ac, rules)) = PHRASES.as_ref() {
-        for m in ac.find_iter(text) {
-            let rule = rules[m.pattern().as_usize()];
-            if !found.contains(&rule) {
-                found.push(rule);
-            }
-        }
+    let mut found = Vec::new();
+    instruction_rules_into(text, &mut Vec::new(), &mut found);
+    found
+}
+
+/// Sets `found` to the instruction rules `text` matches, each once, in a fixed order.
+/// `lower` is scratch space, reused from one text to the next.
+fn instruction_rules_into(text: &str, lower: &mut Vec<u8>, found: &mut Vec<&'static str>) {
+    found.clear();
+    if let Some(phrases) = PHRASES.as_ref() {
+        phrases.scan(text, lower, found);
     }
     // Both invisible kinds are outside ASCII: a plain ASCII text (the usual case) is done.
     if !text.is_ascii() {
@@ -228,28 +338,41 @@ fn instruction_rules(text: &str) -> Vec<&'static str> {
         }
     }
     found.sort_unstable();
-    found
 }
 
-/// Inspects one answer as the action declares. Holds the findings as they are made.
+/// Inspects one answer as the action declares. Holds the findings as they are made, and
+/// scratch space reused from one string to the next.
 struct Inspector<'a> {
     scanner: Option<&'a dyn SecretScanner>,
     secrets: SecretMode,
     instructions: InstructionMode,
     findings: Vec<Finding>,
     hits: Vec<SecretHit>,
+    /// The instruction rules of the string at hand.
+    rules: Vec<&'static str>,
+    /// The string at hand, lowercased, for the phrases' prefilter.
+    lower: Vec<u8>,
 }
 
 impl Inspector<'_> {
     /// Inspects `text` found at `pointer`; masks or strips it in place as declared.
     fn text(&mut self, pointer: &str, text: &mut String, key: Option<&str>) {
-        self.secrets_in(pointer, text, key);
-        let rules = instruction_rules(text);
-        if rules.is_empty() {
-            return;
+        if let Some(changed) = self.inspect_str(pointer, text, key) {
+            *text = changed;
+        }
+    }
+
+    /// Inspects `text` found at `pointer` (a value under `key`, or an object key itself);
+    /// returns what the agent gets instead when masking or stripping changes it.
+    fn inspect_str(&mut self, pointer: &str, text: &str, key: Option<&str>) -> Option<String> {
+        let masked = self.secrets_in(pointer, text, key);
+        let text = masked.as_deref().unwrap_or(text);
+        instruction_rules_into(text, &mut self.lower, &mut self.rules);
+        if self.rules.is_empty() {
+            return masked;
         }
         let strip = self.instructions == InstructionMode::Strip;
-        for rule in rules {
+        for &rule in &self.rules {
             let invisible = matches!(rule, "tag_characters" | "bidi_control");
             let action = match self.instructions {
                 InstructionMode::Flag => FindingAction::Flagged,
@@ -265,12 +388,19 @@ impl Inspector<'_> {
             ));
         }
         if strip && !text.is_ascii() {
-            text.retain(|c| !is_tag(c) && !is_bidi_control(c));
+            return Some(
+                text.chars()
+                    .filter(|&c| !is_tag(c) && !is_bidi_control(c))
+                    .collect(),
+            );
         }
+        masked
     }
 
-    fn secrets_in(&mut self, pointer: &str, text: &mut String, key: Option<&str>) {
-        let Some(scanner) = self.scanner else { return };
+    /// Finds the credential-shaped values in `text`; returns it masked when the action
+    /// masks and there was one.
+    fn secrets_in(&mut self, pointer: &str, text: &str, key: Option<&str>) -> Option<String> {
+        let scanner = self.scanner?;
         self.hits.clear();
         scanner.scan(text, &mut self.hits);
         if self.hits.is_empty()
@@ -291,7 +421,7 @@ impl Inspector<'_> {
             });
         }
         if self.hits.is_empty() {
-            return;
+            return None;
         }
         let action = match self.secrets {
             SecretMode::Allow => FindingAction::Allowed,
@@ -306,9 +436,7 @@ impl Inspector<'_> {
                 action,
             ));
         }
-        if self.secrets == SecretMode::Mask {
-            *text = masked(text, &self.hits);
-        }
+        (self.secrets == SecretMode::Mask).then(|| masked(text, &self.hits))
     }
 
     fn json(&mut self, pointer: &mut String, value: &mut Value, key: Option<&str>) {
@@ -329,9 +457,9 @@ impl Inspector<'_> {
                     let len = pointer.len();
                     pointer.push('/');
                     push_escaped(pointer, k);
-                    let mut new_key = k.clone();
-                    self.text(pointer, &mut new_key, None);
-                    if new_key != *k {
+                    if let Some(new_key) = self.inspect_str(pointer, k, None)
+                        && new_key != *k
+                    {
                         renamed.push((k.clone(), new_key));
                     }
                     self.json(pointer, v, Some(k));
@@ -393,6 +521,8 @@ pub fn inspect(scanner: Option<&dyn SecretScanner>, spec: &ActionSpec, result: &
         instructions: spec.instructions,
         findings: Vec::new(),
         hits: Vec::new(),
+        rules: Vec::new(),
+        lower: Vec::new(),
     };
     if let Some(reason) = &mut result.reason {
         inspector.text("/reason", reason, None);
@@ -460,6 +590,7 @@ fn withhold(result: &mut ActionResult, spec: &ActionSpec, code: RefusalCode, fou
 mod tests {
     use super::*;
     use crate::journal::AttemptId;
+    use proptest::prelude::{Strategy, any, prop_oneof};
 
     /// A scanner that knows one shape: `tok_` and 12 letters or digits.
     struct Toy;
@@ -486,6 +617,105 @@ mod tests {
         let mut result = ActionResult::new(Status::Completed, "read", AttemptId::generate());
         result.data = Some(data);
         result
+    }
+
+    fn phrases() -> &'static Phrases {
+        PHRASES.as_ref().expect("the phrase automaton builds")
+    }
+
+    /// Every match the fast path finds, with its place.
+    fn fast_matches(text: &str) -> Vec<Match> {
+        let mut found = Vec::new();
+        phrases().matches(text, &mut Vec::new(), |m| found.push(m));
+        found
+    }
+
+    /// Every match the whole automaton finds on its own.
+    fn reference_matches(text: &str) -> Vec<Match> {
+        let mut found = Vec::new();
+        phrases().reference(text, 0, |m| found.push(m));
+        found
+    }
+
+    /// `text` with the case of the ASCII letters at the set bits of `flips` swapped.
+    fn flip_case(text: &str, flips: u64) -> String {
+        text.chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if flips >> (i % 64) & 1 == 0 {
+                    c
+                } else if c.is_ascii_lowercase() {
+                    c.to_ascii_uppercase()
+                } else {
+                    c.to_ascii_lowercase()
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_anchors_prefilter_is_built_where_the_cpu_has_teddy() {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("ssse3") {
+            assert!(phrases().anchors.is_some());
+        }
+        assert_eq!(phrases().min_len, "[INST]".len());
+    }
+
+    #[test]
+    fn every_phrase_in_any_case_is_found_by_the_fast_path_as_by_the_automaton() {
+        let (patterns, rules) = phrase_patterns();
+        for (i, pattern) in patterns.iter().enumerate() {
+            for flips in [0, u64::MAX, 0x5555_5555_5555_5555, 0x0F0F_0F0F_0F0F_0F0F] {
+                let phrase = flip_case(pattern, flips);
+                for text in [
+                    phrase.clone(),
+                    format!("prefix {phrase} suffix"),
+                    format!("é{phrase}\u{202E}"),
+                    format!("{phrase}{phrase}"),
+                ] {
+                    let fast = fast_matches(&text);
+                    assert_eq!(fast, reference_matches(&text), "{text:?}");
+                    assert_eq!(
+                        fast.first().map(|m| rules[m.pattern().as_usize()]),
+                        Some(rules[i]),
+                        "{text:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Pieces of texts that come near the phrases: whole or cut phrases in any case, and
+    /// filler with the characters the phrases start with.
+    fn piece() -> impl Strategy<Value = String> {
+        let (patterns, _) = phrase_patterns();
+        let count = patterns.len();
+        prop_oneof![
+            (0..count, any::<u64>(), 0usize..64).prop_map(move |(i, flips, cut)| {
+                let pattern = &patterns[i];
+                let cut = if cut >= pattern.len() {
+                    pattern.len()
+                } else {
+                    cut
+                };
+                flip_case(&pattern[..cut], flips)
+            }),
+            "[a-zA-Z <|#/\\[\\]\"\n_:=>éß\u{202E}\u{E0041}]{0,12}",
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// The fast path finds exactly what the automaton finds alone: same matches, same
+        /// places, same order.
+        #[test]
+        fn the_fast_path_matches_the_automaton_on_any_text(
+            pieces in proptest::collection::vec(piece(), 0..12)
+        ) {
+            let text = pieces.concat();
+            proptest::prop_assert_eq!(fast_matches(&text), reference_matches(&text), "{:?}", text);
+        }
     }
 
     #[test]

@@ -13,6 +13,10 @@
 //! only the instruction patterns (a kernel without `secret-rules`). Target for
 //! `vault_and_rules`: at most 3 µs per KiB (12 µs per answer).
 //!
+//! Group `answer_parts_4KiB`: where the guards' time goes on the same answer, without the
+//! scrubber: the rule set alone over each of the answer's strings (`rules_find_each_string`),
+//! and `inspect` without and with the rules.
+//!
 //! `cargo bench -p sallyport-tests --bench scrub`
 
 use std::hint::black_box;
@@ -154,6 +158,51 @@ fn bench_answer(c: &mut Criterion) {
         );
     });
     group.finish();
+
+    // Where the guards' time goes, on the same answer: each part alone, without the scrubber.
+    let mut strings = Vec::new();
+    collect_strings(&answer(), &mut strings);
+    let mut parts = c.benchmark_group("answer_parts_4KiB");
+    parts.throughput(Throughput::Bytes(bytes as u64));
+    parts.bench_function("rules_find_each_string", |b| {
+        let rules = sallyport_secrets::SecretRules::gitleaks();
+        b.iter(|| {
+            strings
+                .iter()
+                .map(|s| rules.find(black_box(s)).len())
+                .sum::<usize>()
+        });
+    });
+    parts.bench_function("inspect_no_scanner", |b| {
+        b.iter_batched_ref(
+            || result.clone(),
+            |r| inspect(None, &spec, r),
+            BatchSize::SmallInput,
+        );
+    });
+    parts.bench_function("inspect_with_rules", |b| {
+        b.iter_batched_ref(
+            || result.clone(),
+            |r| inspect(Some(rules.as_ref()), &spec, r),
+            BatchSize::SmallInput,
+        );
+    });
+    parts.finish();
+}
+
+/// Every string of `value` an inspection reads: object keys and string values.
+fn collect_strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.clone());
+                collect_strings(v, out);
+            }
+        }
+        _ => {}
+    }
 }
 
 criterion_group!(benches, bench, bench_answer);
