@@ -929,15 +929,21 @@ fn ibans(bytes: &[u8]) -> Vec<(usize, usize)> {
     let mut i = 0;
     while i + 4 <= bytes.len() {
         let here = &bytes[i..];
+        // Two capitals and two digits where a word starts, before the country table.
+        if !here[0].is_ascii_uppercase()
+            || !here[1].is_ascii_uppercase()
+            || !here[2].is_ascii_digit()
+            || !here[3].is_ascii_digit()
+            || !starts_word(bytes, i)
+        {
+            i += 1;
+            continue;
+        }
         let country = [here[0], here[1]];
         let Some(&(_, len)) = IBAN_LENGTHS.iter().find(|(c, _)| **c == country) else {
             i += 1;
             continue;
         };
-        if !starts_word(bytes, i) || !here[2].is_ascii_digit() || !here[3].is_ascii_digit() {
-            i += 1;
-            continue;
-        }
         let mut compact = Vec::with_capacity(len);
         let mut j = i;
         let mut since_space = 0;
