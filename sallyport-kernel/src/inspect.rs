@@ -445,8 +445,7 @@ impl Inspector<'_> {
             Value::Array(items) => {
                 for (i, item) in items.iter_mut().enumerate() {
                     let len = pointer.len();
-                    pointer.push('/');
-                    pointer.push_str(itoa::Buffer::new().format(i));
+                    push_index(pointer, i);
                     self.json(pointer, item, None);
                     pointer.truncate(len);
                 }
@@ -499,8 +498,14 @@ fn masked(text: &str, hits: &[SecretHit]) -> String {
     out
 }
 
+/// Appends array index `i` to a JSON pointer (`/3`).
+pub(crate) fn push_index(pointer: &mut String, i: usize) {
+    pointer.push('/');
+    pointer.push_str(itoa::Buffer::new().format(i));
+}
+
 /// Appends `key` to a JSON pointer, escaped as RFC 6901 says (`~` → `~0`, `/` → `~1`).
-fn push_escaped(pointer: &mut String, key: &str) {
+pub(crate) fn push_escaped(pointer: &mut String, key: &str) {
     for c in key.chars() {
         match c {
             '~' => pointer.push_str("~0"),

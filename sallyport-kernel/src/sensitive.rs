@@ -258,15 +258,10 @@ fn split_pointer(at: &str) -> Vec<String> {
         .collect()
 }
 
+/// Appends `/key`, escaped (RFC 6901), to a JSON pointer.
 fn push_segment(pointer: &mut String, key: &str) {
     pointer.push('/');
-    for c in key.chars() {
-        match c {
-            '~' => pointer.push_str("~0"),
-            '/' => pointer.push_str("~1"),
-            c => pointer.push(c),
-        }
-    }
+    crate::inspect::push_escaped(pointer, key);
 }
 
 /// Walks `value` along `steps` and handles what the declaration names.
@@ -285,8 +280,7 @@ fn declared(
     if step == "*" {
         if let Value::Array(items) = value {
             for (i, item) in items.iter_mut().enumerate() {
-                pointer.push('/');
-                pointer.push_str(itoa::Buffer::new().format(i));
+                crate::inspect::push_index(pointer, i);
                 declared(item, rest, field, pointer, findings);
                 pointer.truncate(len);
             }
@@ -364,8 +358,7 @@ fn mask_json(
         Value::Array(items) => {
             let len = pointer.len();
             for (i, item) in items.iter_mut().enumerate() {
-                pointer.push('/');
-                pointer.push_str(itoa::Buffer::new().format(i));
+                crate::inspect::push_index(pointer, i);
                 mask_json(item, kind, pointer, findings);
                 pointer.truncate(len);
             }
@@ -393,8 +386,7 @@ fn detect_in_json(
         Value::Array(items) => {
             let len = pointer.len();
             for (i, item) in items.iter_mut().enumerate() {
-                pointer.push('/');
-                pointer.push_str(itoa::Buffer::new().format(i));
+                crate::inspect::push_index(pointer, i);
                 detect_in_json(item, kinds, pointer, findings);
                 pointer.truncate(len);
             }

@@ -7,9 +7,9 @@ use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::ext::IdentExt as _;
 use syn::spanned::Spanned as _;
-use syn::{Data, DeriveInput, Error, Fields, Ident, LitStr, Token, Type};
+use syn::{Data, DeriveInput, Error, Fields, Ident, Token, Type};
 
-use crate::attr::{Errors, Keyword, Personal, RenameRule, closest};
+use crate::attr::{Errors, Keyword, Personal, RenameRule, side_name, skip_serde_value};
 
 /// What the agent gets of one field.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -70,14 +70,14 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("serde")) {
         let _serde_reports_mistakes = attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("rename_all") {
-                if let Some(rule) = serialized_name(&meta)?
+                if let Some(rule) = side_name(&meta, "serialize")?
                     .as_deref()
                     .and_then(RenameRule::from_str)
                 {
                     rename_all = rule;
                 }
             } else {
-                skip(&meta)?;
+                skip_serde_value(&meta)?;
             }
             Ok(())
         });
@@ -119,7 +119,7 @@ fn serde_field(field: &syn::Field, ident: &Ident, rename_all: RenameRule) -> Ser
     for attr in field.attrs.iter().filter(|a| a.path().is_ident("serde")) {
         let _serde_reports_mistakes = attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("rename") {
-                if let Some(renamed) = serialized_name(&meta)? {
+                if let Some(renamed) = side_name(&meta, "serialize")? {
                     name = renamed;
                 }
             } else if meta.path.is_ident("skip") || meta.path.is_ident("skip_serializing") {
@@ -128,9 +128,9 @@ fn serde_field(field: &syn::Field, ident: &Ident, rename_all: RenameRule) -> Ser
                 flatten = true;
             } else if meta.path.is_ident("default") {
                 default = true;
-                skip(&meta)?;
+                skip_serde_value(&meta)?;
             } else {
-                skip(&meta)?;
+                skip_serde_value(&meta)?;
             }
             Ok(())
         });
@@ -271,7 +271,7 @@ fn parse_sensitive(
                     } else if let Some(kind) = Personal::from_name(&name) {
                         kinds.push((kind, word.span()));
                     } else {
-                        errs.at(word.span(), unknown_kind(&name));
+                        errs.at(word.span(), Personal::unknown(&name, false));
                         reported = true;
                     }
                 }
@@ -286,7 +286,7 @@ fn parse_sensitive(
                                 format!("`{name}` cannot be detected in free text: mark the field that holds it with `#[sensitive({name})]`"),
                             ),
                             None => {
-                                errs.at(meta.path.span(), unknown_kind(&name));
+                                errs.at(meta.path.span(), Personal::unknown(&name, false));
                                 reported = true;
                             }
                         }
@@ -409,21 +409,6 @@ fn example(kind: Personal) -> &'static str {
     }
 }
 
-fn unknown_kind(name: &str) -> String {
-    let mut message = format!(
-        "unknown kind of personal data `{name}`; expected one of {}",
-        Personal::NAMES
-            .iter()
-            .map(|n| format!("`{n}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    if let Some(close) = closest(name, Personal::NAMES.iter().copied()) {
-        message = format!("{message} (did you mean `{close}`?)");
-    }
-    message
-}
-
 /// The last path segment of `ty`, seen through `Option`, `Vec` and `Box`.
 fn innermost(ty: &Type) -> Option<&syn::PathSegment> {
     let Type::Path(path) = ty else { return None };
@@ -462,33 +447,4 @@ fn is_number(ty: &Type) -> bool {
                 | "bool"
         )
     })
-}
-
-/// The serialized name from `key = "name"` or `key(serialize = "name")`.
-fn serialized_name(meta: &syn::meta::ParseNestedMeta) -> syn::Result<Option<String>> {
-    if meta.input.peek(Token![=]) {
-        let lit: LitStr = meta.value()?.parse()?;
-        return Ok(Some(lit.value()));
-    }
-    let mut name = None;
-    meta.parse_nested_meta(|inner| {
-        if inner.path.is_ident("serialize") {
-            let lit: LitStr = inner.value()?.parse()?;
-            name = Some(lit.value());
-        } else {
-            skip(&inner)?;
-        }
-        Ok(())
-    })?;
-    Ok(name)
-}
-
-fn skip(meta: &syn::meta::ParseNestedMeta) -> syn::Result<()> {
-    if meta.input.peek(Token![=]) {
-        let value = meta.value()?;
-        let _expr: syn::Expr = value.parse()?;
-    } else if meta.input.peek(syn::token::Paren) {
-        meta.input.parse::<proc_macro2::TokenTree>()?;
-    }
-    Ok(())
 }

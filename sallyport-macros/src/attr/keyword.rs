@@ -128,6 +128,24 @@ impl Personal {
     pub(crate) fn detectable(self) -> bool {
         !matches!(self, Self::Name | Self::Address | Self::BirthDate)
     }
+
+    /// The message for an unknown kind `name`: the kinds expected (only the detectable ones
+    /// when `detectable_only`), and the nearest of them to a typo.
+    pub(crate) fn unknown(name: &str, detectable_only: bool) -> String {
+        let names: Vec<&str> = Self::NAMES
+            .iter()
+            .copied()
+            .filter(|n| !detectable_only || Self::from_name(n).is_some_and(Self::detectable))
+            .collect();
+        let message = format!(
+            "unknown kind of personal data `{name}`; expected {}",
+            super::one_of(&names)
+        );
+        match super::closest(name, names.iter().copied()) {
+            Some(close) => format!("{message} (did you mean `{close}`?)"),
+            None => message,
+        }
+    }
 }
 
 keywords! {

@@ -31,6 +31,7 @@ use self::doc::parse_doc;
 use self::field::parse_field;
 use self::http::parse_http;
 use self::serde::parse_serde_container;
+pub(crate) use self::serde::{side_name, skip_serde_value};
 use self::ssh::parse_ssh;
 
 pub(crate) use self::ast::{

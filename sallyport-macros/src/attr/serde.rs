@@ -46,13 +46,22 @@ pub(super) fn parse_serde_field(attr: &Attribute, renamed: &mut Option<String>, 
 
 /// The name from `key = "name"` or `key(deserialize = "name")`.
 fn deserialize_name(meta: &syn::meta::ParseNestedMeta) -> syn::Result<Option<String>> {
+    side_name(meta, "deserialize")
+}
+
+/// The name from `key = "name"` or `key(<side> = "name")`, `side` being `serialize` or
+/// `deserialize`.
+pub(crate) fn side_name(
+    meta: &syn::meta::ParseNestedMeta,
+    side: &str,
+) -> syn::Result<Option<String>> {
     if meta.input.peek(Token![=]) {
         let lit: LitStr = meta.value()?.parse()?;
         return Ok(Some(lit.value()));
     }
     let mut name = None;
     meta.parse_nested_meta(|inner| {
-        if inner.path.is_ident("deserialize") {
+        if inner.path.is_ident(side) {
             let lit: LitStr = inner.value()?.parse()?;
             name = Some(lit.value());
         } else {
@@ -63,7 +72,8 @@ fn deserialize_name(meta: &syn::meta::ParseNestedMeta) -> syn::Result<Option<Str
     Ok(name)
 }
 
-fn skip_serde_value(meta: &syn::meta::ParseNestedMeta) -> syn::Result<()> {
+/// Steps over a serde attribute entry this crate does not read (`key = value` or `key(…)`).
+pub(crate) fn skip_serde_value(meta: &syn::meta::ParseNestedMeta) -> syn::Result<()> {
     if meta.input.peek(Token![=]) {
         let value = meta.value()?;
         skip_entry(value);

@@ -214,23 +214,7 @@ fn check_personal_data(action: &crate::attr::ActionAttr, errs: &mut Errors) {
     for kind in kinds {
         let name = kind.to_string();
         match <Personal as Keyword>::from_name(&name) {
-            None => errs.at(kind.span(), {
-                let detectable = || {
-                    Personal::NAMES
-                        .iter()
-                        .copied()
-                        .filter(|n| Personal::from_name(n).is_some_and(Personal::detectable))
-                };
-                let names: Vec<String> = detectable().map(|n| format!("`{n}`")).collect();
-                let mut message = format!(
-                    "unknown kind of personal data `{name}`; expected one of {}",
-                    names.join(", ")
-                );
-                if let Some(close) = crate::attr::closest(&name, detectable()) {
-                    message = format!("{message} (did you mean `{close}`?)");
-                }
-                message
-            }),
+            None => errs.at(kind.span(), Personal::unknown(&name, true)),
             Some(k) if !k.detectable() => errs.at(
                 kind.span(),
                 format!(
