@@ -54,6 +54,7 @@ use serde_json::Value;
 use crate::action::{ActionSpec, InstructionMode, SecretMode};
 use crate::code::RefusalCode;
 use crate::outcome::{ActionResult, Origin, Status};
+use crate::pointer::{push_index, push_key};
 pub use sallyport_vocab::finding::{Finding, FindingAction, FindingKind, notice, summary};
 
 /// What replaces a masked value: `[MASKED:` + the rule's id + `]`.
@@ -454,8 +455,7 @@ impl Inspector<'_> {
                 let mut renamed = Vec::new();
                 for (k, v) in map.iter_mut() {
                     let len = pointer.len();
-                    pointer.push('/');
-                    push_escaped(pointer, k);
+                    push_key(pointer, k);
                     if let Some(new_key) = self.inspect_str(pointer, k, None)
                         && new_key != *k
                     {
@@ -496,23 +496,6 @@ fn masked(text: &str, hits: &[SecretHit]) -> String {
     }
     out.push_str(&text[at..]);
     out
-}
-
-/// Appends array index `i` to a JSON pointer (`/3`).
-pub(crate) fn push_index(pointer: &mut String, i: usize) {
-    pointer.push('/');
-    pointer.push_str(itoa::Buffer::new().format(i));
-}
-
-/// Appends `key` to a JSON pointer, escaped as RFC 6901 says (`~` → `~0`, `/` → `~1`).
-pub(crate) fn push_escaped(pointer: &mut String, key: &str) {
-    for c in key.chars() {
-        match c {
-            '~' => pointer.push_str("~0"),
-            '/' => pointer.push_str("~1"),
-            c => pointer.push(c),
-        }
-    }
 }
 
 /// Inspects `result` as `spec` declares: masks, strips or withholds, and records each

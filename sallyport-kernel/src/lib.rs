@@ -66,6 +66,7 @@ pub mod hooks;
 pub mod inspect;
 pub mod journal;
 mod payload;
+mod pointer;
 pub mod policy;
 pub mod scrub;
 pub mod sensitive;

@@ -195,7 +195,7 @@ pub fn push_divergences(
             for name in unexpected {
                 out.push(Divergence {
                     kind: DivergenceKind::UnknownField,
-                    path: format!("{path}/{}", escape_pointer(name)),
+                    path: crate::pointer::child(&path, name),
                     expected: allowed.clone(),
                     observed: instance.get(name).map_or("absent", json_type).to_owned(),
                 });
@@ -209,7 +209,7 @@ pub fn push_divergences(
             let name = property.as_str().unwrap_or_default();
             out.push(Divergence {
                 kind: DivergenceKind::MissingRequired,
-                path: format!("{path}/{}", escape_pointer(name)),
+                path: crate::pointer::child(&path, name),
                 expected: "a value (the field is required)".to_owned(),
                 observed: "absent".to_owned(),
             });
@@ -358,15 +358,11 @@ pub fn json_type(value: &Value) -> &'static str {
     }
 }
 
-fn escape_pointer(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
-}
-
 fn remove_pointer(root: &mut Value, pointer: &str) {
     let Some((parent, last)) = pointer.rsplit_once('/') else {
         return;
     };
-    let key = last.replace("~1", "/").replace("~0", "~");
+    let key = crate::pointer::unescape(last);
     if let Some(Value::Object(map)) = root.pointer_mut(parent) {
         map.remove(&key);
     }

@@ -73,6 +73,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::outcome::ActionResult;
+use crate::pointer::{push_index, push_key, segments};
 use sallyport_vocab::finding::{Finding, FindingAction, FindingKind};
 
 sallyport_vocab::string_enum! {
@@ -218,7 +219,7 @@ pub fn apply(
     let mut findings = Vec::new();
     if let Some(data) = &mut result.data {
         for field in fields {
-            let steps: Vec<String> = split_pointer(&field.at);
+            let steps: Vec<String> = segments(&field.at);
             let mut pointer = String::from("/data");
             declared(data, &steps, field, &mut pointer, &mut findings);
         }
@@ -247,23 +248,6 @@ pub fn apply(
     result.findings.extend(findings);
 }
 
-/// The segments of a JSON pointer, unescaped (`~1` → `/`, `~0` → `~`).
-fn split_pointer(at: &str) -> Vec<String> {
-    if at.is_empty() {
-        return Vec::new();
-    }
-    at.trim_start_matches('/')
-        .split('/')
-        .map(|s| s.replace("~1", "/").replace("~0", "~"))
-        .collect()
-}
-
-/// Appends `/key`, escaped (RFC 6901), to a JSON pointer.
-fn push_segment(pointer: &mut String, key: &str) {
-    pointer.push('/');
-    crate::inspect::push_escaped(pointer, key);
-}
-
 /// Walks `value` along `steps` and handles what the declaration names.
 fn declared(
     value: &mut Value,
@@ -280,7 +264,7 @@ fn declared(
     if step == "*" {
         if let Value::Array(items) = value {
             for (i, item) in items.iter_mut().enumerate() {
-                crate::inspect::push_index(pointer, i);
+                push_index(pointer, i);
                 declared(item, rest, field, pointer, findings);
                 pointer.truncate(len);
             }
@@ -292,7 +276,7 @@ fn declared(
         if let Some(removed) = map.remove(step.as_str())
             && !removed.is_null()
         {
-            push_segment(pointer, step);
+            push_key(pointer, step);
             for kind in &field.kinds {
                 findings.push(finding(*kind, pointer, FindingAction::Dropped));
             }
@@ -301,7 +285,7 @@ fn declared(
         return;
     }
     if let Some(inner) = map.get_mut(step.as_str()) {
-        push_segment(pointer, step);
+        push_key(pointer, step);
         declared(inner, rest, field, pointer, findings);
         pointer.truncate(len);
     }
@@ -358,7 +342,7 @@ fn mask_json(
         Value::Array(items) => {
             let len = pointer.len();
             for (i, item) in items.iter_mut().enumerate() {
-                crate::inspect::push_index(pointer, i);
+                push_index(pointer, i);
                 mask_json(item, kind, pointer, findings);
                 pointer.truncate(len);
             }
@@ -366,7 +350,7 @@ fn mask_json(
         Value::Object(map) => {
             let len = pointer.len();
             for (k, v) in map.iter_mut() {
-                push_segment(pointer, k);
+                push_key(pointer, k);
                 mask_json(v, kind, pointer, findings);
                 pointer.truncate(len);
             }
@@ -386,7 +370,7 @@ fn detect_in_json(
         Value::Array(items) => {
             let len = pointer.len();
             for (i, item) in items.iter_mut().enumerate() {
-                crate::inspect::push_index(pointer, i);
+                push_index(pointer, i);
                 detect_in_json(item, kinds, pointer, findings);
                 pointer.truncate(len);
             }
@@ -394,7 +378,7 @@ fn detect_in_json(
         Value::Object(map) => {
             let len = pointer.len();
             for (k, v) in map.iter_mut() {
-                push_segment(pointer, k);
+                push_key(pointer, k);
                 detect_in_json(v, kinds, pointer, findings);
                 pointer.truncate(len);
             }

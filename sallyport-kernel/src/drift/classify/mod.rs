@@ -212,8 +212,7 @@ pub(crate) fn diff(
         let keys: BTreeSet<&String> = b.keys().chain(a.keys()).collect();
         for key in keys {
             let len = path.len();
-            path.push('/');
-            path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            crate::pointer::push_key(path, key);
             diff(
                 b.get(key).unwrap_or(&Value::Null),
                 a.get(key).unwrap_or(&Value::Null),
