@@ -94,6 +94,19 @@ pub trait SecretScanner: Send + Sync + 'static {
     /// overlaps. Called for every string of every answer: a text without a candidate should
     /// cost one pass over its bytes.
     fn scan(&self, text: &str, hits: &mut Vec<SecretHit>);
+
+    /// Scans each of `texts` (the strings of one answer, in order), appending `(i, hit)`
+    /// for each hit in `texts[i]`: the hits [`SecretScanner::scan`] finds in that text. The
+    /// default calls `scan` for each text; a scanner with a fixed cost per call does better
+    /// to read them together (`SecretRules` makes one keyword pass over all of them).
+    fn scan_each(&self, texts: &[&str], hits: &mut Vec<(usize, SecretHit)>) {
+        let mut found = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            found.clear();
+            self.scan(text, &mut found);
+            hits.extend(found.drain(..).map(|hit| (i, hit)));
+        }
+    }
 }
 
 #[cfg(feature = "secret-rules")]
@@ -107,6 +120,12 @@ impl SecretScanner for sallyport_secrets::SecretRules {
                 .into_iter()
                 .map(|h| SecretHit::new(h.start, h.end, h.rule)),
         );
+    }
+
+    fn scan_each(&self, texts: &[&str], hits: &mut Vec<(usize, SecretHit)>) {
+        self.find_each(texts, |i, h| {
+            hits.push((i, SecretHit::new(h.start, h.end, h.rule)));
+        });
     }
 }
 
@@ -353,6 +372,11 @@ struct Inspector<'a> {
     rules: Vec<&'static str>,
     /// The string at hand, lowercased, for the phrases' prefilter.
     lower: Vec<u8>,
+    /// For each string of the answer in walk order, whether the [survey](survey) found
+    /// anything that needs a closer look; the others are passed over.
+    flagged: Vec<bool>,
+    /// The index of the string at hand in walk order.
+    next: usize,
 }
 
 impl Inspector<'_> {
@@ -366,6 +390,11 @@ impl Inspector<'_> {
     /// Inspects `text` found at `pointer` (a value under `key`, or an object key itself);
     /// returns what the agent gets instead when masking or stripping changes it.
     fn inspect_str(&mut self, pointer: &str, text: &str, key: Option<&str>) -> Option<String> {
+        let index = self.next;
+        self.next += 1;
+        if !self.flagged.get(index).copied().unwrap_or(true) {
+            return None;
+        }
         let masked = self.secrets_in(pointer, text, key);
         let text = masked.as_deref().unwrap_or(text);
         instruction_rules_into(text, &mut self.lower, &mut self.rules);
@@ -475,6 +504,111 @@ impl Inspector<'_> {
     }
 }
 
+/// The strings of an answer in the order [`Inspector`] walks them, each value's key beside
+/// it (the index of the key's own string).
+#[derive(Default)]
+struct Strings<'a> {
+    texts: Vec<&'a str>,
+    key_of: Vec<Option<usize>>,
+}
+
+impl<'a> Strings<'a> {
+    fn push(&mut self, text: &'a str, key: Option<usize>) {
+        self.texts.push(text);
+        self.key_of.push(key);
+    }
+
+    fn json(&mut self, value: &'a Value, key: Option<usize>) {
+        match value {
+            Value::String(text) => self.push(text, key),
+            Value::Array(items) => items.iter().for_each(|item| self.json(item, None)),
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let at = self.texts.len();
+                    self.push(k, None);
+                    self.json(v, Some(at));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The first pass over an answer: reads every string once, all of them together, and
+/// says which need the full inspection (a secret hit, the start of an instruction phrase, an
+/// invisible character, a value under a key that names a secret). `None` when none does:
+/// the answer is left as it is. Reading the strings together costs one pass per check over
+/// the answer's bytes instead of one search per string, most of the guards' time on an
+/// answer of many short strings.
+fn survey(scanner: Option<&dyn SecretScanner>, result: &ActionResult) -> Option<Vec<bool>> {
+    let mut strings = Strings::default();
+    if let Some(reason) = &result.reason {
+        strings.push(reason, None);
+    }
+    if let Some(data) = &result.data {
+        strings.json(data, None);
+    }
+    if let Some(next) = &result.next {
+        strings.json(&next.arguments, None);
+    }
+    let texts = &strings.texts;
+    let mut flagged = vec![false; texts.len()];
+    let mut any = false;
+    let mut flag = |i: usize| {
+        if let Some(f) = flagged.get_mut(i) {
+            *f = true;
+            any = true;
+        }
+    };
+    if let Some(scanner) = scanner {
+        let mut hits = Vec::new();
+        scanner.scan_each(texts, &mut hits);
+        hits.iter().for_each(|&(i, _)| flag(i));
+    }
+    // Every string lowercased, joined by NUL (in no pattern), and where each starts.
+    let mut lower = Vec::with_capacity(texts.iter().map(|t| t.len() + 1).sum());
+    let mut starts = Vec::with_capacity(texts.len());
+    for text in texts {
+        starts.push(lower.len());
+        lower.extend(text.bytes().map(|b| b.to_ascii_lowercase()));
+        lower.push(0);
+    }
+    let text_at = |at: usize| starts.partition_point(|&s| s <= at).saturating_sub(1);
+    if let Some(phrases) = PHRASES.as_ref() {
+        match &phrases.anchors {
+            Some(anchors) => anchors
+                .find_iter(&lower)
+                .for_each(|m| flag(text_at(m.start()))),
+            None => (0..texts.len())
+                .filter(|&i| texts[i].len() >= phrases.min_len)
+                .for_each(&mut flag),
+        }
+    }
+    if !lower.is_ascii() {
+        for (i, text) in texts.iter().enumerate() {
+            if !text.is_ascii() && text.chars().any(|c| is_tag(c) || is_bidi_control(c)) {
+                flag(i);
+            }
+        }
+    }
+    if scanner.is_some()
+        && let Some(words) = KEY_WORDS.as_ref()
+    {
+        let mut named = vec![false; texts.len()];
+        for m in words.find_iter(&lower) {
+            if let Some(n) = named.get_mut(text_at(m.start())) {
+                *n = true;
+            }
+        }
+        for (i, key) in strings.key_of.iter().enumerate() {
+            if key.is_some_and(|k| named.get(k).copied().unwrap_or(false)) {
+                flag(i);
+            }
+        }
+    }
+    any.then_some(flagged)
+}
+
 /// `text` with each hit replaced by `[MASKED:<rule>]`. Fails closed: hits out of order,
 /// overlapping or off a character boundary (a scanner's bug) mask the whole text.
 fn masked(text: &str, hits: &[SecretHit]) -> String {
@@ -503,6 +637,19 @@ fn masked(text: &str, hits: &[SecretHit]) -> String {
 /// vault's own secrets are already `[REDACTED]`; it is public for benchmarks and for a host
 /// that shows an answer it got some other way.
 pub fn inspect(scanner: Option<&dyn SecretScanner>, spec: &ActionSpec, result: &mut ActionResult) {
+    if let Some(flagged) = survey(scanner, result) {
+        inspect_flagged(scanner, spec, result, flagged);
+    }
+}
+
+/// The full inspection of the strings `flagged` names (by their index in walk order; every
+/// string past its end is inspected, so an empty `flagged` inspects them all).
+fn inspect_flagged(
+    scanner: Option<&dyn SecretScanner>,
+    spec: &ActionSpec,
+    result: &mut ActionResult,
+    flagged: Vec<bool>,
+) {
     let mut inspector = Inspector {
         scanner,
         secrets: spec.secrets,
@@ -511,6 +658,8 @@ pub fn inspect(scanner: Option<&dyn SecretScanner>, spec: &ActionSpec, result: &
         hits: Vec::new(),
         rules: Vec::new(),
         lower: Vec::new(),
+        flagged,
+        next: 0,
     };
     if let Some(reason) = &mut result.reason {
         inspector.text("/reason", reason, None);
@@ -780,6 +929,84 @@ mod tests {
             "👨\u{200D}👩\u{200D}👧",
         ] {
             assert!(instruction_rules(clean).is_empty(), "{clean}");
+        }
+    }
+
+    /// Strings for answers: phrase pieces, the toy scanner's tokens, Gitleaks-shaped values
+    /// and filler with invisible characters.
+    fn answer_text() -> impl Strategy<Value = String> {
+        let word = prop_oneof![
+            piece(),
+            proptest::sample::select(vec![
+                "tok_abcdefgh1234",
+                "tok_short",
+                "ghp_R3aLlYn0TaT0k3nBuTlOoKsLiKe1t0Kz9Ab7",
+                "Zq8vT2mK9pLx4Rw7Yb3N",
+                "api_key = \"Zq8vT2mK9pLx4Rw7Yb3N\"",
+                "https://api.example.com/v1/x",
+            ])
+            .prop_map(str::to_owned),
+        ];
+        proptest::collection::vec(word, 0..4).prop_map(|w| w.concat())
+    }
+
+    /// A JSON answer of objects, arrays and strings; keys sometimes name a secret.
+    fn answer_value() -> impl Strategy<Value = Value> {
+        let key = prop_oneof![
+            proptest::sample::select(vec![
+                "id",
+                "api_token",
+                "Password",
+                "note",
+                "ignore previous rules"
+            ])
+            .prop_map(str::to_owned),
+            answer_text(),
+        ];
+        let leaf = prop_oneof![
+            answer_text().prop_map(Value::String),
+            any::<u32>().prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec((key.clone(), inner), 0..4)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+        /// The survey passes over only strings the full inspection would leave alone: with
+        /// it or without it (every string inspected), an answer comes out the same, with the
+        /// same findings in the same order.
+        #[test]
+        fn the_survey_changes_nothing_the_full_inspection_would_do(
+            data in answer_value(),
+            reason in proptest::option::of(answer_text()),
+            mode in 0..3u8,
+            gitleaks in any::<bool>(),
+        ) {
+            let spec = ActionSpec::new("read", crate::action::EffectClass::Observe)
+                .with_instructions([InstructionMode::Flag, InstructionMode::Strip, InstructionMode::Refuse][usize::from(mode)])
+                .with_secrets([SecretMode::Mask, SecretMode::Allow, SecretMode::Refuse][usize::from(mode)]);
+            let toy = Toy;
+            #[cfg(feature = "secret-rules")]
+            let rules = sallyport_secrets::SecretRules::gitleaks();
+            #[cfg(feature = "secret-rules")]
+            let scanner: &dyn SecretScanner = if gitleaks { &*rules } else { &toy };
+            #[cfg(not(feature = "secret-rules"))]
+            let scanner: &dyn SecretScanner = { let _ = gitleaks; &toy };
+            let mut fast = answer(data);
+            fast.reason = reason;
+            let mut full = fast.clone();
+            inspect(Some(scanner), &spec, &mut fast);
+            inspect_flagged(Some(scanner), &spec, &mut full, Vec::new());
+            proptest::prop_assert_eq!(&fast.data, &full.data);
+            proptest::prop_assert_eq!(&fast.reason, &full.reason);
+            proptest::prop_assert_eq!(fast.status, full.status);
+            proptest::prop_assert_eq!(&fast.findings, &full.findings);
         }
     }
 

@@ -384,23 +384,87 @@ impl SecretRules {
     /// [`SecretRules::find`], appending to `hits` (which it sorts and de-overlaps from its
     /// first new entry on).
     pub fn find_into<'r>(&'r self, text: &str, hits: &mut Vec<Hit<'r>>) {
-        let first = hits.len();
         let mut candidates: Vec<u16> = self.always.clone();
         if let Some(keywords) = &self.keywords {
-            keywords.each(text.as_bytes(), |keyword| {
-                for &rule in &self.keyword_rules[keyword] {
-                    if !candidates.contains(&rule) {
-                        candidates.push(rule);
-                    }
-                }
+            keywords.each(text.as_bytes(), |_, keyword| {
+                candidates.extend_from_slice(&self.keyword_rules[keyword]);
             });
         }
-        for index in candidates {
+        candidates.sort_unstable();
+        candidates.dedup();
+        self.run_rules(&candidates, text, hits);
+    }
+
+    /// Every credential-shaped value in each of `texts`: `found(i, hit)` for each hit in
+    /// `texts[i]`, by `i` and then as [`SecretRules::find`] lists them (the same hits `find`
+    /// returns for that text alone).
+    ///
+    /// Faster than calling `find` for each text when there are many short ones (the strings
+    /// of a JSON answer): the keyword automaton makes one pass over all of them, and only
+    /// texts with a keyword are searched further.
+    ///
+    /// ```
+    /// use sallyport_secrets::SecretRules;
+    /// let rules = SecretRules::gitleaks();
+    /// let texts = ["queued", "clone with ghp_R3aLlYn0TaT0k3nBuTlOoKsLiKe1t0Kz9Ab7", "done"];
+    /// let mut found = Vec::new();
+    /// rules.find_each(&texts, |i, hit| found.push((i, hit.rule)));
+    /// assert_eq!(found, [(1, "github-pat")]);
+    /// ```
+    pub fn find_each<'r>(&'r self, texts: &[&str], mut found: impl FnMut(usize, Hit<'r>)) {
+        let Some(keywords) = &self.keywords else {
+            return;
+        };
+        // The texts joined by NUL, which no keyword holds: no keyword spans two texts.
+        let mut joined = Vec::with_capacity(texts.iter().map(|t| t.len() + 1).sum());
+        let mut starts = Vec::with_capacity(texts.len());
+        for text in texts {
+            starts.push(joined.len());
+            joined.extend_from_slice(text.as_bytes());
+            joined.push(0);
+        }
+        // (text, rule) for every rule a keyword opens in a text.
+        let mut candidates: Vec<(u32, u16)> = Vec::new();
+        if !self.always.is_empty() {
+            for text in 0..texts.len() {
+                let text = u32::try_from(text).unwrap_or(u32::MAX);
+                candidates.extend(self.always.iter().map(|&r| (text, r)));
+            }
+        }
+        keywords.each(&joined, |end, keyword| {
+            // The keyword's last byte is at `end - 1`, inside the text that starts last
+            // at or before it.
+            let text = starts.partition_point(|&s| s < end).saturating_sub(1);
+            let text = u32::try_from(text).unwrap_or(u32::MAX);
+            candidates.extend(self.keyword_rules[keyword].iter().map(|&r| (text, r)));
+        });
+        candidates.sort_unstable();
+        candidates.dedup();
+        let mut hits = Vec::new();
+        let mut rules = Vec::new();
+        for group in candidates.chunk_by(|a, b| a.0 == b.0) {
+            let i = group[0].0 as usize;
+            let Some(text) = texts.get(i) else { continue };
+            rules.clear();
+            rules.extend(group.iter().map(|&(_, r)| r));
+            hits.clear();
+            self.run_rules(&rules, text, &mut hits);
+            for hit in hits.drain(..) {
+                found(i, hit);
+            }
+        }
+    }
+
+    /// Runs `candidates` (rule indexes, ascending) over `text`; appends their hits to `hits`
+    /// sorted by start (the longer first, then by rule) and without overlaps.
+    fn run_rules<'r>(&'r self, candidates: &[u16], text: &str, hits: &mut Vec<Hit<'r>>) {
+        let first = hits.len();
+        for &index in candidates {
             let rule = &self.rules[usize::from(index)];
             self.run_rule(rule, text, hits);
         }
-        let new = &mut hits[first..];
-        new.sort_unstable_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+        // A stable sort: of two hits over the same bytes, the rule listed first is kept.
+        hits[first..].sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
         let mut kept = first;
         for i in first..hits.len() {
             if kept > first && hits[i].start < hits[kept - 1].end {
@@ -451,7 +515,14 @@ impl SecretRules {
 /// The keyword automaton: every keyword, ASCII case ignored, with standard (overlapping)
 /// match semantics, so that every occurrence of every keyword is seen.
 #[derive(Debug)]
-enum Keywords {
+struct Keywords {
+    automaton: Automatons,
+    /// The longest keyword's length: how far back a lane starts reading (see [`each_match`]).
+    longest: usize,
+}
+
+#[derive(Debug)]
+enum Automatons {
     /// The usual form: a DFA, one table lookup per byte.
     Dfa(dfa::DFA),
     /// For a keyword set too large for a DFA.
@@ -460,52 +531,125 @@ enum Keywords {
 
 impl Keywords {
     fn new(patterns: &[String]) -> Result<Self, RulesError> {
+        let longest = patterns.iter().map(String::len).max().unwrap_or(0);
         let dfa = dfa::DFA::builder()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .start_kind(StartKind::Unanchored)
             .prefilter(false)
             .build(patterns);
-        match dfa {
-            Ok(dfa) => Ok(Self::Dfa(dfa)),
+        let automaton = match dfa {
+            Ok(dfa) => Automatons::Dfa(dfa),
             Err(_) => nfa::contiguous::NFA::builder()
                 .ascii_case_insensitive(true)
                 .match_kind(MatchKind::Standard)
                 .prefilter(false)
                 .build(patterns)
-                .map(Self::Nfa)
-                .map_err(RulesError::Keywords),
-        }
+                .map(Automatons::Nfa)
+                .map_err(RulesError::Keywords)?,
+        };
+        Ok(Self { automaton, longest })
     }
 
-    /// Calls `found` with the index of every keyword occurrence in `text`, in the order of
-    /// an overlapping search (by end, then as the automaton lists them).
-    fn each(&self, text: &[u8], found: impl FnMut(usize)) {
-        match self {
-            Self::Dfa(dfa) => each_match(dfa, text, found),
-            Self::Nfa(nfa) => each_match(nfa, text, found),
+    /// Calls `found(end, keyword)` for every keyword occurrence in `text` (`end` is just past
+    /// its last byte), in the order of an overlapping search (by end, then as the automaton
+    /// lists them).
+    fn each(&self, text: &[u8], found: impl FnMut(usize, usize)) {
+        match &self.automaton {
+            Automatons::Dfa(dfa) => each_match(dfa, text, self.longest, found),
+            Automatons::Nfa(nfa) => each_match(nfa, text, self.longest, found),
         }
     }
 }
 
+/// How many parts of a text the keyword loop reads at once.
+const LANES: usize = 4;
+
+/// Below this length a text is read in one lane.
+const LANE_MIN: usize = 256;
+
 /// The overlapping search of `aut` over `text`, as `AhoCorasick::find_overlapping_iter`
-/// runs it, in one loop that keeps its state in registers: most of a text's bytes are one
-/// table lookup each.
+/// runs it, reporting `(end, pattern)` in the same order.
+///
+/// A byte costs one dependent table lookup, so one pass waits on memory at every byte. A
+/// long text is cut into [`LANES`] parts read side by side instead, each part's lookups
+/// independent of the others'. A lane starts `longest` bytes before its part (the longest
+/// pattern's length): the automaton's state after a byte depends on the bytes since the
+/// start of the longest pattern prefix that ends there, never more than `longest`, so from
+/// the lane's first own byte on its states, and so its matches, are those of one pass over
+/// the whole text. A lane reports only matches that end in its own part; lanes after the
+/// first hold theirs until the ones before have reported.
 #[inline]
-fn each_match<A: Automaton>(aut: &A, text: &[u8], mut found: impl FnMut(usize)) {
-    let Ok(mut sid) = aut.start_state(Anchored::No) else {
+fn each_match<A: Automaton>(
+    aut: &A,
+    text: &[u8],
+    longest: usize,
+    mut found: impl FnMut(usize, usize),
+) {
+    let Ok(start) = aut.start_state(Anchored::No) else {
         return;
     };
-    for &byte in text {
-        sid = aut.next_state(Anchored::No, sid, byte);
-        if aut.is_special(sid) {
-            if aut.is_dead(sid) {
-                return;
-            }
-            if aut.is_match(sid) {
-                for i in 0..aut.match_len(sid) {
-                    found(aut.match_pattern(sid, i).as_usize());
+    if text.len() < LANE_MIN.max(longest * LANES) {
+        read_lane(aut, start, text, 0, 0, &mut found);
+        return;
+    }
+    let part = text.len().div_ceil(LANES);
+    // Lane `k` owns `own[k]..end[k]` and reads from `from[k]`.
+    let own: [usize; LANES] = std::array::from_fn(|k| (k * part).min(text.len()));
+    let end: [usize; LANES] = std::array::from_fn(|k| ((k + 1) * part).min(text.len()));
+    let from: [usize; LANES] = std::array::from_fn(|k| own[k].saturating_sub(longest));
+    let steps = (0..LANES).map(|k| end[k] - from[k]).min().unwrap_or(0);
+    let lanes: [&[u8]; LANES] = std::array::from_fn(|k| &text[from[k]..from[k] + steps]);
+    let mut sid = [start; LANES];
+    let mut held: [Vec<(usize, usize)>; LANES] = std::array::from_fn(|_| Vec::new());
+    let [l0, l1, l2, l3] = lanes;
+    let bytes = l0.iter().zip(l1).zip(l2).zip(l3);
+    for (step, (((&b0, &b1), &b2), &b3)) in bytes.enumerate() {
+        sid[0] = aut.next_state(Anchored::No, sid[0], b0);
+        sid[1] = aut.next_state(Anchored::No, sid[1], b1);
+        sid[2] = aut.next_state(Anchored::No, sid[2], b2);
+        sid[3] = aut.next_state(Anchored::No, sid[3], b3);
+        if sid.iter().any(|&s| aut.is_special(s)) {
+            for k in 0..LANES {
+                let at = from[k] + step;
+                if aut.is_match(sid[k]) && at >= own[k] {
+                    for i in 0..aut.match_len(sid[k]) {
+                        let pattern = aut.match_pattern(sid[k], i).as_usize();
+                        if k == 0 {
+                            found(at + 1, pattern);
+                        } else {
+                            held[k].push((at + 1, pattern));
+                        }
+                    }
                 }
+            }
+        }
+    }
+    for k in 0..LANES {
+        for &(at, pattern) in &held[k] {
+            found(at, pattern);
+        }
+        let at = from[k] + steps;
+        read_lane(aut, sid[k], &text[at..end[k]], at, own[k], &mut found);
+    }
+}
+
+/// One lane of [`each_match`]: reads `bytes` (which start at `offset` in the text) from
+/// state `sid`, reporting matches that end at or after `own`.
+#[inline]
+fn read_lane<A: Automaton>(
+    aut: &A,
+    mut sid: aho_corasick::automaton::StateID,
+    bytes: &[u8],
+    offset: usize,
+    own: usize,
+    found: &mut impl FnMut(usize, usize),
+) {
+    for (i, &byte) in bytes.iter().enumerate() {
+        sid = aut.next_state(Anchored::No, sid, byte);
+        if aut.is_special(sid) && aut.is_match(sid) && offset + i >= own {
+            for j in 0..aut.match_len(sid) {
+                found(offset + i + 1, aut.match_pattern(sid, j).as_usize());
             }
         }
     }
@@ -609,6 +753,15 @@ mod tests {
 
     static KEYWORDS: LazyLock<Vec<String>> = LazyLock::new(keyword_list);
 
+    /// The keywords' automaton as `aho-corasick` builds it by default: the reference.
+    static REFERENCE: LazyLock<AhoCorasick> = LazyLock::new(|| {
+        AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(keyword_list())
+            .expect("the keywords build")
+    });
+
     #[test]
     fn every_vendored_rule_compiles_and_the_common_providers_are_in_the_set() {
         let rules = SecretRules::from_json(GITLEAKS_JSON).expect("the vendored rules compile");
@@ -636,13 +789,9 @@ mod tests {
         let rules = SecretRules::gitleaks();
         let mut fast = Vec::new();
         if let Some(keywords) = &rules.keywords {
-            keywords.each(text.as_bytes(), |k| fast.push(k));
+            keywords.each(text.as_bytes(), |_, k| fast.push(k));
         }
-        let reference = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(keyword_list())
-            .expect("the keywords build")
+        let reference = REFERENCE
             .find_overlapping_iter(text)
             .map(|m| m.pattern().as_usize())
             .collect();
@@ -712,6 +861,106 @@ mod tests {
             let (fast, reference) = keyword_matches(&text);
             proptest::prop_assert_eq!(fast, reference, "{:?}", text);
         }
+    }
+
+    /// Pieces of text for the differential tests: a keyword (whole or cut, any case), a
+    /// credential-shaped value, or filler.
+    fn piece() -> impl Strategy<Value = String> {
+        proptest::prop_oneof![
+            (0..242usize, proptest::prelude::any::<u64>(), 0usize..24).prop_map(|(i, flips, cut)| {
+                let keyword = &KEYWORDS[i];
+                let cut = cut.min(keyword.len()).max(1);
+                keyword[..cut]
+                    .chars()
+                    .enumerate()
+                    .map(|(j, c)| if flips >> (j % 64) & 1 == 1 { c.to_ascii_uppercase() } else { c })
+                    .collect::<String>()
+            }),
+            proptest::sample::select(vec![
+                "ghp_R3aLlYn0TaT0k3nBuTlOoKsLiKe1t0Kz9Ab7",
+                "AKIAZ7QK3TVMWX5L2RHN",
+                "api_key = \"Zq8vT2mK9pLx4Rw7Yb3N\"",
+                "token: 9fK2mQ7xL4pW8vR3tZ6yB1nC5hJ0sD",
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+                "\n",
+                "\"",
+            ])
+            .prop_map(str::to_owned),
+            "[a-zA-Z0-9 ._~=:/\"-é]{0,12}",
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(600))]
+        /// On long texts, read in lanes, the keyword loop still reports what one pass of the
+        /// automaton reports, in the same order.
+        #[test]
+        fn the_keyword_lanes_match_the_automaton_on_long_texts(
+            pieces in proptest::collection::vec(piece(), 20..160)
+        ) {
+            let text = pieces.concat();
+            let (fast, reference) = keyword_matches(&text);
+            proptest::prop_assert_eq!(fast, reference, "{:?}", text);
+        }
+
+        /// `find_each` over many texts finds, for each, what `find` finds in it alone.
+        #[test]
+        fn find_each_finds_what_find_finds_in_each_text(
+            texts in proptest::collection::vec(
+                proptest::collection::vec(piece(), 0..8).prop_map(|p| p.concat()),
+                0..40,
+            )
+        ) {
+            let rules = SecretRules::gitleaks();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let mut each: Vec<(usize, Hit<'_>)> = Vec::new();
+            rules.find_each(&refs, |i, hit| each.push((i, hit)));
+            let one_by_one: Vec<(usize, Hit<'_>)> = refs
+                .iter()
+                .enumerate()
+                .flat_map(|(i, t)| rules.find(t).into_iter().map(move |h| (i, h)))
+                .collect();
+            proptest::prop_assert_eq!(each, one_by_one);
+        }
+    }
+
+    #[test]
+    fn a_keyword_is_found_wherever_the_lanes_are_cut() {
+        // Every position of a keyword across a 1 KiB text, so that some occurrence straddles
+        // each boundary between lanes.
+        for keyword in ["bundle_enterprise__contribsys__com", "ghp_", "ey", "api"] {
+            for at in 0..(1024 - keyword.len()) {
+                let mut text = "-".repeat(1024);
+                text.replace_range(at..at + keyword.len(), keyword);
+                let (fast, reference) = keyword_matches(&text);
+                assert!(!reference.is_empty());
+                assert_eq!(fast, reference, "{keyword} at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn find_each_reports_each_hit_with_its_text() {
+        let rules = SecretRules::gitleaks();
+        let texts = [
+            "nothing here",
+            "AKIAZ7QK3TVMWX5L2RHN",
+            "",
+            "see ghp_R3aLlYn0TaT0k3nBuTlOoKsLiKe1t0Kz9Ab7 and AKIAZ7QK3TVMWX5L2RHN",
+        ];
+        let mut found = Vec::new();
+        rules.find_each(&texts, |i, hit| {
+            found.push((i, hit.rule, hit.start, hit.end));
+        });
+        assert_eq!(
+            found,
+            [
+                (1, "aws-access-token", 0, 20),
+                (3, "github-pat", 4, 44),
+                (3, "aws-access-token", 49, 69),
+            ]
+        );
     }
 
     #[test]
