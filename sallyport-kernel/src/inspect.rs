@@ -84,6 +84,47 @@ impl SecretHit {
     }
 }
 
+/// The strings of one answer, in the order the guards read them (`reason`, then `data` and
+/// `next`'s arguments depth first, each object key before its value), as
+/// [`SecretScanner::scan_each`] gets them.
+#[derive(Clone, Copy, Debug)]
+pub struct AnswerStrings<'a> {
+    texts: &'a [&'a str],
+    lowered: &'a [u8],
+}
+
+impl<'a> AnswerStrings<'a> {
+    /// `texts`, and `lowered`: each of them ASCII-lowercased and followed by one NUL byte
+    /// (what [`AnswerStrings::lower`] writes).
+    pub fn new(texts: &'a [&'a str], lowered: &'a [u8]) -> Self {
+        Self { texts, lowered }
+    }
+
+    /// Writes into `out` (cleared first) each of `texts` ASCII-lowercased and followed by one
+    /// NUL byte, the form [`AnswerStrings::lowered`] has.
+    pub fn lower(texts: &[&str], out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(texts.iter().map(|t| t.len() + 1).sum());
+        for text in texts {
+            let at = out.len();
+            out.extend_from_slice(text.as_bytes());
+            out[at..].make_ascii_lowercase();
+            out.push(0);
+        }
+    }
+
+    /// Each string.
+    pub fn texts(&self) -> &'a [&'a str] {
+        self.texts
+    }
+
+    /// All of them, ASCII-lowercased, each followed by one NUL byte (which no pattern
+    /// holds, so that no match spans two strings).
+    pub fn lowered(&self) -> &'a [u8] {
+        self.lowered
+    }
+}
+
 /// Finds credential-shaped values in the strings of an answer (see the [module](self)).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a secret scanner",
@@ -95,13 +136,13 @@ pub trait SecretScanner: Send + Sync + 'static {
     /// cost one pass over its bytes.
     fn scan(&self, text: &str, hits: &mut Vec<SecretHit>);
 
-    /// Scans each of `texts` (the strings of one answer, in order), appending `(i, hit)`
-    /// for each hit in `texts[i]`: the hits [`SecretScanner::scan`] finds in that text. The
-    /// default calls `scan` for each text; a scanner with a fixed cost per call does better
-    /// to read them together (`SecretRules` makes one keyword pass over all of them).
-    fn scan_each(&self, texts: &[&str], hits: &mut Vec<(usize, SecretHit)>) {
+    /// Scans each string of one answer, appending `(i, hit)` for each hit in the `i`th: the
+    /// hits [`SecretScanner::scan`] finds in that string. The default calls `scan` for each;
+    /// a scanner with a fixed cost per call does better to read them together
+    /// (`SecretRules` makes one keyword pass over [`AnswerStrings::lowered`]).
+    fn scan_each(&self, strings: AnswerStrings<'_>, hits: &mut Vec<(usize, SecretHit)>) {
         let mut found = Vec::new();
-        for (i, text) in texts.iter().enumerate() {
+        for (i, text) in strings.texts().iter().enumerate() {
             found.clear();
             self.scan(text, &mut found);
             hits.extend(found.drain(..).map(|hit| (i, hit)));
@@ -122,8 +163,8 @@ impl SecretScanner for sallyport_secrets::SecretRules {
         );
     }
 
-    fn scan_each(&self, texts: &[&str], hits: &mut Vec<(usize, SecretHit)>) {
-        self.find_each(texts, |i, h| {
+    fn scan_each(&self, strings: AnswerStrings<'_>, hits: &mut Vec<(usize, SecretHit)>) {
+        self.find_each_joined(strings.texts(), strings.lowered(), |i, h| {
             hits.push((i, SecretHit::new(h.start, h.end, h.rule)));
         });
     }
@@ -162,6 +203,17 @@ static KEY_WORDS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
         .ascii_case_insensitive(true)
         .build(SECRET_KEY_WORDS)
         .ok()
+});
+
+/// [`SECRET_KEY_WORDS`] as a packed (Teddy) searcher for the survey's lowercased text: one
+/// vectorised pass over an answer's strings instead of an automaton's byte-at-a-time search.
+/// `None` where the CPU has no Teddy: the survey then asks [`KEY_WORDS`] key by key.
+static KEY_WORDS_PACKED: LazyLock<Option<packed::Searcher>> = LazyLock::new(|| {
+    packed::Config::new()
+        .match_kind(packed::MatchKind::LeftmostFirst)
+        .builder()
+        .extend(SECRET_KEY_WORDS)
+        .build()
 });
 
 /// The instruction phrases and markers, with the prefilter that finds where one can start.
@@ -506,7 +558,6 @@ impl Inspector<'_> {
 
 /// The strings of an answer in the order [`Inspector`] walks them, each value's key beside
 /// it (the index of the key's own string).
-#[derive(Default)]
 struct Strings<'a> {
     texts: Vec<&'a str>,
     key_of: Vec<Option<usize>>,
@@ -541,7 +592,10 @@ impl<'a> Strings<'a> {
 /// the answer's bytes instead of one search per string, most of the guards' time on an
 /// answer of many short strings.
 fn survey(scanner: Option<&dyn SecretScanner>, result: &ActionResult) -> Option<Vec<bool>> {
-    let mut strings = Strings::default();
+    let mut strings = Strings {
+        texts: Vec::with_capacity(128),
+        key_of: Vec::with_capacity(128),
+    };
     if let Some(reason) = &result.reason {
         strings.push(reason, None);
     }
@@ -560,18 +614,19 @@ fn survey(scanner: Option<&dyn SecretScanner>, result: &ActionResult) -> Option<
             any = true;
         }
     };
+    // Every string lowercased, joined by NUL (in no pattern), and where each starts.
+    let mut lower = Vec::new();
+    AnswerStrings::lower(texts, &mut lower);
+    let mut starts = Vec::with_capacity(texts.len());
+    let mut at = 0;
+    for text in texts {
+        starts.push(at);
+        at += text.len() + 1;
+    }
     if let Some(scanner) = scanner {
         let mut hits = Vec::new();
-        scanner.scan_each(texts, &mut hits);
+        scanner.scan_each(AnswerStrings::new(texts, &lower), &mut hits);
         hits.iter().for_each(|&(i, _)| flag(i));
-    }
-    // Every string lowercased, joined by NUL (in no pattern), and where each starts.
-    let mut lower = Vec::with_capacity(texts.iter().map(|t| t.len() + 1).sum());
-    let mut starts = Vec::with_capacity(texts.len());
-    for text in texts {
-        starts.push(lower.len());
-        lower.extend(text.bytes().map(|b| b.to_ascii_lowercase()));
-        lower.push(0);
     }
     let text_at = |at: usize| starts.partition_point(|&s| s <= at).saturating_sub(1);
     if let Some(phrases) = PHRASES.as_ref() {
@@ -591,13 +646,22 @@ fn survey(scanner: Option<&dyn SecretScanner>, result: &ActionResult) -> Option<
             }
         }
     }
-    if scanner.is_some()
-        && let Some(words) = KEY_WORDS.as_ref()
-    {
+    if scanner.is_some() {
+        // Which strings hold a word that names a secret; a string value under such a key is
+        // scanned again as `key="value"`.
         let mut named = vec![false; texts.len()];
-        for m in words.find_iter(&lower) {
-            if let Some(n) = named.get_mut(text_at(m.start())) {
-                *n = true;
+        match KEY_WORDS_PACKED.as_ref() {
+            Some(words) => {
+                for m in words.find_iter(&lower) {
+                    if let Some(n) = named.get_mut(text_at(m.start())) {
+                        *n = true;
+                    }
+                }
+            }
+            None => {
+                for &k in strings.key_of.iter().flatten() {
+                    named[k] = KEY_WORDS.as_ref().is_none_or(|ac| ac.is_match(texts[k]));
+                }
             }
         }
         for (i, key) in strings.key_of.iter().enumerate() {

@@ -411,17 +411,30 @@ impl SecretRules {
     /// rules.find_each(&texts, |i, hit| found.push((i, hit.rule)));
     /// assert_eq!(found, [(1, "github-pat")]);
     /// ```
-    pub fn find_each<'r>(&'r self, texts: &[&str], mut found: impl FnMut(usize, Hit<'r>)) {
+    pub fn find_each<'r>(&'r self, texts: &[&str], found: impl FnMut(usize, Hit<'r>)) {
+        let mut joined = Vec::with_capacity(texts.iter().map(|t| t.len() + 1).sum());
+        for text in texts {
+            joined.extend_from_slice(text.as_bytes());
+            joined.push(0);
+        }
+        self.find_each_joined(texts, &joined, found);
+    }
+
+    /// [`SecretRules::find_each`] for a caller that has the texts joined already: `joined`
+    /// holds each of `texts`, in any ASCII case (keywords ignore it), followed by one NUL
+    /// byte. The keyword pass reads `joined`; the rules read `texts`. A `joined` of another
+    /// length than that is not used (the texts are joined again).
+    pub fn find_each_joined<'r>(
+        &'r self,
+        texts: &[&str],
+        joined: &[u8],
+        mut found: impl FnMut(usize, Hit<'r>),
+    ) {
         let Some(keywords) = &self.keywords else {
             return;
         };
-        // The texts joined by NUL, which no keyword holds: no keyword spans two texts.
-        let mut joined = Vec::with_capacity(texts.iter().map(|t| t.len() + 1).sum());
-        let mut starts = Vec::with_capacity(texts.len());
-        for text in texts {
-            starts.push(joined.len());
-            joined.extend_from_slice(text.as_bytes());
-            joined.push(0);
+        if joined.len() != texts.iter().map(|t| t.len() + 1).sum::<usize>() {
+            return self.find_each(texts, found);
         }
         // (text, rule) for every rule a keyword opens in a text.
         let mut candidates: Vec<(u32, u16)> = Vec::new();
@@ -431,12 +444,16 @@ impl SecretRules {
                 candidates.extend(self.always.iter().map(|&r| (text, r)));
             }
         }
-        keywords.each(&joined, |end, keyword| {
-            // The keyword's last byte is at `end - 1`, inside the text that starts last
-            // at or before it.
-            let text = starts.partition_point(|&s| s < end).saturating_sub(1);
-            let text = u32::try_from(text).unwrap_or(u32::MAX);
-            candidates.extend(self.keyword_rules[keyword].iter().map(|&r| (text, r)));
+        // Occurrences come by their end, in order: the text holding one is found by walking
+        // forward. NUL, which no keyword holds, keeps every occurrence inside one text.
+        let (mut text, mut text_end) = (0usize, texts.first().map_or(0, |t| t.len() + 1));
+        keywords.each(joined, |end, keyword| {
+            while end > text_end && text + 1 < texts.len() {
+                text += 1;
+                text_end += texts[text].len() + 1;
+            }
+            let index = u32::try_from(text).unwrap_or(u32::MAX);
+            candidates.extend(self.keyword_rules[keyword].iter().map(|&r| (index, r)));
         });
         candidates.sort_unstable();
         candidates.dedup();
@@ -600,37 +617,58 @@ fn each_match<A: Automaton>(
     let from: [usize; LANES] = std::array::from_fn(|k| own[k].saturating_sub(longest));
     let steps = (0..LANES).map(|k| end[k] - from[k]).min().unwrap_or(0);
     let lanes: [&[u8]; LANES] = std::array::from_fn(|k| &text[from[k]..from[k] + steps]);
-    let mut sid = [start; LANES];
     let mut held: [Vec<(usize, usize)>; LANES] = std::array::from_fn(|_| Vec::new());
+    // The four states live in registers: an array indexed in the match branch would be
+    // kept in memory, and every byte would wait on a store and a load.
+    let (mut s0, mut s1, mut s2, mut s3) = (start, start, start, start);
     let [l0, l1, l2, l3] = lanes;
     let bytes = l0.iter().zip(l1).zip(l2).zip(l3);
     for (step, (((&b0, &b1), &b2), &b3)) in bytes.enumerate() {
-        sid[0] = aut.next_state(Anchored::No, sid[0], b0);
-        sid[1] = aut.next_state(Anchored::No, sid[1], b1);
-        sid[2] = aut.next_state(Anchored::No, sid[2], b2);
-        sid[3] = aut.next_state(Anchored::No, sid[3], b3);
-        if sid.iter().any(|&s| aut.is_special(s)) {
-            for k in 0..LANES {
-                let at = from[k] + step;
-                if aut.is_match(sid[k]) && at >= own[k] {
-                    for i in 0..aut.match_len(sid[k]) {
-                        let pattern = aut.match_pattern(sid[k], i).as_usize();
-                        if k == 0 {
-                            found(at + 1, pattern);
-                        } else {
-                            held[k].push((at + 1, pattern));
-                        }
-                    }
-                }
-            }
+        s0 = aut.next_state(Anchored::No, s0, b0);
+        s1 = aut.next_state(Anchored::No, s1, b1);
+        s2 = aut.next_state(Anchored::No, s2, b2);
+        s3 = aut.next_state(Anchored::No, s3, b3);
+        if aut.is_special(s0) | aut.is_special(s1) | aut.is_special(s2) | aut.is_special(s3) {
+            let sids = [s0, s1, s2, s3];
+            lane_matches(aut, &sids, &from, &own, step, &mut held, &mut found);
         }
     }
+    let sid = [s0, s1, s2, s3];
     for k in 0..LANES {
         for &(at, pattern) in &held[k] {
             found(at, pattern);
         }
         let at = from[k] + steps;
         read_lane(aut, sid[k], &text[at..end[k]], at, own[k], &mut found);
+    }
+}
+
+/// The matches of the lanes' states after `step`, for [`each_match`]: the first lane's
+/// reported at once, the others' held until the lanes before them have reported.
+#[cold]
+#[inline(never)]
+fn lane_matches<A: Automaton>(
+    aut: &A,
+    sids: &[aho_corasick::automaton::StateID; LANES],
+    from: &[usize; LANES],
+    own: &[usize; LANES],
+    step: usize,
+    held: &mut [Vec<(usize, usize)>; LANES],
+    found: &mut impl FnMut(usize, usize),
+) {
+    for k in 0..LANES {
+        let at = from[k] + step;
+        if !aut.is_match(sids[k]) || at < own[k] {
+            continue;
+        }
+        for i in 0..aut.match_len(sids[k]) {
+            let pattern = aut.match_pattern(sids[k], i).as_usize();
+            if k == 0 {
+                found(at + 1, pattern);
+            } else {
+                held[k].push((at + 1, pattern));
+            }
+        }
     }
 }
 
@@ -885,6 +923,10 @@ mod tests {
                 "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
                 "\n",
                 "\"",
+                "client_secret: 'Zq8vT2mK9pLx4Rw7Yb3NqA'",
+                "password=Zq8vT2mK9pLx4Rw7Yb3N;",
+                "heroku_api_key = \"2f6b1a3c-9d4e-4f5a-8b7c-1d2e3f4a5b6c\"",
+                "SLACK_TOKEN=xoxp-123456789012-123456789012-abcdefabcdefabcdefabcdefabcdefab",
             ])
             .prop_map(str::to_owned),
             "[a-zA-Z0-9 ._~=:/\"-é]{0,12}",
@@ -921,7 +963,20 @@ mod tests {
                 .enumerate()
                 .flat_map(|(i, t)| rules.find(t).into_iter().map(move |h| (i, h)))
                 .collect();
-            proptest::prop_assert_eq!(each, one_by_one);
+            proptest::prop_assert_eq!(&each, &one_by_one);
+            // Joined by the caller, in another case: the same hits.
+            let mut joined = Vec::new();
+            for text in &refs {
+                joined.extend(text.bytes().map(|b| b.to_ascii_uppercase()));
+                joined.push(0);
+            }
+            let mut from_joined: Vec<(usize, Hit<'_>)> = Vec::new();
+            rules.find_each_joined(&refs, &joined, |i, hit| from_joined.push((i, hit)));
+            proptest::prop_assert_eq!(&from_joined, &one_by_one);
+            // A `joined` that does not fit the texts is not used.
+            let mut wrong: Vec<(usize, Hit<'_>)> = Vec::new();
+            rules.find_each_joined(&refs, b"ghp_", |i, hit| wrong.push((i, hit)));
+            proptest::prop_assert_eq!(&wrong, &one_by_one);
         }
     }
 
