@@ -106,11 +106,10 @@ impl<'a> AnswerStrings<'a> {
         out.clear();
         out.reserve(texts.iter().map(|t| t.len() + 1).sum());
         for text in texts {
-            let at = out.len();
             out.extend_from_slice(text.as_bytes());
-            out[at..].make_ascii_lowercase();
             out.push(0);
         }
+        out.make_ascii_lowercase();
     }
 
     /// Each string.
@@ -205,17 +204,6 @@ static KEY_WORDS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
         .ok()
 });
 
-/// [`SECRET_KEY_WORDS`] as a packed (Teddy) searcher for the survey's lowercased text: one
-/// vectorised pass over an answer's strings instead of an automaton's byte-at-a-time search.
-/// `None` where the CPU has no Teddy: the survey then asks [`KEY_WORDS`] key by key.
-static KEY_WORDS_PACKED: LazyLock<Option<packed::Searcher>> = LazyLock::new(|| {
-    packed::Config::new()
-        .match_kind(packed::MatchKind::LeftmostFirst)
-        .builder()
-        .extend(SECRET_KEY_WORDS)
-        .build()
-});
-
 /// The instruction phrases and markers, with the prefilter that finds where one can start.
 struct Phrases {
     /// Every phrase and marker, ASCII case ignored, leftmost-first; searchable both
@@ -227,6 +215,9 @@ struct Phrases {
     /// searcher over a lowercased copy of the text: every place a pattern starts is a match
     /// of one of them. `None` where the CPU has no Teddy; `ac` then scans alone.
     anchors: Option<packed::Searcher>,
+    /// The anchors and [`SECRET_KEY_WORDS`] in one packed searcher, for the survey of an
+    /// answer that is scanned for secrets: one pass finds both. `None` without Teddy.
+    anchors_and_key_words: Option<packed::Searcher>,
     /// The shortest pattern's length: a shorter text holds none.
     min_len: usize,
 }
@@ -306,16 +297,26 @@ static PHRASES: LazyLock<Option<Phrases>> = LazyLock::new(|| {
             anchors.push(anchor);
         }
     }
-    let anchors = packed::Config::new()
-        .match_kind(packed::MatchKind::LeftmostFirst)
-        .builder()
-        .extend(&anchors)
-        .build();
+    let packed = |patterns: &[Vec<u8>]| {
+        packed::Config::new()
+            .match_kind(packed::MatchKind::LeftmostFirst)
+            .builder()
+            .extend(patterns)
+            .build()
+    };
+    let with_key_words: Vec<Vec<u8>> = anchors
+        .iter()
+        .cloned()
+        .chain(SECRET_KEY_WORDS.iter().map(|w| w.as_bytes().to_vec()))
+        .collect();
+    let anchors_and_key_words = packed(&with_key_words);
+    let anchors = packed(&anchors);
     let min_len = patterns.iter().map(String::len).min().unwrap_or(0);
     Some(Phrases {
         ac,
         rules,
         anchors,
+        anchors_and_key_words,
         min_len,
     })
 });
@@ -629,15 +630,42 @@ fn survey(scanner: Option<&dyn SecretScanner>, result: &ActionResult) -> Option<
         hits.iter().for_each(|&(i, _)| flag(i));
     }
     let text_at = |at: usize| starts.partition_point(|&s| s <= at).saturating_sub(1);
+    // Where an instruction phrase may start, and (when the answer is scanned for secrets)
+    // which strings hold a word that names a secret: a string value under such a key is
+    // scanned again as `key="value"`. One packed search finds both; a string with a match
+    // of either kind is taken for both (flagged, and its value too when it is a key), which
+    // costs a closer look at a rare string and never misses one.
+    let key_words = scanner.is_some();
+    let mut named = vec![false; if key_words { texts.len() } else { 0 }];
     if let Some(phrases) = PHRASES.as_ref() {
-        match &phrases.anchors {
-            Some(anchors) => anchors
-                .find_iter(&lower)
-                .for_each(|m| flag(text_at(m.start()))),
-            None => (0..texts.len())
-                .filter(|&i| texts[i].len() >= phrases.min_len)
-                .for_each(&mut flag),
+        let searcher = if key_words {
+            phrases.anchors_and_key_words.as_ref()
+        } else {
+            phrases.anchors.as_ref()
+        };
+        match searcher {
+            Some(searcher) => {
+                for m in searcher.find_iter(&lower) {
+                    let i = text_at(m.start());
+                    flag(i);
+                    if let Some(n) = named.get_mut(i) {
+                        *n = true;
+                    }
+                }
+            }
+            None => {
+                (0..texts.len())
+                    .filter(|&i| texts[i].len() >= phrases.min_len)
+                    .for_each(&mut flag);
+                if key_words {
+                    for &k in strings.key_of.iter().flatten() {
+                        named[k] = KEY_WORDS.as_ref().is_none_or(|ac| ac.is_match(texts[k]));
+                    }
+                }
+            }
         }
+    } else if key_words {
+        named.fill(true);
     }
     if !lower.is_ascii() {
         for (i, text) in texts.iter().enumerate() {
@@ -646,28 +674,9 @@ fn survey(scanner: Option<&dyn SecretScanner>, result: &ActionResult) -> Option<
             }
         }
     }
-    if scanner.is_some() {
-        // Which strings hold a word that names a secret; a string value under such a key is
-        // scanned again as `key="value"`.
-        let mut named = vec![false; texts.len()];
-        match KEY_WORDS_PACKED.as_ref() {
-            Some(words) => {
-                for m in words.find_iter(&lower) {
-                    if let Some(n) = named.get_mut(text_at(m.start())) {
-                        *n = true;
-                    }
-                }
-            }
-            None => {
-                for &k in strings.key_of.iter().flatten() {
-                    named[k] = KEY_WORDS.as_ref().is_none_or(|ac| ac.is_match(texts[k]));
-                }
-            }
-        }
-        for (i, key) in strings.key_of.iter().enumerate() {
-            if key.is_some_and(|k| named.get(k).copied().unwrap_or(false)) {
-                flag(i);
-            }
+    for (i, key) in strings.key_of.iter().enumerate() {
+        if key.is_some_and(|k| named.get(k).copied().unwrap_or(false)) {
+            flag(i);
         }
     }
     any.then_some(flagged)
