@@ -20,7 +20,7 @@
 //! |---|---|---|
 //! | `sqlite` | yes | [`journal::SqliteJournal`], the embedded journal (`sallyport-sqlite`, bundled SQLite) |
 //! | `file-vault` | yes | [`vault::FileVault`], the encrypted file vault (`sallyport-vault`, Argon2id + XChaCha20-Poly1305) |
-//! | `secret-rules` | no (with it an answer costs ~5 µs per KiB to guard, against a 3 µs target) | credential-shaped values the vault does not know are found in every answer with Gitleaks' maintained rules (`sallyport-secrets`; see [`inspect`]) |
+//! | `secret-rules` | yes | credential-shaped values the vault does not know are found in every answer with Gitleaks' maintained rules (`sallyport-secrets`; see [`inspect`]); the whole answer guard costs under 3 µs per KiB |
 //! | `keychain` | no | `vault::KeychainVault`, the OS keychains (`sallyport-vault`) |
 //! | `otel` | no | OpenTelemetry-style spans per call ([`telemetry`]) |
 //!

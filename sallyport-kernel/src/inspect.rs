@@ -3,19 +3,21 @@
 //!
 //! **Secrets the vault does not know.** Every string the agent will read (the result's
 //! `data` with its object keys, `reason`, and `next`'s arguments; an SSH action's output is
-//! its `data`) passes a [`SecretScanner`]. With the kernel's `secret-rules` feature (off by
-//! default for now, also in `sallyport-core`) the executor uses Gitleaks' maintained rule
-//! set from `sallyport-secrets`; without it, none unless the host sets one with
+//! its `data`) passes a [`SecretScanner`]. With the kernel's `secret-rules` feature (a
+//! default of `sallyport-core`) the executor uses Gitleaks' maintained rule set from
+//! `sallyport-secrets`; without it, none unless the host sets one with
 //! [`ExecutorBuilder::secret_scanner`](crate::executor::ExecutorBuilder::secret_scanner).
 //! The rules live outside the kernel because they are 700 KB of data and a tenth of a
-//! second of regex compilation that a user who scans nothing should not pay for. They are
-//! not on by default yet because the whole guard (scrubber, rules and instruction
-//! patterns) costs 5–6 µs per KiB of answer (`BENCHMARKS.md`, `answer_4KiB`), above the
-//! 3 µs/KiB the default path may add: the rule set alone is ~2.3 µs per KiB, most of it the
-//! keyword automaton's pass over every byte (one dependent table lookup each) and Gitleaks'
-//! `generic-api-key` rule, whose keyword `api` is in every URL. The instruction patterns,
-//! always on, are found through a prefilter of their first bytes: with the walk over the
-//! answer, ~1.3 µs per KiB. A value whose key
+//! second of regex compilation that a program built without the defaults does not pay for.
+//!
+//! **How an answer is read.** First a survey reads all its strings together: they are
+//! joined (NUL between them) and lowercased once, the scanner makes one keyword pass over
+//! the join ([`SecretScanner::scan_each`]; `SecretRules` reads it in four interleaved lanes)
+//! and runs only the rules a keyword opened, on only the strings that hold it; one packed
+//! search finds where an instruction phrase could start and which keys name a secret. Only
+//! strings the survey flags are inspected one by one. The whole guard, the scrubber
+//! included, costs ~2.8 µs per KiB of a JSON answer of 3.9 KiB (`BENCHMARKS.md`,
+//! `answer_4KiB`). A value whose key
 //! names a secret (`"aws_secret_access_key": "…"`) is also scanned as `key="value"`, so the
 //! rules that need a keyword beside the value (Gitleaks' `generic-api-key`) see it as they
 //! would in a file.

@@ -7,7 +7,7 @@
 //! JWTs, and the token formats of GitHub, GitLab, Slack, AWS, Stripe, Google, OpenAI,
 //! Anthropic and some two hundred other providers, plus Gitleaks' generic `key = value`
 //! rule). sallyport's executor uses it through `sallyport_kernel::inspect::SecretScanner`
-//! (the `secret-rules` feature of the kernel and of `sallyport-core`, opt-in for now).
+//! (the `secret-rules` feature of the kernel and of `sallyport-core`, where it is a default).
 //!
 //! # Why this rule set
 //!

@@ -1,8 +1,9 @@
 //! A user pays only for what they use (issue 36): a program outside the workspace that
 //! depends on `sallyport-core` without default features, plus `sallyport-http` and
 //! `sallyport-postgres`, resolves and builds without SQLite, the file vault's cryptography,
-//! the OpenAPI document code or any OS keychain store. The same program with the defaults on
-//! does pull SQLite and the file vault in, so the check below can tell the two apart.
+//! the OpenAPI document code, the secret rules or any OS keychain store. The same program with
+//! the defaults on does pull SQLite, the file vault and the secret rules in, so the check below
+//! can tell the two apart.
 //!
 //! `cargo tree` and `cargo build` run offline against the workspace's own `Cargo.lock`, so
 //! they use exactly the versions the workspace was built with and need no network.
@@ -157,6 +158,8 @@ fn with_the_defaults_the_embedded_journal_and_file_vault_come_in() {
         "sallyport-vault",
         "argon2",
         "chacha20poly1305",
+        // The answer guards' secret rules are a default too (issue 40).
+        "sallyport-secrets",
     ] {
         assert!(
             names.iter().any(|n| n == embedded),
