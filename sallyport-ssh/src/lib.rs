@@ -129,6 +129,7 @@
 //! # Ok(()) }
 //! ```
 
+mod certificate;
 mod channel;
 mod client;
 mod command;
