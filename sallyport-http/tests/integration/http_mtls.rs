@@ -6,8 +6,9 @@
 //! call presenting no certificate, or one of another CA, is `rejected`/`auth_failed` (the
 //! server read no request, so never `unknown`, even for a commitment whose request TLS 1.3
 //! had already written); a key that is not PEM or does not match its certificate is
-//! `credential_unavailable` with nothing sent; and the private key, in PEM or as its base64
-//! body, appears in no result, journal row, audit record or `Debug` output.
+//! `credential_unavailable` with nothing sent; two credentials, and calls without one, never
+//! share a connection; and the private key, in PEM or as its base64 body, appears in no
+//! result, journal row, audit record, `Debug` output or TRACE log line.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -48,6 +49,14 @@ struct WhoAmI {
 #[http(post = "/v1/reports/{report_id}", result = Whoami)]
 struct FileReport {
     report_id: String,
+}
+
+/// Who the upstream says the caller is, with a second client certificate.
+#[derive(Action, Deserialize, Serialize, JsonSchema)]
+#[action(name = "whoami_b", effect = observe, credential = "mtls-api-b")]
+#[http(get = "/v1/whoami/{probe}", result = Whoami)]
+struct WhoAmIB {
+    probe: String,
 }
 
 /// The same upstream, without any credential.
@@ -268,6 +277,7 @@ fn rig(upstream: &MtlsUpstream) -> Rig {
         .action::<WhoAmI>()
         .action::<FileReport>()
         .action::<AnonymousReport>()
+        .action::<WhoAmIB>()
         .build()
         .expect("catalog");
     let vault = Arc::new(MemoryVault::new());
@@ -289,9 +299,13 @@ fn rig(upstream: &MtlsUpstream) -> Rig {
 
 impl Rig {
     fn set_certificate(&self, upstream: &MtlsUpstream, chain: &str, key: &str) {
+        self.set_named_certificate(CREDENTIAL, upstream, chain, key);
+    }
+
+    fn set_named_certificate(&self, name: &str, upstream: &MtlsUpstream, chain: &str, key: &str) {
         self.vault.set(
             CredentialMeta::new(
-                CREDENTIAL,
+                name,
                 CredentialKind::ClientCertificate(ClientCertificate::new(chain)),
                 Binding::url(upstream.url()),
             ),
@@ -349,6 +363,35 @@ async fn a_certificate_of_the_trusted_ca_completes_on_one_cached_connection() {
     assert_eq!(upstream.requests.load(Ordering::SeqCst), 2);
     assert_eq!(upstream.handshakes.load(Ordering::SeqCst), 1);
     assert_eq!(upstream.connections.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn two_credentials_and_calls_without_one_never_share_a_connection() {
+    let client_ca = TestCa::new("sallyport test client CA");
+    let upstream = MtlsUpstream::start(&client_ca, false).await;
+    let (chain_a, leaf_a, key_a) = client_ca.leaf(&[], "executor-a");
+    let (chain_b, leaf_b, key_b) = client_ca.leaf(&[], "executor-b");
+    let rig = rig(&upstream);
+    rig.set_certificate(&upstream, &chain_a, &key_a);
+    rig.set_named_certificate("mtls-api-b", &upstream, &chain_b, &key_b);
+
+    let a = rig.call("whoami", json!({"probe": "a1"})).await;
+    assert_eq!(a.status, Status::Completed, "{}", a.to_json());
+    let b = rig.call("whoami_b", json!({"probe": "b1"})).await;
+    assert_eq!(b.status, Status::Completed, "{}", b.to_json());
+    // Two pooled connections to the same origin, each with its own certificate: the call
+    // without a credential rides on neither, and is refused in its own handshake.
+    let anonymous = rig
+        .call("anonymous_report", json!({"report_id": "r1"}))
+        .await;
+    assert_eq!(anonymous.code, Some(UpstreamCode::AuthFailed.into()));
+    let a_again = rig.call("whoami", json!({"probe": "a2"})).await;
+    assert_eq!(a_again.status, Status::Completed, "{}", a_again.to_json());
+
+    assert_eq!(*upstream.seen.lock().unwrap(), vec![leaf_a, leaf_b]);
+    assert_eq!(upstream.connections.load(Ordering::SeqCst), 3);
+    assert_eq!(upstream.handshakes.load(Ordering::SeqCst), 2);
+    assert_eq!(upstream.requests.load(Ordering::SeqCst), 3);
 }
 
 #[tokio::test]
@@ -487,8 +530,33 @@ async fn a_key_that_is_not_pem_or_not_the_certificates_is_refused_before_anythin
     assert_no_key(&key, &journal_text(&rig.journal), "the journal");
 }
 
+/// Collects every tracing line written on this thread (the test's current-thread runtime
+/// runs the executor, the channel, hyper and rustls on it).
+#[derive(Clone, Default)]
+struct TraceLines(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for TraceLines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("trace lines").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[tokio::test]
 async fn the_private_key_never_leaks_even_when_the_upstream_echoes_it() {
+    let lines = TraceLines::default();
+    let writer = lines.clone();
+    let _trace = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
     let client_ca = TestCa::new("sallyport test client CA");
     let upstream = MtlsUpstream::start(&client_ca, false).await;
     let (chain, _, key) = client_ca.leaf(&[], "agent-executor");
@@ -514,6 +582,12 @@ async fn the_private_key_never_leaks_even_when_the_upstream_echoes_it() {
     texts.push(format!("{:?}", credential.secret()));
     texts.push(format!("{:?}", rig.channel));
     texts.push(format!("{:?}", rig.vault));
+    let trace = String::from_utf8_lossy(&lines.0.lock().expect("trace lines")).into_owned();
+    assert!(
+        trace.contains("connected to 127.0.0.1"),
+        "no TRACE lines: {trace}"
+    );
+    texts.push(trace);
     for text in &texts {
         assert_no_key(&key, text, "a result, the journal or a Debug output");
     }
