@@ -96,9 +96,11 @@ impl HttpChannel {
 /// session cache, so no connection or resumed TLS session is shared with another credential
 /// or with calls without one.
 pub(super) struct CertClients {
-    /// The chain and key the clients were built from (to notice a rotation under the same
-    /// name and version, e.g. from another vault); zeroized when replaced.
-    identity: Zeroizing<String>,
+    /// The chain and key the clients were built from, to notice any change of either (a
+    /// rotation, or another vault's credential of the same name); the key is zeroized when
+    /// the entry is replaced.
+    chain: String,
+    key: Zeroizing<String>,
     /// The TLS configuration with the certificate.
     tls: rustls::ClientConfig,
     clients: HashMap<Duration, reqwest::Client>,
@@ -178,23 +180,22 @@ impl HttpChannel {
                 .map_err(|_| client_unavailable());
         };
         let name = credential.meta().name.as_str();
-        let identity = Zeroizing::new(format!(
-            "{}\n{}",
-            cert.certificate_chain,
-            credential.secret().expose()
-        ));
+        let key = credential.secret().expose();
         let mut all = self
             .inner
             .cert_clients
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let current = all.get(name).is_some_and(|e| e.identity == identity);
+        let current = all
+            .get(name)
+            .is_some_and(|e| e.chain == cert.certificate_chain && e.key.as_str() == key);
         if !current {
             let tls = client_auth_config(&self.inner.tls, credential, cert)?;
             all.insert(
                 name.to_owned(),
                 CertClients {
-                    identity,
+                    chain: cert.certificate_chain.clone(),
+                    key: Zeroizing::new(key.to_owned()),
                     tls,
                     clients: HashMap::new(),
                 },

@@ -7,6 +7,7 @@
 
 mod http_fault_loop;
 mod http_mtls;
+mod mtls_rig;
 // Needs the crate's `openapi` feature. Every build of these tests has it: the dev-dependency
 // on `sallyport-tests` depends on `sallyport-http` with `openapi`, and Cargo unifies the
 // features a package is asked for, so `cargo test -p sallyport-http` and
