@@ -75,10 +75,11 @@ pub(crate) fn check(
         | CredentialKind::Basic { .. }
         | CredentialKind::ApiKey { .. }
         | CredentialKind::OAuthClientCredentials(_)
-        | CredentialKind::OAuthRefresh(_) => {}
+        | CredentialKind::OAuthRefresh(_)
+        | CredentialKind::ClientCertificate(_) => {}
         _ => {
             return Err(unavailable(format!(
-                "credential `{}` is not an HTTP credential (bearer, basic, API key or OAuth)",
+                "credential `{}` is not an HTTP credential (bearer, basic, API key, OAuth or client certificate)",
                 meta.name
             )));
         }
@@ -145,6 +146,9 @@ pub(crate) enum Injection {
     Query(String, String),
     /// An OAuth access token, read (and refreshed) at each send, never at bind.
     AtSend,
+    /// A TLS client certificate: presented in the handshake by the credential's own client
+    /// ([`HttpChannel::client_for`](crate::HttpChannel)), nothing in the request itself.
+    Handshake,
 }
 
 impl std::fmt::Debug for Injection {
@@ -153,6 +157,7 @@ impl std::fmt::Debug for Injection {
             Self::Header(name, _) => f.debug_tuple("Header").field(name).finish_non_exhaustive(),
             Self::Query(name, _) => f.debug_tuple("Query").field(name).finish_non_exhaustive(),
             Self::AtSend => f.write_str("AtSend"),
+            Self::Handshake => f.write_str("Handshake"),
         }
     }
 }
@@ -204,6 +209,7 @@ pub(crate) fn injection(credential: &Credential) -> Result<Injection, Refusal> {
             }
             Ok(Injection::AtSend)
         }
+        CredentialKind::ClientCertificate(_) => Ok(Injection::Handshake),
         _ => Err(unavailable(format!(
             "credential `{}` is not an HTTP credential",
             meta.name

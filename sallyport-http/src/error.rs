@@ -64,11 +64,41 @@ pub enum ProbeError {
 /// (unknown issuer, expired, wrong name, revoked, …). The error chain is walked, looking
 /// into `io::Error`s too: their `source` skips the error they wrap.
 pub(crate) fn is_untrusted_certificate(error: &(dyn std::error::Error + 'static)) -> bool {
+    chain_has(error, is_certificate_error)
+}
+
+/// Whether a transport error is the upstream refusing this side's client certificate (or
+/// its absence) in the TLS handshake: a fatal alert about a certificate, which a server
+/// sends only while it checks the client's certificate, before it reads any request (in
+/// TLS 1.3 the request may already have been written, and is never read).
+pub(crate) fn is_client_certificate_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    chain_has(error, |e| {
+        matches!(
+            e.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::AlertReceived(
+                rustls::AlertDescription::CertificateRequired
+                    | rustls::AlertDescription::BadCertificate
+                    | rustls::AlertDescription::UnsupportedCertificate
+                    | rustls::AlertDescription::CertificateRevoked
+                    | rustls::AlertDescription::CertificateExpired
+                    | rustls::AlertDescription::CertificateUnknown
+                    | rustls::AlertDescription::UnknownCA
+                    | rustls::AlertDescription::AccessDenied
+            ))
+        )
+    })
+}
+
+/// Whether an error of `error`'s chain satisfies `test`.
+fn chain_has(
+    error: &(dyn std::error::Error + 'static),
+    test: impl Fn(&(dyn std::error::Error + 'static)) -> bool,
+) -> bool {
     let mut current = Some(error);
     // A chain is short; the bound only guards against a cycle.
     for _ in 0..16 {
         let Some(e) = current else { return false };
-        if is_certificate_error(e) {
+        if test(e) {
             return true;
         }
         current = match e

@@ -110,6 +110,9 @@ pub(crate) enum Exchange {
     NotSent { timed_out: bool },
     /// The TLS handshake refused the upstream's certificate; nothing was sent.
     Untrusted,
+    /// The upstream refused this side's client certificate (or its absence) in the TLS
+    /// handshake: it read no request, whether or not one was written.
+    ClientCertificateRefused,
     /// It left, and no complete response came back.
     Lost {
         kind: LostKind,
@@ -146,6 +149,7 @@ impl Answer {
 enum Failure {
     Request,
     Untrusted,
+    ClientCertificateRefused,
     Body(StatusCode),
 }
 
@@ -165,13 +169,15 @@ pub(crate) fn exchange<'a>(
 ) -> impl Future<Output = Exchange> + Send + 'a {
     let run = Box::pin(async move {
         let mut response = client.execute(request).await.map_err(|e| {
-            let untrusted = crate::error::is_untrusted_certificate(&e);
-            log_error(e);
-            if untrusted {
+            let failure = if crate::error::is_untrusted_certificate(&e) {
                 Failure::Untrusted
+            } else if crate::error::is_client_certificate_refused(&e) {
+                Failure::ClientCertificateRefused
             } else {
                 Failure::Request
-            }
+            };
+            log_error(e);
+            failure
         })?;
         let status = response.status();
         let headers = std::mem::take(response.headers_mut());
@@ -228,6 +234,7 @@ pub(crate) fn exchange<'a>(
         match tokio::time::timeout(total, run).await {
             Ok(Ok(answer)) => Exchange::Answered(answer),
             Ok(Err(Failure::Untrusted)) if !hook.fired() => Exchange::Untrusted,
+            Ok(Err(Failure::ClientCertificateRefused)) => Exchange::ClientCertificateRefused,
             Ok(Err(Failure::Request)) if !hook.fired() => Exchange::NotSent { timed_out: false },
             Ok(Err(Failure::Request | Failure::Untrusted)) => Exchange::Lost {
                 kind: LostKind::Connection,

@@ -20,6 +20,9 @@
 //! - **Credentials are attached at dispatch** (bearer, basic, API key in a header or the
 //!   query), marked sensitive; redirects are never followed; reqwest errors are logged only
 //!   after `without_url()`; reasons are the channel's own sentences, never transport text.
+//! - **Client certificates (mTLS)**: a `client_certificate` credential is presented in the
+//!   TLS handshake with its bound base URLs (see [below](#client-certificates-mtls)), on
+//!   clients of its own.
 //! - **Counting is exact.** A request is counted (`DispatchContext::sending`) at the moment
 //!   the connection takes it to write, so a refused connection, a DNS or TLS failure counts
 //!   zero and the journal's count equals what the server saw. reqwest's own retries are
@@ -102,6 +105,50 @@
 //!           serde_json::json!({"project_id": "proj_42", "build_id": "build_7"}), &session)
 //!     .await;
 //! println!("{}", result.to_json()); // {"status":"pending", … "next":{"action":"get_deployment_status", …}}
+//! # Ok(()) }
+//! ```
+//!
+//! # Client certificates (mTLS)
+//!
+//! A credential of kind
+//! [`ClientCertificate`](sallyport_core::vault::CredentialKind::ClientCertificate) holds a PEM
+//! private key (PKCS#8, PKCS#1 or SEC1; RSA, ECDSA P-256/P-384 or Ed25519) as its secret and
+//! the PEM certificate chain, leaf first, in its configuration. Bound to base URLs like any
+//! HTTP credential, it is presented in the TLS handshake of the calls that bind it, and
+//! nothing is added to the request itself.
+//!
+//! - Each such credential gets reqwest clients of its own, with their own connection pool and
+//!   their own TLS session cache, built on the first call and kept until the credential
+//!   changes (a new version or another value replaces them): a connection or a resumed TLS
+//!   session that authenticated with one certificate never carries a call of another
+//!   credential, or of none.
+//! - A key that is not PEM, a chain that is not, a key type TLS cannot sign with, or a key
+//!   that does not match the chain's first certificate: `rejected`/`credential_unavailable`
+//!   before anything is sent. The parser's text is never passed on.
+//! - The upstream refusing the certificate in the handshake (another CA, expired, revoked,
+//!   or none presented where one is required) is `rejected`/`auth_failed`, and a refused
+//!   certificate is marked unusable until it is replaced, as with a `401`. It is never
+//!   `unknown`: with TLS 1.3 the client's side of the handshake ends before the server checks
+//!   the certificate, so the request may already have been written (and counted as a
+//!   dispatch), but a server that refuses the certificate reads none of it.
+//! - The private key is a vault secret: never serialized, redacted in `Debug`, zeroized when
+//!   dropped, and known to the scrubber whole and line by line. The DER copy decoded for TLS
+//!   is zeroized once the signing key is loaded; the loaded key lives in rustls (ring) as
+//!   long as the credential's clients.
+//!
+//! ```no_run
+//! use sallyport_core::vault::{Binding, ClientCertificate, CredentialKind, CredentialMeta, FileVault, Secret, VaultAdmin};
+//! # fn demo(vault: &FileVault) -> Result<(), Box<dyn std::error::Error>> {
+//! vault.add(
+//!     CredentialMeta::new(
+//!         "payments-mtls",
+//!         CredentialKind::ClientCertificate(ClientCertificate::new(
+//!             std::fs::read_to_string("/etc/sallyport/payments-chain.pem")?,
+//!         )),
+//!         Binding::url("https://payments.internal.example.com"),
+//!     ),
+//!     Secret::new(std::fs::read_to_string("/etc/sallyport/payments-key.pem")?),
+//! )?;
 //! # Ok(()) }
 //! ```
 //!

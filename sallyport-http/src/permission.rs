@@ -87,7 +87,10 @@ impl ProbeRunner for HttpProbeRunner {
         if let Injection::Query(k, v) = &injection {
             url.query_pairs_mut().append_pair(k, v);
         }
-        let Ok(client) = self.channel.client(self.channel.default_connect_timeout()) else {
+        let Ok(client) = self
+            .channel
+            .client_for(Some(&credential), self.channel.default_connect_timeout())
+        else {
             return transport("the HTTP client could not be built");
         };
         let request = match method {

@@ -105,8 +105,9 @@ impl HttpPrepared {
             Some(Injection::Header(name, value)) => {
                 self.headers.insert(name, value);
             }
-            // An OAuth token is attached by the attempt loop at each send.
-            Some(Injection::AtSend) | None => {}
+            // An OAuth token is attached by the attempt loop at each send; a client
+            // certificate by the credential's own client, in the TLS handshake.
+            Some(Injection::AtSend | Injection::Handshake) | None => {}
         }
         self.url = Some(url);
         self.base = Some(base);

@@ -110,13 +110,13 @@ impl HttpChannel {
         {
             return Err(ProbeError::SamePayload);
         }
-        let first = probe_exchange(self, &original)
+        let first = probe_exchange(self, &original, credential)
             .await
             .ok_or(ProbeError::NoResponse { step: 1 })?;
-        let repeat = probe_exchange(self, &original)
+        let repeat = probe_exchange(self, &original, credential)
             .await
             .ok_or(ProbeError::NoResponse { step: 2 })?;
-        let third = probe_exchange(self, &changed)
+        let third = probe_exchange(self, &changed, credential)
             .await
             .ok_or(ProbeError::NoResponse { step: 3 })?;
         let repeat_behaviour = behaviour(&first, &repeat);

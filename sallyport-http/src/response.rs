@@ -44,6 +44,8 @@ pub(crate) struct Call<'a> {
     /// A request of this attempt was already sent before this one.
     pub(crate) resend: bool,
     pub(crate) credential_attached: bool,
+    /// The client certificate credential presented in the TLS handshake, if any.
+    pub(crate) client_certificate: Option<&'a str>,
     pub(crate) idempotency_header: &'a str,
     pub(crate) attempt_id: &'a str,
     /// The call's scrubber: messages are scrubbed before they are cut.

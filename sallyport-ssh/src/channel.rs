@@ -1,7 +1,7 @@
 //! [`SshChannel`]: the [`Channel`] that runs an action's argv template on an inventory host.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use russh::ChannelMsg;
@@ -13,10 +13,10 @@ use sallyport_core::channel::{
 use sallyport_core::code::{Code, RefusalCode, UpstreamCode};
 use sallyport_core::outcome::{Origin, Refusal, Status};
 use sallyport_core::target::{SshTarget, Target};
-use sallyport_core::vault::{Credential, CredentialKind, CredentialMeta};
+use sallyport_core::vault::{Credential, CredentialMeta};
 use serde_json::{Value, json};
 
-use crate::client::{ConnectError, Connection, LoginShell, Pool};
+use crate::client::{ConnectError, ConnectOptions, Connection, LoginShell, Pool};
 use crate::command::{self, Rendered};
 use crate::inventory::{HostEntry, Inventory};
 use crate::output::Capture;
@@ -46,6 +46,7 @@ struct Inner {
     default_timeout: Duration,
     default_output_cap: usize,
     keepalive: Option<Duration>,
+    certificate_clock: fn() -> SystemTime,
 }
 
 /// Builds an [`SshChannel`]. Setters never fail.
@@ -57,6 +58,7 @@ pub struct SshChannelBuilder {
     default_timeout: Duration,
     default_output_cap: usize,
     keepalive: Option<Duration>,
+    certificate_clock: fn() -> SystemTime,
 }
 
 impl SshChannelBuilder {
@@ -86,6 +88,16 @@ impl SshChannelBuilder {
         self
     }
 
+    /// The clock that dates the SSH user certificates the channel signs for credentials of
+    /// kind `ssh_certificate_authority` (default: the system clock). A certificate is valid
+    /// from a minute before this clock's now until the CA's `validity_secs` after it; a
+    /// clock set back further than that makes certificates the server refuses as expired
+    /// (how the tests check that an expired certificate is refused).
+    pub fn certificate_clock(mut self, clock: fn() -> SystemTime) -> Self {
+        self.certificate_clock = clock;
+        self
+    }
+
     /// Builds the channel.
     pub fn build(self) -> SshChannel {
         SshChannel {
@@ -96,7 +108,18 @@ impl SshChannelBuilder {
                 default_timeout: self.default_timeout,
                 default_output_cap: self.default_output_cap,
                 keepalive: self.keepalive,
+                certificate_clock: self.certificate_clock,
             }),
+        }
+    }
+}
+
+impl Inner {
+    fn connect_options(&self) -> ConnectOptions {
+        ConnectOptions {
+            timeout: self.connect_timeout,
+            keepalive: self.keepalive,
+            clock: self.certificate_clock,
         }
     }
 }
@@ -168,6 +191,7 @@ impl SshChannel {
             default_timeout: DEFAULT_TIMEOUT,
             default_output_cap: DEFAULT_OUTPUT_CAP,
             keepalive: Some(Duration::from_secs(15)),
+            certificate_clock: SystemTime::now,
         }
     }
 
@@ -208,12 +232,7 @@ impl SshChannel {
         check_binding(entry, credential.meta())?;
         self.inner
             .pool
-            .get(
-                entry,
-                credential,
-                self.inner.connect_timeout,
-                self.inner.keepalive,
-            )
+            .get(entry, credential, self.inner.connect_options())
             .await
             .map_err(|e| connect_outcome(e, entry).reason.unwrap_or_default())
             .and_then(|(conn, _)| match &conn.shell {
@@ -278,7 +297,7 @@ impl SshChannel {
         loop {
             let (conn, fresh) = inner
                 .pool
-                .get(host, credential, inner.connect_timeout, inner.keepalive)
+                .get(host, credential, inner.connect_options())
                 .await
                 .map_err(|e| connect_outcome(e, host))?;
             if let LoginShell::Unsupported(seen) = &conn.shell {
@@ -521,14 +540,12 @@ fn outcome(
     }
 }
 
-/// The credential must be an SSH key or password bound to this host and user.
+/// The credential must be an SSH key, password or certificate authority bound to this host
+/// and user.
 fn check_binding(host: &HostEntry, meta: &CredentialMeta) -> Result<(), String> {
-    if !matches!(
-        meta.kind,
-        CredentialKind::SshKey | CredentialKind::SshPassword
-    ) {
+    if !meta.kind.is_ssh() {
         return Err(format!(
-            "credential `{}` is not an SSH key or password",
+            "credential `{}` is not an SSH key, password or certificate authority",
             meta.name
         ));
     }

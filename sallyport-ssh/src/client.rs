@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use russh::Channel;
 use russh::client::{self, ChannelOpenHandle, Handle, Msg, Session};
@@ -12,6 +12,7 @@ use russh::keys::ssh_key::HashAlg;
 use russh::keys::{PrivateKeyWithHashAlg, PublicKeyOrCertificate, decode_secret_key};
 use sallyport_core::vault::{Credential, CredentialKind};
 
+use crate::certificate::{self, Signed};
 use crate::inventory::{HostEntry, HostKeyPin};
 
 /// Why no authenticated session could be had. Never carries a secret.
@@ -284,16 +285,35 @@ fn client_config(keepalive: Option<Duration>) -> client::Config {
     }
 }
 
+/// How a connection is opened: the channel's settings.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConnectOptions {
+    /// Connecting, the handshake, authentication and the shell probe together.
+    pub(crate) timeout: Duration,
+    pub(crate) keepalive: Option<Duration>,
+    /// The clock SSH user certificates are dated by.
+    pub(crate) clock: fn() -> SystemTime,
+}
+
+/// How a connection authenticates.
+enum Auth {
+    Key(Box<russh::keys::PrivateKey>),
+    Password,
+    Certificate(Box<Signed>),
+}
+
 /// Connects to `host`, authenticates with `credential` and probes the login shell once
-/// ([`LoginShell`], counted in `probes`), all within `timeout`.
+/// ([`LoginShell`], counted in `probes`), all within the options' timeout.
 pub(crate) async fn connect(
     host: &HostEntry,
     credential: &Credential,
-    timeout: Duration,
-    keepalive: Option<Duration>,
+    options: ConnectOptions,
     probes: &AtomicU64,
 ) -> Result<Connection, ConnectError> {
-    let key = match credential.meta().kind {
+    let ConnectOptions {
+        timeout, keepalive, ..
+    } = options;
+    let auth = match &credential.meta().kind {
         CredentialKind::SshKey => {
             let secret = credential.secret();
             // The decode error is not passed on: its text could quote the key material.
@@ -303,12 +323,16 @@ pub(crate) async fn connect(
                     credential.meta().name
                 ))
             })?;
-            Some(key)
+            Auth::Key(Box::new(key))
         }
-        CredentialKind::SshPassword => None,
+        CredentialKind::SshPassword => Auth::Password,
+        // A key pair and a certificate for this connection alone.
+        CredentialKind::SshCertificateAuthority(ca) => Auth::Certificate(Box::new(
+            certificate::sign_for(credential, ca, host, (options.clock)())?,
+        )),
         _ => {
             return Err(ConnectError::CredentialUnusable(format!(
-                "credential `{}` is not an SSH key or password",
+                "credential `{}` is not an SSH key, password or certificate authority",
                 credential.meta().name
             )));
         }
@@ -338,8 +362,8 @@ pub(crate) async fn connect(
                 }
             })?;
         let user = host.user.clone();
-        let auth = match key {
-            Some(key) => {
+        let auth = match auth {
+            Auth::Key(key) => {
                 let hash = handle
                     .best_supported_rsa_hash()
                     .await
@@ -347,12 +371,18 @@ pub(crate) async fn connect(
                     .flatten()
                     .flatten();
                 handle
-                    .authenticate_publickey(user, PrivateKeyWithHashAlg::new(Arc::new(key), hash))
+                    .authenticate_publickey(user, PrivateKeyWithHashAlg::new(Arc::new(*key), hash))
                     .await
             }
-            None => {
+            Auth::Password => {
                 handle
                     .authenticate_password(user, credential.secret().expose())
+                    .await
+            }
+            Auth::Certificate(signed) => {
+                let Signed { key, certificate } = *signed;
+                handle
+                    .authenticate_openssh_cert(user, Arc::new(key), certificate)
                     .await
             }
         }
@@ -398,8 +428,7 @@ impl Pool {
         &self,
         host: &HostEntry,
         credential: &Credential,
-        timeout: Duration,
-        keepalive: Option<Duration>,
+        options: ConnectOptions,
     ) -> Result<(Arc<Connection>, bool), ConnectError> {
         let slot = self.slot(host);
         let mut guard = slot.lock().await;
@@ -411,7 +440,7 @@ impl Pool {
             }
         }
         *guard = None;
-        let conn = Arc::new(connect(host, credential, timeout, keepalive, &self.probes).await?);
+        let conn = Arc::new(connect(host, credential, options, &self.probes).await?);
         self.opened.fetch_add(1, Ordering::Relaxed);
         *guard = Some(Arc::clone(&conn));
         Ok((conn, true))

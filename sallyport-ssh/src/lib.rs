@@ -52,7 +52,51 @@
 //!   SSH channel per command); a broken connection is noticed and replaced before the command
 //!   is sent. Handshake and authentication failures have distinct codes (`connect_failed`,
 //!   `connect_timeout`, `handshake_failed`, `host_key_mismatch`, `auth_failed`); `auth_failed`
-//!   marks the credential unusable until it is replaced.
+//!   marks the credential unusable until it is replaced. A connection authenticated with a
+//!   user certificate is pooled the same way; the next one signs a new certificate.
+//!
+//! # Credentials: keys, passwords and user certificates
+//!
+//! A host's credential is an SSH private key (OpenSSH format, with its passphrase if it has
+//! one), a password, or an OpenSSH **certificate authority**
+//! ([`SshCertificateAuthority`](sallyport_core::vault::CredentialKind::SshCertificateAuthority)):
+//! the vault holds the CA's private key, and for each connection it opens the channel makes a
+//! fresh Ed25519 key pair and signs a user certificate for it that
+//!
+//! - names one principal, the inventory host's user, and is signed for no other;
+//! - is valid from a minute before now (a server clock a little behind still accepts it)
+//!   until the CA's `validity_secs` after now (5 minutes by default, at most an hour): it only
+//!   has to outlive the authentication, the pooled connection outlives it;
+//! - carries no critical options and no extensions: no PTY, no agent, X11 or port
+//!   forwarding, no `~/.ssh/rc` (the channel uses none of them);
+//! - has a random serial and the key id `sallyport <credential> for <user>@<host>`, which
+//!   sshd writes to its log.
+//!
+//! The server trusts the CA (`TrustedUserCAKeys /etc/ssh/sallyport_user_ca.pub`, and
+//! optionally `AuthorizedPrincipalsFile` to map principals to users). A certificate the server
+//! refuses — a CA it does not trust, a principal it does not allow for the user, an expired
+//! certificate — is `rejected`/`auth_failed` with nothing run, and marks the credential
+//! unusable until it is replaced, as a refused key does. A CA key that does not decode (or a
+//! wrong passphrase) is `rejected`/`credential_unusable` before connecting. The CA key is a
+//! vault secret like any other; the ephemeral private key is zeroized when dropped.
+//! [`SshChannelBuilder::certificate_clock`] sets the clock certificates are dated by.
+//!
+//! ```no_run
+//! use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, FileVault, Secret, SshCertificateAuthority, VaultAdmin};
+//! # fn demo(vault: &FileVault) -> Result<(), Box<dyn std::error::Error>> {
+//! vault.add(
+//!     CredentialMeta::new(
+//!         "web-user-ca",
+//!         CredentialKind::SshCertificateAuthority(
+//!             SshCertificateAuthority::new().with_validity_secs(120),
+//!         ),
+//!         Binding::ssh("web1", "deploy"),
+//!     ),
+//!     Secret::new(std::fs::read_to_string("/etc/sallyport/user_ca")?)
+//!         .with_passphrase("the CA key's passphrase"),
+//! )?;
+//! # Ok(()) }
+//! ```
 //!
 //! # A remote command cannot be reliably cancelled
 //!
@@ -129,6 +173,7 @@
 //! # Ok(()) }
 //! ```
 
+mod certificate;
 mod channel;
 mod client;
 mod command;

@@ -25,6 +25,8 @@ pub struct Sshd {
     port: u16,
     child: Option<Child>,
     starts: u32,
+    /// Whether the server trusts the throwaway user CA ([`Sshd::start_trusting_user_ca`]).
+    user_ca: bool,
 }
 
 /// Where the OpenSSH server binary is, or a panic telling the reader to install it.
@@ -104,6 +106,23 @@ impl Sshd {
     /// When sshd is missing (install openssh-server), when the process is not root (the tests
     /// log in as root and create a throwaway user), or when sshd does not start.
     pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// Starts an sshd like [`Sshd::start`] that also trusts a throwaway OpenSSH user CA
+    /// (`TrustedUserCAKeys`; its private key is [`Sshd::user_ca_key`]) and takes a user's
+    /// allowed certificate principals from `principals/<user>` in its directory
+    /// (`AuthorizedPrincipalsFile`; root's lists `root`, [`Sshd::set_principals`] changes
+    /// it). Key and password logins work as with [`Sshd::start`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Sshd::start`].
+    pub fn start_trusting_user_ca() -> Self {
+        Self::start_with(true)
+    }
+
+    fn start_with(user_ca: bool) -> Self {
         let binary = sshd_binary();
         let uid = Command::new("id")
             .arg("-u")
@@ -127,6 +146,13 @@ impl Sshd {
             dir.path().join("authorized_keys"),
         )
         .expect("write authorized_keys");
+        if user_ca {
+            keygen(&dir.path().join("user_ca"), "");
+            keygen(&dir.path().join("other_ca"), "");
+            std::fs::create_dir_all(dir.path().join("principals")).expect("principals dir");
+            std::fs::write(dir.path().join("principals/root"), "root\n")
+                .expect("write root's principals");
+        }
         // The privilege-separation directory sshd insists on.
         let _ = std::fs::create_dir_all("/run/sshd");
         let mut sshd = Self {
@@ -134,6 +160,7 @@ impl Sshd {
             port: free_port(),
             child: None,
             starts: 0,
+            user_ca,
         };
         sshd.write_config();
         sshd.launch(&binary);
@@ -142,7 +169,7 @@ impl Sshd {
 
     fn write_config(&self) {
         let d = self.dir.path().display();
-        let config = format!(
+        let mut config = format!(
             "Port {port}\n\
              ListenAddress 127.0.0.1\n\
              HostKey {d}/host_key\n\
@@ -165,6 +192,14 @@ impl Sshd {
              LogLevel VERBOSE\n",
             port = self.port
         );
+        if self.user_ca {
+            // A user without a principals file cannot log in with a certificate.
+            let _ = write!(
+                config,
+                "TrustedUserCAKeys {d}/user_ca.pub\n\
+                 AuthorizedPrincipalsFile {d}/principals/%u\n"
+            );
+        }
         std::fs::write(self.dir.path().join("sshd_config"), config).expect("write sshd_config");
     }
 
@@ -240,6 +275,52 @@ impl Sshd {
         let path = self.dir.path().join("unrelated_key");
         keygen(&path, "");
         read(&path.with_extension("pub"))
+    }
+
+    /// The private key (OpenSSH format) of the user CA the server trusts (an sshd of
+    /// [`Sshd::start_trusting_user_ca`]).
+    pub fn user_ca_key(&self) -> String {
+        read(&self.dir.path().join("user_ca"))
+    }
+
+    /// Where the user CA's private key lies on the server's machine (for a test whose remote
+    /// command prints it back, as a hostile host could).
+    pub fn user_ca_key_path(&self) -> PathBuf {
+        self.dir.path().join("user_ca")
+    }
+
+    /// The private key of a well-formed user CA the server does not trust.
+    pub fn untrusted_user_ca_key(&self) -> String {
+        read(&self.dir.path().join("other_ca"))
+    }
+
+    /// A copy of the user CA's private key protected by `passphrase` (the server trusts it:
+    /// the key is the same).
+    pub fn user_ca_key_with_passphrase(&self, passphrase: &str) -> String {
+        let path = self.dir.path().join("user_ca_encrypted");
+        std::fs::copy(self.dir.path().join("user_ca"), &path).expect("copy the CA key");
+        run(Command::new("ssh-keygen")
+            .args(["-q", "-p", "-P", "", "-N", passphrase, "-f"])
+            .arg(&path));
+        read(&path)
+    }
+
+    /// The certificate principals `user` may log in with (sshd reads the file at each
+    /// login; no restart).
+    pub fn set_principals(&self, user: &str, principals: &[&str]) {
+        let mut text = principals.join("\n");
+        text.push('\n');
+        std::fs::write(self.dir.path().join("principals").join(user), text)
+            .expect("write the principals file");
+    }
+
+    /// Logins the current server instance accepted with a user certificate
+    /// ("Accepted publickey … ED25519-CERT …").
+    pub fn accepted_certificate_logins(&self) -> usize {
+        self.log()
+            .lines()
+            .filter(|l| l.contains("Accepted publickey for ") && l.contains("-CERT "))
+            .count()
     }
 
     /// Writes a private key protected by `passphrase`, authorizes it, and returns it.

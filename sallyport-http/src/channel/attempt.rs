@@ -44,14 +44,10 @@ impl HttpChannel {
                 Err(refusal) => return refused(&refusal),
             }
         }
-        let client = match self.client(prepared.limits.connect_timeout) {
+        // A client certificate credential's own client, or the shared one.
+        let client = match self.client_for(call.credential, prepared.limits.connect_timeout) {
             Ok(c) => c,
-            Err(_) => {
-                return refused(&Refusal::new(
-                    RefusalCode::ChannelUnavailable,
-                    "the HTTP client could not be set up",
-                ));
-            }
+            Err(refusal) => return refused(&refusal),
         };
         let limits = prepared.limits;
         // An OAuth credential's access token, read (or refreshed) now, at send time.
@@ -95,6 +91,15 @@ impl HttpChannel {
                     max_retry_after: limits.max_retry_after,
                     resend: sent_before,
                     credential_attached: call.credential.is_some(),
+                    client_certificate: call
+                        .credential
+                        .filter(|c| {
+                            matches!(
+                                c.meta().kind,
+                                sallyport_core::vault::CredentialKind::ClientCertificate(_)
+                            )
+                        })
+                        .map(|c| c.meta().name.as_str()),
                     idempotency_header: self.inner.idempotency_header.as_str(),
                     attempt_id: call.attempt_id.as_str(),
                     scrubber: scrubber.as_deref().unwrap_or(call.context.scrubber()),
@@ -222,6 +227,11 @@ fn step_for(call: &Call<'_>, result: Exchange, any_sent: bool) -> Step {
                 "the upstream's certificate is not trusted by this executor"
             },
         )),
+        // The upstream read no request: definitely not applied, and a resend would be
+        // refused the same way.
+        Exchange::ClientCertificateRefused => {
+            Step::Done(client_certificate_refused(call.client_certificate))
+        }
         // Nothing left: always safe to resend. When exhausted, the truth depends on whether
         // an earlier request of this attempt left.
         Exchange::NotSent { timed_out } => Step::Resend {
@@ -275,6 +285,27 @@ fn step_for(call: &Call<'_>, result: Exchange, any_sent: bool) -> Step {
     }
 }
 
+/// The upstream refused the TLS client certificate of `credential` (or, with `None`, asked
+/// for one this call does not present) in the handshake: `rejected`/`auth_failed`. A
+/// refused certificate marks its credential unusable, as a 401 does a token; a missing one
+/// marks nothing (no credential of this call was refused).
+fn client_certificate_refused(credential: Option<&str>) -> ChannelOutcome {
+    let outcome = ChannelOutcome::new(Status::Rejected)
+        .with_origin(Origin::Upstream)
+        .with_code(UpstreamCode::AuthFailed);
+    match credential {
+        Some(name) => outcome
+            .with_reason(format!(
+                "the upstream refused the TLS client certificate of credential `{name}` in the handshake and read no request; a human must check or replace it"
+            ))
+            .with_credential_rejected(),
+        None => outcome.with_reason(
+            "the upstream requires a TLS client certificate, and this action presents none; it read no request"
+                .to_owned(),
+        ),
+    }
+}
+
 /// A refusal found at dispatch (nothing sent).
 fn refused(refusal: &Refusal) -> ChannelOutcome {
     let outcome = ChannelOutcome::new(Status::Rejected)
@@ -291,8 +322,11 @@ fn refused(refusal: &Refusal) -> ChannelOutcome {
 pub(crate) async fn probe_exchange(
     channel: &HttpChannel,
     prepared: &HttpPrepared,
+    credential: Option<&sallyport_core::vault::Credential>,
 ) -> Option<crate::exchange::Answer> {
-    let client = channel.client(prepared.limits.connect_timeout).ok()?;
+    let client = channel
+        .client_for(credential, prepared.limits.connect_timeout)
+        .ok()?;
     let url = prepared.destination()?;
     let hook = SendHook::new(None::<Arc<DispatchContext>>);
     match exchange(

@@ -255,6 +255,7 @@ impl HttpChannelBuilder {
                 user_agent,
                 tls,
                 clients: Mutex::new(HashMap::new()),
+                cert_clients: Mutex::new(HashMap::new()),
                 pool_idle_timeout: self.pool_idle_timeout,
                 token_timeout: self.token_timeout,
                 refreshing: Mutex::new(HashMap::new()),

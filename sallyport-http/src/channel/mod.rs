@@ -52,6 +52,8 @@ struct Inner {
     tls: rustls::ClientConfig,
     /// One client per connect timeout in use (reqwest sets it per client).
     clients: Mutex<HashMap<Duration, reqwest::Client>>,
+    /// Each client certificate credential's own clients.
+    cert_clients: Mutex<tls::CertClientMap>,
     pool_idle_timeout: Duration,
     /// How long a token endpoint may take.
     token_timeout: Duration,

@@ -50,6 +50,18 @@ pub enum CredentialKind {
     /// `Authorization: Bearer …`.
     #[serde(rename = "oauth_refresh")]
     OAuthRefresh(OAuthClient),
+    /// A TLS client certificate (mutual TLS): the value is the PEM private key (PKCS#8,
+    /// PKCS#1 or SEC1); the configuration holds the PEM certificate chain, leaf first. The
+    /// HTTP channel presents it in the TLS handshake with the bound base URLs, on connections
+    /// of their own (never shared with another credential or with calls without one).
+    #[serde(rename = "client_certificate")]
+    ClientCertificate(ClientCertificate),
+    /// An OpenSSH certificate authority: the value is the CA's OpenSSH private key (with its
+    /// passphrase, if any). For each SSH connection it opens, the SSH channel makes a fresh
+    /// key pair and signs a short-lived user certificate for it, valid for the inventory
+    /// host's user only; the server trusts the CA (`TrustedUserCAKeys`).
+    #[serde(rename = "ssh_certificate_authority")]
+    SshCertificateAuthority(SshCertificateAuthority),
 }
 
 impl CredentialKind {
@@ -57,6 +69,15 @@ impl CredentialKind {
     /// [`per_subject`](OAuthClient::per_subject)).
     pub fn per_subject(&self) -> bool {
         self.oauth().is_some_and(|c| c.per_subject)
+    }
+
+    /// Whether the credential is used by the SSH channel (bound to SSH hosts and users, never
+    /// to URLs): an SSH key, an SSH password or an SSH certificate authority.
+    pub fn is_ssh(&self) -> bool {
+        matches!(
+            self,
+            Self::SshKey | Self::SshPassword | Self::SshCertificateAuthority(_)
+        )
     }
 
     /// The OAuth client configuration, for the two OAuth kinds.
@@ -116,6 +137,88 @@ impl OAuthClient {
     pub fn with_scopes<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
         self.scopes = scopes.into_iter().map(Into::into).collect();
         self
+    }
+}
+
+/// The public half of a [`CredentialKind::ClientCertificate`]: the certificate chain the
+/// channel presents with the private key the vault holds.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ClientCertificate {
+    /// The PEM certificate chain, leaf first (`-----BEGIN CERTIFICATE-----` blocks). Not
+    /// secret: a server sees it in every handshake.
+    pub certificate_chain: String,
+}
+
+impl ClientCertificate {
+    /// A client certificate whose chain is `certificate_chain` (PEM, leaf first).
+    pub fn new(certificate_chain: impl Into<String>) -> Self {
+        Self {
+            certificate_chain: certificate_chain.into(),
+        }
+    }
+
+    /// How many PEM certificates the chain holds.
+    pub fn certificate_count(&self) -> usize {
+        self.certificate_chain
+            .matches("-----BEGIN CERTIFICATE-----")
+            .count()
+    }
+}
+
+impl fmt::Debug for ClientCertificate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The chain is public, but long: its size says enough in a debug line.
+        f.debug_struct("ClientCertificate")
+            .field("certificates", &self.certificate_count())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an [`CredentialKind::SshCertificateAuthority`] signs the user certificates the SSH
+/// channel authenticates with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SshCertificateAuthority {
+    /// How long each certificate is valid, in seconds: from
+    /// [`MIN_VALIDITY_SECS`](Self::MIN_VALIDITY_SECS) to
+    /// [`MAX_VALIDITY_SECS`](Self::MAX_VALIDITY_SECS), [`DEFAULT_VALIDITY_SECS`](Self::DEFAULT_VALIDITY_SECS)
+    /// when not given. A certificate is needed only while a connection authenticates; the
+    /// connection outlives it.
+    #[serde(default = "SshCertificateAuthority::default_validity")]
+    pub validity_secs: u32,
+}
+
+impl SshCertificateAuthority {
+    /// The validity when none is given: five minutes.
+    pub const DEFAULT_VALIDITY_SECS: u32 = 300;
+    /// The shortest validity accepted.
+    pub const MIN_VALIDITY_SECS: u32 = 30;
+    /// The longest validity accepted: one hour (the certificates are short-lived by design).
+    pub const MAX_VALIDITY_SECS: u32 = 3600;
+
+    /// A CA whose certificates are valid for [`DEFAULT_VALIDITY_SECS`](Self::DEFAULT_VALIDITY_SECS).
+    pub fn new() -> Self {
+        Self {
+            validity_secs: Self::DEFAULT_VALIDITY_SECS,
+        }
+    }
+
+    /// Certificates valid for `secs` seconds (checked when the credential is stored).
+    #[must_use]
+    pub fn with_validity_secs(mut self, secs: u32) -> Self {
+        self.validity_secs = secs;
+        self
+    }
+
+    fn default_validity() -> u32 {
+        Self::DEFAULT_VALIDITY_SECS
+    }
+}
+
+impl Default for SshCertificateAuthority {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -316,5 +419,114 @@ impl fmt::Debug for Credential {
             out.field("subject", subject);
         }
         out.finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vault::check_meta;
+
+    const CHAIN: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n";
+
+    #[test]
+    fn the_new_kinds_serialize_flat_beside_their_tag_and_the_old_ones_as_before() {
+        let cert = CredentialKind::ClientCertificate(ClientCertificate::new(CHAIN));
+        assert_eq!(
+            serde_json::to_value(&cert).unwrap(),
+            serde_json::json!({"kind": "client_certificate", "certificate_chain": CHAIN})
+        );
+        let ca = CredentialKind::SshCertificateAuthority(
+            SshCertificateAuthority::new().with_validity_secs(120),
+        );
+        assert_eq!(
+            serde_json::to_value(&ca).unwrap(),
+            serde_json::json!({"kind": "ssh_certificate_authority", "validity_secs": 120})
+        );
+        // Without a validity, the default.
+        let read: CredentialKind =
+            serde_json::from_value(serde_json::json!({"kind": "ssh_certificate_authority"}))
+                .unwrap();
+        assert_eq!(
+            read,
+            CredentialKind::SshCertificateAuthority(SshCertificateAuthority::new())
+        );
+        assert_eq!(
+            SshCertificateAuthority::new().validity_secs,
+            SshCertificateAuthority::DEFAULT_VALIDITY_SECS
+        );
+        assert_eq!(
+            serde_json::to_value(CredentialKind::SshKey).unwrap(),
+            serde_json::json!({"kind": "ssh_key"})
+        );
+        assert_eq!(
+            serde_json::to_value(CredentialKind::Bearer).unwrap(),
+            serde_json::json!({"kind": "bearer"})
+        );
+    }
+
+    #[test]
+    fn the_certificate_authority_is_an_ssh_kind_and_the_client_certificate_is_not() {
+        assert!(CredentialKind::SshCertificateAuthority(SshCertificateAuthority::new()).is_ssh());
+        assert!(CredentialKind::SshKey.is_ssh());
+        assert!(CredentialKind::SshPassword.is_ssh());
+        assert!(!CredentialKind::ClientCertificate(ClientCertificate::new(CHAIN)).is_ssh());
+        assert!(!CredentialKind::Bearer.is_ssh());
+    }
+
+    #[test]
+    fn a_client_certificate_prints_its_size_and_its_credential_no_key() {
+        let key = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIKEYMATERIALCANARY\n-----END PRIVATE KEY-----\n";
+        let meta = CredentialMeta::new(
+            "mtls",
+            CredentialKind::ClientCertificate(ClientCertificate::new(CHAIN)),
+            Binding::url("https://api.example.com"),
+        );
+        let credential = Credential::new(meta, Secret::new(key));
+        let debug = format!("{credential:?}");
+        assert_eq!(
+            debug,
+            "Credential { name: \"mtls\", kind: ClientCertificate(ClientCertificate { certificates: 2, .. }), version: 1, .. }"
+        );
+        assert!(!debug.contains("KEYMATERIALCANARY"));
+    }
+
+    #[test]
+    fn the_vault_checks_refuse_a_chain_without_certificates_and_a_long_validity() {
+        let cert = |chain: &str| {
+            CredentialMeta::new(
+                "mtls",
+                CredentialKind::ClientCertificate(ClientCertificate::new(chain)),
+                Binding::url("https://api.example.com"),
+            )
+        };
+        assert!(check_meta(&cert(CHAIN)).is_ok());
+        let err = check_meta(&cert("not pem")).unwrap_err();
+        assert!(err.to_string().contains("BEGIN CERTIFICATE"), "{err}");
+        // An HTTP kind: bound to URLs, not SSH hosts.
+        let mut on_ssh = cert(CHAIN);
+        on_ssh.binding = Binding::ssh("web1", "root");
+        assert!(check_meta(&on_ssh).is_err());
+
+        let ca = |secs: u32| {
+            CredentialMeta::new(
+                "web-ca",
+                CredentialKind::SshCertificateAuthority(
+                    SshCertificateAuthority::new().with_validity_secs(secs),
+                ),
+                Binding::ssh("web1", "root"),
+            )
+        };
+        assert!(check_meta(&ca(300)).is_ok());
+        assert!(check_meta(&ca(30)).is_ok());
+        assert!(check_meta(&ca(3600)).is_ok());
+        for bad in [0, 29, 3601, 86_400] {
+            let err = check_meta(&ca(bad)).unwrap_err();
+            assert!(err.to_string().contains("validity_secs"), "{bad}: {err}");
+        }
+        // An SSH kind: bound to SSH hosts, not URLs.
+        let mut on_url = ca(300);
+        on_url.binding = Binding::url("https://api.example.com");
+        assert!(check_meta(&on_url).is_err());
     }
 }

@@ -32,8 +32,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use self::credential::{
-    ApiKeyPlacement, Binding, Credential, CredentialKind, CredentialMeta, OAuthClient, Secret,
-    SshBinding,
+    ApiKeyPlacement, Binding, ClientCertificate, Credential, CredentialKind, CredentialMeta,
+    OAuthClient, Secret, SshBinding, SshCertificateAuthority,
 };
 pub use self::grant::{
     Grant, GrantKey, GrantStore, GrantSummary, GrantUpdate, RefreshHold, Replaced,
@@ -188,10 +188,7 @@ pub trait VaultAdmin: Send + Sync {
 /// [`VaultError::Invalid`] with a sentence saying what is wrong.
 pub fn check_meta(meta: &CredentialMeta) -> Result<(), VaultError> {
     check_name(&meta.name)?;
-    let ssh_kind = matches!(
-        meta.kind,
-        CredentialKind::SshKey | CredentialKind::SshPassword
-    );
+    let ssh_kind = meta.kind.is_ssh();
     let invalid = |m: &str| Err(VaultError::Invalid(m.to_owned()));
     if ssh_kind {
         if meta.binding.ssh.is_empty() || !meta.binding.urls.is_empty() {
@@ -250,6 +247,20 @@ pub fn check_meta(meta: &CredentialMeta) -> Result<(), VaultError> {
         }
         CredentialKind::OAuthClientCredentials(client) | CredentialKind::OAuthRefresh(client) => {
             check_oauth_client(client)?;
+        }
+        CredentialKind::ClientCertificate(cert) if cert.certificate_count() == 0 => {
+            return invalid(
+                "a client certificate's chain is PEM with at least one -----BEGIN CERTIFICATE----- block, leaf first",
+            );
+        }
+        CredentialKind::SshCertificateAuthority(ca)
+            if !(SshCertificateAuthority::MIN_VALIDITY_SECS
+                ..=SshCertificateAuthority::MAX_VALIDITY_SECS)
+                .contains(&ca.validity_secs) =>
+        {
+            return invalid(
+                "an SSH certificate authority's validity_secs is from 30 to 3600 (certificates are short-lived)",
+            );
         }
         _ => {}
     }

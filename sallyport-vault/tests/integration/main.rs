@@ -8,5 +8,6 @@
 //! `cargo test -p sallyport-vault --test integration vault_file::`.
 
 mod vault_file;
+mod vault_file_certificates;
 mod vault_file_grants;
 mod vault_keychain;
