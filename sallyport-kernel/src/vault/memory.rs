@@ -7,8 +7,8 @@ use async_trait::async_trait;
 
 use super::{
     Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantSummary,
-    GrantUpdate, Replaced, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta, retire,
-    scrubber_with_grants,
+    GrantUpdate, HostedGrants, Replaced, Secret, Vault, VaultAdmin, VaultError, VaultState,
+    check_meta, retire, scrubber_with_grants,
 };
 use crate::scrub::Scrubber;
 
@@ -16,10 +16,13 @@ use crate::scrub::Scrubber;
 /// switch its state (to test refusals).
 ///
 /// It keeps the OAuth grants of its credentials too ([`Vault::grants`]): one shared grant per
-/// OAuth credential, or one per subject for a credential held for each subject.
+/// OAuth credential, or one per subject for a credential held for each subject; or, with
+/// [`MemoryVault::with_grant_store`], in a store of the host's choosing.
 #[derive(Default)]
 pub struct MemoryVault {
     inner: Arc<Mutex<Inner>>,
+    /// The store the grants live in instead of this vault, if the host gave one.
+    hosted: Option<Arc<dyn GrantStore>>,
 }
 
 #[derive(Default)]
@@ -88,6 +91,39 @@ impl MemoryVault {
         Self::default()
     }
 
+    /// Keeps the OAuth grants of this vault's credentials in `store` (a store the fleet
+    /// shares, such as `sallyport_postgres::PgGrantStore`) while the vault keeps the
+    /// credentials and their client secrets: [`Vault::grants`] and every OAuth credential
+    /// [`Vault::resolve`] returns hand out `store`, checked against this vault's credentials
+    /// ([`HostedGrants`]), and the vault's scrubber knows the tokens read from it. Grants
+    /// this vault held itself are no longer used; a credential replaced or removed leaves its
+    /// grants in `store` (remove them there).
+    #[must_use]
+    pub fn with_grant_store(mut self, store: Arc<dyn GrantStore>) -> Self {
+        self.hosted = Some(store);
+        self
+    }
+
+    /// The grant store handed out: the host's, checked against this vault's credentials, or
+    /// the vault's own.
+    fn grant_store(&self) -> Arc<dyn GrantStore> {
+        match &self.hosted {
+            Some(store) => {
+                let inner = Arc::clone(&self.inner);
+                Arc::new(HostedGrants::new(Arc::clone(store), move |name| {
+                    let inner = inner.lock().unwrap_or_else(PoisonError::into_inner);
+                    if inner.locked {
+                        return Err(VaultError::Locked);
+                    }
+                    Ok(inner.entries.get(name).map(|c| c.meta().kind.clone()))
+                }))
+            }
+            None => Arc::new(MemoryGrants {
+                inner: Arc::clone(&self.inner),
+            }),
+        }
+    }
+
     /// Stores (or replaces, with a new version) a credential.
     pub fn set(&self, mut meta: CredentialMeta, secret: Secret) {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -128,6 +164,7 @@ impl std::fmt::Debug for MemoryVault {
         f.debug_struct("MemoryVault")
             .field("locked", &inner.locked)
             .field("names", &inner.entries.keys().collect::<Vec<_>>())
+            .field("grant_store", &self.hosted)
             .finish_non_exhaustive()
     }
 }
@@ -153,19 +190,16 @@ impl Vault for MemoryVault {
             .get(name)
             .cloned()
             .ok_or_else(|| VaultError::NotFound(name.to_owned()))?;
+        drop(inner);
         Ok(if credential.meta().kind.oauth().is_some() {
-            credential.with_grants(Arc::new(MemoryGrants {
-                inner: Arc::clone(&self.inner),
-            }))
+            credential.with_grants(self.grant_store())
         } else {
             credential
         })
     }
 
     fn grants(&self) -> Option<Arc<dyn GrantStore>> {
-        Some(Arc::new(MemoryGrants {
-            inner: Arc::clone(&self.inner),
-        }))
+        Some(self.grant_store())
     }
 
     fn scrubber(&self) -> Arc<Scrubber> {
@@ -173,16 +207,24 @@ impl Vault for MemoryVault {
         if inner.locked {
             return Arc::new(Scrubber::empty());
         }
-        if let Some(s) = &inner.scrubber {
-            return Arc::clone(s);
+        let base = match &inner.scrubber {
+            Some(s) => Arc::clone(s),
+            None => {
+                let scrubber = Arc::new(scrubber_with_grants(
+                    inner.entries.values(),
+                    inner.grants.values(),
+                    &inner.retired,
+                ));
+                inner.scrubber = Some(Arc::clone(&scrubber));
+                scrubber
+            }
+        };
+        drop(inner);
+        // The tokens read from a host's grant store are known too.
+        match self.hosted.as_ref().and_then(|s| s.secrets()) {
+            Some(seen) => seen.scrubber_over(base),
+            None => base,
         }
-        let scrubber = Arc::new(scrubber_with_grants(
-            inner.entries.values(),
-            inner.grants.values(),
-            &inner.retired,
-        ));
-        inner.scrubber = Some(Arc::clone(&scrubber));
-        scrubber
     }
 }
 
