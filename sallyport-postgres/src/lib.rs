@@ -90,6 +90,7 @@ mod approvals;
 mod builder;
 mod calls;
 mod error;
+mod grants;
 mod lease;
 mod reads;
 mod schema;
@@ -114,6 +115,7 @@ use tokio::task::JoinHandle;
 
 pub use crate::builder::PostgresJournalBuilder;
 pub use crate::error::PostgresError;
+pub use crate::grants::{GrantKek, PgGrantStore, PgGrantStoreBuilder};
 pub use crate::lease::ClaimedAttempt;
 pub use crate::schema::SCHEMA_VERSION;
 use crate::shared::Shared;

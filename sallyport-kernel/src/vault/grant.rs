@@ -76,6 +76,27 @@ pub struct GrantSummary {
 }
 
 impl GrantSummary {
+    /// A summary from what a store keeps beside a sealed grant (for stores that list grants
+    /// without opening them): `expires_at_ms` is `None` without an access token.
+    pub fn new(
+        key: &GrantKey,
+        scopes: Vec<String>,
+        version: u64,
+        expires_at_ms: Option<u64>,
+        refresh_token: bool,
+        reconnect: Option<String>,
+    ) -> Self {
+        Self {
+            credential: key.credential.clone(),
+            subject: key.subject.clone(),
+            scopes,
+            version,
+            expires_at_ms,
+            refresh_token,
+            reconnect,
+        }
+    }
+
     /// The summary of `grant`, the grant of `key` for a credential asking for `scopes`.
     pub fn of(key: &GrantKey, scopes: &[String], grant: &Grant) -> Self {
         Self {
