@@ -471,34 +471,37 @@ pub async fn debug_shows_no_token_and_the_scrubber_knows_them(f: &GrantFixture) 
     }
 }
 
-/// Takes the refresh hold of `key` on `store` from a thread of its own; the answer comes on
-/// the returned channel, and the hold lasts until the thread is told to let go.
-fn hold_on_thread(
-    store: Arc<dyn GrantStore>,
-    key: GrantKey,
-) -> (
-    mpsc::Receiver<Result<Option<u64>, VaultError>>,
-    mpsc::Sender<()>,
-    std::thread::JoinHandle<()>,
-) {
+/// A refresh hold taken on a thread of its own: the answer (the version read under the
+/// hold, `None` from a store that holds nothing), and the sender that lets it go.
+struct HeldOnThread {
+    taken: mpsc::Receiver<Result<Option<u64>, VaultError>>,
+    release: mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// Takes the refresh hold of `key` on `store` from a thread of its own; the hold lasts
+/// until the thread is told to let go.
+fn hold_on_thread(store: Arc<dyn GrantStore>, key: GrantKey) -> HeldOnThread {
     let (took, taken) = mpsc::channel();
     let (release, released) = mpsc::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        match store.hold_refresh(&key) {
-            Ok(Some((grant, hold))) => {
-                let _ = took.send(Ok(Some(grant.version())));
-                let _ = released.recv();
-                drop(hold);
-            }
-            Ok(None) => {
-                let _ = took.send(Ok(None));
-            }
-            Err(e) => {
-                let _ = took.send(Err(e));
-            }
+    let thread = std::thread::spawn(move || match store.hold_refresh(&key) {
+        Ok(Some((grant, hold))) => {
+            let _ = took.send(Ok(Some(grant.version())));
+            let _ = released.recv();
+            drop(hold);
+        }
+        Ok(None) => {
+            let _ = took.send(Ok(None));
+        }
+        Err(e) => {
+            let _ = took.send(Err(e));
         }
     });
-    (taken, release, thread)
+    HeldOnThread {
+        taken,
+        release,
+        thread,
+    }
 }
 
 /// The refresh hold of a grant excludes a second holder on the other handle until the
@@ -507,22 +510,22 @@ fn hold_on_thread(
 pub async fn a_refresh_hold_excludes_a_second_holder_until_it_lets_go(f: &GrantFixture) {
     let gina = f.subject("gina");
     f.store.put(&gina, connected("rt-gina-1")).await.expect("put");
-    let (first, release_first, first_thread) = hold_on_thread(Arc::clone(&f.store), gina.clone());
+    let first = hold_on_thread(Arc::clone(&f.store), gina.clone());
     let got = first
+        .taken
         .recv_timeout(Duration::from_secs(10))
         .expect("the first hold answers")
         .expect("the first hold is taken");
     if !f.holds_across_processes {
         assert_eq!(got, None, "a store of one process holds nothing");
-        first_thread.join().expect("thread");
+        first.thread.join().expect("thread");
         return;
     }
     assert_eq!(got, Some(1), "the hold reads the grant under it");
-    let (second, release_second, second_thread) =
-        hold_on_thread(Arc::clone(&f.other), gina.clone());
+    let second = hold_on_thread(Arc::clone(&f.other), gina.clone());
     assert!(
         matches!(
-            second.recv_timeout(Duration::from_millis(400)),
+            second.taken.recv_timeout(Duration::from_millis(400)),
             Err(mpsc::RecvTimeoutError::Timeout)
         ),
         "a second holder got the hold while the first held it"
@@ -530,15 +533,16 @@ pub async fn a_refresh_hold_excludes_a_second_holder_until_it_lets_go(f: &GrantF
     // Another subject refreshes meanwhile.
     let hank = f.subject("hank");
     f.other.put(&hank, connected("rt-hank-1")).await.expect("put");
-    let (third, release_third, third_thread) = hold_on_thread(Arc::clone(&f.other), hank);
+    let third = hold_on_thread(Arc::clone(&f.other), hank);
     assert_eq!(
         third
+            .taken
             .recv_timeout(Duration::from_secs(10))
             .expect("another subject's hold is not held up")
             .expect("hold"),
         Some(1)
     );
-    let _ = release_third.send(());
+    let _ = third.release.send(());
     // The first holder refreshes and lets go; the second reads the new grant under its hold.
     let Ok(Replaced::Stored(_)) = f
         .store
@@ -547,15 +551,16 @@ pub async fn a_refresh_hold_excludes_a_second_holder_until_it_lets_go(f: &GrantF
     else {
         panic!("the holder stores its refresh");
     };
-    let _ = release_first.send(());
+    let _ = first.release.send(());
     let got = second
+        .taken
         .recv_timeout(Duration::from_secs(10))
         .expect("the second holder gets the hold once the first lets go")
         .expect("hold");
     assert_eq!(got, Some(2), "the second holder reads what the first stored");
-    let _ = release_second.send(());
-    for thread in [first_thread, second_thread, third_thread] {
-        thread.join().expect("thread");
+    let _ = second.release.send(());
+    for held in [first, second, third] {
+        held.thread.join().expect("thread");
     }
 }
 

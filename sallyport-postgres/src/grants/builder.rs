@@ -20,6 +20,7 @@ pub struct PgGrantStoreBuilder {
     previous: Vec<GrantKek>,
     scopes: BTreeMap<String, Vec<String>>,
     pool_size: usize,
+    hold_connections: usize,
     connect_timeout: Duration,
     #[cfg(feature = "tls")]
     tls: Option<rustls::ClientConfig>,
@@ -44,6 +45,7 @@ impl PgGrantStoreBuilder {
             previous: Vec::new(),
             scopes: BTreeMap::new(),
             pool_size: 4,
+            hold_connections: 8,
             connect_timeout: Duration::from_secs(5),
             #[cfg(feature = "tls")]
             tls: None,
@@ -72,11 +74,18 @@ impl PgGrantStoreBuilder {
         self
     }
 
-    /// How many connections the pool keeps at most (default 4); a held refresh right
-    /// ([`GrantStore::hold_refresh`](sallyport_core::vault::GrantStore::hold_refresh))
-    /// keeps one while it is held.
+    /// How many connections reads and writes share at most (default 4).
     pub fn pool_size(mut self, connections: usize) -> Self {
         self.pool_size = connections.max(2);
+        self
+    }
+
+    /// How many grants this process may hold or wait to hold the refresh right of at once
+    /// (default 8): each held or awaited right
+    /// ([`GrantStore::hold_refresh`](sallyport_core::vault::GrantStore::hold_refresh))
+    /// keeps a connection of its own; holders of one key queue in memory and use one.
+    pub fn hold_connections(mut self, connections: usize) -> Self {
+        self.hold_connections = connections.max(1);
         self
     }
 
@@ -112,7 +121,15 @@ impl PgGrantStoreBuilder {
             self.pool_size,
             self.connect_timeout,
             #[cfg(feature = "tls")]
-            self.tls,
+            self.tls.clone(),
+        )
+        .map_err(|e| VaultError::Backend(format!("the grant store cannot open {target}: {e}")))?;
+        let (hold_pool, _) = connect_pool(
+            &self.url,
+            self.hold_connections,
+            self.connect_timeout,
+            #[cfg(feature = "tls")]
+            self.tls.clone(),
         )
         .map_err(|e| VaultError::Backend(format!("the grant store cannot open {target}: {e}")))?;
         {
@@ -140,6 +157,8 @@ impl PgGrantStoreBuilder {
         Ok(PgGrantStore {
             inner: Arc::new(Inner {
                 pool,
+                hold_pool,
+                holding: std::sync::Mutex::default(),
                 target,
                 keys: RwLock::new(Keys {
                     current: self.key,

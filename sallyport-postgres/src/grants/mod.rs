@@ -12,6 +12,10 @@
 //! - `hold_refresh` takes a transaction-scoped advisory lock on a hash of the key, on a
 //!   connection the hold keeps with its transaction open: let go when the hold drops
 //!   (rolled back) and when the process dies (the server ends the connection's transaction).
+//!   Holds take their connections from a pool of their own, so holders waiting for the lock
+//!   never starve the holder's own `replace` of a connection; and within one process the
+//!   holders of one key queue in memory first, so a key ties up one waiting connection per
+//!   process, not one per waiting call.
 
 mod builder;
 mod seal;
@@ -63,6 +67,10 @@ pub struct PgGrantStore {
 
 struct Inner {
     pool: Pool,
+    /// The connections refresh holds keep (see `hold_refresh`).
+    hold_pool: Pool,
+    /// The in-process queue of each key's holders.
+    holding: std::sync::Mutex<std::collections::HashMap<GrantKey, Arc<tokio::sync::Mutex<()>>>>,
     target: String,
     /// The key every write seals under, and older keys rows may still be under.
     keys: RwLock<Keys>,
@@ -236,12 +244,60 @@ impl PgGrantStore {
     }
 
     async fn client(&self) -> Result<Object, VaultError> {
-        self.inner.pool.get().await.map_err(|e| match e {
+        Self::from_pool(&self.inner.pool).await
+    }
+
+    async fn from_pool(pool: &Pool) -> Result<Object, VaultError> {
+        pool.get().await.map_err(|e| match e {
             deadpool_postgres::PoolError::Backend(e) => backend("connect", &e),
             _ => VaultError::Backend(
                 "the grant store could not connect (no connection within the timeout)".into(),
             ),
         })
+    }
+
+    /// The in-process queue of `key`'s holders (dropping the queues nobody is in).
+    fn queue_of(&self, key: &GrantKey) -> Arc<tokio::sync::Mutex<()>> {
+        let mut holding = self
+            .inner
+            .holding
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        holding.retain(|_, queue| Arc::strong_count(queue) > 1);
+        Arc::clone(holding.entry(key.clone()).or_default())
+    }
+
+    /// Takes the hold of `key`: first in this process, then against every other process
+    /// (the advisory lock), and reads the grant under it.
+    async fn hold(&self, key: &GrantKey) -> Result<(Grant, PgHold), VaultError> {
+        let queued = self.queue_of(key).lock_owned().await;
+        let client = Self::from_pool(&self.inner.hold_pool).await?;
+        client
+            .batch_execute("BEGIN")
+            .await
+            .map_err(|e| backend("begin the refresh hold", &e))?;
+        // From here on a failure rolls back (the hold's drop).
+        let mut hold = PgHold {
+            client: Some(client),
+            _queued: queued,
+            runtime: self.inner.runtime.clone(),
+        };
+        let client = hold
+            .client
+            .as_ref()
+            .ok_or_else(|| VaultError::Backend("the refresh hold lost its connection".into()))?;
+        client
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&lock_id(key)])
+            .await
+            .map_err(|e| backend("take the refresh hold", &e))?;
+        let grant = self.current_on(client, key).await;
+        match grant {
+            Ok(grant) => Ok((grant, hold)),
+            Err(e) => {
+                drop(hold.client.take().map(Object::take));
+                Err(e)
+            }
+        }
     }
 
     /// The grant of `key` as `client` reads it now; `None` when no row holds it.
@@ -409,27 +465,7 @@ impl GrantStore for PgGrantStore {
         };
         let key = key.clone();
         self.inner.runtime.spawn(async move {
-            let held = async {
-                let client = store.client().await?;
-                client
-                    .batch_execute("BEGIN")
-                    .await
-                    .map_err(|e| backend("begin the refresh hold", &e))?;
-                let hold = PgHold {
-                    client: Some(client),
-                    runtime: store.inner.runtime.clone(),
-                };
-                let client = hold.client.as_ref().ok_or_else(|| {
-                    VaultError::Backend("the refresh hold lost its connection".into())
-                })?;
-                client
-                    .execute("SELECT pg_advisory_xact_lock($1)", &[&lock_id(&key)])
-                    .await
-                    .map_err(|e| backend("take the refresh hold", &e))?;
-                let grant = store.current_on(client, &key).await?;
-                Ok::<_, VaultError>((grant, hold))
-            }
-            .await;
+            let held = store.hold(&key).await;
             // A caller that stopped waiting drops the hold with the message: let go at once.
             let _ = answer.send(held);
         });
@@ -503,12 +539,14 @@ impl GrantStore for PgGrantStore {
     }
 }
 
-/// A held refresh right: a pooled connection inside a transaction holding the key's
-/// advisory lock. Dropped: rolled back on the store's runtime, then the connection goes
-/// back to the pool (or is closed if the rollback failed). The server lets the lock go
+/// A held refresh right: this process's turn for the key, and a pooled connection inside a
+/// transaction holding the key's advisory lock. Dropped: rolled back on the store's
+/// runtime, then the connection goes back to the pool (or is closed if the rollback
+/// failed), and the next holder in this process takes its turn. The server lets the lock go
 /// by itself when the process dies and the connection ends.
 struct PgHold {
     client: Option<Object>,
+    _queued: tokio::sync::OwnedMutexGuard<()>,
     runtime: Handle,
 }
 
