@@ -204,13 +204,12 @@ pub(crate) fn connect_pool(
     connect_timeout: Duration,
     #[cfg(feature = "tls")] tls: Option<rustls::ClientConfig>,
 ) -> Result<(Pool, Redactor), PostgresError> {
-    let mut config: tokio_postgres::Config =
-        url.parse().map_err(|e: tokio_postgres::Error| {
-            PostgresError::own(format!(
-                "not a PostgreSQL connection string: {}",
-                Redactor::default().redact(&e.to_string())
-            ))
-        })?;
+    let mut config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+        PostgresError::own(format!(
+            "not a PostgreSQL connection string: {}",
+            Redactor::default().redact(&e.to_string())
+        ))
+    })?;
     let redactor = Redactor::new(config.get_password());
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(connect_timeout);

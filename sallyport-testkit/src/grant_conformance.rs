@@ -129,7 +129,10 @@ impl GrantFixture {
 
     /// The vault's scrubber, which must know every token read from the store.
     #[must_use]
-    pub fn scrubber(mut self, scrubber: impl Fn() -> Arc<Scrubber> + Send + Sync + 'static) -> Self {
+    pub fn scrubber(
+        mut self,
+        scrubber: impl Fn() -> Arc<Scrubber> + Send + Sync + 'static,
+    ) -> Self {
         self.scrubber = Some(Arc::new(scrubber));
         self
     }
@@ -209,7 +212,9 @@ pub async fn version_zero_creates_a_subjects_grant_once(f: &GrantFixture) {
 /// A `replace` at a stale version is `Changed` with the grant as it is now, whichever
 /// handle stored the newer one, and stores nothing; at the current version it is stored at
 /// the next one.
-pub async fn a_stale_version_is_changed_with_the_current_grant_and_stores_nothing(f: &GrantFixture) {
+pub async fn a_stale_version_is_changed_with_the_current_grant_and_stores_nothing(
+    f: &GrantFixture,
+) {
     let bob = f.subject("bob");
     let first = f.store.put(&bob, connected("rt-bob-1")).await.expect("put");
     assert_eq!(first.version(), 1);
@@ -270,7 +275,10 @@ pub async fn a_shared_grant_starts_empty_at_version_zero(f: &GrantFixture) {
         .expect("second first grant");
     match late {
         Replaced::Changed(current) => {
-            assert_eq!((current.version(), access(&current)), (1, Some("at-shared-1")));
+            assert_eq!(
+                (current.version(), access(&current)),
+                (1, Some("at-shared-1"))
+            );
         }
         other => panic!("a second create at version 0 is Changed: {other:?}"),
     }
@@ -290,7 +298,10 @@ pub async fn put_stores_whatever_the_version_and_retries_a_lost_race(f: &GrantFi
         let key = carol.clone();
         tasks.push(tokio::spawn(async move {
             store
-                .put(&key, issued(&format!("at-carol-{n}"), Some(&format!("rt-carol-{n}"))))
+                .put(
+                    &key,
+                    issued(&format!("at-carol-{n}"), Some(&format!("rt-carol-{n}"))),
+                )
                 .await
                 .map(|g| g.version())
         }));
@@ -300,7 +311,11 @@ pub async fn put_stores_whatever_the_version_and_retries_a_lost_race(f: &GrantFi
         versions.push(task.await.expect("task").expect("put"));
     }
     versions.sort_unstable();
-    assert_eq!(versions, (1..=8).collect::<Vec<u64>>(), "each put stored one version");
+    assert_eq!(
+        versions,
+        (1..=8).collect::<Vec<u64>>(),
+        "each put stored one version"
+    );
     let now = f.store.current(&carol).await.expect("current");
     assert_eq!(now.version(), 8);
     let token = access(&now).expect("an access token");
@@ -315,13 +330,19 @@ pub async fn remove_and_list_show_no_token(f: &GrantFixture) {
         f.store
             .put(
                 &f.subject(subject),
-                issued(&format!("at-canary-{subject}"), Some(&format!("rt-canary-{subject}"))),
+                issued(
+                    &format!("at-canary-{subject}"),
+                    Some(&format!("rt-canary-{subject}")),
+                ),
             )
             .await
             .expect("put");
     }
     f.store
-        .put(&GrantKey::shared(f.shared.as_str()), issued("at-canary-shared", None))
+        .put(
+            &GrantKey::shared(f.shared.as_str()),
+            issued("at-canary-shared", None),
+        )
         .await
         .expect("put shared");
     let all = f.other.list(None).await.expect("list");
@@ -390,7 +411,10 @@ pub async fn subjects_never_see_each_others_grants(f: &GrantFixture) {
             for round in 0..3 {
                 let token = format!("at-user-{n:02}-{round}");
                 store
-                    .put(&key, issued(&token, Some(&format!("rt-user-{n:02}-{round}"))))
+                    .put(
+                        &key,
+                        issued(&token, Some(&format!("rt-user-{n:02}-{round}"))),
+                    )
                     .await
                     .expect("put");
                 let read = reader.current(&key).await.expect("current");
@@ -409,21 +433,28 @@ pub async fn subjects_never_see_each_others_grants(f: &GrantFixture) {
     if f.checks_credentials {
         assert!(
             matches!(
-                f.store.current(&GrantKey::shared(f.per_subject.as_str())).await,
+                f.store
+                    .current(&GrantKey::shared(f.per_subject.as_str()))
+                    .await,
                 Err(VaultError::NotFound(_))
             ),
             "a per-subject credential has no shared grant"
         );
         assert!(
             matches!(
-                f.store.current(&GrantKey::for_subject(f.shared.as_str(), "alice")).await,
+                f.store
+                    .current(&GrantKey::for_subject(f.shared.as_str(), "alice"))
+                    .await,
                 Err(VaultError::NotFound(_))
             ),
             "a shared credential has no subject's grant"
         );
         assert!(matches!(
             f.store
-                .put(&GrantKey::for_subject("no-such-credential", "alice"), connected("rt"))
+                .put(
+                    &GrantKey::for_subject("no-such-credential", "alice"),
+                    connected("rt")
+                )
                 .await,
             Err(VaultError::NotFound(_))
         ));
@@ -436,12 +467,19 @@ pub async fn debug_shows_no_token_and_the_scrubber_knows_them(f: &GrantFixture) 
     let frank = f.subject("frank");
     let first = f
         .store
-        .put(&frank, issued("at-canary-frank-1", Some("rt-canary-frank-1")))
+        .put(
+            &frank,
+            issued("at-canary-frank-1", Some("rt-canary-frank-1")),
+        )
         .await
         .expect("put");
     let answer = f
         .store
-        .replace(&frank, first.version(), issued("at-canary-frank-2", Some("rt-canary-frank-2")))
+        .replace(
+            &frank,
+            first.version(),
+            issued("at-canary-frank-2", Some("rt-canary-frank-2")),
+        )
         .await
         .expect("replace");
     let now = f.other.current(&frank).await.expect("current");
@@ -466,7 +504,10 @@ pub async fn debug_shows_no_token_and_the_scrubber_knows_them(f: &GrantFixture) 
             "at-canary-frank-1",
             "rt-canary-frank-1",
         ] {
-            assert!(scrubber.covers(token), "the vault's scrubber misses {token}");
+            assert!(
+                scrubber.covers(token),
+                "the vault's scrubber misses {token}"
+            );
         }
     }
 }
@@ -509,7 +550,10 @@ fn hold_on_thread(store: Arc<dyn GrantStore>, key: GrantKey) -> HeldOnThread {
 /// subject's hold is not held up. A store one process uses answers `None`.
 pub async fn a_refresh_hold_excludes_a_second_holder_until_it_lets_go(f: &GrantFixture) {
     let gina = f.subject("gina");
-    f.store.put(&gina, connected("rt-gina-1")).await.expect("put");
+    f.store
+        .put(&gina, connected("rt-gina-1"))
+        .await
+        .expect("put");
     let first = hold_on_thread(Arc::clone(&f.store), gina.clone());
     let got = first
         .taken
@@ -532,7 +576,10 @@ pub async fn a_refresh_hold_excludes_a_second_holder_until_it_lets_go(f: &GrantF
     );
     // Another subject refreshes meanwhile.
     let hank = f.subject("hank");
-    f.other.put(&hank, connected("rt-hank-1")).await.expect("put");
+    f.other
+        .put(&hank, connected("rt-hank-1"))
+        .await
+        .expect("put");
     let third = hold_on_thread(Arc::clone(&f.other), hank);
     assert_eq!(
         third
@@ -557,7 +604,11 @@ pub async fn a_refresh_hold_excludes_a_second_holder_until_it_lets_go(f: &GrantF
         .recv_timeout(Duration::from_secs(10))
         .expect("the second holder gets the hold once the first lets go")
         .expect("hold");
-    assert_eq!(got, Some(2), "the second holder reads what the first stored");
+    assert_eq!(
+        got,
+        Some(2),
+        "the second holder reads what the first stored"
+    );
     let _ = second.release.send(());
     for held in [first, second, third] {
         held.thread.join().expect("thread");

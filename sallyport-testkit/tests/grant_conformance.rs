@@ -61,8 +61,8 @@ async fn the_file_vaults_grant_store_passes_the_whole_suite_across_two_instances
             let dir = tempfile::tempdir().expect("tempdir");
             let path = dir.path().join("vault.spv");
             let passphrase = "conformance passphrase";
-            let vault = FileVault::create(&path, passphrase, KdfParams::new(1024, 1, 1))
-                .expect("create");
+            let vault =
+                FileVault::create(&path, passphrase, KdfParams::new(1024, 1, 1)).expect("create");
             for meta in credentials() {
                 vault.add(meta, Secret::new("client-secret")).expect("add");
             }

@@ -97,7 +97,11 @@ impl Keys {
 
 impl fmt::Debug for PgGrantStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let keys = self.inner.keys.read().unwrap_or_else(PoisonError::into_inner);
+        let keys = self
+            .inner
+            .keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         f.debug_struct("PgGrantStore")
             .field("target", &self.inner.target)
             .field("key_id", &keys.current.id())
@@ -168,7 +172,11 @@ impl PgGrantStore {
 
     /// The id of the key new rows are sealed under.
     pub fn key_id(&self) -> String {
-        let keys = self.inner.keys.read().unwrap_or_else(PoisonError::into_inner);
+        let keys = self
+            .inner
+            .keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         keys.current.id().to_owned()
     }
 
@@ -210,7 +218,11 @@ impl PgGrantStore {
                 GrantKey::for_subject(credential.as_str(), subject.as_str())
             };
             let rewrapped = {
-                let keys = self.inner.keys.read().unwrap_or_else(PoisonError::into_inner);
+                let keys = self
+                    .inner
+                    .keys
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner);
                 rewrap(
                     &keys.all(),
                     &new_key,
@@ -233,7 +245,11 @@ impl PgGrantStore {
         tx.commit()
             .await
             .map_err(|e| backend("commit the key rotation", &e))?;
-        let mut keys = self.inner.keys.write().unwrap_or_else(PoisonError::into_inner);
+        let mut keys = self
+            .inner
+            .keys
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         if keys.current.id() != new_key.id() {
             let new_id = new_key.id().to_owned();
             let old = std::mem::replace(&mut keys.current, new_key);
@@ -321,7 +337,11 @@ impl PgGrantStore {
             payload: row.get(3),
         };
         let grant = {
-            let keys = self.inner.keys.read().unwrap_or_else(PoisonError::into_inner);
+            let keys = self
+                .inner
+                .keys
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
             open_grant(
                 &keys.all(),
                 key,
@@ -388,7 +408,11 @@ impl GrantStore for PgGrantStore {
         }
         let (next, _retired) = current.apply(update);
         let sealed = {
-            let keys = self.inner.keys.read().unwrap_or_else(PoisonError::into_inner);
+            let keys = self
+                .inner
+                .keys
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
             seal_grant(&keys.current, key, &next)?
         };
         let (credential, shared, subject) = columns(key);

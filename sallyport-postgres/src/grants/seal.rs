@@ -212,7 +212,11 @@ pub(super) fn seal_grant(
     Ok(SealedGrant {
         key_id: kek.id.clone(),
         wrapped_key: seal(&kek.key, &*data_key, &wrap_aad(&kek.id, key, version))?,
-        payload: seal(&data_key, &json, &row_aad(b"sallyport-grant\0", key, version))?,
+        payload: seal(
+            &data_key,
+            &json,
+            &row_aad(b"sallyport-grant\0", key, version),
+        )?,
     })
 }
 
@@ -245,9 +249,12 @@ fn unwrap_key(
         .iter()
         .find(|k| k.id == key_id)
         .ok_or_else(|| OpenError::UnknownKey(key_id.to_owned()))?;
-    let data_key = open(&kek.key, wrapped_key, &wrap_aad(key_id, key, version))
-        .ok_or(OpenError::Damaged)?;
-    let bytes: [u8; KEY_LEN] = data_key.as_slice().try_into().map_err(|_| OpenError::Damaged)?;
+    let data_key =
+        open(&kek.key, wrapped_key, &wrap_aad(key_id, key, version)).ok_or(OpenError::Damaged)?;
+    let bytes: [u8; KEY_LEN] = data_key
+        .as_slice()
+        .try_into()
+        .map_err(|_| OpenError::Damaged)?;
     Ok(Zeroizing::new(bytes))
 }
 
@@ -316,14 +323,29 @@ mod tests {
         let alice = GrantKey::for_subject("github", "alice");
         let sealed = seal_grant(&kek, &alice, &grant()).expect("seal");
         let opened = open_grant(&[&kek], &alice, 1, &sealed).expect("open");
-        assert_eq!(opened.access_token().map(Secret::expose), Some("at-canary-1"));
-        assert_eq!(opened.refresh_token().map(Secret::expose), Some("rt-canary-1"));
+        assert_eq!(
+            opened.access_token().map(Secret::expose),
+            Some("at-canary-1")
+        );
+        assert_eq!(
+            opened.refresh_token().map(Secret::expose),
+            Some("rt-canary-1")
+        );
         assert_eq!(opened.version(), 1);
         let bob = GrantKey::for_subject("github", "bob");
-        assert_eq!(open_grant(&[&kek], &bob, 1, &sealed).err(), Some(OpenError::Damaged));
-        assert_eq!(open_grant(&[&kek], &alice, 2, &sealed).err(), Some(OpenError::Damaged));
+        assert_eq!(
+            open_grant(&[&kek], &bob, 1, &sealed).err(),
+            Some(OpenError::Damaged)
+        );
+        assert_eq!(
+            open_grant(&[&kek], &alice, 2, &sealed).err(),
+            Some(OpenError::Damaged)
+        );
         let shared = GrantKey::shared("github");
-        assert_eq!(open_grant(&[&kek], &shared, 1, &sealed).err(), Some(OpenError::Damaged));
+        assert_eq!(
+            open_grant(&[&kek], &shared, 1, &sealed).err(),
+            Some(OpenError::Damaged)
+        );
         let other = GrantKek::from_bytes([8; 32]);
         assert_eq!(
             open_grant(&[&other], &alice, 1, &sealed).err(),
@@ -335,7 +357,10 @@ mod tests {
     fn a_key_reads_from_hex_or_base64_and_debug_shows_its_id_only() {
         let kek = GrantKek::from_bytes([0xab; 32]);
         let hex_form = kek.to_secret();
-        assert_eq!(GrantKek::from_secret(&hex_form).expect("hex").id(), kek.id());
+        assert_eq!(
+            GrantKek::from_secret(&hex_form).expect("hex").id(),
+            kek.id()
+        );
         let b64 = Secret::new("q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s=");
         assert_eq!(GrantKek::from_secret(&b64).expect("base64").id(), kek.id());
         assert!(matches!(

@@ -87,8 +87,14 @@ async fn vaults_keeping_their_grants_in_postgres_pass_the_whole_suite() {
         async move {
             let db = TestDb::create().await;
             // No scopes configured on the stores: the vault lists its credential's.
-            let one = PgGrantStore::builder(&db.url, kek(2)).connect().await.expect("one");
-            let two = PgGrantStore::builder(&db.url, kek(2)).connect().await.expect("two");
+            let one = PgGrantStore::builder(&db.url, kek(2))
+                .connect()
+                .await
+                .expect("one");
+            let two = PgGrantStore::builder(&db.url, kek(2))
+                .connect()
+                .await
+                .expect("two");
             held.lock().expect("databases").push(db);
             let first = Arc::new(vault().with_grant_store(Arc::new(one)));
             let second = vault().with_grant_store(Arc::new(two));
@@ -127,7 +133,10 @@ async fn the_table_holds_no_token_in_any_encoding_and_lists_without_one() {
         .await
         .expect("put");
     store
-        .put(&GrantKey::shared("service"), issued("at-canary-shared-Yt4", None))
+        .put(
+            &GrantKey::shared("service"),
+            issued("at-canary-shared-Yt4", None),
+        )
         .await
         .expect("put shared");
     let sql = db.sql().await;
@@ -175,10 +184,16 @@ async fn the_table_holds_no_token_in_any_encoding_and_lists_without_one() {
     assert_eq!(row.get::<_, Vec<String>>(2), ["repo", "read:user"]);
     assert!(row.get::<_, bool>(3) && row.get::<_, bool>(4) && row.get::<_, bool>(5));
     let listed = store.list(None).await.expect("list");
-    let text = format!("{listed:?} {}", serde_json::to_string(&listed).expect("json"));
+    let text = format!(
+        "{listed:?} {}",
+        serde_json::to_string(&listed).expect("json")
+    );
     assert!(!text.contains("canary"), "{text}");
     assert_eq!(
-        listed.iter().map(|s| s.credential.as_str()).collect::<Vec<_>>(),
+        listed
+            .iter()
+            .map(|s| s.credential.as_str())
+            .collect::<Vec<_>>(),
         ["github", "service"]
     );
 }
@@ -204,11 +219,17 @@ async fn a_row_moved_to_another_subject_or_version_or_read_with_another_key_is_a
     )
     .await
     .expect("copy");
-    let err = store.current(&bob).await.expect_err("a moved row does not open");
+    let err = store
+        .current(&bob)
+        .await
+        .expect_err("a moved row does not open");
     let text = err.to_string();
     assert!(matches!(err, VaultError::Backend(_)), "{err:?}");
     assert!(text.contains("does not authenticate"), "{text}");
-    assert!(!text.contains("bob") && !text.contains("alice"), "no subject: {text}");
+    assert!(
+        !text.contains("bob") && !text.contains("alice"),
+        "no subject: {text}"
+    );
     // A replace of bob's moved row fails the same way and changes nothing.
     assert!(store.replace(&bob, 1, issued("at-x", None)).await.is_err());
     // Alice's row with its version edited does not open either.
@@ -227,7 +248,10 @@ async fn a_row_moved_to_another_subject_or_version_or_read_with_another_key_is_a
     .await
     .expect("restore");
     // Another key reads nothing, and says which key the row is under.
-    let stranger = PgGrantStore::builder(&db.url, kek(5)).connect().await.expect("connect");
+    let stranger = PgGrantStore::builder(&db.url, kek(5))
+        .connect()
+        .await
+        .expect("connect");
     let err = stranger.current(&alice).await.expect_err("another key");
     let text = err.to_string();
     assert!(text.contains(kek(4).id()), "{text}");
@@ -258,9 +282,15 @@ async fn rotating_the_key_rewraps_every_row_in_one_go_and_the_old_key_alone_read
         .map(|r| r.get(0))
         .collect();
     // A store that reads with the new key only, before the rotation: a clear error.
-    let new_only = PgGrantStore::builder(&db.url, kek(7)).connect().await.expect("new");
+    let new_only = PgGrantStore::builder(&db.url, kek(7))
+        .connect()
+        .await
+        .expect("new");
     let user0 = GrantKey::for_subject("github", "user-0");
-    assert!(matches!(new_only.current(&user0).await, Err(VaultError::Backend(_))));
+    assert!(matches!(
+        new_only.current(&user0).await,
+        Err(VaultError::Backend(_))
+    ));
 
     assert_eq!(old.rotate_key(kek(7)).await.expect("rotate"), 5);
     assert_eq!(old.key_id(), kek(7).id());
@@ -279,19 +309,40 @@ async fn rotating_the_key_rewraps_every_row_in_one_go_and_the_old_key_alone_read
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(payloads_before, payloads_after, "only the data keys were re-wrapped");
+    assert_eq!(
+        payloads_before, payloads_after,
+        "only the data keys were re-wrapped"
+    );
     for n in 0..5 {
         let key = GrantKey::for_subject("github", format!("user-{n}"));
-        let grant = new_only.current(&key).await.expect("the new key reads every row");
-        assert_eq!(grant.refresh_token().map(Secret::expose), Some(format!("rt-{n}").as_str()));
+        let grant = new_only
+            .current(&key)
+            .await
+            .expect("the new key reads every row");
+        assert_eq!(
+            grant.refresh_token().map(Secret::expose),
+            Some(format!("rt-{n}").as_str())
+        );
     }
-    let old_only = PgGrantStore::builder(&db.url, kek(6)).connect().await.expect("old");
-    let err = old_only.current(&user0).await.expect_err("the old key alone");
+    let old_only = PgGrantStore::builder(&db.url, kek(6))
+        .connect()
+        .await
+        .expect("old");
+    let err = old_only
+        .current(&user0)
+        .await
+        .expect_err("the old key alone");
     assert!(err.to_string().contains(kek(7).id()), "{err}");
     // The old key as a previous key reads rows another process wrote under it meanwhile.
-    let straggler = PgGrantStore::builder(&db.url, kek(6)).connect().await.expect("old");
+    let straggler = PgGrantStore::builder(&db.url, kek(6))
+        .connect()
+        .await
+        .expect("old");
     straggler
-        .put(&GrantKey::for_subject("github", "late"), connected("rt-late"))
+        .put(
+            &GrantKey::for_subject("github", "late"),
+            connected("rt-late"),
+        )
         .await
         .expect("a process with the old key writes");
     let mixed = PgGrantStore::builder(&db.url, kek(7))
@@ -304,8 +355,14 @@ async fn rotating_the_key_rewraps_every_row_in_one_go_and_the_old_key_alone_read
     assert!(mixed.current(&user0).await.is_ok());
     // Rotating again moves it too; a row under a key nobody holds stops a rotation whole.
     assert_eq!(mixed.rotate_key(kek(8)).await.expect("rotate"), 6);
-    let stuck = PgGrantStore::builder(&db.url, kek(9)).connect().await.expect("stuck");
-    let err = stuck.rotate_key(kek(10)).await.expect_err("rows under an unknown key");
+    let stuck = PgGrantStore::builder(&db.url, kek(9))
+        .connect()
+        .await
+        .expect("stuck");
+    let err = stuck
+        .rotate_key(kek(10))
+        .await
+        .expect_err("rows under an unknown key");
     assert!(err.to_string().contains(kek(8).id()), "{err}");
     let ids: Vec<String> = sql
         .query("SELECT DISTINCT key_id FROM sallyport_grants", &[])
@@ -314,7 +371,11 @@ async fn rotating_the_key_rewraps_every_row_in_one_go_and_the_old_key_alone_read
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(ids, [kek(8).id().to_owned()], "the failed rotation changed nothing");
+    assert_eq!(
+        ids,
+        [kek(8).id().to_owned()],
+        "the failed rotation changed nothing"
+    );
 }
 
 /// Takes the hold of `key` on a blocking thread; `Some(version)` once held, within `wait`.
@@ -327,7 +388,10 @@ async fn try_hold(
     let task = tokio::task::spawn_blocking(move || store.hold_refresh(&key));
     match tokio::time::timeout(wait, task).await {
         Ok(joined) => {
-            let (grant, hold) = joined.expect("join").expect("hold").expect("a PostgreSQL hold");
+            let (grant, hold) = joined
+                .expect("join")
+                .expect("hold")
+                .expect("a PostgreSQL hold");
             Some((grant.version(), hold))
         }
         Err(_) => None,
@@ -340,14 +404,12 @@ async fn a_holder_process_killed_mid_hold_lets_go_and_the_next_holder_reads_the_
     let key = kek(11);
     let store = Arc::new(store(&db, key.clone()).await);
     let alice = GrantKey::for_subject("github", "alice");
-    store.put(&alice, connected("rt-alice-1")).await.expect("put");
+    store
+        .put(&alice, connected("rt-alice-1"))
+        .await
+        .expect("put");
     let mut child = Command::new(env!("CARGO_BIN_EXE_grant-holder"))
-        .args([
-            db.url.as_str(),
-            key.to_secret().expose(),
-            "github",
-            "alice",
-        ])
+        .args([db.url.as_str(), key.to_secret().expose(), "github", "alice"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -363,7 +425,10 @@ async fn a_holder_process_killed_mid_hold_lets_go_and_the_next_holder_reads_the_
         tokio::task::spawn_blocking(move || store.hold_refresh(&alice))
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!pending.is_finished(), "a second holder got the hold while the child held it");
+    assert!(
+        !pending.is_finished(),
+        "a second holder got the hold while the child held it"
+    );
     let killed_at = Instant::now();
     child.kill().expect("kill");
     let _ = child.wait();
@@ -385,11 +450,25 @@ async fn a_dropped_hold_lets_go_and_holds_of_other_subjects_do_not_wait() {
     let bob = GrantKey::for_subject("github", "bob");
     store.put(&alice, connected("rt-a")).await.expect("put");
     store.put(&bob, connected("rt-b")).await.expect("put");
-    let (_, held) = try_hold(&store, &alice, Duration::from_secs(5)).await.expect("held");
-    assert!(try_hold(&store, &alice, Duration::from_millis(300)).await.is_none());
-    assert!(try_hold(&store, &bob, Duration::from_secs(5)).await.is_some());
+    let (_, held) = try_hold(&store, &alice, Duration::from_secs(5))
+        .await
+        .expect("held");
+    assert!(
+        try_hold(&store, &alice, Duration::from_millis(300))
+            .await
+            .is_none()
+    );
+    assert!(
+        try_hold(&store, &bob, Duration::from_secs(5))
+            .await
+            .is_some()
+    );
     drop(held);
-    assert!(try_hold(&store, &alice, Duration::from_secs(5)).await.is_some());
+    assert!(
+        try_hold(&store, &alice, Duration::from_secs(5))
+            .await
+            .is_some()
+    );
 }
 
 /// Eight refreshers, four on each of two stores with pools of their own, refresh one
@@ -435,7 +514,11 @@ async fn concurrent_refreshers_on_two_pools_present_every_refresh_token_once() {
                     .refresh_token()
                     .map(|t| t.expose().to_owned())
                     .expect("a refresh token");
-                *presented.lock().expect("presented").entry(token).or_default() += 1;
+                *presented
+                    .lock()
+                    .expect("presented")
+                    .entry(token)
+                    .or_default() += 1;
                 // The token endpoint's answer takes a moment.
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 let now = SystemTime::now();
@@ -445,10 +528,17 @@ async fn concurrent_refreshers_on_two_pools_present_every_refresh_token_once() {
                     expires_at: now + Duration::from_secs(60),
                     refresh_token: Some(Secret::new(format!("rt-{n}-{round}"))),
                 };
-                match store.replace(&alice, grant.version(), update).await.expect("replace") {
+                match store
+                    .replace(&alice, grant.version(), update)
+                    .await
+                    .expect("replace")
+                {
                     Replaced::Stored(next) => {
                         assert_eq!(next.version(), grant.version() + 1);
-                        stored_versions.lock().expect("versions").push(next.version());
+                        stored_versions
+                            .lock()
+                            .expect("versions")
+                            .push(next.version());
                     }
                     other => panic!("a replace under the hold was not stored: {other:?}"),
                 }
@@ -496,7 +586,10 @@ async fn a_database_at_schema_version_3_gains_the_grant_table_and_keeps_its_jour
     let versions: Vec<i64> = db
         .sql()
         .await
-        .query("SELECT version FROM sallyport_schema_version ORDER BY version", &[])
+        .query(
+            "SELECT version FROM sallyport_schema_version ORDER BY version",
+            &[],
+        )
         .await
         .expect("versions")
         .iter()

@@ -7,12 +7,14 @@
 //! shared by the fleet (processes racing for a limit with the `limits-executor` helper, on
 //! PostgreSQL and on a SQLite file; a policy reading the session's recent calls); and the
 //! OAuth grant store (`grants`: the grant conformance suite, sealing, key rotation, a holder
-//! process killed mid-hold, concurrent refreshers). The server and a fresh database
+//! process killed mid-hold, concurrent refreshers; `grants_http`: two executors refreshing
+//! through it against the real OpenID provider). The server and a fresh database
 //! per test come from `sallyport_tests::postgres`.
 //!
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
 
 mod grants;
+mod grants_http;
 mod journal;
 mod journal_conformance_postgres;
 mod journal_postgres_crash_stop;
