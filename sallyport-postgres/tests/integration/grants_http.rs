@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use sallyport_core::journal::MemoryJournal;
 use sallyport_core::vault::{
-    Binding, CredentialKind, CredentialMeta, GrantKey, GrantStore, GrantUpdate, MemoryVault,
-    OAuthClient, Secret, Vault, VaultAdmin,
+    Binding, CredentialKind, CredentialMeta, GrantKey, GrantUpdate, MemoryVault, OAuthClient,
+    Secret, Vault, VaultAdmin,
 };
 use sallyport_core::{Action, Catalog, Executor, Session, Status};
 use sallyport_http::HttpChannel;
