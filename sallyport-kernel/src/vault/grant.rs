@@ -723,6 +723,33 @@ mod tests {
     }
 
     #[test]
+    fn grant_secrets_keep_current_and_replaced_tokens_and_remake_the_scrubber_only_on_change() {
+        let seen = GrantSecrets::new();
+        let base = Arc::new(Scrubber::new(["client-secret"]));
+        assert!(Arc::ptr_eq(&seen.scrubber_over(Arc::clone(&base)), &base));
+        let alice = GrantKey::for_subject("github", "alice");
+        let (g1, _) = Grant::new().apply(issued("at-1", Some("rt-1"), 60));
+        seen.saw(&alice, &g1);
+        let made = seen.scrubber_over(Arc::clone(&base));
+        assert!(made.covers("at-1") && made.covers("rt-1") && made.covers("client-secret"));
+        // The same grant again: the same scrubber.
+        seen.saw(&alice, &g1);
+        assert!(Arc::ptr_eq(&seen.scrubber_over(Arc::clone(&base)), &made));
+        // A refresh: the new tokens and the replaced ones.
+        let (g2, _) = g1.apply(issued("at-2", None, 60));
+        seen.saw(&alice, &g2);
+        let remade = seen.scrubber_over(Arc::clone(&base));
+        assert!(!Arc::ptr_eq(&remade, &made));
+        for token in ["at-1", "at-2", "rt-1"] {
+            assert!(remade.covers(token), "{token}");
+        }
+        seen.removed(&alice);
+        assert!(seen.knows("at-2") && seen.knows("rt-1"));
+        let debug = format!("{seen:?}");
+        assert!(!debug.contains("at-") && !debug.contains("rt-"), "{debug}");
+    }
+
+    #[test]
     fn debug_prints_no_token() {
         let (g, _) = Grant::new().apply(issued("at-canary-123", Some("rt-canary-456"), 60));
         let text = format!("{g:?}");
