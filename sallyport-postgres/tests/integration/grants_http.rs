@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use sallyport_core::journal::MemoryJournal;
 use sallyport_core::vault::{
-    Binding, CredentialKind, CredentialMeta, GrantKey, GrantUpdate, MemoryVault, OAuthClient,
-    Secret, Vault, VaultAdmin,
+    Binding, CredentialKind, CredentialMeta, GrantKey, GrantStore, GrantUpdate, MemoryVault,
+    OAuthClient, Secret, Vault, VaultAdmin,
 };
 use sallyport_core::{Action, Catalog, Executor, Session, Status};
 use sallyport_http::HttpChannel;
@@ -210,4 +210,114 @@ async fn two_executors_refresh_each_users_grant_in_postgres_once_per_expiry_with
             "a retired refresh token is forgotten"
         );
     }
+}
+
+/// Four executor processes (`pg-oauth-caller`), each with a vault of its own holding the
+/// client secret, keep two users' grants in one PostgreSQL grant store and call the real
+/// provider's API for both users for 7 seconds while 2-second tokens expire under all of
+/// them: the provider never sees a refresh token twice, every call completes with its own
+/// user's token, and the fleet refreshes each grant about once per rotation, not once per
+/// process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_sharing_postgres_grants_never_present_a_refresh_token_twice() {
+    const PROCESSES: usize = 4;
+    const TTL: u64 = 2;
+    const SECONDS: u64 = 7;
+    let subjects = ["ana", "ben"];
+    let provider = OidcProvider::start(TTL).await;
+    let api = IntrospectingApi::start(&provider).await;
+    let db = TestDb::create().await;
+    let kek = GrantKek::generate().expect("key");
+    let store = PgGrantStore::builder(&db.url, kek.clone())
+        .connect()
+        .await
+        .expect("grant store");
+    for user in subjects {
+        let grant = provider
+            .authorize(user, "openid offline_access api:read")
+            .await;
+        store
+            .put(
+                &GrantKey::for_subject("github", user),
+                GrantUpdate::Connected {
+                    refresh_token: Secret::new(grant.refresh_token),
+                },
+            )
+            .await
+            .expect("connect");
+    }
+    let start_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .saturating_add(Duration::from_millis(2000))
+        .as_millis()
+        .to_string();
+    let args = [
+        db.url.clone(),
+        kek.to_secret().expose().to_owned(),
+        provider.token_endpoint(),
+        api.url().to_owned(),
+        start_at,
+        SECONDS.to_string(),
+        subjects.join(","),
+    ];
+    let outputs = tokio::task::spawn_blocking(move || {
+        let children: Vec<_> = (0..PROCESSES)
+            .map(|_| {
+                std::process::Command::new(env!("CARGO_BIN_EXE_pg-oauth-caller"))
+                    .args(&args)
+                    .env("SALLYPORT_CLIENT_ID", WEBAPP_CLIENT.0)
+                    .env("SALLYPORT_CLIENT_SECRET", WEBAPP_CLIENT.1)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("spawn pg-oauth-caller")
+            })
+            .collect();
+        children
+            .into_iter()
+            .map(|c| c.wait_with_output().expect("wait"))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .expect("children");
+    let mut lines = std::collections::BTreeMap::<String, usize>::new();
+    for (i, out) in outputs.iter().enumerate() {
+        assert!(
+            out.status.success(),
+            "process {i} exited {:?}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            *lines.entry(line.to_owned()).or_default() += 1;
+        }
+    }
+    let refreshes = provider.tokens_issued("refresh_token");
+    eprintln!(
+        "{PROCESSES} processes, {} subjects, {SECONDS} s: {lines:?}; {refreshes} refreshes of {TTL} s tokens; {} reuse detections; API: {} requests, {} answered 401 (each refreshed once and sent again)",
+        subjects.len(),
+        provider.reuse_detections(),
+        api.requests(),
+        api.unauthorized(),
+    );
+    assert_eq!(provider.reuse_detections(), 0, "{lines:?}");
+    assert_eq!(provider.count("grant_error"), 0, "{lines:?}");
+    let completed: usize = subjects
+        .iter()
+        .map(|s| lines.get(&format!("{s} completed")).copied().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        lines.values().sum::<usize>(),
+        completed,
+        "every call completed: {lines:?}"
+    );
+    assert!(completed >= PROCESSES * subjects.len() * 20, "{lines:?}");
+    // Several rotations per grant, one refresh each for the whole fleet (a third of the
+    // lifetime before expiry: about one every 1.3 s per grant), not one per process.
+    assert!(
+        (3 * subjects.len()..=SECONDS as usize * subjects.len()).contains(&refreshes),
+        "{refreshes} refreshes"
+    );
+    assert_eq!(api.without_token(), 0);
 }
