@@ -453,6 +453,77 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_vault_with_a_grant_store_of_the_hosts_checks_its_own_credentials_and_scopes() {
+        // The host's store: another vault's grants, holding `github` with other scopes.
+        let elsewhere = vault_with(true);
+        elsewhere.set(
+            CredentialMeta::new(
+                "gitlab",
+                CredentialKind::OAuthRefresh(
+                    OAuthClient::new("webapp", "https://login.example.com/token").per_subject(),
+                ),
+                Binding::url("https://api.example.com"),
+            ),
+            Secret::new("client-secret"),
+        );
+        let host_store = elsewhere.grants().expect("grants");
+        let vault = MemoryVault::new().with_grant_store(Arc::clone(&host_store));
+        let client = OAuthClient::new("webapp", "https://login.example.com/token")
+            .with_scopes(["repo", "gist"])
+            .per_subject();
+        vault.set(
+            CredentialMeta::new(
+                "github",
+                CredentialKind::OAuthRefresh(client),
+                Binding::url("https://api.example.com"),
+            ),
+            Secret::new("client-secret"),
+        );
+        let store = vault.grants().expect("grants");
+        let alice = GrantKey::for_subject("github", "alice");
+        store.put(&alice, issued("at-hosted")).await.expect("put");
+        // Stored in the host's store, not the vault's own.
+        let there = host_store
+            .current(&alice)
+            .await
+            .expect("in the host's store");
+        assert_eq!(there.access_token().map(Secret::expose), Some("at-hosted"));
+        // The resolved credential hands out the same store.
+        let resolved = vault.resolve("github").await.expect("resolve");
+        let via = resolved
+            .grants()
+            .expect("an OAuth credential carries its store");
+        assert_eq!(
+            via.current(&alice).await.expect("current").version(),
+            there.version()
+        );
+        // `gitlab` is the host store's, not this vault's: refused here.
+        host_store
+            .put(&GrantKey::for_subject("gitlab", "alice"), issued("at-gl"))
+            .await
+            .expect("put elsewhere");
+        assert!(matches!(
+            store
+                .current(&GrantKey::for_subject("gitlab", "alice"))
+                .await,
+            Err(VaultError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.current(&GrantKey::shared("github")).await,
+            Err(VaultError::NotFound(_))
+        ));
+        // Listed with this vault's scopes, and only its own credentials' grants.
+        let listed = store.list(None).await.expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].scopes, ["repo", "gist"]);
+        vault.lock();
+        assert!(matches!(
+            store.current(&alice).await,
+            Err(VaultError::Locked)
+        ));
+    }
+
+    #[tokio::test]
     async fn a_shared_credential_keeps_no_subject_grant() {
         let vault = vault_with(false);
         let store = vault.grants().expect("grants");

@@ -61,6 +61,11 @@ use self::seal::{OpenError, SealedGrant, open_grant, rewrap, seal_grant};
 ///
 /// `Debug` shows the connection target without its password and the key ids, never a key
 /// or a token; no error carries a token or a server message (SQLSTATE codes only).
+///
+/// [`GrantStore::hold_refresh`] blocks its thread until the hold is taken, running its
+/// queries on the runtime the store was connected on: call it from a blocking thread
+/// (`tokio::task::spawn_blocking`, as the HTTP channel does), never from that runtime's own
+/// worker thread of a current-thread runtime.
 pub struct PgGrantStore {
     inner: Arc<Inner>,
 }

@@ -353,6 +353,34 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_key_named_in_the_configuration_is_read_from_the_vault() {
+        use sallyport_core::vault::{Binding, CredentialKind, CredentialMeta, MemoryVault};
+        let kek = GrantKek::from_bytes([0x5a; 32]);
+        let vault = MemoryVault::new();
+        vault.set(
+            CredentialMeta::new(
+                "grants-key",
+                CredentialKind::Bearer,
+                Binding::url("https://db.internal"),
+            ),
+            kek.to_secret(),
+        );
+        let read = GrantKek::from_vault(&vault, "grants-key")
+            .await
+            .expect("key");
+        assert_eq!(read.id(), kek.id());
+        assert!(matches!(
+            GrantKek::from_vault(&vault, "missing").await,
+            Err(VaultError::NotFound(_))
+        ));
+        vault.lock();
+        assert!(matches!(
+            GrantKek::from_vault(&vault, "grants-key").await,
+            Err(VaultError::Locked)
+        ));
+    }
+
     #[test]
     fn a_key_reads_from_hex_or_base64_and_debug_shows_its_id_only() {
         let kek = GrantKek::from_bytes([0xab; 32]);
