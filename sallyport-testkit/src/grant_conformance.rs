@@ -615,6 +615,49 @@ pub async fn a_refresh_hold_excludes_a_second_holder_until_it_lets_go(f: &GrantF
     }
 }
 
+/// A process holding the refresh right of `key` (started by `spawn`, which prints one line
+/// once it holds it) excludes `store`'s hold until it is killed, and its death lets the hold
+/// go: `store` then takes it within 10 seconds and reads the grant under it. Not part of
+/// [`run_all`]: it needs a holder program of the backend's own (`sallyport-postgres`'s tests
+/// use their `grant-holder`).
+///
+/// # Panics
+///
+/// When the child prints nothing, `store` gets the hold while the child holds it, or not
+/// within 10 seconds of the child's death.
+pub async fn a_holder_process_that_dies_lets_go(
+    store: Arc<dyn GrantStore>,
+    key: &GrantKey,
+    spawn: impl FnOnce() -> std::process::Child,
+) {
+    use std::io::BufRead as _;
+    let mut child = spawn();
+    let stdout = child.stdout.take().expect("the holder's stdout is piped");
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the holder's line");
+    assert!(!line.trim().is_empty(), "the holder printed nothing");
+    let waiting = hold_on_thread(store, key.clone());
+    assert!(
+        matches!(
+            waiting.taken.recv_timeout(Duration::from_millis(500)),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        ),
+        "the hold was taken while another process held it"
+    );
+    child.kill().expect("kill the holder");
+    let _ = child.wait();
+    let got = waiting
+        .taken
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the hold is let go when its process dies")
+        .expect("hold");
+    assert!(got.is_some(), "a store shared by processes holds");
+    let _ = waiting.release.send(());
+    waiting.thread.join().expect("thread");
+}
+
 /// Every check, each on a fresh fixture from `fixture`.
 pub async fn run_all<F, Fut>(mut fixture: F)
 where

@@ -4,10 +4,9 @@
 //! on two pools presenting every refresh token once, and the migration from schema 3.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use sallyport_core::journal::Journal;
@@ -408,38 +407,16 @@ async fn a_holder_process_killed_mid_hold_lets_go_and_the_next_holder_reads_the_
         .put(&alice, connected("rt-alice-1"))
         .await
         .expect("put");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_grant-holder"))
-        .args([db.url.as_str(), key.to_secret().expose(), "github", "alice"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn grant-holder");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read");
-    assert_eq!(line.trim(), "held 1", "the child holds the grant");
-    // While the child holds it, nobody else gets it.
-    let pending = {
-        let (store, alice) = (Arc::clone(&store), alice.clone());
-        tokio::task::spawn_blocking(move || store.hold_refresh(&alice))
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        !pending.is_finished(),
-        "a second holder got the hold while the child held it"
-    );
-    let killed_at = Instant::now();
-    child.kill().expect("kill");
-    let _ = child.wait();
-    let (grant, _hold) = tokio::time::timeout(Duration::from_secs(10), pending)
-        .await
-        .expect("the hold is let go when its process dies")
-        .expect("join")
-        .expect("hold")
-        .expect("a PostgreSQL hold");
-    assert_eq!(grant.version(), 1);
-    assert!(killed_at.elapsed() < Duration::from_secs(10));
+    let url = db.url.clone();
+    suite::a_holder_process_that_dies_lets_go(store, &alice, move || {
+        Command::new(env!("CARGO_BIN_EXE_grant-holder"))
+            .args([url.as_str(), key.to_secret().expose(), "github", "alice"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn grant-holder")
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
