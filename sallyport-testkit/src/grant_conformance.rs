@@ -615,15 +615,15 @@ pub async fn a_refresh_hold_excludes_a_second_holder_until_it_lets_go(f: &GrantF
     }
 }
 
-/// A process holding the refresh right of `key` (started by `spawn`, which prints one line
-/// once it holds it) excludes `store`'s hold until it is killed, and its death lets the hold
+/// A process holding the refresh right of `key` (started by `spawn` with its stdout piped;
+/// it prints a line starting with `held` once it holds it) excludes `store`'s hold until it is killed, and its death lets the hold
 /// go: `store` then takes it within 10 seconds and reads the grant under it. Not part of
 /// [`run_all`]: it needs a holder program of the backend's own (`sallyport-postgres`'s tests
 /// use their `grant-holder`).
 ///
 /// # Panics
 ///
-/// When the child prints nothing, `store` gets the hold while the child holds it, or not
+/// When the child does not print `held` within 30 seconds, `store` gets the hold while the child holds it, or not
 /// within 10 seconds of the child's death.
 pub async fn a_holder_process_that_dies_lets_go(
     store: Arc<dyn GrantStore>,
@@ -633,11 +633,20 @@ pub async fn a_holder_process_that_dies_lets_go(
     use std::io::BufRead as _;
     let mut child = spawn();
     let stdout = child.stdout.take().expect("the holder's stdout is piped");
-    let mut line = String::new();
-    std::io::BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("read the holder's line");
-    assert!(!line.trim().is_empty(), "the holder printed nothing");
+    let (said, heard) = mpsc::channel();
+    std::thread::spawn(move || {
+        let held = std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.starts_with("held"));
+        let _ = said.send(held);
+    });
+    let held = heard.recv_timeout(Duration::from_secs(30));
+    if held != Ok(true) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the holder did not print `held` within 30 s ({held:?})");
+    }
     let waiting = hold_on_thread(store, key.clone());
     assert!(
         matches!(

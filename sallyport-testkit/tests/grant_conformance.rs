@@ -1,12 +1,14 @@
 //! The grant store conformance suite against the in-memory vault's store and the file
-//! vault's (two instances on one file as the two handles, as two processes would open it).
-//! PostgreSQL's runs in `sallyport-postgres`'s tests.
+//! vault's (two instances on one file as the two handles, as two processes would open it),
+//! and a file vault's holder process killed mid-hold. PostgreSQL's runs in
+//! `sallyport-postgres`'s tests.
 
+use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
 use sallyport_core::vault::{
-    Binding, CredentialKind, CredentialMeta, FileVault, KdfParams, MemoryVault, OAuthClient,
-    Secret, Vault, VaultAdmin,
+    Binding, CredentialKind, CredentialMeta, FileVault, GrantKey, KdfParams, MemoryVault,
+    OAuthClient, Secret, Vault, VaultAdmin,
 };
 use sallyport_testkit::grant_conformance::{self as suite, GrantFixture};
 
@@ -79,4 +81,62 @@ async fn the_file_vaults_grant_store_passes_the_whole_suite_across_two_instances
     })
     .await;
     assert_eq!(dirs.lock().expect("dirs").len(), suite::CHECKS);
+}
+
+/// Where the holder process (this test binary run again) finds the vault to hold a grant of.
+const HOLDER_VAULT: &str = "SALLYPORT_TESTKIT_HOLDER_VAULT";
+const HOLDER_PASSPHRASE: &str = "holder passphrase";
+
+/// A process holding a file vault grant's refresh right (this test run again as the holder:
+/// it takes the hold, prints `held`, and sleeps until killed) is killed mid-hold: the
+/// operating system lets its lock go, and this process's store takes the hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_vault_holder_process_killed_mid_hold_lets_go() {
+    let alice = GrantKey::for_subject("github", "alice");
+    if let Ok(path) = std::env::var(HOLDER_VAULT) {
+        // The holder's side.
+        let vault = FileVault::open(&path);
+        vault.unlock(HOLDER_PASSPHRASE).expect("unlock");
+        let store = vault.grants().expect("grants");
+        let (grant, _hold) = store
+            .hold_refresh(&alice)
+            .expect("hold")
+            .expect("the file vault holds");
+        let mut out = std::io::stdout().lock();
+        // On a line of its own: libtest has written `test … ... ` without a newline.
+        writeln!(out, "\nheld {}", grant.version()).expect("stdout");
+        out.flush().expect("stdout");
+        drop(out);
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("vault.spv");
+    let vault =
+        FileVault::create(&path, HOLDER_PASSPHRASE, KdfParams::new(1024, 1, 1)).expect("create");
+    for meta in credentials() {
+        vault.add(meta, Secret::new("client-secret")).expect("add");
+    }
+    let store = vault.grants().expect("grants");
+    store
+        .put(&alice, suite::connected("rt-alice-1"))
+        .await
+        .expect("put");
+    let exe = std::env::current_exe().expect("this test binary");
+    suite::a_holder_process_that_dies_lets_go(store, &alice, move || {
+        std::process::Command::new(exe)
+            .args([
+                "--exact",
+                "a_file_vault_holder_process_killed_mid_hold_lets_go",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(HOLDER_VAULT, &path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn the holder")
+    })
+    .await;
 }
