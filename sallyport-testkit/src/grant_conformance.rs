@@ -316,10 +316,27 @@ pub async fn put_stores_whatever_the_version_and_retries_a_lost_race(f: &GrantFi
         (1..=8).collect::<Vec<u64>>(),
         "each put stored one version"
     );
-    let now = f.store.current(&carol).await.expect("current");
-    assert_eq!(now.version(), 8);
-    let token = access(&now).expect("an access token");
-    assert!(token.starts_with("at-carol-"), "one of the writers' tokens");
+    // Read as every handle must see it (a handle's `current` may serve what it read before):
+    // the listing, and a compare-and-set at version 8 that is stored.
+    let listed = f.other.list(Some(&f.per_subject)).await.expect("list");
+    let carol_now = listed
+        .iter()
+        .find(|s| s.subject.as_deref() == Some("carol"))
+        .expect("carol's grant is listed");
+    assert_eq!(carol_now.version, 8);
+    match f
+        .store
+        .replace(&carol, 8, issued("at-carol-last", None))
+        .await
+        .expect("replace")
+    {
+        Replaced::Stored(last) => {
+            assert_eq!(last.version(), 9);
+            let kept = refresh(&last).expect("a refresh token");
+            assert!(kept.starts_with("rt-carol-"), "one of the writers' tokens");
+        }
+        other => panic!("the grant is at version 8 for every handle: {other:?}"),
+    }
 }
 
 /// `list` shows every grant, sorted by credential and subject (the shared one first), of
