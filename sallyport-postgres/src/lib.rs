@@ -1,6 +1,6 @@
 //! A sallyport journal on PostgreSQL: one set of attempts and one hash-chained audit log
-//! for every executor process that connects to the same database; and a store of OAuth
-//! grants the fleet shares, encrypted at rest ([`PgGrantStore`]).
+//! for every executor process that connects to the same database; and (feature `grants`) a
+//! store of OAuth grants the fleet shares, encrypted at rest (`PgGrantStore`).
 //!
 //! [`PostgresJournal`] implements [`Journal`] with the semantics of the embedded
 //! `SqliteJournal` (`sallyport-sqlite`), for several processes at once:
@@ -55,14 +55,14 @@
 //! ([`SCHEMA_VERSION`]) when a journal connects; a database migrated by a newer build is
 //! refused with [`JournalError::NewerFormat`].
 //!
-//! # OAuth grants for the fleet
+//! # OAuth grants for the fleet (feature `grants`)
 //!
-//! [`PgGrantStore`] keeps the OAuth grants of per-user (and shared) credentials in
+//! `PgGrantStore` keeps the OAuth grants of per-user (and shared) credentials in
 //! `sallyport_grants`, so every process of a fleet reads the current token and one process
 //! refreshes each grant while the others wait and read what it stored:
 //!
 //! * **Envelope encryption.** Each row's tokens are sealed (XChaCha20-Poly1305) under a data
-//!   key of its own, which the key-encryption key ([`GrantKek`], 32 bytes the vault holds)
+//!   key of its own, which the key-encryption key (`GrantKek`, 32 bytes the vault holds)
 //!   wraps; both boxes are bound to the row's credential, subject and version, so a row
 //!   copied to another subject or rolled back does not open. The table alone reveals
 //!   nothing; `list` reads only the columns beside the boxes (scopes, expiry, whether a
@@ -73,7 +73,7 @@
 //! * **One refresh at a time.** `hold_refresh` holds a transaction-scoped advisory lock on
 //!   the grant for the length of a refresh, let go when the hold drops and by the server
 //!   when the process dies.
-//! * **Key rotation.** [`PgGrantStore::rotate_key`] re-wraps every row's data key under a
+//! * **Key rotation.** `PgGrantStore::rotate_key` re-wraps every row's data key under a
 //!   new key in one transaction; a row under a key a store does not hold is a clear error
 //!   naming the key id, never garbage.
 //!
@@ -129,6 +129,7 @@ mod approvals;
 mod builder;
 mod calls;
 mod error;
+#[cfg(feature = "grants")]
 mod grants;
 mod lease;
 mod reads;
@@ -154,6 +155,8 @@ use tokio::task::JoinHandle;
 
 pub use crate::builder::PostgresJournalBuilder;
 pub use crate::error::PostgresError;
+#[cfg(feature = "grants")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grants")))]
 pub use crate::grants::{GrantKek, PgGrantStore, PgGrantStoreBuilder};
 pub use crate::lease::ClaimedAttempt;
 pub use crate::schema::SCHEMA_VERSION;
