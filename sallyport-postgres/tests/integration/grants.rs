@@ -108,6 +108,47 @@ async fn vaults_keeping_their_grants_in_postgres_pass_the_whole_suite() {
     assert_eq!(databases.lock().expect("databases").len(), suite::CHECKS);
 }
 
+/// Two file vaults on one file (as two processes) keep their grants in one database: the
+/// suite through the stores they hand out, the file keeping the client secrets only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_vaults_keeping_their_grants_in_postgres_pass_the_whole_suite() {
+    use sallyport_core::vault::FileVault;
+    use sallyport_tests::vault_rig::{PASSPHRASE, fast_kdf};
+    let held: Arc<Mutex<Vec<(TestDb, tempfile::TempDir)>>> = Arc::default();
+    let keep = Arc::clone(&held);
+    suite::run_all(move || {
+        let keep = Arc::clone(&keep);
+        async move {
+            let db = TestDb::create().await;
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("vault.spv");
+            let file = FileVault::create(&path, PASSPHRASE, fast_kdf()).expect("create");
+            for meta in vault().list() {
+                file.add(meta, Secret::new("client-secret")).expect("add");
+            }
+            let one = PgGrantStore::builder(&db.url, kek(15))
+                .connect()
+                .await
+                .expect("one");
+            let two = PgGrantStore::builder(&db.url, kek(15))
+                .connect()
+                .await
+                .expect("two");
+            let first = Arc::new(file.with_grant_store(Arc::new(one)));
+            let second = FileVault::open(&path).with_grant_store(Arc::new(two));
+            second.unlock(PASSPHRASE).expect("unlock");
+            keep.lock().expect("held").push((db, dir));
+            let store = first.grants().expect("grants");
+            let other = second.grants().expect("grants");
+            GrantFixture::new(store, other, "github", "service")
+                .scopes(["repo", "read:user"])
+                .scrubber(move || first.scrubber())
+        }
+    })
+    .await;
+    assert_eq!(held.lock().expect("held").len(), suite::CHECKS);
+}
+
 /// Every form of `token` a reader of the table might find it in.
 fn encodings(token: &str) -> Vec<String> {
     let b = token.as_bytes();
