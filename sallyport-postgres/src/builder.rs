@@ -132,47 +132,14 @@ impl PostgresJournalBuilder {
             path: target.clone(),
             source: Box::new(source),
         };
-        let mut config: tokio_postgres::Config =
-            self.url.parse().map_err(|e: tokio_postgres::Error| {
-                open_failed(PostgresError::own(format!(
-                    "not a PostgreSQL connection string: {}",
-                    Redactor::default().redact(&e.to_string())
-                )))
-            })?;
-        let redactor = Redactor::new(config.get_password());
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(self.connect_timeout);
-        }
-        // Every session commits synchronously whatever the server's default: a durable
-        // intent is on the server's disk when its commit returns. Batches with nothing
-        // durable in them lower it for their own transaction only.
-        let options = match config.get_options() {
-            Some(existing) => format!("{existing} -c synchronous_commit=on"),
-            None => "-c synchronous_commit=on".to_owned(),
-        };
-        config.options(options);
-        let manager_config = ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        };
-        #[cfg(feature = "tls")]
-        let manager = match self.tls {
-            Some(tls) => Manager::from_config(
-                config,
-                tokio_postgres_rustls::MakeRustlsConnect::new(tls),
-                manager_config,
-            ),
-            None => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
-        };
-        #[cfg(not(feature = "tls"))]
-        let manager = Manager::from_config(config, tokio_postgres::NoTls, manager_config);
-        let pool = Pool::builder(manager)
-            .max_size(self.pool_size)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(self.connect_timeout))
-            .create_timeout(Some(self.connect_timeout))
-            .recycle_timeout(Some(self.connect_timeout))
-            .build()
-            .map_err(|e| open_failed(redactor.other(&e)))?;
+        let (pool, redactor) = connect_pool(
+            &self.url,
+            self.pool_size,
+            self.connect_timeout,
+            #[cfg(feature = "tls")]
+            self.tls,
+        )
+        .map_err(open_failed)?;
         {
             let mut client = pool
                 .get()
@@ -227,4 +194,55 @@ impl PostgresJournalBuilder {
             heartbeat,
         })
     }
+}
+
+/// A pool of connections to `url` (synchronous commit on, whatever the server's default),
+/// and the redactor of its password. Connects nothing yet.
+pub(crate) fn connect_pool(
+    url: &str,
+    pool_size: usize,
+    connect_timeout: Duration,
+    #[cfg(feature = "tls")] tls: Option<rustls::ClientConfig>,
+) -> Result<(Pool, Redactor), PostgresError> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+        PostgresError::own(format!(
+            "not a PostgreSQL connection string: {}",
+            Redactor::default().redact(&e.to_string())
+        ))
+    })?;
+    let redactor = Redactor::new(config.get_password());
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(connect_timeout);
+    }
+    // Every session commits synchronously whatever the server's default: a durable
+    // intent (or a stored grant) is on the server's disk when its commit returns. Journal
+    // batches with nothing durable in them lower it for their own transaction only.
+    let options = match config.get_options() {
+        Some(existing) => format!("{existing} -c synchronous_commit=on"),
+        None => "-c synchronous_commit=on".to_owned(),
+    };
+    config.options(options);
+    let manager_config = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    #[cfg(feature = "tls")]
+    let manager = match tls {
+        Some(tls) => Manager::from_config(
+            config,
+            tokio_postgres_rustls::MakeRustlsConnect::new(tls),
+            manager_config,
+        ),
+        None => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
+    };
+    #[cfg(not(feature = "tls"))]
+    let manager = Manager::from_config(config, tokio_postgres::NoTls, manager_config);
+    let pool = Pool::builder(manager)
+        .max_size(pool_size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(connect_timeout))
+        .create_timeout(Some(connect_timeout))
+        .recycle_timeout(Some(connect_timeout))
+        .build()
+        .map_err(|e| redactor.other(&e))?;
+    Ok((pool, redactor))
 }

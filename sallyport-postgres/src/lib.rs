@@ -1,5 +1,6 @@
 //! A sallyport journal on PostgreSQL: one set of attempts and one hash-chained audit log
-//! for every executor process that connects to the same database.
+//! for every executor process that connects to the same database; and (feature `grants`) a
+//! store of OAuth grants the fleet shares, encrypted at rest (`PgGrantStore`).
 //!
 //! [`PostgresJournal`] implements [`Journal`] with the semantics of the embedded
 //! `SqliteJournal` (`sallyport-sqlite`), for several processes at once:
@@ -54,6 +55,44 @@
 //! ([`SCHEMA_VERSION`]) when a journal connects; a database migrated by a newer build is
 //! refused with [`JournalError::NewerFormat`].
 //!
+//! # OAuth grants for the fleet (feature `grants`)
+//!
+//! `PgGrantStore` keeps the OAuth grants of per-user (and shared) credentials in
+//! `sallyport_grants`, so every process of a fleet reads the current token and one process
+//! refreshes each grant while the others wait and read what it stored:
+//!
+//! * **Envelope encryption.** Each row's tokens are sealed (XChaCha20-Poly1305) under a data
+//!   key of its own, which the key-encryption key (`GrantKek`, 32 bytes the vault holds)
+//!   wraps; both boxes are bound to the row's credential, subject and version, so a row
+//!   copied to another subject or rolled back does not open. The table alone reveals
+//!   nothing; `list` reads only the columns beside the boxes (scopes, expiry, whether a
+//!   refresh token is held, why the account must be connected again).
+//! * **Compare-and-set.** `replace` is one `UPDATE … WHERE version = $expected` (or an
+//!   `INSERT … ON CONFLICT DO NOTHING` for a new grant): a stale writer stores nothing and
+//!   gets the grant as it is now.
+//! * **One refresh at a time.** `hold_refresh` holds a transaction-scoped advisory lock on
+//!   the grant for the length of a refresh, let go when the hold drops and by the server
+//!   when the process dies.
+//! * **Key rotation.** `PgGrantStore::rotate_key` re-wraps every row's data key under a
+//!   new key in one transaction; a row under a key a store does not hold is a clear error
+//!   naming the key id, never garbage.
+//!
+//! Give it to the vault that keeps the client secrets (`MemoryVault::with_grant_store`,
+//! `FileVault::with_grant_store`): the HTTP channel refreshes through it unchanged, and the
+//! vault's scrubber knows every token read from it.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use sallyport_core::vault::{GrantStore, MemoryVault};
+//! use sallyport_postgres::{GrantKek, PgGrantStore};
+//!
+//! # async fn demo(vault: MemoryVault) -> Result<(), Box<dyn std::error::Error>> {
+//! let key = GrantKek::from_vault(&vault, "grants-key").await?;
+//! let grants = PgGrantStore::builder("postgres://app@db.internal/app", key).connect().await?;
+//! let vault = vault.with_grant_store(Arc::new(grants) as Arc<dyn GrantStore>);
+//! # let _ = vault; Ok(()) }
+//! ```
+//!
 //! # Example
 //!
 //! ```no_run
@@ -90,6 +129,8 @@ mod approvals;
 mod builder;
 mod calls;
 mod error;
+#[cfg(feature = "grants")]
+mod grants;
 mod lease;
 mod reads;
 mod schema;
@@ -114,6 +155,9 @@ use tokio::task::JoinHandle;
 
 pub use crate::builder::PostgresJournalBuilder;
 pub use crate::error::PostgresError;
+#[cfg(feature = "grants")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grants")))]
+pub use crate::grants::{GrantKek, PgGrantStore, PgGrantStoreBuilder};
 pub use crate::lease::ClaimedAttempt;
 pub use crate::schema::SCHEMA_VERSION;
 use crate::shared::Shared;

@@ -6,7 +6,7 @@ use deadpool_postgres::Client;
 
 /// The schema version this build writes: how many embedded migrations it has (each
 /// recorded in `sallyport_schema_version` once applied).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The advisory lock key the migration holds (`'sallyport'` in ASCII).
 const MIGRATION_LOCK: i64 = 0x73_61_6c_6c_79_70_6f_72;
@@ -88,6 +88,30 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     );
     CREATE INDEX sallyport_policy_calls_session ON sallyport_policy_calls (session_id, at_ms);
     CREATE INDEX sallyport_policy_calls_at ON sallyport_policy_calls (at_ms);
+    ",
+    // 4: the OAuth grant store (`grants/`): one row per grant, its tokens sealed under a
+    // data key of its own that the key-encryption key `key_id` wraps; the columns beside
+    // them are what `list` shows, never a token. A shared grant has `shared` and an empty
+    // subject. Existing tables are untouched.
+    "
+    CREATE TABLE sallyport_grants (
+        credential    TEXT NOT NULL,
+        shared        BOOLEAN NOT NULL,
+        subject       TEXT NOT NULL,
+        version       BIGINT NOT NULL,
+        key_id        TEXT NOT NULL,
+        wrapped_key   BYTEA NOT NULL,
+        payload       BYTEA NOT NULL,
+        scopes        TEXT[] NOT NULL DEFAULT '{}',
+        expires_at_ms BIGINT,
+        refresh_token BOOLEAN NOT NULL,
+        reconnect     TEXT,
+        updated_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (credential, shared, subject),
+        CHECK (version > 0),
+        CHECK (shared = (subject = ''))
+    );
+    CREATE INDEX sallyport_grants_key_id ON sallyport_grants (key_id);
     ",
 ];
 

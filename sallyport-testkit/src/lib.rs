@@ -91,6 +91,17 @@
 //! A check that fails panics with what the backend did wrong. A journal that keeps no
 //! approvals cannot pass it: implement [`ApprovalStore`] too (deferred consent needs it).
 //!
+//! # Grant store conformance (feature `conformance`)
+//!
+//! Writing your own OAuth grant store ([`GrantStore`])? The `grant_conformance` module is the
+//! suite the memory vault's, the file vault's and PostgreSQL's (`sallyport-postgres`'s
+//! `PgGrantStore`) stores pass: the compare-and-set on a grant's version, creating a
+//! subject's grant, `put`, `remove` and `list`, subjects kept apart, no token in a summary
+//! or a `Debug`, the vault's scrubber knowing the tokens, and the refresh hold excluding a
+//! second holder. `grant_conformance::run_all` runs it from a factory of fixtures.
+//!
+//! [`GrantStore`]: sallyport_core::vault::GrantStore
+//!
 //! [`Journal`]: sallyport_core::journal::Journal
 //! [`ApprovalStore`]: sallyport_core::journal::ApprovalStore
 
@@ -101,6 +112,9 @@ mod checks;
 #[cfg(feature = "conformance")]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
+#[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod grant_conformance;
 mod logs;
 mod report;
 mod rig;

@@ -12,12 +12,15 @@
 //! How an update changes a grant is written once, here ([`Grant::apply`]); every store
 //! applies it the same way.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
-use super::{Secret, VaultError};
+use super::{CredentialKind, Secret, VaultError, retire};
+use crate::scrub::Scrubber;
 
 /// Which grant: a credential's shared one, or the one a subject (end user) granted for a
 /// credential held for each subject ([`OAuthClient::per_subject`](super::OAuthClient::per_subject)).
@@ -73,6 +76,27 @@ pub struct GrantSummary {
 }
 
 impl GrantSummary {
+    /// A summary from what a store keeps beside a sealed grant (for stores that list grants
+    /// without opening them): `expires_at_ms` is `None` without an access token.
+    pub fn new(
+        key: &GrantKey,
+        scopes: Vec<String>,
+        version: u64,
+        expires_at_ms: Option<u64>,
+        refresh_token: bool,
+        reconnect: Option<String>,
+    ) -> Self {
+        Self {
+            credential: key.credential.clone(),
+            subject: key.subject.clone(),
+            scopes,
+            version,
+            expires_at_ms,
+            refresh_token,
+            reconnect,
+        }
+    }
+
     /// The summary of `grant`, the grant of `key` for a credential asking for `scopes`.
     pub fn of(key: &GrantKey, scopes: &[String], grant: &Grant) -> Self {
         Self {
@@ -403,6 +427,13 @@ pub trait GrantStore: Send + Sync + fmt::Debug + 'static {
             "this grant store cannot list grants".into(),
         ))
     }
+
+    /// The tokens this store read or wrote in this process, for the scrubber of a vault
+    /// that keeps its grants here ([`HostedGrants`]): `None` (the default) for a vault's own
+    /// store, whose vault knows its grants itself.
+    fn secrets(&self) -> Option<&GrantSecrets> {
+        None
+    }
 }
 
 /// The right to refresh one grant, held against every process that shares the store (see
@@ -425,6 +456,225 @@ impl RefreshHold {
 impl fmt::Debug for RefreshHold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("RefreshHold")
+    }
+}
+
+/// The token values a grant store kept outside the vault (PostgreSQL) read or wrote in this
+/// process: the current ones of each grant it handed out, and the last
+/// [`RETIRED_VALUES`](super::RETIRED_VALUES) it replaced or removed. A vault that keeps its
+/// grants in such a store extends its scrubber with them ([`GrantSecrets::scrubber_over`]),
+/// so a token read back from the store is redacted like one the vault holds itself.
+///
+/// `Debug` prints how many values it knows, never one.
+#[derive(Default)]
+pub struct GrantSecrets {
+    seen: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    current: BTreeMap<GrantKey, Vec<Secret>>,
+    retired: Vec<Secret>,
+    /// The last scrubber made: the vault's base, and it extended with every value here.
+    made: Option<(Arc<Scrubber>, Arc<Scrubber>)>,
+}
+
+impl fmt::Debug for GrantSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("GrantSecrets")
+            .field("grants", &seen.current.len())
+            .field("retired", &seen.retired.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GrantSecrets {
+    /// Knows no value yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Notes `grant` as the grant of `key` now: its tokens become known, and the ones it
+    /// replaced stay known as retired values.
+    pub fn saw(&self, key: &GrantKey, grant: &Grant) {
+        let now: Vec<&str> = grant.secrets().collect();
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let unchanged = seen
+            .current
+            .get(key)
+            .is_some_and(|old| old.iter().map(Secret::expose).eq(now.iter().copied()));
+        if unchanged {
+            return;
+        }
+        let fresh = now.iter().map(|v| Secret::new(*v)).collect();
+        if let Some(old) = seen.current.insert(key.clone(), fresh) {
+            for value in old {
+                if !now.contains(&value.expose()) {
+                    retire(&mut seen.retired, value);
+                }
+            }
+        }
+        seen.made = None;
+    }
+
+    /// Notes that the grant of `key` was removed: its tokens stay known as retired values.
+    pub fn removed(&self, key: &GrantKey) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(old) = seen.current.remove(key) {
+            for value in old {
+                retire(&mut seen.retired, value);
+            }
+            seen.made = None;
+        }
+    }
+
+    /// Whether `value` is one of the tokens known here (current or retired).
+    pub fn knows(&self, value: &str) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.current
+            .values()
+            .flatten()
+            .chain(&seen.retired)
+            .any(|s| s.expose() == value)
+    }
+
+    /// `base` (the vault's own scrubber) extended with every value known here; made again
+    /// only when `base` or the values changed.
+    pub fn scrubber_over(&self, base: Arc<Scrubber>) -> Arc<Scrubber> {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.current.values().all(Vec::is_empty) && seen.retired.is_empty() {
+            return base;
+        }
+        if let Some((made_from, made)) = &seen.made
+            && Arc::ptr_eq(made_from, &base)
+        {
+            return Arc::clone(made);
+        }
+        let made = Arc::new(
+            base.extended(
+                seen.current
+                    .values()
+                    .flatten()
+                    .chain(&seen.retired)
+                    .map(Secret::expose),
+            ),
+        );
+        seen.made = Some((base, Arc::clone(&made)));
+        made
+    }
+}
+
+/// A grant store kept outside the vault, as the vault hands it out: every key is checked
+/// against the vault's credentials first (an OAuth credential of that name, held for each
+/// subject when the key names one, shared when it does not; [`VaultError::NotFound`]
+/// otherwise), and [`GrantStore::list`] shows the scopes the vault's credential asks for.
+/// So a vault keeps its client secrets while the grants live where the fleet shares them
+/// (`sallyport_postgres::PgGrantStore`), and the channel's refresh path is the same.
+pub struct HostedGrants {
+    store: Arc<dyn GrantStore>,
+    kind_of: CredentialLookup,
+}
+
+/// How [`HostedGrants`] asks the vault for a credential's kind: `Ok(None)` when there is no
+/// such credential, [`VaultError::Locked`] while the vault is locked.
+type CredentialLookup =
+    Arc<dyn Fn(&str) -> Result<Option<CredentialKind>, VaultError> + Send + Sync>;
+
+impl fmt::Debug for HostedGrants {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostedGrants")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostedGrants {
+    /// `store`, checked against the credentials `kind_of` looks up by name (`Ok(None)` for
+    /// no such credential).
+    pub fn new(
+        store: Arc<dyn GrantStore>,
+        kind_of: impl Fn(&str) -> Result<Option<CredentialKind>, VaultError> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            store,
+            kind_of: Arc::new(kind_of),
+        }
+    }
+
+    /// The store behind the check.
+    pub fn store(&self) -> &Arc<dyn GrantStore> {
+        &self.store
+    }
+
+    /// The scopes of the OAuth credential `key` names, when it takes a grant of that key.
+    fn check(&self, key: &GrantKey) -> Result<Vec<String>, VaultError> {
+        match (self.kind_of)(&key.credential)? {
+            Some(kind) if kind.per_subject() == key.subject.is_some() => kind
+                .oauth()
+                .map(|client| client.scopes.clone())
+                .ok_or_else(|| VaultError::NotFound(key.credential.clone())),
+            _ => Err(VaultError::NotFound(key.credential.clone())),
+        }
+    }
+}
+
+#[async_trait]
+impl GrantStore for HostedGrants {
+    async fn current(&self, key: &GrantKey) -> Result<Grant, VaultError> {
+        self.check(key)?;
+        self.store.current(key).await
+    }
+
+    async fn replace(
+        &self,
+        key: &GrantKey,
+        expected_version: u64,
+        update: GrantUpdate,
+    ) -> Result<Replaced, VaultError> {
+        self.check(key)?;
+        self.store.replace(key, expected_version, update).await
+    }
+
+    fn hold_refresh(&self, key: &GrantKey) -> Result<Option<(Grant, RefreshHold)>, VaultError> {
+        self.check(key)?;
+        self.store.hold_refresh(key)
+    }
+
+    async fn put(&self, key: &GrantKey, update: GrantUpdate) -> Result<Grant, VaultError> {
+        self.check(key)?;
+        self.store.put(key, update).await
+    }
+
+    async fn remove(&self, key: &GrantKey) -> Result<(), VaultError> {
+        self.check(key)?;
+        self.store.remove(key).await
+    }
+
+    /// The store's grants of credentials this vault holds with a kind that takes them, with
+    /// the scopes the vault's credential asks for.
+    async fn list(&self, credential: Option<&str>) -> Result<Vec<GrantSummary>, VaultError> {
+        let mut listed = self.store.list(credential).await?;
+        let mut kept = Vec::with_capacity(listed.len());
+        for mut summary in listed.drain(..) {
+            let key = GrantKey {
+                credential: summary.credential.clone(),
+                subject: summary.subject.clone(),
+            };
+            match self.check(&key) {
+                Ok(scopes) => {
+                    summary.scopes = scopes;
+                    kept.push(summary);
+                }
+                Err(VaultError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(kept)
+    }
+
+    fn secrets(&self) -> Option<&GrantSecrets> {
+        self.store.secrets()
     }
 }
 
@@ -470,6 +720,33 @@ mod tests {
         });
         assert_eq!(g.reconnect_reason(), Some("revoked"));
         assert!(g.access_token().is_none());
+    }
+
+    #[test]
+    fn grant_secrets_keep_current_and_replaced_tokens_and_remake_the_scrubber_only_on_change() {
+        let seen = GrantSecrets::new();
+        let base = Arc::new(Scrubber::new(["client-secret"]));
+        assert!(Arc::ptr_eq(&seen.scrubber_over(Arc::clone(&base)), &base));
+        let alice = GrantKey::for_subject("github", "alice");
+        let (g1, _) = Grant::new().apply(issued("at-1", Some("rt-1"), 60));
+        seen.saw(&alice, &g1);
+        let made = seen.scrubber_over(Arc::clone(&base));
+        assert!(made.covers("at-1") && made.covers("rt-1") && made.covers("client-secret"));
+        // The same grant again: the same scrubber.
+        seen.saw(&alice, &g1);
+        assert!(Arc::ptr_eq(&seen.scrubber_over(Arc::clone(&base)), &made));
+        // A refresh: the new tokens and the replaced ones.
+        let (g2, _) = g1.apply(issued("at-2", None, 60));
+        seen.saw(&alice, &g2);
+        let remade = seen.scrubber_over(Arc::clone(&base));
+        assert!(!Arc::ptr_eq(&remade, &made));
+        for token in ["at-1", "at-2", "rt-1"] {
+            assert!(remade.covers(token), "{token}");
+        }
+        seen.removed(&alice);
+        assert!(seen.knows("at-2") && seen.knows("rt-1"));
+        let debug = format!("{seen:?}");
+        assert!(!debug.contains("at-") && !debug.contains("rt-"), "{debug}");
     }
 
     #[test]

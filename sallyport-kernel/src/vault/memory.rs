@@ -7,8 +7,8 @@ use async_trait::async_trait;
 
 use super::{
     Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantSummary,
-    GrantUpdate, Replaced, Secret, Vault, VaultAdmin, VaultError, VaultState, check_meta, retire,
-    scrubber_with_grants,
+    GrantUpdate, HostedGrants, Replaced, Secret, Vault, VaultAdmin, VaultError, VaultState,
+    check_meta, retire, scrubber_with_grants,
 };
 use crate::scrub::Scrubber;
 
@@ -16,10 +16,13 @@ use crate::scrub::Scrubber;
 /// switch its state (to test refusals).
 ///
 /// It keeps the OAuth grants of its credentials too ([`Vault::grants`]): one shared grant per
-/// OAuth credential, or one per subject for a credential held for each subject.
+/// OAuth credential, or one per subject for a credential held for each subject; or, with
+/// [`MemoryVault::with_grant_store`], in a store of the host's choosing.
 #[derive(Default)]
 pub struct MemoryVault {
     inner: Arc<Mutex<Inner>>,
+    /// The store the grants live in instead of this vault, if the host gave one.
+    hosted: Option<Arc<dyn GrantStore>>,
 }
 
 #[derive(Default)]
@@ -88,6 +91,39 @@ impl MemoryVault {
         Self::default()
     }
 
+    /// Keeps the OAuth grants of this vault's credentials in `store` (a store the fleet
+    /// shares, such as `sallyport_postgres::PgGrantStore`) while the vault keeps the
+    /// credentials and their client secrets: [`Vault::grants`] and every OAuth credential
+    /// [`Vault::resolve`] returns hand out `store`, checked against this vault's credentials
+    /// ([`HostedGrants`]), and the vault's scrubber knows the tokens read from it. Grants
+    /// this vault held itself are no longer used; a credential replaced or removed leaves its
+    /// grants in `store` (remove them there).
+    #[must_use]
+    pub fn with_grant_store(mut self, store: Arc<dyn GrantStore>) -> Self {
+        self.hosted = Some(store);
+        self
+    }
+
+    /// The grant store handed out: the host's, checked against this vault's credentials, or
+    /// the vault's own.
+    fn grant_store(&self) -> Arc<dyn GrantStore> {
+        match &self.hosted {
+            Some(store) => {
+                let inner = Arc::clone(&self.inner);
+                Arc::new(HostedGrants::new(Arc::clone(store), move |name| {
+                    let inner = inner.lock().unwrap_or_else(PoisonError::into_inner);
+                    if inner.locked {
+                        return Err(VaultError::Locked);
+                    }
+                    Ok(inner.entries.get(name).map(|c| c.meta().kind.clone()))
+                }))
+            }
+            None => Arc::new(MemoryGrants {
+                inner: Arc::clone(&self.inner),
+            }),
+        }
+    }
+
     /// Stores (or replaces, with a new version) a credential.
     pub fn set(&self, mut meta: CredentialMeta, secret: Secret) {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -128,6 +164,7 @@ impl std::fmt::Debug for MemoryVault {
         f.debug_struct("MemoryVault")
             .field("locked", &inner.locked)
             .field("names", &inner.entries.keys().collect::<Vec<_>>())
+            .field("grant_store", &self.hosted)
             .finish_non_exhaustive()
     }
 }
@@ -153,19 +190,16 @@ impl Vault for MemoryVault {
             .get(name)
             .cloned()
             .ok_or_else(|| VaultError::NotFound(name.to_owned()))?;
+        drop(inner);
         Ok(if credential.meta().kind.oauth().is_some() {
-            credential.with_grants(Arc::new(MemoryGrants {
-                inner: Arc::clone(&self.inner),
-            }))
+            credential.with_grants(self.grant_store())
         } else {
             credential
         })
     }
 
     fn grants(&self) -> Option<Arc<dyn GrantStore>> {
-        Some(Arc::new(MemoryGrants {
-            inner: Arc::clone(&self.inner),
-        }))
+        Some(self.grant_store())
     }
 
     fn scrubber(&self) -> Arc<Scrubber> {
@@ -173,16 +207,24 @@ impl Vault for MemoryVault {
         if inner.locked {
             return Arc::new(Scrubber::empty());
         }
-        if let Some(s) = &inner.scrubber {
-            return Arc::clone(s);
+        let base = match &inner.scrubber {
+            Some(s) => Arc::clone(s),
+            None => {
+                let scrubber = Arc::new(scrubber_with_grants(
+                    inner.entries.values(),
+                    inner.grants.values(),
+                    &inner.retired,
+                ));
+                inner.scrubber = Some(Arc::clone(&scrubber));
+                scrubber
+            }
+        };
+        drop(inner);
+        // The tokens read from a host's grant store are known too.
+        match self.hosted.as_ref().and_then(|s| s.secrets()) {
+            Some(seen) => seen.scrubber_over(base),
+            None => base,
         }
-        let scrubber = Arc::new(scrubber_with_grants(
-            inner.entries.values(),
-            inner.grants.values(),
-            &inner.retired,
-        ));
-        inner.scrubber = Some(Arc::clone(&scrubber));
-        scrubber
     }
 }
 
@@ -408,6 +450,77 @@ mod tests {
         ));
         // Removed tokens stay known to the scrubber.
         assert!(vault.scrubber().covers("at-bob"));
+    }
+
+    #[tokio::test]
+    async fn a_vault_with_a_grant_store_of_the_hosts_checks_its_own_credentials_and_scopes() {
+        // The host's store: another vault's grants, holding `github` with other scopes.
+        let elsewhere = vault_with(true);
+        elsewhere.set(
+            CredentialMeta::new(
+                "gitlab",
+                CredentialKind::OAuthRefresh(
+                    OAuthClient::new("webapp", "https://login.example.com/token").per_subject(),
+                ),
+                Binding::url("https://api.example.com"),
+            ),
+            Secret::new("client-secret"),
+        );
+        let host_store = elsewhere.grants().expect("grants");
+        let vault = MemoryVault::new().with_grant_store(Arc::clone(&host_store));
+        let client = OAuthClient::new("webapp", "https://login.example.com/token")
+            .with_scopes(["repo", "gist"])
+            .per_subject();
+        vault.set(
+            CredentialMeta::new(
+                "github",
+                CredentialKind::OAuthRefresh(client),
+                Binding::url("https://api.example.com"),
+            ),
+            Secret::new("client-secret"),
+        );
+        let store = vault.grants().expect("grants");
+        let alice = GrantKey::for_subject("github", "alice");
+        store.put(&alice, issued("at-hosted")).await.expect("put");
+        // Stored in the host's store, not the vault's own.
+        let there = host_store
+            .current(&alice)
+            .await
+            .expect("in the host's store");
+        assert_eq!(there.access_token().map(Secret::expose), Some("at-hosted"));
+        // The resolved credential hands out the same store.
+        let resolved = vault.resolve("github").await.expect("resolve");
+        let via = resolved
+            .grants()
+            .expect("an OAuth credential carries its store");
+        assert_eq!(
+            via.current(&alice).await.expect("current").version(),
+            there.version()
+        );
+        // `gitlab` is the host store's, not this vault's: refused here.
+        host_store
+            .put(&GrantKey::for_subject("gitlab", "alice"), issued("at-gl"))
+            .await
+            .expect("put elsewhere");
+        assert!(matches!(
+            store
+                .current(&GrantKey::for_subject("gitlab", "alice"))
+                .await,
+            Err(VaultError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.current(&GrantKey::shared("github")).await,
+            Err(VaultError::NotFound(_))
+        ));
+        // Listed with this vault's scopes, and only its own credentials' grants.
+        let listed = store.list(None).await.expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].scopes, ["repo", "gist"]);
+        vault.lock();
+        assert!(matches!(
+            store.current(&alice).await,
+            Err(VaultError::Locked)
+        ));
     }
 
     #[tokio::test]

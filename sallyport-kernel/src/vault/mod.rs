@@ -36,7 +36,8 @@ pub use self::credential::{
     OAuthClient, Secret, SshBinding, SshCertificateAuthority,
 };
 pub use self::grant::{
-    Grant, GrantKey, GrantStore, GrantSummary, GrantUpdate, RefreshHold, Replaced,
+    Grant, GrantKey, GrantSecrets, GrantStore, GrantSummary, GrantUpdate, HostedGrants,
+    RefreshHold, Replaced,
 };
 pub use self::marker::{default_data_dir, lock_marker_path};
 pub use self::memory::MemoryVault;

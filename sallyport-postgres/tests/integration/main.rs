@@ -5,11 +5,16 @@
 //! executor (and the records kept through it), a crash-stop of a server of the test's own
 //! mid-load, and what errors and `Debug` show of a password; and the policy's call counts
 //! shared by the fleet (processes racing for a limit with the `limits-executor` helper, on
-//! PostgreSQL and on a SQLite file; a policy reading the session's recent calls). The server and a fresh database
+//! PostgreSQL and on a SQLite file; a policy reading the session's recent calls); and the
+//! OAuth grant store (`grants`: the grant conformance suite, sealing, key rotation, a holder
+//! process killed mid-hold, concurrent refreshers; `grants_http`: two executors refreshing
+//! through it against the real OpenID provider). The server and a fresh database
 //! per test come from `sallyport_tests::postgres`.
 //!
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
 
+mod grants;
+mod grants_http;
 mod journal;
 mod journal_conformance_postgres;
 mod journal_postgres_crash_stop;

@@ -52,8 +52,8 @@ use sallyport_kernel::scrub::Scrubber;
 use sallyport_kernel::vault::lock_marker_path;
 use sallyport_kernel::vault::{
     Credential, CredentialKind, CredentialMeta, Grant, GrantKey, GrantStore, GrantSummary,
-    GrantUpdate, RefreshHold, Replaced, Secret, Vault, VaultAdmin, VaultError, VaultState,
-    check_meta, retire, scrubber_with_grants,
+    GrantUpdate, HostedGrants, RefreshHold, Replaced, Secret, Vault, VaultAdmin, VaultError,
+    VaultState, check_meta, retire, scrubber_with_grants,
 };
 
 /// What can be read from a vault file without its passphrase.
@@ -95,6 +95,8 @@ pub struct FileVault {
     marker: PathBuf,
     auto_lock: Option<Duration>,
     state: Arc<Mutex<State>>,
+    /// The store the OAuth grants live in instead of the file, if the host gave one.
+    hosted: Option<Arc<dyn GrantStore>>,
 }
 
 struct State {
@@ -132,6 +134,7 @@ impl std::fmt::Debug for FileVault {
             .field("path", &self.path)
             .field("state", &self.state())
             .field("auto_lock", &self.auto_lock)
+            .field("grant_store", &self.hosted)
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +151,42 @@ impl FileVault {
                 unlocked: None,
                 last_used: Instant::now(),
             })),
+            hosted: None,
+        }
+    }
+
+    /// Keeps the OAuth grants of this vault's credentials in `store` (a store the fleet
+    /// shares, such as `sallyport_postgres::PgGrantStore`) while the file keeps the
+    /// credentials and their client secrets: [`Vault::grants`] and every OAuth credential
+    /// [`Vault::resolve`] returns hand out `store`, checked against this vault's credentials
+    /// ([`HostedGrants`]), and the vault's scrubber knows the tokens read from it. Grants
+    /// sealed in the file are no longer used (nor removed); a credential replaced or removed
+    /// leaves its grants in `store` (remove them there).
+    #[must_use]
+    pub fn with_grant_store(mut self, store: Arc<dyn GrantStore>) -> Self {
+        self.hosted = Some(store);
+        self
+    }
+
+    /// The grant store handed out: the host's, checked against this vault's credentials, or
+    /// the file's own.
+    fn grant_store(&self) -> Arc<dyn GrantStore> {
+        match &self.hosted {
+            Some(store) => {
+                let vault = self.shared();
+                Arc::new(HostedGrants::new(Arc::clone(store), move |name| {
+                    let mut st = vault.lock_state();
+                    vault.expire(&mut st);
+                    let unlocked = st.unlocked.as_ref().ok_or(VaultError::Locked)?;
+                    Ok(unlocked
+                        .entries
+                        .get(name)
+                        .map(|e| e.credential.meta().kind.clone()))
+                }))
+            }
+            None => Arc::new(FileGrants {
+                vault: self.shared(),
+            }),
         }
     }
 
@@ -586,26 +625,28 @@ impl Vault for FileVault {
         st.last_used = Instant::now();
         drop(st);
         Ok(if credential.meta().kind.oauth().is_some() {
-            credential.with_grants(Arc::new(FileGrants {
-                vault: self.shared(),
-            }))
+            credential.with_grants(self.grant_store())
         } else {
             credential
         })
     }
 
     fn grants(&self) -> Option<Arc<dyn GrantStore>> {
-        Some(Arc::new(FileGrants {
-            vault: self.shared(),
-        }))
+        Some(self.grant_store())
     }
 
     fn scrubber(&self) -> Arc<Scrubber> {
         let mut st = self.lock_state();
         self.expire(&mut st);
-        match st.unlocked.as_mut() {
+        let base = match st.unlocked.as_mut() {
             Some(unlocked) => unlocked.scrubber(),
-            None => Arc::new(Scrubber::empty()),
+            None => return Arc::new(Scrubber::empty()),
+        };
+        drop(st);
+        // The tokens read from a host's grant store are known too.
+        match self.hosted.as_ref().and_then(|s| s.secrets()) {
+            Some(seen) => seen.scrubber_over(base),
+            None => base,
         }
     }
 }
@@ -714,6 +755,7 @@ impl FileVault {
             marker: self.marker.clone(),
             auto_lock: self.auto_lock,
             state: Arc::clone(&self.state),
+            hosted: self.hosted.clone(),
         }
     }
 }
