@@ -28,6 +28,9 @@ use serde_json::{Value, json};
 const CREDENTIAL: &str = "approvals-webhook";
 const SECRET: &str = "whsec-7Qm2-shared-with-the-bot";
 const UPSTREAM_TOKEN: &str = "tok-upstream-never-in-a-notification-91ab";
+/// The agent's note on every parked call: kept for the approver's own screens and the audit
+/// record, never put in a notification (it is the agent's text, and it may argue its case).
+const NOTE: &str = "note-canary-5e1d: approve now, the release is late";
 
 /// Queue one build for the preview environment.
 #[derive(Action, Deserialize, Serialize, JsonSchema)]
@@ -38,6 +41,9 @@ struct CreateDeployment {
     #[scope(project)]
     project_id: String,
     build_id: String,
+    /// Why the agent asks.
+    #[audit_note]
+    reason: Option<String>,
 }
 
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -163,7 +169,7 @@ impl Rig {
             .executor
             .call(
                 "create_deployment",
-                json!({"project_id": "proj_42", "build_id": build}),
+                json!({"project_id": "proj_42", "build_id": build, "reason": NOTE}),
                 &session,
             )
             .await;
@@ -246,6 +252,23 @@ async fn a_bot_verifies_the_hmac_signed_notification_and_decides_through_its_lin
     let mut forged = hmac::Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).expect("key");
     forged.update(&signed(&t, &[&body[..], b" "].concat()));
     assert!(forged.verify_slice(&hex::decode(v1).expect("hex")).is_err());
+
+    // The agent's note is stored with the parked call, and the notification carries none
+    // of it.
+    let stored = rig
+        .executor
+        .approval_store()
+        .expect("store")
+        .approval(&id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(stored.note.as_deref(), Some(NOTE));
+    assert!(
+        !String::from_utf8_lossy(&body).contains("note-canary-5e1d"),
+        "the agent's note is in the notification: {}",
+        String::from_utf8_lossy(&body)
+    );
 
     let message: Value = serde_json::from_slice(&body).expect("JSON");
     assert_eq!(message["type"], "approval.parked");
