@@ -3,8 +3,8 @@
 //! refresh token is then refused by the provider itself, and the subject's next call is
 //! refused with `credential_unavailable` and a connect hint for the host. A provider that is
 //! down keeps the grant (unless forced, which says it was not revoked); a credential without a
-//! revocation endpoint is removed here only, and says so. No token appears in any result,
-//! error or sentence.
+//! revocation endpoint is removed here only, and says so; one that refuses the client or never
+//! answers keeps the grant. No token appears in any result, error or sentence.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -380,4 +380,80 @@ async fn a_credential_held_otherwise_is_refused_and_nothing_changes() {
     );
     assert_eq!(subjects(store.as_ref()).await, ["erin"]);
     assert_eq!(provider.count("revoked"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_endpoint_that_refuses_the_client_or_never_answers_keeps_the_grant() {
+    let provider = OidcProvider::start(60).await;
+    let channel = HttpChannel::builder()
+        .token_timeout(Duration::from_secs(1))
+        .build()
+        .expect("channel");
+
+    // A wrong client secret: the real provider refuses the client.
+    let vault = vault(
+        &provider,
+        "http://127.0.0.1:9",
+        Some(revocation_endpoint(&provider)),
+    );
+    let store = vault.grants().expect("grants");
+    let refresh_token = connect(&provider, store.as_ref(), "fay").await;
+    let meta = vault
+        .list()
+        .into_iter()
+        .find(|m| m.name == "github")
+        .expect("github");
+    vault.set(meta, Secret::new("not-the-client-secret-canary"));
+    let refused = channel
+        .disconnect(vault.as_ref(), Disconnect::subject("github", "fay"))
+        .await
+        .expect_err("the client is refused");
+    assert_eq!(
+        refused.to_string(),
+        "the `github` account of subject `fay` was not revoked at the provider (the revocation endpoint answered HTTP 401 `invalid_client`); the grant was NOT removed; disconnect again later, or force its removal"
+    );
+    assert_no_secret(
+        &format!("{refused} {refused:?}"),
+        &[refresh_token.as_str(), "not-the-client-secret-canary"],
+    );
+    assert_eq!(subjects(store.as_ref()).await, ["fay"]);
+    assert_eq!(provider.count("revoked"), 0);
+    // The grant is still valid at the provider: nothing was revoked.
+    assert_eq!(present(&provider, &refresh_token).await.0, 200);
+
+    // An endpoint that accepts the connection and never answers: refused after the timeout.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let silent_url = format!("http://{}/revoke", silent.local_addr().expect("addr"));
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let vault = self::vault(&provider, "http://127.0.0.1:9", Some(silent_url));
+    let store = vault.grants().expect("grants");
+    store
+        .put(
+            &GrantKey::for_subject("github", "gus"),
+            GrantUpdate::Connected {
+                refresh_token: Secret::new("rt-gus-canary-0b7d"),
+            },
+        )
+        .await
+        .expect("connect");
+    let started = std::time::Instant::now();
+    let slow = channel
+        .disconnect(vault.as_ref(), Disconnect::subject("github", "gus"))
+        .await
+        .expect_err("no answer");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        slow.to_string(),
+        "the `github` account of subject `gus` was not revoked at the provider (the revocation endpoint did not answer within 1000 ms); the grant was NOT removed; disconnect again later, or force its removal"
+    );
+    assert_no_secret(&format!("{slow} {slow:?}"), &["rt-gus-canary-0b7d"]);
+    assert_eq!(subjects(store.as_ref()).await, ["gus"]);
+    held.abort();
 }
