@@ -15,6 +15,12 @@
 //! refresh tokens with reuse detection (a refresh token presented twice revokes the grant)
 //! therefore see each refresh token once.
 //!
+//! # Disconnecting an account
+//!
+//! [`HttpChannel::disconnect`] revokes a grant at the credential's revocation endpoint
+//! (RFC 7009) and removes it from the store ([`Disconnect`], [`Disconnected`]); a provider
+//! that does not revoke leaves the grant in place unless the disconnect is forced.
+//!
 //! # Documented defaults
 //!
 //! - **Refresh margin**: a token is refreshed when less than [`REFRESH_MARGIN`] (30 s) of
