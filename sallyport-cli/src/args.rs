@@ -21,6 +21,12 @@ Exit codes:
  11  reconcile: an abandoned attempt is still unknown (its check could not tell); it stays
      unresolved and nothing was resent
  12  scaffold: none of the operations could be generated (each is listed with the reason)
+ 13  approvals verify: a decision's signature does not verify (or is missing, or by another
+     key than --public-key)
+ 14  approvals approve/deny: the decision was refused (by the decision policy, or the
+     approver requested the call); the refusal is audited and nothing changed
+ 15  vault grants disconnect: the provider did not revoke the grant (down, slow, refusing);
+     the grant was NOT removed (retry, or --force to remove it anyway)
 
 DATA_DIR is $XDG_DATA_HOME (or ~/.local/share) on Linux, ~/Library/Application Support on
 macOS and %APPDATA% on Windows.
@@ -245,7 +251,7 @@ pub enum KeychainArg {
 #[derive(Debug, Subcommand)]
 #[non_exhaustive]
 pub enum Command {
-    /// Manage credentials: init, set, list, remove, rotate, lock, unlock, status.
+    /// Manage credentials: init, set, list, remove, rotate, lock, unlock, status, grants.
     #[command(subcommand)]
     Vault(VaultCommand),
     /// Check and export the audit log: verify, export, unresolved, keygen.
@@ -310,6 +316,51 @@ pub enum VaultCommand {
     Unlock,
     /// Show the vault's state without the passphrase (exit 3 when locked).
     Status(ListArgs),
+    /// The OAuth grants users connected: list them (never a token), or disconnect one.
+    #[command(subcommand)]
+    Grants(GrantsCommand),
+}
+
+/// `sallyport vault grants …`
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum GrantsCommand {
+    /// Show each grant's credential, subject, scopes, expiry and state (connected, active,
+    /// expired, needs reconnecting). Never a token.
+    List(GrantsListArgs),
+    /// Revoke a grant at the provider (RFC 7009, at the credential's revocation endpoint)
+    /// and remove it from the vault. When the provider does not revoke it (down, slow,
+    /// refusing) the grant is kept and the command exits 15, unless --force. A credential
+    /// without a revocation endpoint has its grant removed here only, and says so.
+    Disconnect(DisconnectArgs),
+}
+
+/// `vault grants list` options.
+#[derive(Debug, Args)]
+#[non_exhaustive]
+pub struct GrantsListArgs {
+    /// Only the grants of this credential.
+    #[arg(long, value_name = "NAME")]
+    pub credential: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `vault grants disconnect` options.
+#[derive(Debug, Args)]
+#[non_exhaustive]
+pub struct DisconnectArgs {
+    /// The OAuth credential.
+    pub name: String,
+    /// The end user whose grant is disconnected (for a credential held for each subject;
+    /// without it, the credential's shared grant).
+    #[arg(long, value_name = "SUBJECT")]
+    pub subject: Option<String>,
+    /// Remove the grant even when the provider does not revoke it; its tokens may then stay
+    /// valid at the provider until they expire.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `vault init` options.

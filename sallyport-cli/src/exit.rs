@@ -47,6 +47,10 @@ pub enum Exit {
     /// the call, has no authority under the decision policy, or signed wrongly); the refusal
     /// is audited and nothing changed.
     Refused = 14,
+    /// 15 — `vault grants disconnect`: the provider did not revoke the grant (down, slow or
+    /// refusing); the grant was NOT removed, so the command can be run again (or with
+    /// `--force`).
+    NotRevoked = 15,
 }
 
 impl From<Exit> for ExitCode {

@@ -25,6 +25,17 @@
 //! application's actions, so it works through [`run_with_executor`]; the plain binary
 //! refuses it (exit 2).
 //!
+//! # Connected accounts
+//!
+//! `sallyport vault grants list [--credential NAME] [--json]` shows the OAuth grants the
+//! vault holds: credential, subject, scopes, expiry and state, never a token.
+//! `sallyport vault grants disconnect NAME [--subject S] [--force]` revokes the grant at the
+//! credential's revocation endpoint (RFC 7009) and removes it
+//! ([`sallyport_http::HttpChannel::disconnect`]). When the provider does not revoke it, the
+//! grant is kept and the command exits [`Exit::NotRevoked`]; `--force` removes it anyway and
+//! says it was not revoked. A credential without a revocation endpoint has its grant removed
+//! here only, and the command says so.
+//!
 //! # A policy in shadow
 //!
 //! `sallyport policy shadow-report [--since TIME] [--until TIME] [--json]` reads the audit
@@ -92,6 +103,7 @@ mod audit;
 pub mod baseline;
 mod console;
 mod exit;
+mod grants;
 mod policy;
 mod prompt;
 mod reconcile;

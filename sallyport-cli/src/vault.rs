@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use sallyport_core::vault::{
     ApiKeyPlacement, Binding, CredentialKind, CredentialMeta, FileVault, KdfParams,
-    KeychainBackend, KeychainVault, Secret, SshBinding, VaultAdmin, VaultError, default_data_dir,
-    lock_marker_path,
+    KeychainBackend, KeychainVault, Secret, SshBinding, Vault, VaultAdmin, VaultError,
+    default_data_dir, lock_marker_path,
 };
 use serde::Serialize;
 
@@ -32,6 +32,13 @@ enum Backend {
 
 impl Backend {
     fn admin(&self) -> &dyn VaultAdmin {
+        match self {
+            Self::File(v) => v,
+            Self::Keychain(v) => v,
+        }
+    }
+
+    fn vault(&self) -> &dyn Vault {
         match self {
             Self::File(v) => v,
             Self::Keychain(v) => v,
@@ -197,6 +204,10 @@ pub(crate) fn run(cli: &Cli, cmd: &VaultCommand) -> Result<(), Failure> {
             Ok(())
         }
         VaultCommand::Status(args) => status(cli, args.json),
+        VaultCommand::Grants(cmd) => {
+            let backend = open_unlocked(cli, &prompter)?;
+            crate::grants::run(backend.vault(), cmd)
+        }
     }
 }
 
@@ -268,7 +279,7 @@ fn status(cli: &Cli, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+pub(crate) fn print_json(value: &impl Serialize) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Failure::new(Exit::Failure, format!("cannot encode JSON: {e}")))?;
     println!("{text}");

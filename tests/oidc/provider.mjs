@@ -8,7 +8,8 @@
 //                                                               presented again: the
 //                                                               provider revoked the grant
 //   {"event":"grant_error","error":"invalid_grant"}             any other refused grant
-//   {"event":"revoked"}                                         a token revoked (RFC 7009)
+//   {"event":"revoked"}                                         a grant revoked through the
+//                                                               revocation endpoint (RFC 7009)
 //
 // Configuration (environment):
 //   OIDC_TOKEN_TTL  access token lifetime in seconds (default 4)
@@ -92,7 +93,12 @@ provider.on('grant.error', (ctx, err) => {
     emit({ event: 'grant_error', error: err.error ?? null });
   }
 });
-provider.on('revocation.success', () => emit({ event: 'revoked' }));
+// oidc-provider 9 emits no `revocation.success`; a token revoked at the revocation endpoint
+// revokes its grant, which it reports as `grant.revoked` (once per grant: a second token of
+// a grant already revoked is unknown, answered 200 and reports nothing).
+provider.on('grant.revoked', (ctx) => {
+  if (ctx.oidc.route === 'revocation') emit({ event: 'revoked' });
+});
 provider.on('server_error', (ctx, err) => {
   process.stderr.write(`server_error: ${err?.stack ?? err}\n`);
 });

@@ -15,6 +15,12 @@
 //! refresh tokens with reuse detection (a refresh token presented twice revokes the grant)
 //! therefore see each refresh token once.
 //!
+//! # Disconnecting an account
+//!
+//! [`HttpChannel::disconnect`] revokes a grant at the credential's revocation endpoint
+//! (RFC 7009) and removes it from the store ([`Disconnect`], [`Disconnected`]); a provider
+//! that does not revoke leaves the grant in place unless the disconnect is forced.
+//!
 //! # Documented defaults
 //!
 //! - **Refresh margin**: a token is refreshed when less than [`REFRESH_MARGIN`] (30 s) of
@@ -52,6 +58,10 @@ use sallyport_core::vault::{
 use serde::Deserialize;
 
 use super::HttpChannel;
+
+mod revoke;
+
+pub use self::revoke::{Disconnect, DisconnectError, Disconnected, Revocation};
 
 /// A token is refreshed when less than this is left of its life (or less than a third of
 /// its issued lifetime, whichever is shorter).
@@ -372,18 +382,9 @@ impl HttpChannel {
             .header(ACCEPT, "application/json")
             .timeout(self.inner.token_timeout)
             .body(body.as_str().to_owned());
-        if !secret.is_empty() {
-            // client_secret_basic: both parts form-encoded first (RFC 6749 §2.3.1).
-            let enc =
-                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-            let pair =
-                zeroize::Zeroizing::new(format!("{}:{}", enc(&client.client_id), enc(secret)));
-            let mut value = HeaderValue::from_str(&format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(pair.as_bytes())
-            ))
-            .map_err(|_| TokenFailure::Failed("the client secret cannot be sent".into()))?;
-            value.set_sensitive(true);
+        if let Some(value) = client_authorization(&client.client_id, secret)
+            .map_err(|()| TokenFailure::Failed("the client secret cannot be sent".into()))?
+        {
             request = request.header(AUTHORIZATION, value);
         }
         let response = request.send().await.map_err(|e| {
@@ -460,6 +461,25 @@ impl HttpChannel {
             .map(Secret::new);
         Ok((access_token, lifetime, refresh_token))
     }
+}
+
+/// How a confidential client authenticates to the provider's endpoints:
+/// `client_secret_basic`, both parts form-encoded first (RFC 6749 §2.3.1), marked sensitive;
+/// `None` for a public client (empty secret), which names itself with `client_id` in the
+/// body instead.
+fn client_authorization(client_id: &str, secret: &str) -> Result<Option<HeaderValue>, ()> {
+    if secret.is_empty() {
+        return Ok(None);
+    }
+    let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    let pair = zeroize::Zeroizing::new(format!("{}:{}", enc(client_id), enc(secret)));
+    let mut value = HeaderValue::from_str(&format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair.as_bytes())
+    ))
+    .map_err(drop)?;
+    value.set_sensitive(true);
+    Ok(Some(value))
 }
 
 /// The body, up to [`MAX_TOKEN_RESPONSE`] bytes; `Err(true)` on a timeout, `Err(false)`

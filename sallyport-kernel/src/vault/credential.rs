@@ -109,6 +109,12 @@ pub struct OAuthClient {
     /// every caller.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub per_subject: bool,
+    /// The revocation endpoint (RFC 7009) a disconnect revokes the grant's tokens at:
+    /// `https://`, or `http://` on loopback (it receives the client secret). `None` (the
+    /// default, not serialized) when the provider has none: a disconnect then only removes
+    /// the grant here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocation_endpoint: Option<String>,
 }
 
 impl OAuthClient {
@@ -120,7 +126,15 @@ impl OAuthClient {
             token_endpoint: token_endpoint.into(),
             scopes: Vec::new(),
             per_subject: false,
+            revocation_endpoint: None,
         }
+    }
+
+    /// Revokes the grant's tokens at `endpoint` (RFC 7009) when an account is disconnected.
+    #[must_use]
+    pub fn with_revocation_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.revocation_endpoint = Some(endpoint.into());
+        self
     }
 
     /// Holds a grant for each subject (end user) instead of one shared grant: a call
@@ -462,6 +476,34 @@ mod tests {
         assert_eq!(
             serde_json::to_value(CredentialKind::Bearer).unwrap(),
             serde_json::json!({"kind": "bearer"})
+        );
+    }
+
+    #[test]
+    fn an_oauth_client_without_a_revocation_endpoint_serializes_as_before() {
+        let plain = CredentialKind::OAuthRefresh(
+            OAuthClient::new("webapp", "https://id.example.com/token").per_subject(),
+        );
+        let json = serde_json::json!({
+            "kind": "oauth_refresh",
+            "client_id": "webapp",
+            "token_endpoint": "https://id.example.com/token",
+            "per_subject": true
+        });
+        assert_eq!(serde_json::to_value(&plain).unwrap(), json);
+        assert_eq!(
+            serde_json::from_value::<CredentialKind>(json).unwrap(),
+            plain
+        );
+        let revocable = CredentialKind::OAuthRefresh(
+            OAuthClient::new("webapp", "https://id.example.com/token")
+                .with_revocation_endpoint("https://id.example.com/revoke"),
+        );
+        let json = serde_json::to_value(&revocable).unwrap();
+        assert_eq!(json["revocation_endpoint"], "https://id.example.com/revoke");
+        assert_eq!(
+            serde_json::from_value::<CredentialKind>(json).unwrap(),
+            revocable
         );
     }
 

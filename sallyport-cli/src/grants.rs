@@ -1,0 +1,209 @@
+//! `sallyport vault grants …`: the OAuth grants users connected, listed (never a token) and
+//! disconnected (revoked at the provider, RFC 7009, then removed).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sallyport_core::consent::escape;
+use sallyport_core::vault::{GrantKey, GrantSummary, Vault, VaultError};
+use sallyport_http::HttpChannel;
+use sallyport_http::oauth::{Disconnect, DisconnectError};
+use serde::Serialize;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::args::GrantsCommand;
+use crate::audit::runtime;
+use crate::exit::{Exit, Failure, chain};
+use crate::vault::print_json;
+
+pub(crate) fn run(vault: &dyn Vault, cmd: &GrantsCommand) -> Result<(), Failure> {
+    let rt = runtime()?;
+    match cmd {
+        GrantsCommand::List(args) => {
+            let store = vault.grants().ok_or_else(no_grants)?;
+            let listed = rt.block_on(store.list(args.credential.as_deref()))?;
+            let now = unix_ms(SystemTime::now());
+            let views: Vec<GrantView> = listed.iter().map(|g| GrantView::of(g, now)).collect();
+            if args.json {
+                print_json(&views)?;
+            } else if views.is_empty() {
+                println!("no grants");
+            } else {
+                println!(
+                    "{:<24} {:<24} {:<18} {:<26} SCOPES",
+                    "CREDENTIAL", "SUBJECT", "STATE", "EXPIRES"
+                );
+                for view in &views {
+                    let subject = view
+                        .subject
+                        .as_deref()
+                        .map_or_else(|| "(shared)".to_owned(), |s| escape(s).into_owned());
+                    let scopes = if view.scopes.is_empty() {
+                        "(client defaults)".to_owned()
+                    } else {
+                        view.scopes.join(" ")
+                    };
+                    println!(
+                        "{:<24} {:<24} {:<18} {:<26} {scopes}",
+                        view.credential,
+                        subject,
+                        view.state.as_str(),
+                        view.expires_at.as_deref().unwrap_or("-"),
+                    );
+                }
+            }
+            Ok(())
+        }
+        GrantsCommand::Disconnect(args) => {
+            vault.grants().ok_or_else(no_grants)?;
+            let key = match &args.subject {
+                Some(subject) => GrantKey::for_subject(args.name.as_str(), subject.as_str()),
+                None => GrantKey::shared(args.name.as_str()),
+            };
+            let mut request = Disconnect::new(key);
+            if args.force {
+                request = request.force();
+            }
+            let channel = HttpChannel::builder().build().map_err(|e| {
+                Failure::new(
+                    Exit::Failure,
+                    format!("cannot set up the HTTP client: {}", chain(&e)),
+                )
+            })?;
+            let done = rt
+                .block_on(channel.disconnect(vault, request))
+                .map_err(|e| disconnect_failure(&e))?;
+            println!("{done}");
+            Ok(())
+        }
+    }
+}
+
+fn no_grants() -> Failure {
+    Failure::new(
+        Exit::Failure,
+        "this vault keeps no OAuth grants (use the vault file)",
+    )
+}
+
+fn disconnect_failure(e: &DisconnectError) -> Failure {
+    let exit = match e {
+        DisconnectError::NotRevoked { .. } => Exit::NotRevoked,
+        DisconnectError::NotConnected { .. } | DisconnectError::NotOAuth { .. } => Exit::NotFound,
+        DisconnectError::Vault(VaultError::Locked) => Exit::Locked,
+        _ => Exit::Failure,
+    };
+    Failure::new(exit, chain(e))
+}
+
+/// A grant's state, from what the store tells without opening it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum GrantState {
+    /// A refresh refused for good: the user must connect the account again.
+    NeedsReconnecting,
+    /// An access token valid now.
+    Active,
+    /// The access token expired; the next call refreshes it.
+    Expired,
+    /// Connected, no access token asked for yet.
+    Connected,
+    /// Neither token held.
+    Empty,
+}
+
+impl GrantState {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::NeedsReconnecting => "needs reconnecting",
+            Self::Active => "active",
+            Self::Expired => "expired",
+            Self::Connected => "connected",
+            Self::Empty => "empty",
+        }
+    }
+}
+
+/// What `grants list` shows of a grant: names, scopes, times and state, never a token.
+#[derive(Serialize)]
+struct GrantView {
+    credential: String,
+    subject: Option<String>,
+    scopes: Vec<String>,
+    state: GrantState,
+    /// RFC 3339, UTC.
+    expires_at: Option<String>,
+    expires_at_ms: Option<u64>,
+    refresh_token: bool,
+    reconnect: Option<String>,
+    version: u64,
+}
+
+impl GrantView {
+    fn of(summary: &GrantSummary, now_ms: u64) -> Self {
+        let state = match (&summary.reconnect, summary.expires_at_ms) {
+            (Some(_), _) => GrantState::NeedsReconnecting,
+            (None, Some(at)) if at > now_ms => GrantState::Active,
+            (None, Some(_)) => GrantState::Expired,
+            (None, None) if summary.refresh_token => GrantState::Connected,
+            (None, None) => GrantState::Empty,
+        };
+        Self {
+            credential: summary.credential.clone(),
+            subject: summary.subject.clone(),
+            scopes: summary.scopes.clone(),
+            state,
+            expires_at: summary.expires_at_ms.and_then(rfc3339),
+            expires_at_ms: summary.expires_at_ms,
+            refresh_token: summary.refresh_token,
+            reconnect: summary.reconnect.clone(),
+            version: summary.version,
+        }
+    }
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn rfc3339(ms: u64) -> Option<String> {
+    let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()?;
+    at.replace_millisecond(0).ok()?.format(&Rfc3339).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_follows_the_reconnect_mark_then_the_expiry() {
+        let key = GrantKey::for_subject("github", "alice");
+        let view = |expires: Option<u64>, refresh: bool, reconnect: Option<&str>| {
+            GrantView::of(
+                &GrantSummary::new(
+                    &key,
+                    vec!["api:read".into()],
+                    3,
+                    expires,
+                    refresh,
+                    reconnect.map(str::to_owned),
+                ),
+                1_000,
+            )
+            .state
+        };
+        assert_eq!(view(Some(2_000), true, None), GrantState::Active);
+        assert_eq!(view(Some(500), true, None), GrantState::Expired);
+        assert_eq!(view(None, true, None), GrantState::Connected);
+        assert_eq!(view(None, false, None), GrantState::Empty);
+        assert_eq!(
+            view(Some(2_000), true, Some("revoked")),
+            GrantState::NeedsReconnecting
+        );
+        assert_eq!(
+            rfc3339(1_767_225_600_123).as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+    }
+}
