@@ -20,7 +20,7 @@
 //! |---|---|---|
 //! | `sqlite` | yes | [`journal::SqliteJournal`], the embedded journal (`sallyport-sqlite`, bundled SQLite) |
 //! | `file-vault` | yes | [`vault::FileVault`], the encrypted file vault (`sallyport-vault`, Argon2id + XChaCha20-Poly1305) |
-//! | `secret-rules` | yes | credential-shaped values the vault does not know are found in every answer with Gitleaks' maintained rules (`sallyport-secrets`; see [`inspect`]); the whole answer guard costs under 3 µs per KiB |
+//! | `secret-rules` | yes | credential-shaped values the vault does not know are found in every answer with Gitleaks' maintained rules (`sallyport-secrets`; see [`inspect`]); the whole answer guard costs 2.7–2.9 µs per KiB on an idle host (more on a loaded one; `BENCHMARKS.md`), and the rules compile once per process, about a tenth of a second, when the first executor builder is made |
 //! | `keychain` | no | `vault::KeychainVault`, the OS keychains (`sallyport-vault`) |
 //! | `otel` | no | OpenTelemetry-style spans per call ([`telemetry`]) |
 //!

@@ -16,7 +16,7 @@
 //! and runs only the rules a keyword opened, on only the strings that hold it; one packed
 //! search finds where an instruction phrase could start and which keys name a secret. Only
 //! strings the survey flags are inspected one by one. The whole guard, the scrubber
-//! included, costs ~2.8 µs per KiB of a JSON answer of 3.9 KiB (`BENCHMARKS.md`,
+//! included, costs 2.7–2.9 µs per KiB of a JSON answer of 3.9 KiB on an idle host (`BENCHMARKS.md`,
 //! `answer_4KiB`). A value whose key
 //! names a secret (`"aws_secret_access_key": "…"`) is also scanned as `key="value"`, so the
 //! rules that need a keyword beside the value (Gitleaks' `generic-api-key`) see it as they
