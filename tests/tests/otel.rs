@@ -5,7 +5,9 @@
 //! unknown field, an unknown action, a consent denial and an unknown outcome after a timeout;
 //! an approval's events (parked, decided, expired, resumed) and the resumed call's own
 //! `execute_tool` span; and that no credential, argument value, decision reason or
-//! idempotency key reaches any exported span.
+//! idempotency key reaches any exported span — nor an OAuth client secret, refresh token
+//! (the one sent and the rotated one) or access token, when a 401 makes the executor refresh
+//! and resend, or when the provider's refusal quotes the refresh token.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -963,4 +965,152 @@ async fn an_approval_that_expired_is_traced_as_an_expiry_not_a_decision() {
     assert_eq!(order, [event::EXPIRED, event::DECIDED]);
     assert_eq!(upstream.requests(), 0);
     assert_clean(&spans, &[]);
+}
+
+/// The OAuth canaries: a client secret, a refresh token, the access token the token endpoint
+/// issues and the rotated refresh token it sends with it.
+const OAUTH_CLIENT_SECRET: &str = "cs-CANARY-otel-41d2";
+const OAUTH_REFRESH: &str = "rt-CANARY-otel-9a7e";
+const OAUTH_ROTATED: &str = "rt-CANARY-otel-rotated-c11f";
+const OAUTH_ACCESS: &str = "at-CANARY-otel-0b5c";
+
+/// An executor whose `billing-api` credential is an OAuth refresh grant against `token`, for
+/// the API at `api`.
+async fn oauth_rig(token: &Upstream, api: &Upstream, dir: &tempfile::TempDir) -> Executor {
+    use sallyport_core::vault::{GrantKey, GrantUpdate, OAuthClient, Vault as _};
+    let vault = Arc::new(MemoryVault::new());
+    vault.set(
+        CredentialMeta::new(
+            "billing-api",
+            CredentialKind::OAuthRefresh(OAuthClient::new(
+                "webapp",
+                format!("{}/token", token.url()),
+            )),
+            Binding::url(api.url()),
+        ),
+        Secret::new(OAUTH_CLIENT_SECRET),
+    );
+    vault
+        .grants()
+        .expect("grants")
+        .replace(
+            &GrantKey::shared("billing-api"),
+            0,
+            GrantUpdate::Connected {
+                refresh_token: Secret::new(OAUTH_REFRESH),
+            },
+        )
+        .await
+        .expect("grant");
+    let catalog = Catalog::builder()
+        .action::<GetInvoice>()
+        .build()
+        .expect("catalog");
+    Executor::builder(catalog)
+        .journal(SqliteJournal::open(dir.path().join("journal.db")).expect("journal"))
+        .vault_arc(vault)
+        .channel(
+            HttpChannel::builder()
+                .base_url(api.url())
+                .build()
+                .expect("channel"),
+        )
+        .build()
+        .expect("executor")
+}
+
+/// Every OAuth secret, raw, on the wire as a header carries it, and in the form a token
+/// request carries the refresh token.
+fn oauth_canaries() -> Vec<String> {
+    use base64::Engine as _;
+    let mut all: Vec<String> = [
+        OAUTH_CLIENT_SECRET,
+        OAUTH_REFRESH,
+        OAUTH_ROTATED,
+        OAUTH_ACCESS,
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    all.push(
+        base64::engine::general_purpose::STANDARD.encode(format!("webapp:{OAUTH_CLIENT_SECRET}")),
+    );
+    all
+}
+
+#[tokio::test]
+async fn oauth_tokens_refreshed_after_a_401_reach_no_span() {
+    let traces = Traces::install();
+    // The token endpoint issues an access token and rotates the refresh token.
+    let token = Upstream::start(|_| {
+        Reply::Json(
+            200,
+            json!({"access_token": OAUTH_ACCESS, "token_type": "Bearer", "expires_in": 60,
+                   "refresh_token": OAUTH_ROTATED}),
+        )
+    })
+    .await;
+    // The API refuses the first request with a 401 that echoes the token it got, then
+    // answers.
+    let api = Upstream::start(|r| {
+        let bearer = r.header("authorization").unwrap_or_default().to_owned();
+        if r.n == 1 {
+            Reply::Json(401, json!({"message": format!("{bearer} expired")}))
+        } else {
+            Reply::Json(200, json!({"id": "inv_1", "state": bearer}))
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let executor = oauth_rig(&token, &api, &dir).await;
+    let result = executor
+        .call("get_invoice", json!({"invoice_id": "inv_1"}), &session())
+        .await;
+    assert_eq!(result.status, Status::Completed, "{}", result.to_json());
+    assert_eq!(api.requests(), 2, "the 401 was followed by one resend");
+    assert!(token.requests() >= 1, "the token endpoint was asked");
+
+    let spans = traces.take();
+    assert!(
+        spans.iter().any(|s| s.name == "execute_tool get_invoice"),
+        "{:?}",
+        names(&spans)
+    );
+    let canaries = oauth_canaries();
+    let more: Vec<&str> = canaries.iter().map(String::as_str).collect();
+    assert_clean(&spans, &more);
+}
+
+#[tokio::test]
+async fn a_refused_refresh_echoing_the_refresh_token_reaches_no_span() {
+    let traces = Traces::install();
+    // The provider refuses the grant, and its description quotes the token it was sent.
+    let token = Upstream::start(|_| {
+        Reply::Json(
+            400,
+            json!({"error": "invalid_grant",
+                   "error_description": format!("refresh token {OAUTH_REFRESH} was revoked")}),
+        )
+    })
+    .await;
+    let api = Upstream::start(|_| Reply::Json(200, json!({"id": "inv_1", "state": "open"}))).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let executor = oauth_rig(&token, &api, &dir).await;
+    let result = executor
+        .call("get_invoice", json!({"invoice_id": "inv_1"}), &session())
+        .await;
+    assert_eq!(result.status, Status::Rejected, "{}", result.to_json());
+    assert_eq!(api.requests(), 0, "nothing is sent without a token");
+    assert!(
+        !result.to_json().contains(OAUTH_REFRESH),
+        "{}",
+        result.to_json()
+    );
+
+    let spans = traces.take();
+    let call = named(&spans, "execute_tool get_invoice");
+    assert_eq!(call.parent_span_id, SpanId::INVALID);
+    let canaries = oauth_canaries();
+    let more: Vec<&str> = canaries.iter().map(String::as_str).collect();
+    assert_clean(&spans, &more);
 }
