@@ -61,6 +61,7 @@
 //! the agent's `check_approval`). The pages say so.
 
 mod auth;
+mod connect;
 mod console;
 mod handlers;
 mod pages;
@@ -68,6 +69,10 @@ mod render;
 mod throttle;
 
 pub use self::auth::{LoginToken, MIN_TOKEN_BYTES, TokenError};
+pub use self::connect::{
+    AccountConnector, ConnectFailure, ConnectRequest, ConnectableAccount, ConnectedAccount,
+    StartedConnect,
+};
 pub use self::console::{
     BuildError, COOKIE_NAME, Console, ConsoleBuilder, DEFAULT_SESSION_TTL, ServeError, check_listen,
 };
