@@ -3,7 +3,9 @@
 //
 // It listens on 127.0.0.1 at a free port and prints one JSON line per event on stdout:
 //   {"event":"listening","issuer":"http://127.0.0.1:PORT"}      once, when it serves
-//   {"event":"token","grant_type":"refresh_token"}              every token issued
+//   {"event":"token","grant_type":"refresh_token"}              every token issued (with
+//                                                               `code_verifier` for an
+//                                                               authorization code)
 //   {"event":"reuse_detected","grant_type":"refresh_token"}     a rotated refresh token
 //                                                               presented again: the
 //                                                               provider revoked the grant
@@ -20,7 +22,8 @@
 // revocation and introspection. Instead of a login page, `/interaction/:uid` approves every
 // request at once for the account named by `login_hint` (default `alice`) with the scopes
 // asked for, so a test obtains an authorization code over plain HTTP: GET /auth?... and
-// follow the redirects (carrying the cookies) to the redirect URI.
+// follow the redirects (carrying the cookies) to the redirect URI. The account `refuse`
+// refuses instead: the redirect then carries `error=access_denied`.
 import http from 'node:http';
 import Provider from 'oidc-provider';
 
@@ -44,12 +47,16 @@ const provider = new Provider(issuer, {
       scope: 'api:read',
     },
     {
-      // Authorization code + PKCE, with refresh tokens.
+      // Authorization code + PKCE, with refresh tokens. A native client (RFC 8252): its
+      // loopback redirect URIs match on any port (oidc-provider compares them without the
+      // port), so `sallyport credentials connect` listens on 127.0.0.1:0 and the console's
+      // connect page on its own port.
       client_id: 'webapp',
       client_secret: 'webapp-secret-canary-91c2',
+      application_type: 'native',
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
-      redirect_uris: ['http://127.0.0.1/callback'],
+      redirect_uris: ['http://127.0.0.1/callback', 'http://127.0.0.1/connect/callback'],
       scope: 'openid offline_access api:read',
     },
     {
@@ -84,7 +91,13 @@ const provider = new Provider(issuer, {
 });
 
 provider.on('grant.success', (ctx) => {
-  emit({ event: 'token', grant_type: ctx.oidc.params?.grant_type ?? null });
+  const event = { event: 'token', grant_type: ctx.oidc.params?.grant_type ?? null };
+  // The PKCE verifier a code was exchanged with: the connect tests look for it, as a
+  // canary, in everything sallyport printed, logged or returned.
+  if (event.grant_type === 'authorization_code') {
+    event.code_verifier = ctx.oidc.params.code_verifier ?? null;
+  }
+  emit(event);
 });
 provider.on('grant.error', (ctx, err) => {
   if (err.error_detail === 'refresh token already used') {
@@ -109,6 +122,13 @@ async function interaction(req, res) {
   try {
     const details = await provider.interactionDetails(req, res);
     const { prompt, params, session } = details;
+    if (params.login_hint === 'refuse') {
+      await provider.interactionFinished(req, res, {
+        error: 'access_denied',
+        error_description: 'The user refused the access\n<b>no</b>',
+      }, { mergeWithLastSubmission: false });
+      return;
+    }
     if (prompt.name === 'login') {
       const accountId = typeof params.login_hint === 'string' ? params.login_hint : 'alice';
       await provider.interactionFinished(req, res, { login: { accountId } }, {

@@ -9,7 +9,10 @@
 //! [`OidcProvider::authorize`] obtains an authorization-code grant without a browser: the
 //! provider's interaction route approves at once, so the rig follows the redirects of
 //! `GET /auth?…&code_challenge=…` over HTTP, carrying the cookies, up to the redirect URI,
-//! and exchanges the code with the PKCE verifier.
+//! and exchanges the code with the PKCE verifier. [`OidcProvider::browse`] plays the browser
+//! for an authorization URL someone else made (a connect): it follows the same redirects and
+//! returns the redirect to the loopback URI, which [`OidcProvider::browse_and_deliver`] also
+//! delivers to its listener.
 //!
 //! [`IntrospectingApi`] is a protected API on 127.0.0.1:0 that checks every bearer token
 //! with the provider's introspection endpoint: `200 {"id": <subject or client>, "state":
@@ -38,7 +41,9 @@ pub const MACHINE_CLIENT: (&str, &str) = ("machine", "machine-secret-canary-7f3a
 pub const WEBAPP_CLIENT: (&str, &str) = ("webapp", "webapp-secret-canary-91c2");
 /// The resource server's client, for introspection.
 pub const API_CLIENT: (&str, &str) = ("api", "api-secret-canary-55d0");
-/// The webapp client's registered redirect URI.
+/// The webapp client's registered redirect URI. The client is a native one (RFC 8252), so
+/// the provider takes its loopback redirect URIs with any port: `http://127.0.0.1:PORT/callback`
+/// (the CLI's connect) and `http://127.0.0.1:PORT/connect/callback` (the console's).
 pub const REDIRECT_URI: &str = "http://127.0.0.1/callback";
 
 /// A running `oidc-provider`.
@@ -223,9 +228,65 @@ impl OidcProvider {
             .append_pair("state", &state)
             .append_pair("prompt", "consent")
             .append_pair("login_hint", login);
+        let location = self.browse(url.as_str(), None).await;
+        assert!(
+            location.starts_with(REDIRECT_URI),
+            "the authorization redirects ended at {location}, not the redirect URI"
+        );
+        let back = reqwest::Url::parse(&location).expect("redirect URL");
+        let pairs: Vec<(String, String)> = back.query_pairs().into_owned().collect();
+        let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(
+            get("state").as_deref(),
+            Some(state.as_str()),
+            "state echoed"
+        );
+        let code = get("code").unwrap_or_else(|| panic!("no code in {location}"));
+        let answer = self
+            .http
+            .post(self.token_endpoint())
+            .basic_auth(WEBAPP_CLIENT.0, Some(WEBAPP_CLIENT.1))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[
+                ("grant_type", "authorization_code"),
+                ("code", &code),
+                ("redirect_uri", REDIRECT_URI),
+                ("code_verifier", &verifier),
+            ]))
+            .send()
+            .await
+            .expect("code exchange");
+        let answer = json_of(answer).await;
+        CodeGrant {
+            refresh_token: answer["refresh_token"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no refresh token: {answer}"))
+                .to_owned(),
+            access_token: answer["access_token"]
+                .as_str()
+                .expect("access token")
+                .to_owned(),
+        }
+    }
+
+    /// Plays the browser of a human who opens `authorization_url` at this provider and logs
+    /// in as `login` (sent as `login_hint` when given and the URL has none; the provider
+    /// approves at once, and refuses for the account `refuse`): follows the provider's
+    /// redirects, carrying its cookies, and returns the first redirect that leaves the
+    /// provider (the redirect URI with `code` and `state`, or `error`), without following it.
+    ///
+    /// # Panics
+    ///
+    /// When the provider answers without a redirect, or redirects more than 10 times.
+    pub async fn browse(&self, authorization_url: &str, login: Option<&str>) -> String {
+        let mut url = reqwest::Url::parse(authorization_url).expect("authorization URL");
+        if let Some(login) = login
+            && !url.query_pairs().any(|(k, _)| k == "login_hint")
+        {
+            url.query_pairs_mut().append_pair("login_hint", login);
+        }
         let mut next = url.to_string();
         let mut cookies: Vec<(String, String)> = Vec::new();
-        let mut code = None;
         for _ in 0..10 {
             let cookie = cookies
                 .iter()
@@ -260,46 +321,35 @@ impl OidcProvider {
             } else {
                 location
             };
-            if location.starts_with(REDIRECT_URI) {
-                let back = reqwest::Url::parse(&location).expect("redirect URL");
-                let pairs: Vec<(String, String)> = back.query_pairs().into_owned().collect();
-                let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-                assert_eq!(
-                    get("state").as_deref(),
-                    Some(state.as_str()),
-                    "state echoed"
-                );
-                code = Some(get("code").unwrap_or_else(|| panic!("no code in {location}")));
-                break;
+            if !location.starts_with(&format!("{}/", self.issuer)) {
+                return location;
             }
             next = location;
         }
-        let code = code.expect("the authorization redirects did not end at the redirect URI");
-        let answer = self
+        panic!("the authorization redirects did not leave the provider within 10 redirects")
+    }
+
+    /// Plays the browser to the end: [`browse`](Self::browse), then delivers the redirect
+    /// to its loopback listener (`GET` the redirect URI, as the browser would) and returns
+    /// that listener's status and page.
+    ///
+    /// # Panics
+    ///
+    /// As [`browse`](Self::browse), or when the listener does not answer.
+    pub async fn browse_and_deliver(
+        &self,
+        authorization_url: &str,
+        login: Option<&str>,
+    ) -> (u16, String) {
+        let redirect = self.browse(authorization_url, login).await;
+        let response = self
             .http
-            .post(self.token_endpoint())
-            .basic_auth(WEBAPP_CLIENT.0, Some(WEBAPP_CLIENT.1))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form(&[
-                ("grant_type", "authorization_code"),
-                ("code", &code),
-                ("redirect_uri", REDIRECT_URI),
-                ("code_verifier", &verifier),
-            ]))
+            .get(&redirect)
             .send()
             .await
-            .expect("code exchange");
-        let answer = json_of(answer).await;
-        CodeGrant {
-            refresh_token: answer["refresh_token"]
-                .as_str()
-                .unwrap_or_else(|| panic!("no refresh token: {answer}"))
-                .to_owned(),
-            access_token: answer["access_token"]
-                .as_str()
-                .expect("access token")
-                .to_owned(),
-        }
+            .expect("the redirect's listener answers");
+        let status = response.status().as_u16();
+        (status, response.text().await.expect("page"))
     }
 
     /// Revokes `token` of `client` (RFC 7009); a refresh token's whole grant goes with it.

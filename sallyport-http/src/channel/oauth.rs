@@ -21,6 +21,12 @@
 //! (RFC 7009) and removes it from the store ([`Disconnect`], [`Disconnected`]); a provider
 //! that does not revoke leaves the grant in place unless the disconnect is forced.
 //!
+//! # Connecting an account
+//!
+//! [`HttpChannel::connect`] starts the authorization code grant with PKCE S256 and a
+//! `state` ([`Connect`], [`PendingConnect`]); [`HttpChannel::finish_connect`] checks the
+//! redirect, exchanges the code and stores the grant ([`Connected`]).
+//!
 //! # Documented defaults
 //!
 //! - **Refresh margin**: a token is refreshed when less than [`REFRESH_MARGIN`] (30 s) of
@@ -52,15 +58,17 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use sallyport_core::code::RefusalCode;
 use sallyport_core::outcome::{ConnectNeeded, Refusal};
 use sallyport_core::vault::{
-    Credential, CredentialKind, Grant, GrantKey, GrantStore, GrantUpdate, Replaced, Secret,
-    VaultError,
+    Credential, CredentialKind, Grant, GrantKey, GrantStore, GrantUpdate, OAuthClient, Replaced,
+    Secret, VaultError,
 };
 use serde::Deserialize;
 
 use super::HttpChannel;
 
+mod connect;
 mod revoke;
 
+pub use self::connect::{Connect, ConnectError, Connected, PendingConnect};
 pub use self::revoke::{Disconnect, DisconnectError, Disconnected, Revocation};
 
 /// A token is refreshed when less than this is left of its life (or less than a third of
@@ -183,6 +191,8 @@ struct TokenAnswer {
     expires_in: Option<serde_json::Value>,
     #[serde(default)]
     refresh_token: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
 }
 
 /// A token endpoint's error answer (RFC 6749 §5.2).
@@ -371,6 +381,20 @@ impl HttpChannel {
             }
             zeroize::Zeroizing::new(form.finish())
         };
+        let issued = self.post_token(client, secret, &body).await?;
+        let refresh_token = issued.refresh_token.filter(|_| refresh);
+        Ok((issued.access_token, issued.lifetime, refresh_token))
+    }
+
+    /// Posts `body` (a form) to `client`'s token endpoint, authenticated as the client
+    /// ([`client_authorization`]), and reads the token answer: what a refresh, a client
+    /// credentials grant and a connect's code exchange share.
+    async fn post_token(
+        &self,
+        client: &OAuthClient,
+        secret: &str,
+        body: &str,
+    ) -> Result<IssuedToken, TokenFailure> {
         let url = reqwest::Url::parse(&client.token_endpoint)
             .map_err(|_| TokenFailure::Failed("the token endpoint is not a URL".into()))?;
         let http = self
@@ -381,7 +405,7 @@ impl HttpChannel {
             .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(ACCEPT, "application/json")
             .timeout(self.inner.token_timeout)
-            .body(body.as_str().to_owned());
+            .body(body.to_owned());
         if let Some(value) = client_authorization(&client.client_id, secret)
             .map_err(|()| TokenFailure::Failed("the client secret cannot be sent".into()))?
         {
@@ -456,11 +480,24 @@ impl HttpChannel {
         };
         let refresh_token = answer
             .refresh_token
-            .filter(|_| refresh)
             .filter(|t| !t.is_empty())
             .map(Secret::new);
-        Ok((access_token, lifetime, refresh_token))
+        Ok(IssuedToken {
+            access_token,
+            lifetime,
+            refresh_token,
+            scope: answer.scope,
+        })
     }
+}
+
+/// What a token endpoint issued.
+struct IssuedToken {
+    access_token: Secret,
+    lifetime: Duration,
+    refresh_token: Option<Secret>,
+    /// The scopes granted, when the answer names them (RFC 6749 §5.1).
+    scope: Option<String>,
 }
 
 /// How a confidential client authenticates to the provider's endpoints:

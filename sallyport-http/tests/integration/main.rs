@@ -18,6 +18,7 @@ mod http_probe;
 mod http_send_rules;
 mod http_status_answers;
 mod http_tls;
+mod oauth_connect;
 mod oauth_disconnect;
 mod oauth_faults;
 mod oauth_provider;

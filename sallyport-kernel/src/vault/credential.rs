@@ -115,6 +115,11 @@ pub struct OAuthClient {
     /// the grant here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revocation_endpoint: Option<String>,
+    /// The authorization endpoint (RFC 6749 §3.1) a human is sent to when they connect an
+    /// account (the authorization code grant): `https://`, or `http://` on loopback. `None`
+    /// (the default, not serialized) when accounts are not connected through sallyport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_endpoint: Option<String>,
 }
 
 impl OAuthClient {
@@ -127,7 +132,16 @@ impl OAuthClient {
             scopes: Vec::new(),
             per_subject: false,
             revocation_endpoint: None,
+            authorization_endpoint: None,
         }
+    }
+
+    /// Sends a human connecting an account to `endpoint` (RFC 6749 §3.1), where they log in
+    /// and grant access.
+    #[must_use]
+    pub fn with_authorization_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.authorization_endpoint = Some(endpoint.into());
+        self
     }
 
     /// Revokes the grant's tokens at `endpoint` (RFC 7009) when an account is disconnected.
@@ -504,6 +518,45 @@ mod tests {
         assert_eq!(
             serde_json::from_value::<CredentialKind>(json).unwrap(),
             revocable
+        );
+    }
+
+    #[test]
+    fn an_oauth_client_without_an_authorization_endpoint_serializes_as_before() {
+        let plain = CredentialKind::OAuthRefresh(
+            OAuthClient::new("webapp", "https://id.example.com/token")
+                .with_scopes(["api:read"])
+                .with_revocation_endpoint("https://id.example.com/revoke"),
+        );
+        let json = serde_json::json!({
+            "kind": "oauth_refresh",
+            "client_id": "webapp",
+            "token_endpoint": "https://id.example.com/token",
+            "scopes": ["api:read"],
+            "revocation_endpoint": "https://id.example.com/revoke"
+        });
+        assert_eq!(serde_json::to_value(&plain).unwrap(), json);
+        assert_eq!(
+            serde_json::from_value::<CredentialKind>(json).unwrap(),
+            plain
+        );
+        let connectable = CredentialKind::OAuthRefresh(
+            OAuthClient::new("webapp", "https://id.example.com/token")
+                .with_authorization_endpoint("https://id.example.com/auth"),
+        );
+        let json = serde_json::to_value(&connectable).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "kind": "oauth_refresh",
+                "client_id": "webapp",
+                "token_endpoint": "https://id.example.com/token",
+                "authorization_endpoint": "https://id.example.com/auth"
+            })
+        );
+        assert_eq!(
+            serde_json::from_value::<CredentialKind>(json).unwrap(),
+            connectable
         );
     }
 

@@ -61,8 +61,9 @@ pub struct GrantSummary {
     pub credential: String,
     /// The end user; `None` for a shared grant.
     pub subject: Option<String>,
-    /// The scopes the credential asks the provider for (its configuration; empty for the
-    /// client's defaults).
+    /// The scopes the provider granted, when the store recorded them (an account connected
+    /// through [`GrantUpdate::Authorized`]); else the scopes the credential asks the provider
+    /// for (its configuration; empty for the client's defaults).
     pub scopes: Vec<String>,
     /// The grant's version (incremented by every stored update).
     pub version: u64,
@@ -97,12 +98,13 @@ impl GrantSummary {
         }
     }
 
-    /// The summary of `grant`, the grant of `key` for a credential asking for `scopes`.
+    /// The summary of `grant`, the grant of `key` for a credential asking for `scopes`: the
+    /// scopes the grant recorded as granted, else `scopes`.
     pub fn of(key: &GrantKey, scopes: &[String], grant: &Grant) -> Self {
         Self {
             credential: key.credential.clone(),
             subject: key.subject.clone(),
-            scopes: scopes.to_vec(),
+            scopes: grant.scopes().unwrap_or(scopes).to_vec(),
             version: grant.version(),
             expires_at_ms: grant.access_token().map(|_| grant.expires_at_ms()),
             refresh_token: grant.refresh_token().is_some(),
@@ -121,17 +123,22 @@ pub struct Grant {
     expires_at_ms: u64,
     refresh_token: Option<Secret>,
     reconnect: Option<String>,
+    scopes: Option<Vec<String>>,
 }
 
 impl fmt::Debug for Grant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Grant")
-            .field("version", &self.version)
+        let mut out = f.debug_struct("Grant");
+        out.field("version", &self.version)
             .field("access_token", &self.access_token.is_some())
             .field("expires_at_ms", &self.expires_at_ms)
             .field("refresh_token", &self.refresh_token.is_some())
-            .field("reconnect", &self.reconnect)
-            .finish_non_exhaustive()
+            .field("reconnect", &self.reconnect);
+        // Only when recorded, so a grant without them prints as it always did.
+        if let Some(scopes) = &self.scopes {
+            out.field("scopes", scopes);
+        }
+        out.finish_non_exhaustive()
     }
 }
 
@@ -167,7 +174,22 @@ impl Grant {
             expires_at_ms,
             refresh_token,
             reconnect,
+            scopes: None,
         }
+    }
+
+    /// The grant with the scopes the provider granted, as a store read them back (for store
+    /// implementations; `None` for a grant stored without them).
+    #[must_use]
+    pub fn with_scopes(mut self, scopes: Option<Vec<String>>) -> Self {
+        self.scopes = scopes;
+        self
+    }
+
+    /// The scopes the provider granted, when recorded (an account connected through
+    /// [`GrantUpdate::Authorized`]); `None` for grants stored without them.
+    pub fn scopes(&self) -> Option<&[String]> {
+        self.scopes.as_deref()
     }
 
     /// Incremented by every stored update; 0 for a credential that never had one.
@@ -267,6 +289,21 @@ impl Grant {
                 next.issued_at_ms = 0;
                 next.expires_at_ms = 0;
                 next.reconnect = None;
+                next.scopes = None;
+            }
+            GrantUpdate::Authorized {
+                refresh_token,
+                access_token,
+                issued_at,
+                expires_at,
+                scopes,
+            } => {
+                retired.extend(next.access_token.replace(access_token));
+                retired.extend(next.refresh_token.replace(refresh_token));
+                next.issued_at_ms = unix_ms(issued_at);
+                next.expires_at_ms = unix_ms(expires_at);
+                next.reconnect = None;
+                next.scopes = Some(scopes);
             }
         }
         (next, retired)
@@ -301,6 +338,21 @@ pub enum GrantUpdate {
     Connected {
         /// The refresh token the authorization code was exchanged for.
         refresh_token: Secret,
+    },
+    /// A human connected the account and the authorization code was exchanged: the tokens
+    /// the provider issued and the scopes it granted (what `list` then shows).
+    Authorized {
+        /// The refresh token.
+        refresh_token: Secret,
+        /// The first access token.
+        access_token: Secret,
+        /// When it was issued.
+        issued_at: SystemTime,
+        /// When it expires.
+        expires_at: SystemTime,
+        /// The scopes granted: the token answer's `scope`, else the scopes asked for
+        /// (RFC 6749 §5.1).
+        scopes: Vec<String>,
     },
 }
 
@@ -747,6 +799,48 @@ mod tests {
         assert!(seen.knows("at-2") && seen.knows("rt-1"));
         let debug = format!("{seen:?}");
         assert!(!debug.contains("at-") && !debug.contains("rt-"), "{debug}");
+    }
+
+    #[test]
+    fn an_authorized_connect_holds_both_tokens_and_the_granted_scopes_until_a_plain_connect() {
+        let (g, _) = Grant::new().apply(issued("at-0", Some("rt-0"), 60));
+        assert_eq!(g.scopes(), None);
+        let now = SystemTime::now();
+        let (g, retired) = g.apply(GrantUpdate::Authorized {
+            refresh_token: Secret::new("rt-1"),
+            access_token: Secret::new("at-1"),
+            issued_at: now,
+            expires_at: now + Duration::from_secs(60),
+            scopes: vec!["openid".into(), "api:read".into()],
+        });
+        assert_eq!(g.version(), 2);
+        assert_eq!(g.access_token().map(Secret::expose), Some("at-1"));
+        assert_eq!(g.refresh_token().map(Secret::expose), Some("rt-1"));
+        assert!(g.fresh_at(now, Duration::from_secs(30)));
+        assert_eq!(
+            g.scopes(),
+            Some(&["openid".to_owned(), "api:read".to_owned()][..])
+        );
+        let old: Vec<&str> = retired.iter().map(Secret::expose).collect();
+        assert_eq!(old, ["at-0", "rt-0"]);
+        let key = GrantKey::for_subject("github", "alice");
+        let configured = vec!["api:write".to_owned()];
+        assert_eq!(
+            GrantSummary::of(&key, &configured, &g).scopes,
+            ["openid", "api:read"]
+        );
+        // A refresh keeps the scopes granted.
+        let (g, _) = g.apply(issued("at-2", Some("rt-2"), 60));
+        assert_eq!(g.scopes().map(<[String]>::len), Some(2));
+        // A connect that says nothing of scopes: the configured ones are listed again.
+        let (g, _) = g.apply(GrantUpdate::Connected {
+            refresh_token: Secret::new("rt-3"),
+        });
+        assert_eq!(g.scopes(), None);
+        assert_eq!(
+            GrantSummary::of(&key, &configured, &g).scopes,
+            ["api:write"]
+        );
     }
 
     #[test]

@@ -230,6 +230,10 @@ struct GrantOut<'a> {
     refresh_token: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reconnect: Option<&'a str>,
+    /// The scopes the provider granted, when recorded (a grant without them is written
+    /// exactly as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scopes: Option<&'a [String]>,
 }
 
 impl<'a> GrantOut<'a> {
@@ -241,6 +245,7 @@ impl<'a> GrantOut<'a> {
             expires_at_ms: g.expires_at_ms(),
             refresh_token: g.refresh_token().map(Secret::expose),
             reconnect: g.reconnect_reason(),
+            scopes: g.scopes(),
         }
     }
 }
@@ -258,6 +263,8 @@ pub(super) struct GrantIn {
     refresh_token: Option<String>,
     #[serde(default)]
     reconnect: Option<String>,
+    #[serde(default)]
+    scopes: Option<Vec<String>>,
 }
 
 impl GrantIn {
@@ -271,6 +278,7 @@ impl GrantIn {
             self.refresh_token.map(Secret::new),
             self.reconnect,
         )
+        .with_scopes(self.scopes)
     }
 }
 

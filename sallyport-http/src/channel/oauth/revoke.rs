@@ -161,7 +161,7 @@ pub enum DisconnectError {
 }
 
 /// `` `github` of subject `alice` `` or `` the shared grant of `github` ``.
-fn describe(key: &GrantKey) -> String {
+pub(super) fn describe(key: &GrantKey) -> String {
     match &key.subject {
         Some(subject) => format!(
             "the `{}` account of subject `{}`",
@@ -222,23 +222,36 @@ fn error_code(bytes: &[u8]) -> Option<String> {
 /// The revocation endpoint as a URL, if it may receive the client secret: `https://`, or
 /// `http://` on loopback, with a host and no user info or fragment.
 fn endpoint_url(endpoint: &str) -> Result<reqwest::Url, String> {
-    let url = reqwest::Url::parse(endpoint)
-        .map_err(|_| "the configured revocation endpoint is not a URL".to_owned())?;
+    configured_endpoint(
+        endpoint,
+        "revocation endpoint",
+        "it would receive the client secret",
+    )
+}
+
+/// The configured `what` endpoint as a URL: `https://`, or `http://` on loopback (`why`
+/// says why, for the refusal), with a host and no user info or fragment.
+pub(super) fn configured_endpoint(
+    endpoint: &str,
+    what: &str,
+    why: &str,
+) -> Result<reqwest::Url, String> {
+    let url =
+        reqwest::Url::parse(endpoint).map_err(|_| format!("the configured {what} is not a URL"))?;
     let loopback = match url.host() {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => return Err("the configured revocation endpoint has no host".to_owned()),
+        None => return Err(format!("the configured {what} has no host")),
     };
     let scheme_ok = url.scheme() == "https" || (url.scheme() == "http" && loopback);
     if !scheme_ok {
-        return Err(
-            "the configured revocation endpoint is not https:// (plain http:// only on loopback); it would receive the client secret"
-                .to_owned(),
-        );
+        return Err(format!(
+            "the configured {what} is not https:// (plain http:// only on loopback); {why}"
+        ));
     }
     if !url.username().is_empty() || url.password().is_some() || url.fragment().is_some() {
-        return Err("the configured revocation endpoint has user info or a fragment".to_owned());
+        return Err(format!("the configured {what} has user info or a fragment"));
     }
     Ok(url)
 }
