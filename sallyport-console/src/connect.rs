@@ -11,7 +11,7 @@
 //! none: what comes back is a [`ConnectedAccount`] (names, scopes, expiry) or a
 //! [`ConnectFailure`] (sentences).
 //!
-//! With the `connect` feature, [`HttpConnector`](crate::HttpConnector) is the connector for
+//! With the `connect` feature, `HttpConnector` is the connector for
 //! `sallyport-http`'s OAuth credentials.
 
 #[cfg(feature = "connect")]
@@ -44,7 +44,9 @@ pub trait AccountConnector: Send + Sync + 'static {
     /// # Errors
     ///
     /// A [`ConnectFailure`] when they cannot be listed (a locked vault): the page says so.
-    fn accounts(&self) -> impl Future<Output = Result<Vec<ConnectableAccount>, ConnectFailure>> + Send;
+    fn accounts(
+        &self,
+    ) -> impl Future<Output = Result<Vec<ConnectableAccount>, ConnectFailure>> + Send;
 
     /// Starts connecting `request.credential` (for `request.subject`), with the provider
     /// redirecting back to `request.redirect_uri`.
@@ -235,7 +237,11 @@ impl ConnectFailure {
 
     /// The provider's error code (`access_denied`) and description.
     #[must_use]
-    pub fn with_provider_error(mut self, code: impl Into<String>, description: Option<String>) -> Self {
+    pub fn with_provider_error(
+        mut self,
+        code: impl Into<String>,
+        description: Option<String>,
+    ) -> Self {
         self.provider_error = Some((code.into(), description));
         self
     }

@@ -28,7 +28,12 @@ pub(crate) struct InFlight {
 }
 
 impl InFlight {
-    pub(crate) fn new(pending: ErasedPending, session: String, cookie: String, nonce: String) -> Self {
+    pub(crate) fn new(
+        pending: ErasedPending,
+        session: String,
+        cookie: String,
+        nonce: String,
+    ) -> Self {
         Self {
             pending,
             session,
@@ -120,7 +125,11 @@ impl Connects {
             map.retain(|_, d| d.since.elapsed() < ttl);
             if map.len() >= MAX_IN_FLIGHT {
                 // The oldest result goes; its grant is stored either way.
-                if let Some(oldest) = map.iter().min_by_key(|(_, d)| d.since).map(|(k, _)| k.clone()) {
+                if let Some(oldest) = map
+                    .iter()
+                    .min_by_key(|(_, d)| d.since)
+                    .map(|(k, _)| k.clone())
+                {
                     map.remove(&oldest);
                 }
             }
@@ -156,12 +165,19 @@ mod tests {
         let connects = Connects::new(CONNECT_TTL);
         assert!(connects.keep("st-1", flight("n1")));
         assert!(!connects.keep("st-1", flight("n2")), "a state is kept once");
-        assert!(matches!(connects.take("st-1", |_| None), Taken::OtherBrowser));
+        assert!(matches!(
+            connects.take("st-1", |_| None),
+            Taken::OtherBrowser
+        ));
         assert!(matches!(
             connects.take("st-1", |name| (name == "c1").then_some("n2")),
             Taken::OtherBrowser
         ));
-        assert_eq!(connects.in_flight(), 1, "a wrong browser leaves it in flight");
+        assert_eq!(
+            connects.in_flight(),
+            1,
+            "a wrong browser leaves it in flight"
+        );
         let Taken::Found(found) = connects.take("st-1", |name| (name == "c1").then_some("n1"))
         else {
             panic!("found");
@@ -171,7 +187,10 @@ mod tests {
             connects.take("st-1", |_| Some("n1")),
             Taken::Unknown
         ));
-        assert!(matches!(connects.take("st-2", |_| Some("n1")), Taken::Unknown));
+        assert!(matches!(
+            connects.take("st-2", |_| Some("n1")),
+            Taken::Unknown
+        ));
     }
 
     #[test]
@@ -179,7 +198,10 @@ mod tests {
         let connects = Connects::new(Duration::from_millis(40));
         assert!(connects.keep("old", flight("n")));
         std::thread::sleep(Duration::from_millis(60));
-        assert!(matches!(connects.take("old", |_| Some("n")), Taken::Unknown));
+        assert!(matches!(
+            connects.take("old", |_| Some("n")),
+            Taken::Unknown
+        ));
         let connects = Connects::new(CONNECT_TTL);
         for i in 0..MAX_IN_FLIGHT {
             assert!(connects.keep(&format!("s{i}"), flight("n")));
@@ -191,7 +213,11 @@ mod tests {
     #[test]
     fn a_result_is_shown_to_the_user_who_connected_only() {
         let connects = Connects::new(CONNECT_TTL);
-        connects.finished("r1", "alice", ConnectedAccount::new("github", Some("alice".into())));
+        connects.finished(
+            "r1",
+            "alice",
+            ConnectedAccount::new("github", Some("alice".into())),
+        );
         assert_eq!(
             connects.result("r1", "alice").map(|a| a.credential),
             Some("github".to_owned())

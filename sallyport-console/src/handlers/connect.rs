@@ -151,7 +151,11 @@ pub(crate) async fn start(
     Form(form): Form<StartForm>,
 ) -> Response {
     let Some((session_id, info)) = session(&shared, &headers) else {
-        return (StatusCode::UNAUTHORIZED, "log in first: nothing was started").into_response();
+        return (
+            StatusCode::UNAUTHORIZED,
+            "log in first: nothing was started",
+        )
+            .into_response();
     };
     let Some(connect) = &shared.connect else {
         return no_connector(&shared, Some(&info));
@@ -286,9 +290,9 @@ pub(crate) async fn callback(
             "This address carries no connect state; nothing was stored. Start from \"Connect an account\".",
         );
     };
-    let taken = connect
-        .connects
-        .take(state, |suffix| cookie(&headers, &format!("{BINDING_COOKIE}{suffix}")));
+    let taken = connect.connects.take(state, |suffix| {
+        cookie(&headers, &format!("{BINDING_COOKIE}{suffix}"))
+    });
     let flight = match taken {
         Taken::Unknown => {
             return status_page(

@@ -138,7 +138,10 @@ mod tests {
         let failure = ConnectFailure::new("The provider refused.")
             .with_provider_error("access_denied", Some("<script>alert(1)</script>".into()));
         let html = failed(&t, &failure).into_string();
-        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
         assert!(!html.contains("<script>"), "{html}");
     }
 }
