@@ -128,13 +128,17 @@ pub(crate) struct StartForm {
 /// `http(s)://<the host the browser asked>/connect/callback`, or `None` when the `Host`
 /// header is missing or is not a plain `host[:port]`.
 fn redirect_uri(shared: &Shared, headers: &HeaderMap) -> Option<String> {
+    redirect_uri_for(shared.tls, headers)
+}
+
+fn redirect_uri_for(tls: bool, headers: &HeaderMap) -> Option<String> {
     let host = headers.get(header::HOST)?.to_str().ok()?;
     let plain = !host.is_empty()
         && host.len() <= 255
         && host
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
-    let scheme = if shared.tls { "https" } else { "http" };
+    let scheme = if tls { "https" } else { "http" };
     plain.then(|| format!("{scheme}://{host}{CALLBACK_PATH}"))
 }
 
@@ -378,4 +382,47 @@ fn with_cookie(mut response: Response, cookie: &str) -> Response {
         response.headers_mut().append(header::SET_COOKIE, v);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_redirect_uri_takes_a_plain_host_only() {
+        let shared = |host: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_str(host).expect("header"));
+            headers
+        };
+        let uri = |host: &str, tls: bool| redirect_uri_for(tls, &shared(host));
+        assert_eq!(
+            uri("127.0.0.1:8640", false).as_deref(),
+            Some("http://127.0.0.1:8640/connect/callback")
+        );
+        assert_eq!(
+            uri("console.example.com", true).as_deref(),
+            Some("https://console.example.com/connect/callback")
+        );
+        assert_eq!(
+            uri("[::1]:8640", false).as_deref(),
+            Some("http://[::1]:8640/connect/callback")
+        );
+        for bad in ["evil.example/x?", "user@evil.example", "a b", ""] {
+            assert_eq!(uri(bad, false), None, "{bad}");
+        }
+        assert_eq!(redirect_uri_for(false, &HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn subjects_are_trimmed_printable_and_bounded() {
+        assert_eq!(subject("  alice ").as_deref(), Some("alice"));
+        assert_eq!(subject("   "), None);
+        assert_eq!(subject("a\u{7}b"), None);
+        assert_eq!(subject(&"x".repeat(129)), None);
+        assert_eq!(
+            subject(&"é".repeat(128)).map(|s| s.chars().count()),
+            Some(128)
+        );
+    }
 }

@@ -340,6 +340,18 @@ async fn a_connect_finishes_once_and_a_second_delivery_is_refused_with_the_grant
     );
 
     let (started, authorization_url, binding) = rig.start(&session, &csrf, "alice").await;
+    // The binding cookie goes back to the callback only, on the provider's top-level
+    // redirect too (Lax), never to a script.
+    let set = started
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with("sallyport_console_connect_"))
+        .expect("binding cookie")
+        .to_owned();
+    assert!(
+        set.ends_with("; Max-Age=600; Path=/connect/callback; HttpOnly; SameSite=Lax"),
+        "{set}"
+    );
     assert_eq!(
         query_param(&authorization_url, "redirect_uri"),
         format!("http://{}/connect/callback", rig.addr)
