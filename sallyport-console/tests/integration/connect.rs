@@ -207,16 +207,25 @@ async fn rig() -> Rig {
 
 impl Rig {
     /// Every secret of the connects so far: what the tap saw, and the PKCE verifiers the
-    /// provider itself reports having received (which the tap must have seen too).
-    fn canaries(&self) -> Vec<String> {
+    /// provider itself reports having received (which the tap must have seen too). The
+    /// provider's events are read from its output as they come, so this waits (up to 10 s)
+    /// for the first.
+    async fn canaries(&self) -> Vec<String> {
         let mut secrets = self.seen.secrets();
-        let verifiers: Vec<String> = self
-            .provider
-            .events()
-            .iter()
-            .filter(|e| e["event"] == "token")
-            .filter_map(|e| e["code_verifier"].as_str().map(str::to_owned))
-            .collect();
+        let mut verifiers: Vec<String> = Vec::new();
+        for _ in 0..200 {
+            verifiers = self
+                .provider
+                .events()
+                .iter()
+                .filter(|e| e["event"] == "token")
+                .filter_map(|e| e["code_verifier"].as_str().map(str::to_owned))
+                .collect();
+            if !verifiers.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert!(!verifiers.is_empty(), "the provider received a verifier");
         for verifier in verifiers {
             assert!(secrets.contains(&verifier), "the tap saw the verifier");
@@ -404,7 +413,7 @@ async fn a_connect_finishes_once_and_a_second_delivery_is_refused_with_the_grant
     );
     assert_eq!(rig.api.accepted(), 1);
 
-    let secrets = rig.canaries();
+    let secrets = rig.canaries().await;
     assert_no_secret(&[&page, &started, &done, &shown, &again], &secrets);
 }
 
@@ -451,7 +460,7 @@ async fn a_callback_with_a_wrong_state_or_from_another_browser_stores_nothing() 
     assert_eq!(done.status, 303, "{}", done.body);
     assert_eq!(rig.subjects().await, ["alice"]);
 
-    let secrets = rig.canaries();
+    let secrets = rig.canaries().await;
     assert_no_secret(&[&wrong, &bare, &other, &done], &secrets);
 }
 
@@ -630,7 +639,6 @@ async fn a_person_connects_alices_account_in_a_real_browser_and_her_call_goes_ou
     let pages = result.expect("the browser run");
 
     assert_eq!(rig.subjects().await, ["alice"]);
-    assert_eq!(rig.provider.tokens_issued("authorization_code"), 1);
     assert_eq!(
         rig.call_as("alice").await,
         (Status::Completed, Some("alice".to_owned()))
@@ -641,8 +649,10 @@ async fn a_person_connects_alices_account_in_a_real_browser_and_her_call_goes_ou
     assert_eq!(rig.call_as("bob").await.0, Status::Rejected);
     assert_eq!(rig.api.requests(), 1);
 
-    let secrets = rig.canaries();
+    let secrets = rig.canaries().await;
     assert!(secrets.len() >= 4, "{}", secrets.len());
+    // One code exchanged (the refused connect had none); `canaries` waited for its event.
+    assert_eq!(rig.provider.tokens_issued("authorization_code"), 1);
     for page in &pages {
         for secret in &secrets {
             assert!(
@@ -716,6 +726,10 @@ async fn drive(
     assert!(section.contains("api:read"), "{section}");
     assert!(section.contains("refreshed when needed"), "{section}");
     std::fs::write(dir.join("connected.png"), browser.screenshot().await?)?;
+    // The same page on a phone-sized window.
+    browser.set_window_size(390, 1000).await?;
+    std::fs::write(dir.join("connected-phone.png"), browser.screenshot().await?)?;
+    browser.set_window_size(1100, 1400).await?;
     pages.push(browser.source().await?);
 
     // A refused connect: the provider's error, as text.
