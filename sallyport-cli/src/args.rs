@@ -27,6 +27,11 @@ Exit codes:
      approver requested the call); the refusal is audited and nothing changed
  15  vault grants disconnect: the provider did not revoke the grant (down, slow, refusing);
      the grant was NOT removed (retry, or --force to remove it anyway)
+ 16  credentials connect: the provider or the user refused the authorization, or the
+     provider refused the code; nothing was stored
+ 17  credentials connect: the redirect's state did not match this connect (not its
+     redirect, or forged); nothing was exchanged or stored
+ 18  credentials connect: no redirect came back within --timeout; nothing was stored
 
 DATA_DIR is $XDG_DATA_HOME (or ~/.local/share) on Linux, ~/Library/Application Support on
 macOS and %APPDATA% on Windows.
@@ -254,6 +259,10 @@ pub enum Command {
     /// Manage credentials: init, set, list, remove, rotate, lock, unlock, status, grants.
     #[command(subcommand)]
     Vault(VaultCommand),
+    /// Connect an OAuth account (a browser login with a loopback redirect), list the
+    /// connected accounts, disconnect one.
+    #[command(subcommand)]
+    Credentials(CredentialsCommand),
     /// Check and export the audit log: verify, export, unresolved, keygen.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -333,6 +342,44 @@ pub enum GrantsCommand {
     /// refusing) the grant is kept and the command exits 15, unless --force. A credential
     /// without a revocation endpoint has its grant removed here only, and says so.
     Disconnect(DisconnectArgs),
+}
+
+/// `sallyport credentials …`
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum CredentialsCommand {
+    /// Connect an account of an OAuth credential (kind oauth_refresh with an authorization
+    /// endpoint): prints the provider's authorization URL (and opens it in a browser unless
+    /// --no-browser), waits on 127.0.0.1 for the browser's redirect, exchanges the code
+    /// (PKCE S256) and stores the grant. Prints credential, subject, scopes and expiry, never
+    /// a token. Exit 16 when refused, 17 when the redirect's state does not match, 18 when no
+    /// redirect came within --timeout.
+    Connect(ConnectArgs),
+    /// The same commands as `vault grants`.
+    #[command(flatten)]
+    Grants(GrantsCommand),
+}
+
+/// `credentials connect` options.
+#[derive(Debug, Args)]
+#[non_exhaustive]
+pub struct ConnectArgs {
+    /// The OAuth credential.
+    pub name: String,
+    /// The end user whose account is connected (for a credential held for each subject;
+    /// without it, the credential's shared grant).
+    #[arg(long, value_name = "SUBJECT")]
+    pub subject: Option<String>,
+    /// The loopback port the redirect comes back to (the redirect URI is
+    /// http://127.0.0.1:PORT/callback) [default: a free port].
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    pub port: u16,
+    /// Print the URL only; do not try to open a browser.
+    #[arg(long)]
+    pub no_browser: bool,
+    /// How long to wait for the redirect, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub timeout: u64,
 }
 
 /// `vault grants list` options.

@@ -51,6 +51,15 @@ pub enum Exit {
     /// refusing); the grant was NOT removed, so the command can be run again (or with
     /// `--force`).
     NotRevoked = 15,
+    /// 16 — `credentials connect`: the provider or the user refused the authorization
+    /// (`access_denied`, …), or the provider refused the code; nothing was stored.
+    ConnectRefused = 16,
+    /// 17 — `credentials connect`: the redirect's `state` did not match the connect (not its
+    /// redirect, or forged); nothing was exchanged or stored.
+    StateMismatch = 17,
+    /// 18 — `credentials connect`: no redirect came back within `--timeout`; nothing was
+    /// stored.
+    ConnectTimedOut = 18,
 }
 
 impl From<Exit> for ExitCode {

@@ -36,6 +36,17 @@
 //! says it was not revoked. A credential without a revocation endpoint has its grant removed
 //! here only, and the command says so.
 //!
+//! `sallyport credentials connect NAME [--subject S] [--port P] [--no-browser] [--timeout
+//! SECS]` connects an account ([`sallyport_http::HttpChannel::connect`]): it listens on
+//! `127.0.0.1` (a free port unless `--port`, RFC 8252 §7.3), prints the provider's
+//! authorization URL and tries to open it in a browser, waits for one redirect to
+//! `/callback`, answers the browser with a short plain page, and stores the grant: refresh
+//! token, access token and the scopes granted. It prints credential, subject, scopes and
+//! expiry, never a value. A refusal exits [`Exit::ConnectRefused`], a redirect whose `state`
+//! does not match [`Exit::StateMismatch`], no redirect in time [`Exit::ConnectTimedOut`]; none
+//! stores anything. `sallyport credentials list` and `sallyport credentials disconnect` are
+//! `vault grants list` and `vault grants disconnect`.
+//!
 //! # A policy in shadow
 //!
 //! `sallyport policy shadow-report [--since TIME] [--until TIME] [--json]` reads the audit
@@ -102,6 +113,7 @@ mod args;
 mod audit;
 pub mod baseline;
 mod console;
+mod credentials;
 mod exit;
 mod grants;
 mod policy;
@@ -188,6 +200,7 @@ pub fn main() -> ExitCode {
 fn dispatch(cli: &Cli, executor: Option<&Executor>) -> Result<(), exit::Failure> {
     match &cli.command {
         args::Command::Vault(cmd) => vault::run(cli, cmd),
+        args::Command::Credentials(cmd) => credentials::run(cli, cmd),
         args::Command::Audit(cmd) => audit::run(cli, cmd),
         args::Command::Approvals(cmd) => approvals::run(cli, cmd, executor),
         args::Command::Policy(cmd) => policy::run(cli, cmd),

@@ -80,6 +80,17 @@ fn open_unlocked(cli: &Cli, prompter: &Prompter) -> Result<Backend, Failure> {
     }
 }
 
+/// Runs `f` with the vault unlocked (the passphrase asked for when it is a file): for the
+/// commands of other modules (`credentials …`).
+pub(crate) fn with_unlocked<T>(
+    cli: &Cli,
+    f: impl FnOnce(&dyn Vault) -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let prompter = Prompter::new(cli.passphrase_file.clone());
+    let backend = open_unlocked(cli, &prompter)?;
+    f(backend.vault())
+}
+
 pub(crate) fn run(cli: &Cli, cmd: &VaultCommand) -> Result<(), Failure> {
     let prompter = Prompter::new(cli.passphrase_file.clone());
     match cmd {
@@ -204,10 +215,7 @@ pub(crate) fn run(cli: &Cli, cmd: &VaultCommand) -> Result<(), Failure> {
             Ok(())
         }
         VaultCommand::Status(args) => status(cli, args.json),
-        VaultCommand::Grants(cmd) => {
-            let backend = open_unlocked(cli, &prompter)?;
-            crate::grants::run(backend.vault(), cmd)
-        }
+        VaultCommand::Grants(cmd) => with_unlocked(cli, |vault| crate::grants::run(vault, cmd)),
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod cli_approvals;
 mod cli_audit;
+mod cli_connect;
 mod cli_grants;
 mod cli_policy;
 mod cli_postgres;

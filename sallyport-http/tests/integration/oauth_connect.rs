@@ -559,6 +559,9 @@ async fn credentials_that_cannot_be_connected_and_bad_redirects_are_refused_befo
     assert_eq!(token.requests(), 0, "nothing was sent");
 }
 
+/// What a fake token endpoint answers.
+type MakeReply = Box<dyn Fn() -> Reply + Send + Sync>;
+
 #[tokio::test]
 async fn a_token_endpoint_that_fails_or_issues_no_refresh_token_stores_nothing() {
     let html = || {
@@ -568,7 +571,7 @@ async fn a_token_endpoint_that_fails_or_issues_no_refresh_token_stores_nothing()
             bytes::Bytes::from_static(b"<html><body>Sign in</body></html>"),
         )
     };
-    let cases: Vec<(Box<dyn Fn() -> Reply + Send + Sync>, Option<Duration>, &str)> = vec![
+    let cases: Vec<(MakeReply, Option<Duration>, &str)> = vec![
         (
             Box::new(html),
             None,

@@ -449,3 +449,58 @@ fn only_a_refresh_credential_is_held_for_each_subject() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn the_scopes_granted_survive_a_reopen_and_are_listed_instead_of_the_configured_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, vault) = new_vault(&dir, refresh_kind());
+    let store = vault.grants().expect("grants");
+    // A grant stored without scopes (as every grant before them) lists the configured ones.
+    stored(
+        store.as_ref(),
+        0,
+        GrantUpdate::Connected {
+            refresh_token: Secret::new("rt-canary-1"),
+        },
+    )
+    .await;
+    let listed = store.list(None).await.expect("list");
+    assert_eq!(listed[0].scopes, ["api:read"]);
+    let now = SystemTime::now();
+    stored(
+        store.as_ref(),
+        1,
+        GrantUpdate::Authorized {
+            refresh_token: Secret::new("rt-canary-2"),
+            access_token: Secret::new("at-canary-2"),
+            issued_at: now,
+            expires_at: now + Duration::from_secs(60),
+            scopes: vec!["api:read".into(), "api:write".into()],
+        },
+    )
+    .await;
+    drop(vault);
+    let reopened = FileVault::open(&path);
+    reopened.unlock(PASSPHRASE).expect("unlock");
+    let store = reopened.grants().expect("grants");
+    let grant = store
+        .current(&GrantKey::shared("api"))
+        .await
+        .expect("current");
+    assert_eq!(grant.version(), 2);
+    assert_eq!(
+        grant.scopes(),
+        Some(&["api:read".to_owned(), "api:write".to_owned()][..])
+    );
+    assert_eq!(
+        grant.access_token().map(Secret::expose),
+        Some("at-canary-2")
+    );
+    let listed = store.list(None).await.expect("list");
+    assert_eq!(listed[0].scopes, ["api:read", "api:write"]);
+    assert!(listed[0].expires_at_ms.is_some());
+    // A refresh keeps them.
+    stored(store.as_ref(), 2, issued("at-canary-3", None)).await;
+    let listed = store.list(None).await.expect("list");
+    assert_eq!(listed[0].scopes, ["api:read", "api:write"]);
+}
