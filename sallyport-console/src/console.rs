@@ -401,6 +401,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_connect_pages_policy_is_the_consoles_with_more_form_targets() {
+        // The connect page adds its providers to `form-action`; every other directive is
+        // the console's own.
+        assert_eq!(CSP.replace(" form-action 'self';", ""), CSP_BASE);
+    }
+
+    #[test]
     fn only_loopback_without_tls() {
         let lo: SocketAddr = "127.0.0.1:8080".parse().expect("addr");
         let lo6: SocketAddr = "[::1]:8080".parse().expect("addr");
