@@ -465,6 +465,36 @@ async fn a_callback_with_a_wrong_state_or_from_another_browser_stores_nothing() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_connects_in_flight_in_one_browser_finish_each_with_its_own_subjects_grant() {
+    let rig = rig().await;
+    let (session, csrf) = login_at(rig.addr, LOGIN).await;
+    let (_, alice_url, alice_binding) = rig.start(&session, &csrf, "alice").await;
+    let (_, bob_url, bob_binding) = rig.start(&session, &csrf, "bob").await;
+    assert_ne!(
+        alice_binding.split('=').next(),
+        bob_binding.split('=').next(),
+        "one cookie per connect"
+    );
+    // The browser holds both cookies; the later connect finishes first.
+    let cookies = format!("{session}; {alice_binding}; {bob_binding}");
+    let bob = rig.provider.browse(&bob_url, None).await;
+    let alice = rig.provider.browse(&alice_url, None).await;
+    assert_eq!(rig.deliver(&bob, &cookies).await.status, 303);
+    assert_eq!(rig.deliver(&alice, &cookies).await.status, 303);
+    assert_eq!(rig.subjects().await, ["alice", "bob"]);
+    // Each subject's call goes out with the token of the account that subject connected.
+    assert_eq!(
+        rig.call_as("bob").await,
+        (Status::Completed, Some("bob".to_owned()))
+    );
+    assert_eq!(
+        rig.call_as("alice").await,
+        (Status::Completed, Some("alice".to_owned()))
+    );
+    assert_eq!(rig.api.accepted(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_refusal_is_shown_escaped_and_nothing_is_stored() {
     let rig = rig().await;
     let (session, csrf) = login_at(rig.addr, LOGIN).await;
