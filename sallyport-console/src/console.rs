@@ -16,6 +16,8 @@ use sallyport_core::journal::{ApprovalStore, JournalError};
 use sallyport_core::scrub::Scrubber;
 
 use crate::auth::{LoginToken, Sessions};
+use crate::connect::store::{CONNECT_TTL, Connects};
+use crate::connect::{AccountConnector, Connector};
 use crate::throttle::{DEFAULT_LOGIN_FAILURES, DEFAULT_LOGIN_WINDOW, LoginThrottle};
 
 /// The session cookie's name.
@@ -117,6 +119,7 @@ pub struct ConsoleBuilder {
     head_key: Option<HeadVerifyingKey>,
     login_failures: u32,
     login_window: Duration,
+    connector: Option<Connector>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -175,6 +178,16 @@ impl ConsoleBuilder {
         self
     }
 
+    /// Offers "Connect an account": a page listing `connector`'s accounts, each with a
+    /// Connect button that sends the browser to the provider and back to
+    /// `/connect/callback`, where the connector stores the grant
+    /// ([how it works](crate#connecting-an-account)). Without it the page is not linked
+    /// and its routes answer `404`.
+    pub fn connect_accounts(mut self, connector: impl AccountConnector) -> Self {
+        self.connector = Some(Connector(Arc::new(connector)));
+        self
+    }
+
     /// Builds the console.
     ///
     /// # Errors
@@ -204,6 +217,10 @@ impl ConsoleBuilder {
                 logins: LoginThrottle::new(self.login_failures, self.login_window),
                 scrubber: self.scrubber,
                 head_key: self.head_key,
+                connect: self.connector.map(|connector| ConnectState {
+                    connector,
+                    connects: Connects::new(CONNECT_TTL),
+                }),
             }),
         })
     }
@@ -218,6 +235,13 @@ pub(crate) struct Shared {
     pub(crate) logins: LoginThrottle,
     scrubber: Option<Arc<Scrubber>>,
     pub(crate) head_key: Option<HeadVerifyingKey>,
+    pub(crate) connect: Option<ConnectState>,
+}
+
+/// "Connect an account": the connector and the connects in flight.
+pub(crate) struct ConnectState {
+    pub(crate) connector: Connector,
+    pub(crate) connects: Connects,
 }
 
 impl Shared {
@@ -279,19 +303,27 @@ impl Console {
             head_key: None,
             login_failures: DEFAULT_LOGIN_FAILURES,
             login_window: DEFAULT_LOGIN_WINDOW,
+            connector: None,
         }
     }
 
     /// The console's routes: `/` (to the approvals), `/login`, `/logout`, `/approvals`,
     /// `/approvals/{id}`, `/approvals/{id}/decide`, `/calls`, `/calls/{receipt}`, `/chain`,
-    /// `/chain/export`, `/style.css`. Every response carries the security headers.
+    /// `/chain/export`, `/style.css`, and with [`ConsoleBuilder::connect_accounts`]
+    /// `/connect` and `/connect/callback`. Every response carries the security headers.
     ///
     /// Login attempts are throttled per client address: serve the router with
     /// `into_make_service_with_connect_info::<SocketAddr>()` (as [`Console::serve`] does),
     /// or every client shares one budget.
     pub fn router(&self) -> Router {
         use crate::handlers as h;
-        Router::new()
+        let mut router = Router::new();
+        if self.shared.connect.is_some() {
+            router = router
+                .route("/connect", get(h::connect::page).post(h::connect::start))
+                .route(h::connect::CALLBACK_PATH, get(h::connect::callback));
+        }
+        router
             .route("/", get(h::index))
             .route("/login", get(h::login_page).post(h::login))
             .route("/logout", post(h::logout))
@@ -338,15 +370,19 @@ impl Console {
     }
 }
 
+/// The content security policy without its `form-action` directive.
+pub(crate) const CSP_BASE: &str =
+    "default-src 'none'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'";
+
 /// The content security policy: no scripts, no frames, styles and forms from here only.
+/// The connect page names its providers as form targets too, and sets its own.
 const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 async fn security_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    headers
+        .entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(CSP));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(
@@ -363,6 +399,13 @@ async fn security_headers(mut response: Response) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_connect_pages_policy_is_the_consoles_with_more_form_targets() {
+        // The connect page adds its providers to `form-action`; every other directive is
+        // the console's own.
+        assert_eq!(CSP.replace(" form-action 'self';", ""), CSP_BASE);
+    }
 
     #[test]
     fn only_loopback_without_tls() {

@@ -20,6 +20,8 @@ use crate::pages::{self, Frame};
 use crate::render::Text;
 use crate::throttle::Client;
 
+pub(crate) mod connect;
+
 type St = State<Arc<Shared>>;
 
 /// The cookie that carries the login form's CSRF token (before there is a session).
@@ -38,6 +40,7 @@ fn render(
     let frame = Frame {
         session,
         carries_out: shared.backend.carries_out(),
+        connect: shared.connect.is_some(),
         current,
     };
     Html(pages::page(&frame, title, body).into_string())

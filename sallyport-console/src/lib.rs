@@ -15,6 +15,7 @@
 //!   showing its audit record.
 //! - **The audit chain**: the verify result, the record count, the head hash, and an export
 //!   as JSON lines.
+//! - **Connect an account**, when the host offers it ([below](#connecting-an-account)).
 //!
 //! Pages are rendered on the server and work without JavaScript.
 //!
@@ -51,6 +52,37 @@
 //!   display ([`sallyport_core::consent::escape`]: control and bidi characters become visible
 //!   `\u{…}` escapes) and for HTML.
 //!
+//! # Connecting an account
+//!
+//! With [`ConsoleBuilder::connect_accounts`], the console has a page **Connect an account**
+//! (`/connect`): the accounts a person may connect, each with a Connect button (and, for a
+//! credential held for each end user, a field for the subject). Connecting is OAuth 2.0's
+//! authorization code grant with PKCE and a `state`, done by an [`AccountConnector`]
+//! (`HttpConnector` with the `connect` feature): the console starts it with the redirect
+//! URI `http(s)://<the console's host>/connect/callback`, sends the browser to the provider
+//! (`303`), and when the provider sends it back, hands the redirect to the connector, which
+//! exchanges the code and stores the grant in the vault. The page then says "Connected
+//! *credential* for *subject*" with the scopes granted and the token's expiry; no code,
+//! verifier, token or client secret is ever shown.
+//!
+//! - A started connect is kept on the server under its `state` (at most 64 at once, for 10
+//!   minutes) and finished at most once: an unknown, expired or used `state` stores nothing.
+//! - It finishes only in the browser that started it (a `SameSite=Lax` cookie on the
+//!   callback path binds it: the `Strict` session cookie is not sent on a provider's
+//!   cross-site redirect) and while the session that started it is still signed in.
+//! - A provider's error answer (`access_denied`, …) is shown, escaped and cut at 300
+//!   characters with a count; nothing is stored.
+//! - The connect page's `Content-Security-Policy` names the providers' origins as form
+//!   targets (a browser checks the redirect a form's answer makes).
+//!
+//! Without a connector the page is not linked and `/connect` answers `404`.
+//!
+//! # Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `connect` | `HttpConnector`: connect `sallyport-http`'s OAuth credentials (pulls `sallyport-http`) |
+//!
 //! # With and without an executor
 //!
 //! Built from an [`Executor`](sallyport_core::Executor) ([`Console::builder`]), an approval
@@ -61,6 +93,7 @@
 //! the agent's `check_approval`). The pages say so.
 
 mod auth;
+mod connect;
 mod console;
 mod handlers;
 mod pages;
@@ -68,6 +101,12 @@ mod render;
 mod throttle;
 
 pub use self::auth::{LoginToken, MIN_TOKEN_BYTES, TokenError};
+#[cfg(feature = "connect")]
+pub use self::connect::http::HttpConnector;
+pub use self::connect::{
+    AccountConnector, ConnectFailure, ConnectRequest, ConnectableAccount, ConnectedAccount,
+    StartedConnect,
+};
 pub use self::console::{
     BuildError, COOKIE_NAME, Console, ConsoleBuilder, DEFAULT_SESSION_TTL, ServeError, check_listen,
 };

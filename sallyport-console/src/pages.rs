@@ -8,12 +8,16 @@ use sallyport_core::journal::{AuditRecord, SignedHead, VerifyReport};
 use sallyport_vocab::MAX_REASON;
 
 use crate::auth::SessionInfo;
+
+pub(crate) mod connect;
 use crate::render::{Text, countdown, effect_words, externality_words, wire};
 
 /// What the page frame needs to know.
 pub(crate) struct Frame<'a> {
     pub(crate) session: Option<&'a SessionInfo>,
     pub(crate) carries_out: bool,
+    /// Whether "Connect an account" is offered (and linked).
+    pub(crate) connect: bool,
     pub(crate) current: &'a str,
 }
 
@@ -33,8 +37,9 @@ pub(crate) fn page(frame: &Frame<'_>, title: &str, body: &Markup) -> Markup {
                     span.brand { "sallyport" }
                     @if let Some(session) = frame.session {
                         nav aria-label="Sections" {
-                            @for (href, label) in [("/approvals", "Approvals"), ("/calls", "Calls"), ("/chain", "Audit chain")] {
-                                @if frame.current == href {
+                            @for (href, label) in [("/approvals", "Approvals"), ("/calls", "Calls"), ("/chain", "Audit chain"), ("/connect", "Connect an account")] {
+                                @if href == "/connect" && !frame.connect {
+                                } @else if frame.current == href {
                                     a href=(href) aria-current="page" { (label) }
                                 } @else {
                                     a href=(href) { (label) }

@@ -29,7 +29,7 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
 /// chromedriver on a free port, killed on drop.
-struct Driver {
+pub(crate) struct Driver {
     child: tokio::process::Child,
     port: u16,
 }
@@ -40,7 +40,7 @@ impl Drop for Driver {
     }
 }
 
-async fn chromedriver() -> Driver {
+pub(crate) async fn chromedriver() -> Driver {
     for tool in [CHROMIUM, CHROMEDRIVER] {
         assert!(
             Path::new(tool).exists(),
@@ -70,7 +70,7 @@ async fn chromedriver() -> Driver {
     panic!("chromedriver did not listen on {port} within 10 s");
 }
 
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
@@ -107,7 +107,7 @@ async fn a_person_approves_a_parked_call_in_a_real_browser_and_one_request_is_se
 }
 
 /// A headless Chromium session through `driver`, with its profile in `profile`.
-async fn session(driver: &Driver, profile: &Path) -> fantoccini::Client {
+pub(crate) async fn session(driver: &Driver, profile: &Path) -> fantoccini::Client {
     let caps = json!({
         "goog:chromeOptions": {
             "binary": CHROMIUM,

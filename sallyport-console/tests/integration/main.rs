@@ -1,6 +1,7 @@
 //! The console's integration tests, one module per area, linked into one test binary: the
-//! router over a real listener, the confirmation step, `sallyport console` from the CLI, and
-//! the pages in a real headless Chromium.
+//! router over a real listener, the confirmation step, `sallyport console` from the CLI, the
+//! pages in a real headless Chromium, and connecting an account against the real OpenID
+//! provider.
 //!
 //! Run one area with its module path, e.g. `cargo test -p sallyport-console --test integration router::`.
 
@@ -10,5 +11,6 @@ mod approver_view;
 mod browser;
 mod cli;
 mod confirm;
+mod connect;
 mod findings;
 mod router;
