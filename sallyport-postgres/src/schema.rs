@@ -6,7 +6,7 @@ use deadpool_postgres::Client;
 
 /// The schema version this build writes: how many embedded migrations it has (each
 /// recorded in `sallyport_schema_version` once applied).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The advisory lock key the migration holds (`'sallyport'` in ASCII).
 const MIGRATION_LOCK: i64 = 0x73_61_6c_6c_79_70_6f_72;
@@ -112,6 +112,13 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         CHECK (shared = (subject = ''))
     );
     CREATE INDEX sallyport_grants_key_id ON sallyport_grants (key_id);
+    ",
+    // 5: whether a grant's `scopes` are the ones the provider granted (an account connected
+    // through the authorization code flow) or the credential's configuration, which a vault
+    // that hands the store out replaces with its own. Existing rows keep their
+    // configuration, as before.
+    "
+    ALTER TABLE sallyport_grants ADD COLUMN scopes_granted BOOLEAN NOT NULL DEFAULT false;
     ",
 ];
 

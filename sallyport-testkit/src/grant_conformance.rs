@@ -1,6 +1,7 @@
 //! A conformance suite any [`GrantStore`] runs: the compare-and-set on a grant's version,
 //! creating a subject's grant at version 0, `put`, `remove` and `list`, subjects kept apart,
-//! no token in a summary or a `Debug`, and the refresh hold.
+//! no token in a summary or a `Debug`, the refresh hold, and the scopes a connected account
+//! was granted.
 //!
 //! Each check is a public async function taking a [`GrantFixture`]: the store, a second,
 //! independent handle on the same grants (another vault instance on the same file, another
@@ -410,6 +411,62 @@ pub async fn remove_and_list_show_no_token(f: &GrantFixture) {
     assert_eq!(access(&zoe), Some("at-canary-zoe"));
 }
 
+/// An account connected through the authorization code flow
+/// ([`GrantUpdate::Authorized`]) keeps the scopes the provider granted: read back through the
+/// other handle, kept across a refresh, and listed as granted in place of the credential's
+/// configured scopes; a grant stored without them lists the configured ones, not granted.
+pub async fn the_scopes_granted_are_kept_and_listed(f: &GrantFixture) {
+    let granted = vec!["granted:one".to_owned(), "granted:two".to_owned()];
+    let alice = f.subject("alice");
+    let now = SystemTime::now();
+    let stored = f
+        .store
+        .replace(
+            &alice,
+            0,
+            GrantUpdate::Authorized {
+                refresh_token: Secret::new("rt-canary-authorized"),
+                access_token: Secret::new("at-canary-authorized"),
+                issued_at: now,
+                expires_at: now + Duration::from_secs(60),
+                scopes: granted.clone(),
+            },
+        )
+        .await
+        .expect("store the connected grant");
+    assert!(matches!(stored, Replaced::Stored(_)), "{stored:?}");
+    let read = f.other.current(&alice).await.expect("read back");
+    assert_eq!(read.scopes(), Some(granted.as_slice()));
+    assert_eq!(access(&read), Some("at-canary-authorized"));
+    // A refresh keeps them.
+    f.store
+        .put(
+            &alice,
+            issued("at-canary-refreshed", Some("rt-canary-rotated")),
+        )
+        .await
+        .expect("refresh");
+    let refreshed = f.other.current(&alice).await.expect("read after refresh");
+    assert_eq!(refreshed.scopes(), Some(granted.as_slice()));
+    // A grant stored without them.
+    f.store
+        .put(&f.subject("bob"), connected("rt-canary-bob"))
+        .await
+        .expect("bob");
+    let listed = f.other.list(Some(&f.per_subject)).await.expect("list");
+    let by_subject: Vec<(Option<&str>, &[String], bool)> = listed
+        .iter()
+        .map(|s| (s.subject.as_deref(), s.scopes.as_slice(), s.scopes_granted))
+        .collect();
+    assert_eq!(
+        by_subject,
+        [
+            (Some("alice"), granted.as_slice(), true),
+            (Some("bob"), f.scopes.as_slice(), false),
+        ]
+    );
+}
+
 /// Sixteen subjects store and read at once, half through each handle: each reads back its
 /// own tokens only, and a subject without a grant never gets another's. (A handle's
 /// `current` may serve a grant it read before another handle changed it: what a refresh
@@ -698,7 +755,8 @@ where
     subjects_never_see_each_others_grants(&fixture().await).await;
     debug_shows_no_token_and_the_scrubber_knows_them(&fixture().await).await;
     a_refresh_hold_excludes_a_second_holder_until_it_lets_go(&fixture().await).await;
+    the_scopes_granted_are_kept_and_listed(&fixture().await).await;
 }
 
 /// How many checks [`run_all`] runs (one fixture each).
-pub const CHECKS: usize = 8;
+pub const CHECKS: usize = 9;

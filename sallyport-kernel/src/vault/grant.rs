@@ -65,6 +65,9 @@ pub struct GrantSummary {
     /// through [`GrantUpdate::Authorized`]); else the scopes the credential asks the provider
     /// for (its configuration; empty for the client's defaults).
     pub scopes: Vec<String>,
+    /// Whether [`scopes`](Self::scopes) are the scopes the provider granted (`true`) or the
+    /// credential's configuration (`false`, a grant stored without them).
+    pub scopes_granted: bool,
     /// The grant's version (incremented by every stored update).
     pub version: u64,
     /// When the current access token expires, in milliseconds since the Unix epoch; `None`
@@ -91,11 +94,21 @@ impl GrantSummary {
             credential: key.credential.clone(),
             subject: key.subject.clone(),
             scopes,
+            scopes_granted: false,
             version,
             expires_at_ms,
             refresh_token,
             reconnect,
         }
+    }
+
+    /// The summary with the scopes the provider granted, as a store recorded them beside
+    /// the grant.
+    #[must_use]
+    pub fn with_granted_scopes(mut self, scopes: Vec<String>) -> Self {
+        self.scopes = scopes;
+        self.scopes_granted = true;
+        self
     }
 
     /// The summary of `grant`, the grant of `key` for a credential asking for `scopes`: the
@@ -105,6 +118,7 @@ impl GrantSummary {
             credential: key.credential.clone(),
             subject: key.subject.clone(),
             scopes: grant.scopes().unwrap_or(scopes).to_vec(),
+            scopes_granted: grant.scopes().is_some(),
             version: grant.version(),
             expires_at_ms: grant.access_token().map(|_| grant.expires_at_ms()),
             refresh_token: grant.refresh_token().is_some(),
@@ -620,8 +634,8 @@ impl GrantSecrets {
 /// A grant store kept outside the vault, as the vault hands it out: every key is checked
 /// against the vault's credentials first (an OAuth credential of that name, held for each
 /// subject when the key names one, shared when it does not; [`VaultError::NotFound`]
-/// otherwise), and [`GrantStore::list`] shows the scopes the vault's credential asks for.
-/// So a vault keeps its client secrets while the grants live where the fleet shares them
+/// otherwise), and [`GrantStore::list`] shows the scopes granted where the store recorded
+/// them, else the scopes the vault's credential asks for. So a vault keeps its client secrets while the grants live where the fleet shares them
 /// (`sallyport_postgres::PgGrantStore`), and the channel's refresh path is the same.
 pub struct HostedGrants {
     store: Arc<dyn GrantStore>,
@@ -704,7 +718,8 @@ impl GrantStore for HostedGrants {
     }
 
     /// The store's grants of credentials this vault holds with a kind that takes them, with
-    /// the scopes the vault's credential asks for.
+    /// the scopes granted where the store recorded them, else the scopes the vault's
+    /// credential asks for.
     async fn list(&self, credential: Option<&str>) -> Result<Vec<GrantSummary>, VaultError> {
         let mut listed = self.store.list(credential).await?;
         let mut kept = Vec::with_capacity(listed.len());
@@ -715,7 +730,11 @@ impl GrantStore for HostedGrants {
             };
             match self.check(&key) {
                 Ok(scopes) => {
-                    summary.scopes = scopes;
+                    // The scopes granted stay; a grant stored without them shows what this
+                    // vault's credential asks for.
+                    if !summary.scopes_granted {
+                        summary.scopes = scopes;
+                    }
                     kept.push(summary);
                 }
                 Err(VaultError::NotFound(_)) => {}

@@ -5,7 +5,9 @@
 //! with `shared` for a credential's shared grant), the version, the id of the
 //! key-encryption key, the row's wrapped data key and its sealed payload (`seal.rs`), and
 //! what `list` shows beside them (scopes, expiry, whether a refresh token is held, why the
-//! account must be connected again), never a token.
+//! account must be connected again), never a token. The scopes are the ones the provider
+//! granted when the grant recorded them (`scopes_granted`, migration 5), else the
+//! credential's configuration.
 //!
 //! - `replace` is one compare-and-set: `UPDATE … WHERE version = $expected`, or
 //!   `INSERT … ON CONFLICT DO NOTHING` for a grant not stored yet (version 0).
@@ -421,12 +423,18 @@ impl GrantStore for PgGrantStore {
             seal_grant(&keys.current, key, &next)?
         };
         let (credential, shared, subject) = columns(key);
-        let scopes = self
-            .inner
-            .scopes
-            .get(&key.credential)
-            .cloned()
-            .unwrap_or_default();
+        // The scopes granted when the grant recorded them, else the credential's
+        // configuration as this store was given it.
+        let scopes_granted = next.scopes().is_some();
+        let scopes = match next.scopes() {
+            Some(granted) => granted.to_vec(),
+            None => self
+                .inner
+                .scopes
+                .get(&key.credential)
+                .cloned()
+                .unwrap_or_default(),
+        };
         let version = version_column(next.version())?;
         let expires = next.access_token().map(|_| ms_column(next.expires_at_ms()));
         let refresh = next.refresh_token().is_some();
@@ -435,8 +443,9 @@ impl GrantStore for PgGrantStore {
             client
                 .execute(
                     "INSERT INTO sallyport_grants (credential, shared, subject, version, key_id,
-                         wrapped_key, payload, scopes, expires_at_ms, refresh_token, reconnect)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                         wrapped_key, payload, scopes, expires_at_ms, refresh_token, reconnect,
+                         scopes_granted)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
                      ON CONFLICT DO NOTHING",
                     &[
                         &credential,
@@ -450,6 +459,7 @@ impl GrantStore for PgGrantStore {
                         &expires,
                         &refresh,
                         &reconnect,
+                        &scopes_granted,
                     ],
                 )
                 .await
@@ -459,7 +469,7 @@ impl GrantStore for PgGrantStore {
                 .execute(
                     "UPDATE sallyport_grants SET version = $4, key_id = $5, wrapped_key = $6,
                          payload = $7, scopes = $8, expires_at_ms = $9, refresh_token = $10,
-                         reconnect = $11, updated_at = now()
+                         reconnect = $11, scopes_granted = $13, updated_at = now()
                      WHERE credential = $1 AND shared = $2 AND subject = $3 AND version = $12",
                     &[
                         &credential,
@@ -474,6 +484,7 @@ impl GrantStore for PgGrantStore {
                         &refresh,
                         &reconnect,
                         &version_column(expected_version)?,
+                        &scopes_granted,
                     ],
                 )
                 .await
@@ -528,7 +539,7 @@ impl GrantStore for PgGrantStore {
         let rows = client
             .query(
                 "SELECT credential, shared, subject, version, scopes, expires_at_ms,
-                        refresh_token, reconnect
+                        refresh_token, reconnect, scopes_granted
                  FROM sallyport_grants WHERE $1::TEXT IS NULL OR credential = $1",
                 &[&credential],
             )
@@ -547,14 +558,19 @@ impl GrantStore for PgGrantStore {
                 };
                 let version: i64 = row.get(3);
                 let expires: Option<i64> = row.get(5);
-                GrantSummary::new(
+                let summary = GrantSummary::new(
                     &key,
                     row.get(4),
                     u64::try_from(version).unwrap_or_default(),
                     expires.map(|ms| u64::try_from(ms).unwrap_or_default()),
                     row.get(6),
                     row.get(7),
-                )
+                );
+                if row.get::<_, bool>(8) {
+                    summary.with_granted_scopes(row.get(4))
+                } else {
+                    summary
+                }
             })
             .collect();
         // Sorted here, not by the server's collation: by credential, then subject (the

@@ -173,6 +173,10 @@ struct PayloadOut<'a> {
     expires_at_ms: u64,
     refresh_token: Option<&'a str>,
     reconnect: Option<&'a str>,
+    /// The scopes granted, when recorded; left out otherwise, so rows sealed before read
+    /// the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scopes: Option<&'a [String]>,
 }
 
 #[derive(Deserialize)]
@@ -183,6 +187,8 @@ struct PayloadIn {
     expires_at_ms: u64,
     refresh_token: Option<String>,
     reconnect: Option<String>,
+    #[serde(default)]
+    scopes: Option<Vec<String>>,
 }
 
 /// Seals `grant` (at its version) as the row of `key`, under a fresh data key wrapped by
@@ -198,12 +204,16 @@ pub(super) fn seal_grant(
         expires_at_ms: grant.expires_at_ms(),
         refresh_token: grant.refresh_token().map(Secret::expose),
         reconnect: grant.reconnect_reason(),
+        scopes: grant.scopes(),
     };
     // Room for the worst-case JSON escaping, so the buffer never reallocates and leaves an
     // unzeroized copy behind.
     let room = 6 * grant.secrets().map(str::len).sum::<usize>()
         + 6 * grant.reconnect_reason().map_or(0, str::len)
-        + 160;
+        + grant
+            .scopes()
+            .map_or(0, |s| s.iter().map(|x| 6 * x.len() + 3).sum::<usize>())
+        + 170;
     let mut json = Zeroizing::new(Vec::with_capacity(room));
     serde_json::to_writer(&mut *json, &plain)
         .map_err(|_| VaultError::Backend("cannot encode a grant".into()))?;
@@ -280,7 +290,8 @@ pub(super) fn open_grant(
         plain.expires_at_ms,
         plain.refresh_token.map(Secret::new),
         plain.reconnect,
-    ))
+    )
+    .with_scopes(plain.scopes))
 }
 
 /// The row's data key wrapped again under `to` (the payload stays as it is): what a key

@@ -14,7 +14,7 @@ use sallyport_core::vault::{
     Binding, CredentialKind, CredentialMeta, GrantKey, GrantStore, GrantUpdate, MemoryVault,
     OAuthClient, Replaced, Secret, Vault, VaultAdmin, VaultError,
 };
-use sallyport_postgres::{GrantKek, PgGrantStore};
+use sallyport_postgres::{GrantKek, PgGrantStore, SCHEMA_VERSION};
 use sallyport_testkit::grant_conformance::{self as suite, GrantFixture, connected, issued};
 use sallyport_tests::postgres::{TestDb, event, intent};
 
@@ -613,9 +613,73 @@ async fn a_database_at_schema_version_3_gains_the_grant_table_and_keeps_its_jour
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3, 4]);
+    assert_eq!(versions, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
     let journal = db.journal("b").await;
     let report = journal.verify().await.expect("verify");
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(journal.records().await.expect("records"), vec![record]);
+}
+
+/// A grant stored by a build with four migrations (sealed without scopes, no
+/// `scopes_granted` column) reads the same after migration 5: its tokens open, and it lists
+/// the configured scopes, not as granted; a connect stored afterwards lists what was granted.
+#[tokio::test]
+async fn a_grant_table_at_schema_version_4_keeps_its_grants_and_lists_granted_scopes_after() {
+    let db = TestDb::create().await;
+    let alice = GrantKey::for_subject("github", "alice");
+    {
+        let store = store(&db, kek(15)).await;
+        store
+            .put(&alice, issued("at-alice-4", Some("rt-alice-4")))
+            .await
+            .expect("put");
+    }
+    // Back to what a build with four migrations left (its rows hold no scopes granted).
+    db.sql()
+        .await
+        .batch_execute(
+            "ALTER TABLE sallyport_grants DROP COLUMN scopes_granted;
+             DELETE FROM sallyport_schema_version WHERE version > 4;",
+        )
+        .await
+        .expect("downgrade");
+    let store = store(&db, kek(15)).await;
+    let grant = store.current(&alice).await.expect("the old row opens");
+    assert_eq!(grant.access_token().map(Secret::expose), Some("at-alice-4"));
+    assert_eq!(grant.scopes(), None);
+    let listed = store.list(Some("github")).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].scopes, ["repo", "read:user"]);
+    assert!(!listed[0].scopes_granted);
+    let now = SystemTime::now();
+    store
+        .replace(
+            &GrantKey::for_subject("github", "bob"),
+            0,
+            GrantUpdate::Authorized {
+                refresh_token: Secret::new("rt-bob"),
+                access_token: Secret::new("at-bob"),
+                issued_at: now,
+                expires_at: now + Duration::from_secs(60),
+                scopes: vec!["repo".to_owned()],
+            },
+        )
+        .await
+        .expect("connect bob");
+    let listed = store.list(Some("github")).await.expect("list");
+    let scopes: Vec<(Option<&str>, &[String], bool)> = listed
+        .iter()
+        .map(|s| (s.subject.as_deref(), s.scopes.as_slice(), s.scopes_granted))
+        .collect();
+    assert_eq!(
+        scopes,
+        [
+            (
+                Some("alice"),
+                ["repo".to_owned(), "read:user".to_owned()].as_slice(),
+                false
+            ),
+            (Some("bob"), ["repo".to_owned()].as_slice(), true),
+        ]
+    );
 }
