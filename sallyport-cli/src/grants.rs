@@ -38,10 +38,13 @@ pub(crate) fn run(vault: &dyn Vault, cmd: &GrantsCommand) -> Result<(), Failure>
                         .subject
                         .as_deref()
                         .map_or_else(|| "(shared)".to_owned(), |s| escape(s).into_owned());
-                    let scopes = if view.scopes.is_empty() {
-                        "(client defaults)".to_owned()
-                    } else {
-                        view.scopes.join(" ")
+                    // The scopes granted as they are; the ones asked for (a grant stored
+                    // without what was granted) marked as such.
+                    let scopes = match (view.scopes.is_empty(), view.scopes_granted) {
+                        (true, false) => "(client defaults)".to_owned(),
+                        (true, true) => "(none granted)".to_owned(),
+                        (false, true) => view.scopes.join(" "),
+                        (false, false) => format!("{} (asked)", view.scopes.join(" ")),
                     };
                     println!(
                         "{:<24} {:<24} {:<18} {:<26} {scopes}",
@@ -130,6 +133,8 @@ struct GrantView {
     credential: String,
     subject: Option<String>,
     scopes: Vec<String>,
+    /// Whether `scopes` are what the provider granted, or what the credential asks for.
+    scopes_granted: bool,
     state: GrantState,
     /// RFC 3339, UTC.
     expires_at: Option<String>,
@@ -152,6 +157,7 @@ impl GrantView {
             credential: summary.credential.clone(),
             subject: summary.subject.clone(),
             scopes: summary.scopes.clone(),
+            scopes_granted: summary.scopes_granted,
             state,
             expires_at: summary.expires_at_ms.and_then(rfc3339),
             expires_at_ms: summary.expires_at_ms,

@@ -269,10 +269,12 @@ async fn connect_with_a_scripted_browser_stores_the_users_grant_and_prints_no_va
             listed[0]["scopes"],
             serde_json::json!(["openid", "offline_access", "api:read"])
         );
+        assert_eq!(listed[0]["scopes_granted"], true);
     }
     let (status, out) = list(&vault, &["credentials", "list"]);
     assert_eq!(status, Some(0), "{out}");
     assert!(out.contains("openid offline_access api:read"), "{out}");
+    assert!(!out.contains("(asked)"), "{out}");
 
     // Disconnected under the new name: revoked at the provider, removed.
     let (status, out) = list(

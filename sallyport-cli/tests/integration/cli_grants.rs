@@ -146,6 +146,8 @@ async fn grants_list_shows_no_token_and_disconnect_revokes_at_the_provider_then_
         assert_eq!(grant["credential"], "github");
         assert_eq!(grant["subject"], user);
         assert_eq!(grant["scopes"], serde_json::json!(["api:read"]));
+        // Stored without what was granted: the credential's scopes, marked as asked.
+        assert_eq!(grant["scopes_granted"], false);
         assert_eq!(grant["state"], "connected");
         assert_eq!(grant["refresh_token"], true);
         assert_eq!(grant["expires_at"], Value::Null);
@@ -165,7 +167,7 @@ async fn grants_list_shows_no_token_and_disconnect_revokes_at_the_provider_then_
         let words: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(
             words,
-            ["github", user, "connected", "-", "api:read"],
+            ["github", user, "connected", "-", "api:read", "(asked)"],
             "{line}"
         );
     }
