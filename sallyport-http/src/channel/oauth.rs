@@ -26,6 +26,11 @@
 //! - **Refresh margin**: a token is refreshed when less than [`REFRESH_MARGIN`] (30 s) of
 //!   its life is left, or less than a third of the lifetime it was issued with, whichever is
 //!   shorter (so tokens of a few seconds are not refreshed on every call).
+//! - **Whole seconds**: `expires_in` counts whole seconds, and providers count a token's
+//!   expiry from their own whole-second clock (oidc-provider, a JWT's `exp`): a token issued
+//!   at 10.9 s with `expires_in: 2` is refused from 12.0 s on, 1.1 s later. So a token is
+//!   taken to expire [`EXPIRY_ROUNDING`] (1 s) before `expires_in` says (half its lifetime
+//!   for a token of one second), and the refresh margin applies to what is left.
 //! - **No `expires_in`**: a token issued without one is taken to live
 //!   [`DEFAULT_LIFETIME`] (5 minutes); an upstream's `401` before then makes the next use
 //!   refresh it.
@@ -69,6 +74,19 @@ pub const REFRESH_MARGIN: Duration = Duration::from_secs(30);
 
 /// The lifetime assumed for an access token issued without `expires_in`.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
+
+/// How much earlier than its `expires_in` says a token is taken to expire: a provider counts
+/// the lifetime from its own clock's whole second, so the token may be refused up to a
+/// second before `issued_at + expires_in` (a token of one second is taken to live half of
+/// it).
+pub const EXPIRY_ROUNDING: Duration = Duration::from_secs(1);
+
+/// The lifetime a token issued with `expires_in` seconds is used for: [`EXPIRY_ROUNDING`]
+/// less, and at least half of it.
+fn provider_lifetime(expires_in: u64) -> Duration {
+    let stated = Duration::from_secs(expires_in);
+    stated.saturating_sub(EXPIRY_ROUNDING).max(stated / 2)
+}
 
 /// The largest token endpoint answer read.
 const MAX_TOKEN_RESPONSE: usize = 64 * 1024;
@@ -443,10 +461,10 @@ impl HttpChannel {
         let lifetime = match answer.expires_in {
             None | Some(serde_json::Value::Null) => DEFAULT_LIFETIME,
             Some(serde_json::Value::Number(n)) if n.as_u64().is_some() => {
-                Duration::from_secs(n.as_u64().unwrap_or_default())
+                provider_lifetime(n.as_u64().unwrap_or_default())
             }
             Some(serde_json::Value::String(s)) if s.parse::<u64>().is_ok() => {
-                Duration::from_secs(s.parse::<u64>().unwrap_or_default())
+                provider_lifetime(s.parse::<u64>().unwrap_or_default())
             }
             Some(_) => {
                 return Err(TokenFailure::Failed(
@@ -504,5 +522,23 @@ async fn read_capped(mut response: reqwest::Response) -> Result<zeroize::Zeroizi
             Ok(None) => return Ok(body),
             Err(e) => return Err(e.is_timeout()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{EXPIRY_ROUNDING, provider_lifetime};
+
+    #[test]
+    fn a_stated_lifetime_is_used_a_second_short_of_what_it_says() {
+        assert_eq!(EXPIRY_ROUNDING, Duration::from_secs(1));
+        // A provider on whole seconds refuses a 2 s token issued at x.9 from x+2.0 on.
+        assert_eq!(provider_lifetime(2), Duration::from_secs(1));
+        assert_eq!(provider_lifetime(3600), Duration::from_secs(3599));
+        // A one-second token is used for half of it; none at all stays none.
+        assert_eq!(provider_lifetime(1), Duration::from_millis(500));
+        assert_eq!(provider_lifetime(0), Duration::ZERO);
     }
 }

@@ -20,5 +20,6 @@ mod http_status_answers;
 mod http_tls;
 mod oauth_disconnect;
 mod oauth_faults;
+mod oauth_faults_expiry;
 mod oauth_provider;
 mod oauth_rig;
