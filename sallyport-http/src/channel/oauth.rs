@@ -299,18 +299,14 @@ impl HttpChannel {
                     expires_at: issued_at + lifetime,
                     refresh_token,
                 };
-                let stored = store
-                    .replace(key, grant.version(), update)
+                let now = store_issued(store, key, grant, update)
                     .await
-                    .map_err(|e| vault_refusal(key, &e))?;
-                let now = match stored {
-                    Replaced::Stored(g) | Replaced::Changed(g) => g,
-                    _ => {
-                        return Err(unavailable(format!(
+                    .map_err(|e| vault_refusal(key, &e))?
+                    .ok_or_else(|| {
+                        unavailable(format!(
                             "the OAuth grant of credential `{name}` could not be stored; nothing was sent"
-                        )));
-                    }
-                };
+                        ))
+                    })?;
                 usable(key, &now, None)?.ok_or_else(|| {
                     unavailable(format!(
                         "the token endpoint of credential `{name}` issued a token that expires at once; nothing was sent"
@@ -479,6 +475,43 @@ impl HttpChannel {
             .map(Secret::new);
         Ok((access_token, lifetime, refresh_token))
     }
+}
+
+/// Stores the tokens a refresh of `grant` bought, and returns the grant as stored (`None`
+/// when the store answered neither stored nor changed).
+///
+/// The refresh ran under the grant's hold, but one writer does not take it: a call whose
+/// token an upstream refused marks that token expired (`HttpChannel::token_refused`),
+/// which moves the grant's version on while the token request is out. The provider has
+/// already rotated the refresh token by then; dropping its answer would leave the store
+/// holding the one just presented, and the next refresh would present it again (a reuse
+/// the provider answers by revoking the grant). So while the grant still holds the refresh
+/// token that was presented (and is not marked for reconnection), the answer is stored on
+/// top of the change. A grant connected anew or marked meanwhile is left as it is.
+async fn store_issued(
+    store: &dyn GrantStore,
+    key: &GrantKey,
+    grant: &Grant,
+    update: GrantUpdate,
+) -> Result<Option<Grant>, VaultError> {
+    let presented = grant.refresh_token().map(Secret::expose);
+    let mut expected = grant.version();
+    // A few marks at most can land during one token request; the bound only keeps a store
+    // that never settles from looping.
+    for _ in 0..8 {
+        match store.replace(key, expected, update.clone()).await? {
+            Replaced::Stored(now) => return Ok(Some(now)),
+            Replaced::Changed(now)
+                if now.reconnect_reason().is_none()
+                    && now.refresh_token().map(Secret::expose) == presented =>
+            {
+                expected = now.version();
+            }
+            Replaced::Changed(now) => return Ok(Some(now)),
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
 }
 
 /// How a confidential client authenticates to the provider's endpoints:
