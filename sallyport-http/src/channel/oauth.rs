@@ -157,16 +157,28 @@ fn bearer(token: &Secret) -> Result<HeaderValue, ()> {
     Ok(value)
 }
 
+/// The grant's access token, if it is valid beyond the refresh margin and not of version
+/// `stale`.
 fn usable(
     key: &GrantKey,
     grant: &Grant,
     stale: Option<u64>,
 ) -> Result<Option<AccessToken>, Refusal> {
+    usable_for(key, grant, stale, margin(grant))
+}
+
+/// The grant's access token, if it is valid `margin` from now and not of version `stale`.
+fn usable_for(
+    key: &GrantKey,
+    grant: &Grant,
+    stale: Option<u64>,
+    margin: Duration,
+) -> Result<Option<AccessToken>, Refusal> {
     let name = key.credential.as_str();
     if let Some(reason) = grant.reconnect_reason() {
         return Err(reconnect_refusal(key, reason));
     }
-    if stale == Some(grant.version()) || !grant.fresh_at(SystemTime::now(), margin(grant)) {
+    if stale == Some(grant.version()) || !grant.fresh_at(SystemTime::now(), margin) {
         return Ok(None);
     }
     let Some(token) = grant.access_token() else {
@@ -307,9 +319,13 @@ impl HttpChannel {
                             "the OAuth grant of credential `{name}` could not be stored; nothing was sent"
                         ))
                     })?;
-                usable(key, &now, None)?.ok_or_else(|| {
+                // The token just issued is used for this call while it is valid at all: the
+                // margin says when to refresh ahead of expiry, and a refresh that took most
+                // of a short lifetime (the provider or the store slow under load) has just
+                // done that. Its life was counted from before the request was sent.
+                usable_for(key, &now, None, Duration::ZERO)?.ok_or_else(|| {
                     unavailable(format!(
-                        "the token endpoint of credential `{name}` issued a token that expires at once; nothing was sent"
+                        "the token endpoint of credential `{name}` issued a token that expired before it could be used; nothing was sent"
                     ))
                 })
             }

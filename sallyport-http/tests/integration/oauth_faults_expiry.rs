@@ -118,3 +118,43 @@ async fn a_token_whose_whole_second_expiry_came_is_refreshed_before_it_is_sent()
     }
     assert_eq!(api.requests(), 6, "each call sent once");
 }
+
+/// A refresh that took most of a short token's life (a provider or a store slow under
+/// load): the token is still valid, so the call that asked for it is sent with it, not
+/// refused. (The fleet test saw such calls refused as "a token that expires at once".)
+#[tokio::test]
+async fn a_token_whose_refresh_took_most_of_its_life_is_used_by_the_call_that_asked() {
+    let n = AtomicU32::new(0);
+    let token = Upstream::start(move |_| {
+        let i = n.fetch_add(1, Ordering::SeqCst) + 1;
+        Reply::Json(
+            200,
+            json!({"access_token": format!("at-canary-{i}"), "token_type": "Bearer", "expires_in": 2}),
+        )
+    })
+    .await;
+    // Used for 1 s, refreshed with 0.33 s left: the answer comes when 0.2 s are left.
+    token.set_delay(Duration::from_millis(800));
+    let api = Upstream::start(|_| Reply::Json(200, json!({"id": "i1", "state": "ok"}))).await;
+    let vault = Arc::new(MemoryVault::new());
+    vault.set(
+        CredentialMeta::new(
+            "api",
+            CredentialKind::OAuthClientCredentials(OAuthClient::new(
+                "client-1",
+                format!("{}/token", token.url()),
+            )),
+            Binding::url(api.url()),
+        ),
+        Secret::new("client-secret-canary-0e7a"),
+    );
+    let vault: Arc<dyn Vault> = vault;
+    let rig = oauth_rig(vault, |b| b, Duration::ZERO);
+    let r = rig.call("get_item", json!({"item_id": "i1"})).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json());
+    assert_eq!(token.requests(), 1);
+    assert_eq!(
+        api.received()[0].header("authorization"),
+        Some("Bearer at-canary-1")
+    );
+}
