@@ -402,9 +402,21 @@ pub struct SetArgs {
     /// An SSH user@host the credential may be used for (SSH kinds; repeatable).
     #[arg(long = "bind-ssh", value_name = "USER@HOST")]
     pub bind_ssh: Vec<String>,
-    /// Also ask for the SSH private key's passphrase (ssh-key).
+    /// Also ask for the private key's passphrase (ssh-key, ssh-certificate-authority).
     #[arg(long)]
     pub key_passphrase: bool,
+    /// The PEM file of the certificate chain, leaf first (client-certificate; public, so it
+    /// is read from a file; the private key is read from stdin).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_if_eq("kind", "client-certificate")
+    )]
+    pub certificate_chain: Option<std::path::PathBuf>,
+    /// How long each user certificate the CA signs is valid, in seconds, 30 to 3600
+    /// (ssh-certificate-authority; default 300).
+    #[arg(long, value_name = "SECS")]
+    pub validity: Option<u32>,
     /// Replace an existing credential of that name (kind, binding and value).
     #[arg(long)]
     pub replace: bool,
@@ -424,6 +436,13 @@ pub enum KindArg {
     SshKey,
     /// An SSH password.
     SshPassword,
+    /// An mTLS client certificate: the chain from --certificate-chain FILE, the PEM private
+    /// key pasted or piped (up to its END line).
+    ClientCertificate,
+    /// An OpenSSH certificate authority that signs short-lived user certificates: its
+    /// OpenSSH private key pasted or piped (up to its END line); --validity SECS.
+    #[value(alias = "ssh-ca")]
+    SshCertificateAuthority,
 }
 
 /// Output format options.

@@ -14,4 +14,5 @@ mod cli_policy;
 mod cli_postgres;
 mod cli_scaffold;
 mod cli_vault;
+mod cli_vault_kinds;
 mod drift_cli;
