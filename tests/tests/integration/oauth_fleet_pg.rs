@@ -34,8 +34,9 @@
 //!   and a refresh 2 s to come back. On a two-core host shared with three builds (load
 //!   average 11), a 120 s run with 3 s tokens saw 4 of 2,770 calls outlast that (two
 //!   refreshes slower than 2 s, refused unsent; two requests more than 0.67 s on their way
-//!   to the API, answered 401): the host, not the executor. 5 s tokens leave 1.33 s and
-//!   4 s, and still expire every few seconds.
+//!   to the API, answered 401): the host, not the executor; with 2 s tokens (0.33 s and
+//!   1 s) 37 of 1,267 were refused unsent and 27 requests answered 401, and still 0 reuse
+//!   detections. 5 s tokens leave 1.33 s and 4 s, and still expire every few seconds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output, Stdio};
