@@ -316,7 +316,10 @@ pub enum VaultCommand {
     Unlock,
     /// Show the vault's state without the passphrase (exit 3 when locked).
     Status(ListArgs),
-    /// The OAuth grants users connected: list them (never a token), or disconnect one.
+    /// The OAuth grants users connected: list them (never a token), or disconnect one. The
+    /// vault file's own grants, or with SALLYPORT_GRANTS_POSTGRES set to a connection
+    /// string, those a fleet keeps in PostgreSQL (the store's key read from the vault's
+    /// credential `grants-key`, or the one SALLYPORT_GRANTS_KEY names).
     #[command(subcommand)]
     Grants(GrantsCommand),
 }

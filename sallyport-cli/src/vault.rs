@@ -208,7 +208,17 @@ pub(crate) fn run(cli: &Cli, cmd: &VaultCommand) -> Result<(), Failure> {
         VaultCommand::Status(args) => status(cli, args.json),
         VaultCommand::Grants(cmd) => {
             let backend = open_unlocked(cli, &prompter)?;
-            crate::grants::run(backend.vault(), cmd)
+            match (std::env::var(crate::grants::GRANTS_POSTGRES_ENV), backend) {
+                (Ok(url), Backend::File(vault)) => crate::grants::run_on_postgres(vault, &url, cmd),
+                (Ok(_), Backend::Keychain(_)) => Err(Failure::new(
+                    Exit::Usage,
+                    format!(
+                        "{} is for a vault file; the keychain keeps no grant store's key",
+                        crate::grants::GRANTS_POSTGRES_ENV
+                    ),
+                )),
+                (Err(_), backend) => crate::grants::run(backend.vault(), cmd),
+            }
         }
     }
 }

@@ -10,6 +10,7 @@
 mod cli_approvals;
 mod cli_audit;
 mod cli_grants;
+mod cli_grants_postgres;
 mod cli_policy;
 mod cli_postgres;
 mod cli_scaffold;
