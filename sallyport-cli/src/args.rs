@@ -325,7 +325,10 @@ pub enum VaultCommand {
     Unlock,
     /// Show the vault's state without the passphrase (exit 3 when locked).
     Status(ListArgs),
-    /// The OAuth grants users connected: list them (never a token), or disconnect one.
+    /// The OAuth grants users connected: list them (never a token), or disconnect one. The
+    /// vault file's own grants, or with SALLYPORT_GRANTS_POSTGRES set to a connection
+    /// string, those a fleet keeps in PostgreSQL (the store's key read from the vault's
+    /// credential `grants-key`, or the one SALLYPORT_GRANTS_KEY names).
     #[command(subcommand)]
     Grants(GrantsCommand),
 }
@@ -449,9 +452,21 @@ pub struct SetArgs {
     /// An SSH user@host the credential may be used for (SSH kinds; repeatable).
     #[arg(long = "bind-ssh", value_name = "USER@HOST")]
     pub bind_ssh: Vec<String>,
-    /// Also ask for the SSH private key's passphrase (ssh-key).
+    /// Also ask for the private key's passphrase (ssh-key, ssh-certificate-authority).
     #[arg(long)]
     pub key_passphrase: bool,
+    /// The PEM file of the certificate chain, leaf first (client-certificate; public, so it
+    /// is read from a file; the private key is read from stdin).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_if_eq("kind", "client-certificate")
+    )]
+    pub certificate_chain: Option<std::path::PathBuf>,
+    /// How long each user certificate the CA signs is valid, in seconds, 30 to 3600
+    /// (ssh-certificate-authority; default 300).
+    #[arg(long, value_name = "SECS")]
+    pub validity: Option<u32>,
     /// Replace an existing credential of that name (kind, binding and value).
     #[arg(long)]
     pub replace: bool,
@@ -471,6 +486,13 @@ pub enum KindArg {
     SshKey,
     /// An SSH password.
     SshPassword,
+    /// An mTLS client certificate: the chain from --certificate-chain FILE, the PEM private
+    /// key pasted or piped (up to its END line).
+    ClientCertificate,
+    /// An OpenSSH certificate authority that signs short-lived user certificates: its
+    /// OpenSSH private key pasted or piped (up to its END line); --validity SECS.
+    #[value(alias = "ssh-ca")]
+    SshCertificateAuthority,
 }
 
 /// Output format options.

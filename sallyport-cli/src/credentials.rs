@@ -22,7 +22,6 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::args::{Cli, ConnectArgs, CredentialsCommand};
-use crate::audit::runtime;
 use crate::exit::{Exit, Failure, chain};
 
 /// The largest request head read from the browser.
@@ -36,18 +35,23 @@ const CALLBACK_PATH: &str = "/callback";
 
 pub(crate) fn run(cli: &Cli, cmd: &CredentialsCommand) -> Result<(), Failure> {
     match cmd {
+        // Stored where the grant commands read them (the PostgreSQL grant store when the
+        // environment names one).
         CredentialsCommand::Connect(args) => {
-            crate::vault::with_unlocked(cli, |vault| connect(vault, args))
+            crate::grants::with_grants_vault(crate::vault::unlocked(cli)?, |rt, vault| {
+                connect(rt, vault, args)
+            })
         }
         // The very commands of `vault grants`.
-        CredentialsCommand::Grants(grants) => {
-            crate::vault::with_unlocked(cli, |vault| crate::grants::run(vault, grants))
-        }
+        CredentialsCommand::Grants(grants) => crate::vault::run_grants(cli, grants),
     }
 }
 
-fn connect(vault: &dyn Vault, args: &ConnectArgs) -> Result<(), Failure> {
-    let rt = runtime()?;
+fn connect(
+    rt: &tokio::runtime::Runtime,
+    vault: &dyn Vault,
+    args: &ConnectArgs,
+) -> Result<(), Failure> {
     rt.block_on(async {
         let listener = TcpListener::bind(("127.0.0.1", args.port))
             .await

@@ -1,5 +1,9 @@
 //! `sallyport vault grants …`: the OAuth grants users connected, listed (never a token) and
 //! disconnected (revoked at the provider, RFC 7009, then removed).
+//!
+//! The grants are the vault file's own, or, with `SALLYPORT_GRANTS_POSTGRES` set to a
+//! connection string, those a fleet keeps in PostgreSQL, opened with the key the vault holds
+//! as credential `grants-key` (or the name in `SALLYPORT_GRANTS_KEY`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -14,10 +18,65 @@ use time::format_description::well_known::Rfc3339;
 use crate::args::GrantsCommand;
 use crate::audit::runtime;
 use crate::exit::{Exit, Failure, chain};
-use crate::vault::print_json;
+use crate::vault::{Backend, print_json};
 
-pub(crate) fn run(vault: &dyn Vault, cmd: &GrantsCommand) -> Result<(), Failure> {
+/// The environment variable naming the PostgreSQL database whose grant store
+/// (`sallyport_postgres::PgGrantStore`) `vault grants` reads instead of the vault file's own.
+/// From the environment, not the command line: a connection string may carry a password.
+pub(crate) const GRANTS_POSTGRES_ENV: &str = "SALLYPORT_GRANTS_POSTGRES";
+
+/// The environment variable naming the vault credential that holds the grant store's key
+/// (64 hex digits); `grants-key` when unset.
+pub(crate) const GRANTS_KEY_ENV: &str = "SALLYPORT_GRANTS_KEY";
+
+/// `vault grants …` on the grants a fleet keeps in PostgreSQL: `vault`'s credentials (and
+/// the store's key, a credential of it) with the store at `url`.
+/// Runs `f` on a runtime with the vault as the grant commands see it: its own grants, or,
+/// when [`GRANTS_POSTGRES_ENV`] names a database, the vault file's credentials with their
+/// grants in that PostgreSQL grant store (its key the vault's `grants-key`, or the name in
+/// [`GRANTS_KEY_ENV`]). A keychain vault keeps no grant store's key, so it is refused there.
+pub(crate) fn with_grants_vault<T>(
+    backend: Backend,
+    f: impl FnOnce(&tokio::runtime::Runtime, &dyn Vault) -> Result<T, Failure>,
+) -> Result<T, Failure> {
     let rt = runtime()?;
+    let url = match (std::env::var(GRANTS_POSTGRES_ENV), backend) {
+        (Err(_), backend) => return f(&rt, backend.vault()),
+        (Ok(_), Backend::Keychain(_)) => {
+            return Err(Failure::new(
+                Exit::Usage,
+                format!(
+                    "{GRANTS_POSTGRES_ENV} is for a vault file; the keychain keeps no grant store's key"
+                ),
+            ));
+        }
+        (Ok(url), Backend::File(vault)) => (url, vault),
+    };
+    let (url, vault) = url;
+    let key_name = std::env::var(GRANTS_KEY_ENV).unwrap_or_else(|_| "grants-key".to_owned());
+    let kek = rt.block_on(sallyport_postgres::GrantKek::from_vault(&vault, &key_name))?;
+    let store = rt
+        .block_on(sallyport_postgres::PgGrantStore::builder(&url, kek).connect())
+        .map_err(|e| {
+            Failure::new(
+                Exit::Failure,
+                format!("cannot open the PostgreSQL grant store: {}", chain(&e)),
+            )
+        })?;
+    let vault = vault.with_grant_store(std::sync::Arc::new(store));
+    f(&rt, &vault)
+}
+
+/// `vault grants …` and `credentials list|disconnect`.
+pub(crate) fn run(backend: Backend, cmd: &GrantsCommand) -> Result<(), Failure> {
+    with_grants_vault(backend, |rt, vault| run_with(rt, vault, cmd))
+}
+
+fn run_with(
+    rt: &tokio::runtime::Runtime,
+    vault: &dyn Vault,
+    cmd: &GrantsCommand,
+) -> Result<(), Failure> {
     match cmd {
         GrantsCommand::List(args) => {
             let store = vault.grants().ok_or_else(no_grants)?;

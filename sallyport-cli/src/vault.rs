@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use sallyport_core::vault::{
-    ApiKeyPlacement, Binding, CredentialKind, CredentialMeta, FileVault, KdfParams,
-    KeychainBackend, KeychainVault, Secret, SshBinding, Vault, VaultAdmin, VaultError,
-    default_data_dir, lock_marker_path,
+    ApiKeyPlacement, Binding, ClientCertificate, CredentialKind, CredentialMeta, FileVault,
+    KdfParams, KeychainBackend, KeychainVault, Secret, SshBinding, SshCertificateAuthority, Vault,
+    VaultAdmin, VaultError, default_data_dir, lock_marker_path,
 };
 use serde::Serialize;
 
@@ -25,7 +25,8 @@ fn default_vault_path() -> Result<PathBuf, Failure> {
         })
 }
 
-enum Backend {
+/// An unlocked vault: a file or an OS keychain.
+pub(crate) enum Backend {
     File(FileVault),
     Keychain(KeychainVault),
 }
@@ -38,7 +39,7 @@ impl Backend {
         }
     }
 
-    fn vault(&self) -> &dyn Vault {
+    pub(crate) fn vault(&self) -> &dyn Vault {
         match self {
             Self::File(v) => v,
             Self::Keychain(v) => v,
@@ -80,15 +81,16 @@ fn open_unlocked(cli: &Cli, prompter: &Prompter) -> Result<Backend, Failure> {
     }
 }
 
-/// Runs `f` with the vault unlocked (the passphrase asked for when it is a file): for the
-/// commands of other modules (`credentials …`).
-pub(crate) fn with_unlocked<T>(
-    cli: &Cli,
-    f: impl FnOnce(&dyn Vault) -> Result<T, Failure>,
-) -> Result<T, Failure> {
+/// `vault grants …` and `credentials list|disconnect` (see [`crate::grants::with_grants_vault`]
+/// for where the grants are read).
+pub(crate) fn run_grants(cli: &Cli, cmd: &crate::args::GrantsCommand) -> Result<(), Failure> {
     let prompter = Prompter::new(cli.passphrase_file.clone());
-    let backend = open_unlocked(cli, &prompter)?;
-    f(backend.vault())
+    crate::grants::run(open_unlocked(cli, &prompter)?, cmd)
+}
+
+/// The vault unlocked, as the backend it is (a file or a keychain).
+pub(crate) fn unlocked(cli: &Cli) -> Result<Backend, Failure> {
+    open_unlocked(cli, &Prompter::new(cli.passphrase_file.clone()))
 }
 
 pub(crate) fn run(cli: &Cli, cmd: &VaultCommand) -> Result<(), Failure> {
@@ -183,6 +185,8 @@ pub(crate) fn run(cli: &Cli, cmd: &VaultCommand) -> Result<(), Failure> {
                 CredentialKind::ApiKey { .. } => KindArg::ApiKey,
                 CredentialKind::SshKey => KindArg::SshKey,
                 CredentialKind::SshPassword => KindArg::SshPassword,
+                CredentialKind::ClientCertificate(_) => KindArg::ClientCertificate,
+                CredentialKind::SshCertificateAuthority(_) => KindArg::SshCertificateAuthority,
                 _ => KindArg::Bearer,
             };
             let secret = read_secret(&prompter, name, kind, *key_passphrase)?;
@@ -215,7 +219,7 @@ pub(crate) fn run(cli: &Cli, cmd: &VaultCommand) -> Result<(), Failure> {
             Ok(())
         }
         VaultCommand::Status(args) => status(cli, args.json),
-        VaultCommand::Grants(cmd) => with_unlocked(cli, |vault| crate::grants::run(vault, cmd)),
+        VaultCommand::Grants(cmd) => run_grants(cli, cmd),
     }
 }
 
@@ -326,6 +330,14 @@ impl From<&CredentialMeta> for MetaView {
                 )
             }
             CredentialKind::OAuthRefresh(c) => format!("oauth-refresh (client {})", c.client_id),
+            CredentialKind::ClientCertificate(c) => match c.certificate_count() {
+                1 => "client-certificate (1 certificate)".to_owned(),
+                n => format!("client-certificate ({n} certificates)"),
+            },
+            CredentialKind::SshCertificateAuthority(ca) => format!(
+                "ssh-certificate-authority (certificates valid {} s)",
+                ca.validity_secs
+            ),
             _ => "other".to_owned(),
         };
         let mut binding = meta.binding.urls.clone();
@@ -363,7 +375,34 @@ fn meta_from(args: &SetArgs) -> Result<CredentialMeta, Failure> {
         },
         KindArg::SshKey => CredentialKind::SshKey,
         KindArg::SshPassword => CredentialKind::SshPassword,
+        KindArg::ClientCertificate => {
+            let path = args
+                .certificate_chain
+                .as_ref()
+                .ok_or_else(|| usage("--kind client-certificate needs --certificate-chain FILE"))?;
+            let chain = std::fs::read_to_string(path).map_err(|e| {
+                Failure::new(
+                    Exit::Usage,
+                    format!("cannot read the certificate chain {}: {e}", path.display()),
+                )
+            })?;
+            CredentialKind::ClientCertificate(ClientCertificate::new(chain))
+        }
+        KindArg::SshCertificateAuthority => CredentialKind::SshCertificateAuthority(
+            SshCertificateAuthority::new().with_validity_secs(
+                args.validity
+                    .unwrap_or(SshCertificateAuthority::DEFAULT_VALIDITY_SECS),
+            ),
+        ),
     };
+    if args.certificate_chain.is_some() && args.kind != KindArg::ClientCertificate {
+        return Err(usage(
+            "--certificate-chain is for --kind client-certificate",
+        ));
+    }
+    if args.validity.is_some() && args.kind != KindArg::SshCertificateAuthority {
+        return Err(usage("--validity is for --kind ssh-certificate-authority"));
+    }
     if args.user.is_some() && args.kind != KindArg::Basic {
         return Err(usage(
             "--user is for --kind basic (SSH users go in --bind-ssh USER@HOST)",
@@ -372,8 +411,15 @@ fn meta_from(args: &SetArgs) -> Result<CredentialMeta, Failure> {
     if (args.header.is_some() || args.query.is_some()) && args.kind != KindArg::ApiKey {
         return Err(usage("--header and --query are for --kind api-key"));
     }
-    if args.key_passphrase && args.kind != KindArg::SshKey {
-        return Err(usage("--key-passphrase is for --kind ssh-key"));
+    if args.key_passphrase
+        && !matches!(
+            args.kind,
+            KindArg::SshKey | KindArg::SshCertificateAuthority
+        )
+    {
+        return Err(usage(
+            "--key-passphrase is for --kind ssh-key and ssh-certificate-authority",
+        ));
     }
     let mut ssh = Vec::new();
     for pair in &args.bind_ssh {
@@ -404,8 +450,13 @@ fn read_secret(
     key_passphrase: bool,
 ) -> Result<Secret, Failure> {
     let secret = match kind {
-        KindArg::SshKey => {
-            let key = prompter.private_key(&format!("SSH private key for `{name}`"))?;
+        KindArg::SshKey | KindArg::SshCertificateAuthority => {
+            let label = if kind == KindArg::SshKey {
+                format!("SSH private key for `{name}`")
+            } else {
+                format!("SSH CA private key for `{name}`")
+            };
+            let key = prompter.private_key(&label)?;
             let mut secret = Secret::new(key.as_str());
             if key_passphrase {
                 let p = prompter.secret(&format!("Passphrase of the key `{name}`"))?;
@@ -421,6 +472,13 @@ fn read_secret(
         ),
         KindArg::ApiKey => Secret::new(prompter.secret(&format!("API key for `{name}`"))?.as_str()),
         KindArg::Bearer => Secret::new(prompter.secret(&format!("Token for `{name}`"))?.as_str()),
+        KindArg::ClientCertificate => Secret::new(
+            prompter
+                .private_key(&format!(
+                    "PEM private key of the client certificate `{name}`"
+                ))?
+                .as_str(),
+        ),
     };
     Ok(secret)
 }

@@ -32,6 +32,11 @@
 //! - **Refresh margin**: a token is refreshed when less than [`REFRESH_MARGIN`] (30 s) of
 //!   its life is left, or less than a third of the lifetime it was issued with, whichever is
 //!   shorter (so tokens of a few seconds are not refreshed on every call).
+//! - **Whole seconds**: `expires_in` counts whole seconds, and providers count a token's
+//!   expiry from their own whole-second clock (oidc-provider, a JWT's `exp`): a token issued
+//!   at 10.9 s with `expires_in: 2` is refused from 12.0 s on, 1.1 s later. So a token is
+//!   taken to expire [`EXPIRY_ROUNDING`] (1 s) before `expires_in` says (half its lifetime
+//!   for a token of one second), and the refresh margin applies to what is left.
 //! - **No `expires_in`**: a token issued without one is taken to live
 //!   [`DEFAULT_LIFETIME`] (5 minutes); an upstream's `401` before then makes the next use
 //!   refresh it.
@@ -77,6 +82,19 @@ pub const REFRESH_MARGIN: Duration = Duration::from_secs(30);
 
 /// The lifetime assumed for an access token issued without `expires_in`.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
+
+/// How much earlier than its `expires_in` says a token is taken to expire: a provider counts
+/// the lifetime from its own clock's whole second, so the token may be refused up to a
+/// second before `issued_at + expires_in` (a token of one second is taken to live half of
+/// it).
+pub const EXPIRY_ROUNDING: Duration = Duration::from_secs(1);
+
+/// The lifetime a token issued with `expires_in` seconds is used for: [`EXPIRY_ROUNDING`]
+/// less, and at least half of it.
+fn provider_lifetime(expires_in: u64) -> Duration {
+    let stated = Duration::from_secs(expires_in);
+    stated.saturating_sub(EXPIRY_ROUNDING).max(stated / 2)
+}
 
 /// The largest token endpoint answer read.
 const MAX_TOKEN_RESPONSE: usize = 64 * 1024;
@@ -147,16 +165,28 @@ fn bearer(token: &Secret) -> Result<HeaderValue, ()> {
     Ok(value)
 }
 
+/// The grant's access token, if it is valid beyond the refresh margin and not of version
+/// `stale`.
 fn usable(
     key: &GrantKey,
     grant: &Grant,
     stale: Option<u64>,
 ) -> Result<Option<AccessToken>, Refusal> {
+    usable_for(key, grant, stale, margin(grant))
+}
+
+/// The grant's access token, if it is valid `margin` from now and not of version `stale`.
+fn usable_for(
+    key: &GrantKey,
+    grant: &Grant,
+    stale: Option<u64>,
+    margin: Duration,
+) -> Result<Option<AccessToken>, Refusal> {
     let name = key.credential.as_str();
     if let Some(reason) = grant.reconnect_reason() {
         return Err(reconnect_refusal(key, reason));
     }
-    if stale == Some(grant.version()) || !grant.fresh_at(SystemTime::now(), margin(grant)) {
+    if stale == Some(grant.version()) || !grant.fresh_at(SystemTime::now(), margin) {
         return Ok(None);
     }
     let Some(token) = grant.access_token() else {
@@ -291,21 +321,21 @@ impl HttpChannel {
                     expires_at: issued_at + lifetime,
                     refresh_token,
                 };
-                let stored = store
-                    .replace(key, grant.version(), update)
+                let now = store_issued(store, key, grant, update)
                     .await
-                    .map_err(|e| vault_refusal(key, &e))?;
-                let now = match stored {
-                    Replaced::Stored(g) | Replaced::Changed(g) => g,
-                    _ => {
-                        return Err(unavailable(format!(
+                    .map_err(|e| vault_refusal(key, &e))?
+                    .ok_or_else(|| {
+                        unavailable(format!(
                             "the OAuth grant of credential `{name}` could not be stored; nothing was sent"
-                        )));
-                    }
-                };
-                usable(key, &now, None)?.ok_or_else(|| {
+                        ))
+                    })?;
+                // The token just issued is used for this call while it is valid at all: the
+                // margin says when to refresh ahead of expiry, and a refresh that took most
+                // of a short lifetime (the provider or the store slow under load) has just
+                // done that. Its life was counted from before the request was sent.
+                usable_for(key, &now, None, Duration::ZERO)?.ok_or_else(|| {
                     unavailable(format!(
-                        "the token endpoint of credential `{name}` issued a token that expires at once; nothing was sent"
+                        "the token endpoint of credential `{name}` issued a token that expired before it could be used; nothing was sent"
                     ))
                 })
             }
@@ -467,10 +497,10 @@ impl HttpChannel {
         let lifetime = match answer.expires_in {
             None | Some(serde_json::Value::Null) => DEFAULT_LIFETIME,
             Some(serde_json::Value::Number(n)) if n.as_u64().is_some() => {
-                Duration::from_secs(n.as_u64().unwrap_or_default())
+                provider_lifetime(n.as_u64().unwrap_or_default())
             }
             Some(serde_json::Value::String(s)) if s.parse::<u64>().is_ok() => {
-                Duration::from_secs(s.parse::<u64>().unwrap_or_default())
+                provider_lifetime(s.parse::<u64>().unwrap_or_default())
             }
             Some(_) => {
                 return Err(TokenFailure::Failed(
@@ -498,6 +528,43 @@ struct IssuedToken {
     refresh_token: Option<Secret>,
     /// The scopes granted, when the answer names them (RFC 6749 §5.1).
     scope: Option<String>,
+}
+
+/// Stores the tokens a refresh of `grant` bought, and returns the grant as stored (`None`
+/// when the store answered neither stored nor changed).
+///
+/// The refresh ran under the grant's hold, but one writer does not take it: a call whose
+/// token an upstream refused marks that token expired (`HttpChannel::token_refused`),
+/// which moves the grant's version on while the token request is out. The provider has
+/// already rotated the refresh token by then; dropping its answer would leave the store
+/// holding the one just presented, and the next refresh would present it again (a reuse
+/// the provider answers by revoking the grant). So while the grant still holds the refresh
+/// token that was presented (and is not marked for reconnection), the answer is stored on
+/// top of the change. A grant connected anew or marked meanwhile is left as it is.
+async fn store_issued(
+    store: &dyn GrantStore,
+    key: &GrantKey,
+    grant: &Grant,
+    update: GrantUpdate,
+) -> Result<Option<Grant>, VaultError> {
+    let presented = grant.refresh_token().map(Secret::expose);
+    let mut expected = grant.version();
+    // A few marks at most can land during one token request; the bound only keeps a store
+    // that never settles from looping.
+    for _ in 0..8 {
+        match store.replace(key, expected, update.clone()).await? {
+            Replaced::Stored(now) => return Ok(Some(now)),
+            Replaced::Changed(now)
+                if now.reconnect_reason().is_none()
+                    && now.refresh_token().map(Secret::expose) == presented =>
+            {
+                expected = now.version();
+            }
+            Replaced::Changed(now) => return Ok(Some(now)),
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
 }
 
 /// How a confidential client authenticates to the provider's endpoints:
@@ -541,5 +608,23 @@ async fn read_capped(mut response: reqwest::Response) -> Result<zeroize::Zeroizi
             Ok(None) => return Ok(body),
             Err(e) => return Err(e.is_timeout()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{EXPIRY_ROUNDING, provider_lifetime};
+
+    #[test]
+    fn a_stated_lifetime_is_used_a_second_short_of_what_it_says() {
+        assert_eq!(EXPIRY_ROUNDING, Duration::from_secs(1));
+        // A provider on whole seconds refuses a 2 s token issued at x.9 from x+2.0 on.
+        assert_eq!(provider_lifetime(2), Duration::from_secs(1));
+        assert_eq!(provider_lifetime(3600), Duration::from_secs(3599));
+        // A one-second token is used for half of it; none at all stays none.
+        assert_eq!(provider_lifetime(1), Duration::from_millis(500));
+        assert_eq!(provider_lifetime(0), Duration::ZERO);
     }
 }

@@ -21,5 +21,7 @@ mod http_tls;
 mod oauth_connect;
 mod oauth_disconnect;
 mod oauth_faults;
+mod oauth_faults_expiry;
+mod oauth_faults_recovery;
 mod oauth_provider;
 mod oauth_rig;

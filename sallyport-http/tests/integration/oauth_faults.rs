@@ -217,7 +217,8 @@ async fn a_cached_token_is_reused_until_the_margin_and_then_refreshed_ahead_of_e
         assert_eq!(r.status, Status::Completed, "{}", r.to_json());
     }
     assert_eq!(token.requests(), 1, "one token for three calls");
-    // A 2 s token is refreshed once less than a third of its life (0.67 s) is left.
+    // A 2 s token is taken to live 1 s (a second short of `expires_in`, for the provider's
+    // whole-second clock) and refreshed once less than a third of that (0.33 s) is left.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let r = rig.call("get_item", json!({"item_id": "i1"})).await;
     assert_eq!(r.status, Status::Completed, "{}", r.to_json());

@@ -92,6 +92,15 @@ impl CredentialKind {
 /// How an OAuth credential reaches its token endpoint: part of the credential's
 /// configuration, set by whoever stores the credential, never nameable by an action or the
 /// agent.
+///
+/// # Token lifetimes
+///
+/// The HTTP channel (`sallyport_http::oauth`) uses an access token for the lifetime the
+/// token endpoint gives in `expires_in`, less one second (providers count it on their own
+/// clock's whole seconds, so a token may die up to a second early), and refreshes it when a
+/// third of that (at most 30 s) is left. A token issued **without `expires_in`** is taken to
+/// live **5 minutes** (`sallyport_http::oauth::DEFAULT_LIFETIME`); an upstream's `401`
+/// before then makes the next call refresh it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct OAuthClient {

@@ -24,6 +24,7 @@ mod derive_limits;
 mod hooks;
 mod lean_build;
 mod oauth_fleet;
+mod oauth_fleet_pg;
 mod personal_data;
 mod policy;
 mod prepared_request;
