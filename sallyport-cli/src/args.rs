@@ -356,7 +356,9 @@ pub enum CredentialsCommand {
     /// --no-browser), waits on 127.0.0.1 for the browser's redirect, exchanges the code
     /// (PKCE S256) and stores the grant. Prints credential, subject, scopes and expiry, never
     /// a token. Exit 16 when refused, 17 when the redirect's state does not match, 18 when no
-    /// redirect came within --timeout.
+    /// redirect came within --timeout. The grant is stored where `vault grants` reads them:
+    /// the vault file's own grants, or the PostgreSQL grant store SALLYPORT_GRANTS_POSTGRES
+    /// names.
     Connect(ConnectArgs),
     /// The same commands as `vault grants`.
     #[command(flatten)]

@@ -3,7 +3,8 @@
 //!
 //! The grants are the vault file's own, or, with `SALLYPORT_GRANTS_POSTGRES` set to a
 //! connection string, those a fleet keeps in PostgreSQL, opened with the key the vault holds
-//! as credential `grants-key` (or the name in `SALLYPORT_GRANTS_KEY`).
+//! as credential `grants-key` (or the name in `SALLYPORT_GRANTS_KEY`); `credentials connect`
+//! stores a new grant in the same place ([`with_grants_vault`]).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
