@@ -66,6 +66,7 @@ mod consent;
 mod http;
 mod render;
 mod server;
+mod tasks;
 pub mod tools;
 mod watch;
 
@@ -74,6 +75,10 @@ pub use self::consent::{ConsentRouter, ConsentRouterBuilder, Elicitation};
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use self::http::{BearerToken, MIN_TOKEN_LEN, bind_http};
 pub use self::render::{UPSTREAM_META, render, upstream_meta};
-pub use self::server::{Connection, McpServer, PROTOCOL_VERSION, REQUEST_CANCELLED, ServeError};
+pub use self::server::{
+    Connection, HANDSHAKE_PROTOCOL_VERSION, McpServer, PROTOCOL_VERSION, REQUEST_CANCELLED,
+    ServeError,
+};
+pub use self::tasks::APPROVAL_META;
 pub use self::watch::watch_lockfile;
 pub use rmcp;

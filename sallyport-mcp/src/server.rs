@@ -4,24 +4,36 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, Implementation, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, CustomRequest,
+    CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, TASKS_EXTENSION_ID, UpdateTaskParams,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext, RoleServer};
+use rmcp::task_manager::TaskManager;
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use sallyport_core::drift::{BaselineGuard, CoreDisposition};
 use sallyport_core::session::SessionId;
+use sallyport_core::outcome::Status;
 use sallyport_core::{Executor, Session};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::consent::ConsentRouter;
-use crate::render::render;
+use crate::render::tool_result;
 use crate::tools::tool;
 
-/// The newest protocol revision this server speaks. Later revisions forbid the
-/// server-to-client requests elicitation needs.
-pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+/// The newest protocol revision this server speaks: 2026-07-28, where each request carries
+/// its client's version and capabilities in `_meta` and `server/discover` replaces the
+/// `initialize` handshake. Every older revision rmcp knows is served too; a client of one
+/// of those (through `initialize`) is served as before, up to [`HANDSHAKE_PROTOCOL_VERSION`].
+pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2026_07_28;
+
+/// The newest revision with an `initialize` handshake (2025-11-25): what an `initialize`
+/// asking for a later one is answered with. Elicitation (consent asked of the client's
+/// user, a server-to-client request) is offered only on these revisions; 2026-07-28 forbids
+/// such requests.
+pub const HANDSHAKE_PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
 /// JSON-RPC code of the error answering a cancelled request (no compliant client reads it).
 pub const REQUEST_CANCELLED: ErrorCode = ErrorCode(-32800);
@@ -159,6 +171,7 @@ impl McpServer {
             server: self.clone(),
             session,
             stop: CancellationToken::new(),
+            tasks: TaskManager::new(),
         }
     }
 
@@ -219,6 +232,8 @@ pub struct Connection {
     server: McpServer,
     session: Session,
     stop: CancellationToken,
+    /// This connection's tasks: calls parked for approval, followed until they end.
+    tasks: TaskManager,
 }
 
 impl std::fmt::Debug for Connection {
@@ -239,6 +254,9 @@ impl Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.stop.cancel();
+        // The tasks stop following their approvals; the approvals stay as they are (an
+        // approved call is carried out by `resume_approvals` or `check_approval`).
+        self.tasks.shutdown();
         self.server.router.unregister(self.session.id().as_str());
         self.server.executor.revoke_session_consent(&self.session);
     }
@@ -249,10 +267,11 @@ impl ServerHandler for Connection {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_tasks()
             .build();
         let mut config =
             ServerConfig::new(capabilities).with_server_info(self.server.implementation.clone());
-        config.protocol_version = PROTOCOL_VERSION;
+        config.protocol_version = HANDSHAKE_PROTOCOL_VERSION;
         match &self.server.instructions {
             Some(text) => config.with_instructions(text.clone()),
             None => config,
@@ -278,7 +297,16 @@ impl ServerHandler for Connection {
                 .router
                 .register(self.session.id().as_str(), context.peer);
         }
-        self.negotiate_initialize(&request)
+        let mut result = self.negotiate_initialize(&request)?;
+        // Tasks are offered to 2026-07-28 clients only (`speaks_tasks`); a handshake client
+        // is answered as before, without the extension.
+        if let Some(extensions) = &mut result.capabilities.extensions {
+            extensions.remove(TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                result.capabilities.extensions = None;
+            }
+        }
+        Ok(result)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -361,13 +389,57 @@ impl ServerHandler for Connection {
                 return Err(McpError::new(REQUEST_CANCELLED, "request cancelled", None));
             }
         };
-        let structured = serde_json::to_value(&result).map_err(|e| {
-            McpError::internal_error(format!("result does not serialize: {e}"), None)
-        })?;
-        let mut out = CallToolResult::structured(structured);
-        out.content = vec![ContentBlock::text(render(&result))];
-        out.is_error = Some(result.is_error());
-        out.meta = crate::render::upstream_meta(&result).map(rmcp::model::MetaObject);
-        Ok(out.into())
+        if result.status == Status::Pending
+            && let Some(id) = &result.approval_id
+            && speaks_tasks(&context)
+        {
+            let task =
+                crate::tasks::follow(&self.tasks, &self.server.executor, &self.session, id).await;
+            let mut meta = rmcp::model::MetaObject::default();
+            meta.insert(crate::tasks::APPROVAL_META.to_owned(), json!(id));
+            return Ok(CallToolResponse::Task(
+                CreateTaskResult::new(task).with_meta(meta),
+            ));
+        }
+        Ok(tool_result(&result)?.into())
     }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // A task here never asks its client for input; an answer to nothing is ignored, as
+        // SEP-2663 asks for unknown keys (an unknown task is still `invalid_params`).
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel_task(&request.task_id)
+    }
+}
+
+/// Whether the client of this request gets tasks: it speaks 2026-07-28 or later and declared
+/// the tasks extension in this request. A client on an older revision keeps `pending` and
+/// `check_approval`, even if it named the extension at `initialize`.
+fn speaks_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+        && context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
 }
