@@ -5,23 +5,23 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, CustomRequest,
-    CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, TASKS_EXTENSION_ID, UpdateTaskParams,
+    CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig, TASKS_EXTENSION_ID, UpdateTaskParams,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext, RoleServer};
 use rmcp::task_manager::TaskManager;
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use sallyport_core::drift::{BaselineGuard, CoreDisposition};
-use sallyport_core::session::SessionId;
 use sallyport_core::outcome::Status;
+use sallyport_core::session::SessionId;
 use sallyport_core::{Executor, Session};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::consent::ConsentRouter;
 use crate::render::tool_result;
-use crate::tools::tool;
+use crate::tools::{output_schema_with_approvals, tool, tool_with};
 
 /// The newest protocol revision this server speaks: 2026-07-28, where each request carries
 /// its client's version and capabilities in `_meta` and `server/discover` replaces the
@@ -214,13 +214,25 @@ impl McpServer {
         }
     }
 
-    /// The tools listed now: every action the baseline allows, in catalog order.
+    /// The tools listed now: every action the baseline allows, in catalog order. On an
+    /// executor that may park calls for approval (it offers `check_approval`), each
+    /// `outputSchema` also admits the approval's status as `data`
+    /// ([`output_schema_with_approvals`](crate::tools::output_schema_with_approvals)).
     pub fn tools(&self) -> Vec<rmcp::model::Tool> {
-        self.executor
-            .catalog()
+        let catalog = self.executor.catalog();
+        let approvals = catalog
+            .get(sallyport_core::approval::CHECK_APPROVAL)
+            .is_some();
+        catalog
             .entries()
             .filter(|e| self.listed(&e.spec().name))
-            .map(|e| tool(e))
+            .map(|e| {
+                if approvals {
+                    tool_with(e, output_schema_with_approvals(e))
+                } else {
+                    tool(e)
+                }
+            })
             .collect()
     }
 }
