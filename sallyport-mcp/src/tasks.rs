@@ -156,7 +156,11 @@ async fn run(
     }
     let arguments = json!({ "approval_id": id }).to_string();
     let result = executor
-        .call_json(sallyport_core::approval::CHECK_APPROVAL, &arguments, session)
+        .call_json(
+            sallyport_core::approval::CHECK_APPROVAL,
+            &arguments,
+            session,
+        )
         .await;
     tool_result(&result).map_err(TaskExit::Error)
 }
@@ -189,7 +193,10 @@ async fn withdraw(executor: &Executor, session: &Session, id: &ApprovalId) -> bo
     }
 }
 
-fn waiting_message(id: &ApprovalId, approval: Option<&sallyport_core::approval::Approval>) -> String {
+fn waiting_message(
+    id: &ApprovalId,
+    approval: Option<&sallyport_core::approval::Approval>,
+) -> String {
     match approval {
         Some(a) => format!(
             "waiting for a human to approve or deny this call (approval {id}) until {}; nothing was sent yet",
