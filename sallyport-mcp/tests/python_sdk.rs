@@ -404,3 +404,36 @@ async fn a_2025_11_25_client_still_gets_pending_and_polls_check_approval() {
     assert_eq!(done["data"]["result"]["status"], "completed");
     assert_eq!(rig.sent(), 1, "exactly one request upstream");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_task_of_a_waiting_call_withdraws_it_so_no_approver_can_send_it_later() {
+    let rig = Rig::new(Duration::from_secs(600)).await;
+    let events = rig.run("modern-cancel", Decision::Nothing).await;
+    let id = modern_task(&events);
+    event(&events, "cancel_sent");
+
+    let last = event(&events, "final");
+    assert_eq!(last["statuses"], json!(["working", "cancelled"]), "{last}");
+    let approval = rig
+        .executor
+        .approval_store()
+        .expect("an approval store")
+        .approval(&id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(approval.state, ApprovalState::Denied);
+    let decision = approval.decision.expect("decided");
+    assert_eq!(decision.decider.channel, "mcp_task_cancel");
+    assert_eq!(decision.decider.by, approval.session.id().as_str());
+    // A human's approval now changes nothing, and nothing was sent.
+    rig.decide(&id, Decision::Approve).await;
+    assert_eq!(rig.state(&id).await, ApprovalState::Denied);
+    let check = rig.check(&id).await;
+    assert_eq!(check["code"], "consent_denied", "{check}");
+    assert_eq!(
+        check["reason"],
+        "a human denied this call: the agent cancelled the MCP task; nothing was sent"
+    );
+    assert_eq!(rig.sent(), 0);
+}

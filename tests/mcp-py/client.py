@@ -7,6 +7,7 @@ script reports what it saw as JSON lines on stderr, each prefixed with `EVENT `;
 decides the parked call's approval when it reads the `task` (or `parked`) event.
 
     python client.py modern TOOL ARGUMENTS_JSON   # 2026-07-28 (server/discover), tasks extension
+    python client.py modern-cancel TOOL ARGUMENTS_JSON  # as modern, and tasks/cancel at once
     python client.py legacy TOOL ARGUMENTS_JSON   # 2025-11-25 (initialize), check_approval
 
 `modern` declares the Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`) through the
@@ -75,8 +76,27 @@ class GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
     name_param = "taskId"
 
 
+class CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    params: TaskIdParams
+    name_param = "taskId"
+
+
+class Ack(types.Result):
+    """SEP-2663's empty acknowledgement of `tasks/cancel`."""
+
+    result_type: str | None = None
+
+
+CANCEL = False
+"""`modern-cancel`: send `tasks/cancel` as soon as the task is created."""
+
+
 async def follow(task: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
     emit("task", task=task.model_dump(by_alias=True, mode="json", exclude_none=True))
+    if CANCEL:
+        await ctx.session.send_request(CancelTask(params=TaskIdParams(task_id=task.task_id)), Ack)
+        emit("cancel_sent")
     interval = (task.poll_interval_ms or 1000) / 1000
     statuses = [task.status]
     state: TaskState | None = None
@@ -90,7 +110,10 @@ async def follow(task: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
                 interval = state.poll_interval_ms / 1000
     emit("final", statuses=statuses, task=state.model_dump(by_alias=True, mode="json", exclude_none=True))
     if state.status != "completed" or state.result is None:
-        raise RuntimeError(f"task ended {state.status}")
+        # Client.call_tool must end with a tool result: say how the task ended.
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=f"task ended {state.status}")], is_error=True
+        )
     return types.CallToolResult.model_validate(state.result, by_name=False)
 
 
@@ -144,12 +167,14 @@ async def session(era: str, tool: str, arguments: dict[str, Any]) -> None:
     steps, then says `done` (or `error`, with the traceback) while still connected: the SDK's
     stdio transport reads stdin on a thread, so the script ends when the test closes its stdin
     after reading that event."""
-    mode = "auto" if era == "modern" else "legacy"
+    global CANCEL
+    CANCEL = era == "modern-cancel"
+    mode = "legacy" if era == "legacy" else "auto"
     async with Client(
         stdio_server(), mode=mode, extensions=[Tasks()], read_timeout_seconds=TIMEOUT_S
     ) as client:
         try:
-            await {"modern": modern, "legacy": legacy}[era](client, tool, arguments)
+            await (legacy if era == "legacy" else modern)(client, tool, arguments)
         except Exception:
             emit("error", error=traceback.format_exc())
             raise
