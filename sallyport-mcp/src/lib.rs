@@ -7,13 +7,15 @@
 //!
 //! | MCP | sallyport |
 //! |---|---|
-//! | `tools/list` | the catalog's MCP export ([`Entry::mcp_tool`](sallyport_core::catalog::Entry::mcp_tool)): description with the card's consequence lines, `inputSchema`, annotations from the card; `outputSchema` is the result envelope ([`tools::output_schema`]). Actions the baseline has not approved or has quarantined are left out. |
+//! | `tools/list` | the catalog's MCP export ([`Entry::mcp_tool`](sallyport_core::catalog::Entry::mcp_tool)): description with the card's consequence lines, `inputSchema`, annotations from the card; `outputSchema` is the result envelope ([`tools::output_schema`]; on an executor with deferred consent, [`tools::output_schema_with_approvals`], which admits the approval's status as `data`). Actions the baseline has not approved or has quarantined are left out. |
 //! | `notifications/tools/list_changed` | sent when the [`BaselineGuard`](sallyport_core::drift::BaselineGuard) changes (see [`watch_lockfile`]) |
 //! | `tools/call` result | `structuredContent` = the `ActionResult` (with its `findings`); text = [`render`]; `isError` for `rejected` and `unknown`; `_meta` [`UPSTREAM_META`] marks upstream text as data ([`upstream_meta`]) |
 //! | unknown tool name | JSON-RPC error `-32602` (`invalid_params`) |
 //! | invalid or oversized arguments | a tool result with `isError` (`invalid_arguments`, `arguments_too_large`), audited, so the model can correct itself |
 //! | `notifications/cancelled` | the call's future is dropped: journaled `cancelled_before_send`, or `unknown` if bytes may have left |
-//! | `elicitation/create` | consent from the client's user only where the host enabled it ([`Elicitation`]) and the client declared the capability (accept → approve; decline, cancel → deny); by default the host's own provider answers; with no one to ask, `consent_unavailable` |
+//! | protocol revision | 2026-07-28 ([`PROTOCOL_VERSION`]: per-request `_meta`, `server/discover`) and every older one through `initialize`, up to [`HANDSHAKE_PROTOCOL_VERSION`]; a handshake client is served as before |
+//! | a call parked for approval (deferred consent) | `pending` naming `check_approval`; for a 2026-07-28 client that declared the Tasks extension (SEP-2663), a task instead: `working` while a human has not decided, then `completed` with what `check_approval` answers (`isError` when denied or expired), `cancelled` when `tasks/cancel` withdrew it (the approval is then denied); `_meta` [`APPROVAL_META`] names the approval |
+//! | `elicitation/create` | consent from the client's user only where the host enabled it ([`Elicitation`]), the client declared the capability and speaks a handshake revision (2026-07-28 forbids server-to-client requests) (accept → approve; decline, cancel → deny); by default the host's own provider answers; with no one to ask, `consent_unavailable` |
 //!
 //! ```no_run
 //! use std::sync::Arc;
