@@ -36,10 +36,12 @@ use serde_json::json;
 
 use crate::render::tool_result;
 
-/// How often a waiting task reads its approval from the store. The approval store has no
-/// change notification a front end can wait on, so this is a short poll (one read of one
-/// approval); a decision shows in `tasks/get` within this plus the client's own interval.
-const STORE_POLL: Duration = Duration::from_millis(100);
+/// How often a waiting task reads its approval from the store at first, and at most. The
+/// approval store has no change notification a front end can wait on, so this is a short
+/// poll (one read of one approval) that backs off from the first to the second while nothing
+/// changes: a decision shows in `tasks/get` within half a second plus the client's own
+/// interval, and a thousand waiting tasks read the store 2,000 times a second at most.
+const STORE_POLL: (Duration, Duration) = (Duration::from_millis(50), Duration::from_millis(500));
 
 /// The poll interval the task suggests to the client.
 const CLIENT_POLL_MS: u64 = 500;
@@ -106,10 +108,16 @@ async fn run(
         )));
     };
     let mut withdrawn = false;
+    let mut pause = STORE_POLL.0;
+    let mut last_state = None;
     loop {
         match store.approval(id).await {
             Ok(Some(approval)) => {
                 let now = now_ms();
+                if last_state != Some(approval.state) {
+                    last_state = Some(approval.state);
+                    pause = STORE_POLL.0;
+                }
                 match approval.state {
                     ApprovalState::Awaiting if !approval.is_expired_at(now) => {
                         ctx.set_status_message(waiting_message(id, Some(&approval)));
@@ -119,11 +127,14 @@ async fn run(
                             "approval {id} was approved; the call is being carried out"
                         ));
                         // Carries it out if no other executor has claimed it; the next read
-                        // sees what came of it.
-                        if let Err(e) = executor.resume_approval(id).await {
-                            tracing::warn!(approval = %id, error = %e, "approved call not carried out by this task; still following it");
+                        // sees what came of it (at once when it ran here).
+                        match executor.resume_approval(id).await {
+                            Ok(Some(_)) => continue,
+                            Ok(None) => {}
+                            Err(e) => {
+                                tracing::warn!(approval = %id, error = %e, "approved call not carried out by this task; still following it");
+                            }
                         }
-                        continue;
                     }
                     ApprovalState::Executing
                         if approval.claim.as_ref().is_some_and(|c| c.until_ms > now) =>
@@ -137,14 +148,18 @@ async fn run(
                     _ => break,
                 }
             }
+            // Gone from the store: `check_approval` says so (`approval_not_found`).
+            Ok(None) => break,
             // The approval is the executor's record; one that cannot be read now is read
             // again, never reported as decided.
-            Ok(None) | Err(_) => ctx.set_status_message(format!(
+            Err(_) => ctx.set_status_message(format!(
                 "the approval store cannot be read now; still waiting for approval {id}"
             )),
         }
+        let wait = pause;
+        pause = (pause * 2).min(STORE_POLL.1);
         tokio::select! {
-            () = tokio::time::sleep(STORE_POLL) => {}
+            () = tokio::time::sleep(wait) => {}
             () = ctx.cancelled(), if !withdrawn => {
                 withdrawn = true;
                 if withdraw(executor, session, id).await {
