@@ -58,7 +58,11 @@
 //! enabled, reaches the client over the request's event stream). Every HTTP request must
 //! carry `Authorization: Bearer <token>` (`BearerToken`: given by the host with
 //! `McpServer::http_token`, or generated at start and printed once to stderr); any other is
-//! answered `401` and runs nothing. `mcp-demo --http 127.0.0.1:0` in `examples/`
+//! answered `401` and runs nothing. Over HTTP the server speaks the handshake revisions only
+//! (up to 2025-11-25): a 2026-07-28 request is stateless there, a new handler each, which would
+//! make each request its own sallyport session and lose a task between `tools/call` and
+//! `tasks/get`; a 2026-07-28 client is told the versions supported and falls back to
+//! `initialize`. `mcp-demo --http 127.0.0.1:0` in `examples/`
 //! serves it, and `examples/tests/integration/mcp_http.rs` drives it with the rmcp HTTP client.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]

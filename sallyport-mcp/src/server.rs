@@ -165,6 +165,14 @@ impl McpServer {
 
     /// A handler for one new MCP connection, with a fresh session.
     pub fn connection(&self) -> Connection {
+        self.connection_up_to(PROTOCOL_VERSION)
+    }
+
+    /// [`McpServer::connection`] serving revisions up to `newest` only. Streamable HTTP
+    /// stops at [`HANDSHAKE_PROTOCOL_VERSION`]: there a 2026-07-28 request is stateless (a
+    /// new handler each), which would make every request its own sallyport session and lose
+    /// a task between `tools/call` and `tasks/get`.
+    pub(crate) fn connection_up_to(&self, newest: ProtocolVersion) -> Connection {
         let id = SessionId::new(format!("mcp-{}", uuid::Uuid::now_v7().simple()));
         let session = (self.session)(id);
         Connection {
@@ -172,6 +180,7 @@ impl McpServer {
             session,
             stop: CancellationToken::new(),
             tasks: TaskManager::new(),
+            newest,
         }
     }
 
@@ -246,6 +255,8 @@ pub struct Connection {
     stop: CancellationToken,
     /// This connection's tasks: calls parked for approval, followed until they end.
     tasks: TaskManager,
+    /// The newest revision served on this connection.
+    newest: ProtocolVersion,
 }
 
 impl std::fmt::Debug for Connection {
@@ -276,11 +287,15 @@ impl Drop for Connection {
 
 impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let builder = ServerCapabilities::builder()
             .enable_tools()
-            .enable_tool_list_changed()
-            .enable_tasks()
-            .build();
+            .enable_tool_list_changed();
+        // Tasks are offered on 2026-07-28 (`speaks_tasks`), so only where it is served.
+        let capabilities = if self.newest >= ProtocolVersion::V_2026_07_28 {
+            builder.enable_tasks().build()
+        } else {
+            builder.build()
+        };
         let mut config =
             ServerConfig::new(capabilities).with_server_info(self.server.implementation.clone());
         config.protocol_version = HANDSHAKE_PROTOCOL_VERSION;
@@ -291,7 +306,7 @@ impl ServerHandler for Connection {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&PROTOCOL_VERSION))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&self.newest))
     }
 
     async fn initialize(
@@ -454,4 +469,43 @@ fn speaks_tasks(context: &RequestContext<RoleServer>) -> bool {
         && context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sallyport_core::Catalog;
+    use sallyport_core::journal::MemoryJournal;
+
+    fn server() -> McpServer {
+        let catalog = Catalog::builder().build().expect("catalog");
+        let executor = Executor::builder(catalog)
+            .journal(MemoryJournal::new())
+            .build()
+            .expect("executor");
+        McpServer::new(executor, ConsentRouter::new())
+    }
+
+    #[test]
+    fn a_stdio_connection_serves_2026_07_28_and_every_older_revision_with_tasks() {
+        let connection = server().connection();
+        let versions = connection.supported_protocol_versions();
+        assert_eq!(versions.as_ref(), ProtocolVersion::KNOWN_VERSIONS);
+        assert!(versions.contains(&ProtocolVersion::V_2026_07_28));
+        assert!(versions.contains(&ProtocolVersion::V_2025_11_25));
+        assert!(connection.get_info().capabilities.supports_tasks());
+        assert_eq!(
+            connection.get_info().protocol_version,
+            HANDSHAKE_PROTOCOL_VERSION
+        );
+    }
+
+    #[test]
+    fn an_http_connection_stops_at_2025_11_25_and_offers_no_tasks() {
+        let connection = server().connection_up_to(HANDSHAKE_PROTOCOL_VERSION);
+        let versions = connection.supported_protocol_versions();
+        assert_eq!(versions.last(), Some(&ProtocolVersion::V_2025_11_25));
+        assert!(!versions.contains(&ProtocolVersion::V_2026_07_28));
+        assert!(!connection.get_info().capabilities.supports_tasks());
+    }
 }
