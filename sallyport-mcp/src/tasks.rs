@@ -108,6 +108,7 @@ async fn run(
         )));
     };
     let mut withdrawn = false;
+    let mut said = Said::default();
     let mut pause = STORE_POLL.0;
     let mut last_state = None;
     loop {
@@ -120,12 +121,10 @@ async fn run(
                 }
                 match approval.state {
                     ApprovalState::Awaiting if !approval.is_expired_at(now) => {
-                        ctx.set_status_message(waiting_message(id, Some(&approval)));
+                        said.say(ctx, waiting_message(id, Some(&approval)));
                     }
                     ApprovalState::Approved => {
-                        ctx.set_status_message(format!(
-                            "approval {id} was approved; the call is being carried out"
-                        ));
+                        said.say(ctx, carrying_out(id));
                         // Carries it out if no other executor has claimed it; the next read
                         // sees what came of it (at once when it ran here).
                         match executor.resume_approval(id).await {
@@ -139,9 +138,7 @@ async fn run(
                     ApprovalState::Executing
                         if approval.claim.as_ref().is_some_and(|c| c.until_ms > now) =>
                     {
-                        ctx.set_status_message(format!(
-                            "approval {id} was approved; the call is being carried out"
-                        ));
+                        said.say(ctx, carrying_out(id));
                     }
                     // Finished, denied, expired (recorded, or due and recorded by the check
                     // below), or an execution whose claim lapsed (`unknown`).
@@ -152,9 +149,10 @@ async fn run(
             Ok(None) => break,
             // The approval is the executor's record; one that cannot be read now is read
             // again, never reported as decided.
-            Err(_) => ctx.set_status_message(format!(
-                "the approval store cannot be read now; still waiting for approval {id}"
-            )),
+            Err(_) => said.say(
+                ctx,
+                format!("the approval store cannot be read now; still waiting for approval {id}"),
+            ),
         }
         let wait = pause;
         pause = (pause * 2).min(STORE_POLL.1);
@@ -206,6 +204,24 @@ async fn withdraw(executor: &Executor, session: &Session, id: &ApprovalId) -> bo
             false
         }
     }
+}
+
+/// The task's status message as last set: it (and the task's `lastUpdatedAt`) changes only
+/// when what the task waits for does.
+#[derive(Default)]
+struct Said(String);
+
+impl Said {
+    fn say(&mut self, ctx: &TaskContext, message: String) {
+        if self.0 != message {
+            ctx.set_status_message(message.clone());
+            self.0 = message;
+        }
+    }
+}
+
+fn carrying_out(id: &ApprovalId) -> String {
+    format!("approval {id} was approved; the call is being carried out")
 }
 
 fn waiting_message(

@@ -437,3 +437,23 @@ async fn cancelling_the_task_of_a_waiting_call_withdraws_it_so_no_approver_can_s
     );
     assert_eq!(rig.sent(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_without_the_tasks_extension_gets_pending_and_polls_check_approval() {
+    let rig = Rig::new(Duration::from_secs(600)).await;
+    let events = rig.run("modern-plain", Decision::Approve).await;
+
+    let connected = event(&events, "connected");
+    assert_eq!(connected["protocol_version"], "2026-07-28", "{connected}");
+    let structured = &event(&events, "parked")["result"]["structuredContent"];
+    assert_eq!(structured["status"], "pending", "{structured}");
+    assert_eq!(structured["code"], "awaiting_approval");
+    assert_eq!(structured["next"]["action"], "check_approval");
+    let done = &event(&events, "result")["result"]["structuredContent"];
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["data"]["result"]["data"],
+        json!({"id": "rst_1", "worker": "w1"})
+    );
+    assert_eq!(rig.sent(), 1, "exactly one request upstream");
+}

@@ -9,6 +9,7 @@ decides the parked call's approval when it reads the `task` (or `parked`) event.
     python client.py modern TOOL ARGUMENTS_JSON   # 2026-07-28 (server/discover), tasks extension
     python client.py modern-cancel TOOL ARGUMENTS_JSON  # as modern, and tasks/cancel at once
     python client.py legacy TOOL ARGUMENTS_JSON   # 2025-11-25 (initialize), check_approval
+    python client.py modern-plain TOOL ARGUMENTS_JSON   # 2026-07-28 without tasks: check_approval
 
 `modern` declares the Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`) through the
 SDK's extension interface: a claim on `resultType: "task"` whose resolver polls `tasks/get`
@@ -170,11 +171,13 @@ async def session(era: str, tool: str, arguments: dict[str, Any]) -> None:
     global CANCEL
     CANCEL = era == "modern-cancel"
     mode = "legacy" if era == "legacy" else "auto"
+    extensions = [] if era == "modern-plain" else [Tasks()]
     async with Client(
-        stdio_server(), mode=mode, extensions=[Tasks()], read_timeout_seconds=TIMEOUT_S
+        stdio_server(), mode=mode, extensions=extensions, read_timeout_seconds=TIMEOUT_S
     ) as client:
         try:
-            await (legacy if era == "legacy" else modern)(client, tool, arguments)
+            steps = legacy if era in ("legacy", "modern-plain") else modern
+            await steps(client, tool, arguments)
         except Exception:
             emit("error", error=traceback.format_exc())
             raise
