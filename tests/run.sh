@@ -50,6 +50,9 @@ has runuser || need util-linux
 # The OAuth tests run an OpenID provider from npm (tests/oidc, `oidc-provider`) with node.
 has node || need nodejs
 has npm || need npm
+# The MCP Tasks tests' client is the official Python MCP SDK (tests/mcp-py), in a virtualenv.
+has python3 || need python3
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need python3-venv
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] || ! has apt-get; then
@@ -69,6 +72,18 @@ if [ ! -d tests/oidc/node_modules ]; then
   echo "tests/run.sh: npm ci in tests/oidc" >&2
   (cd tests/oidc && npm ci --no-audit --no-fund >/dev/null) || {
     echo "tests/run.sh: npm ci in tests/oidc failed" >&2
+    exit 2
+  }
+fi
+
+# The Python MCP SDK and what it pulls in, as tests/mcp-py/requirements.txt pins them.
+if ! tests/mcp-py/.venv/bin/python -c 'import mcp' >/dev/null 2>&1; then
+  echo "tests/run.sh: creating tests/mcp-py/.venv" >&2
+  rm -rf tests/mcp-py/.venv
+  { python3 -m venv tests/mcp-py/.venv \
+      && tests/mcp-py/.venv/bin/pip install -q --disable-pip-version-check \
+        -r tests/mcp-py/requirements.txt >/dev/null; } || {
+    echo "tests/run.sh: creating tests/mcp-py/.venv failed" >&2
     exit 2
   }
 fi

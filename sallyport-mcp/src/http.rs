@@ -175,7 +175,7 @@ impl McpServer {
         };
         let server = self.clone();
         let service = StreamableHttpService::new(
-            move || Ok(server.connection()),
+            move || Ok(server.connection_up_to(crate::server::HANDSHAKE_PROTOCOL_VERSION)),
             Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default(),
         );

@@ -7,13 +7,15 @@
 //!
 //! | MCP | sallyport |
 //! |---|---|
-//! | `tools/list` | the catalog's MCP export ([`Entry::mcp_tool`](sallyport_core::catalog::Entry::mcp_tool)): description with the card's consequence lines, `inputSchema`, annotations from the card; `outputSchema` is the result envelope ([`tools::output_schema`]). Actions the baseline has not approved or has quarantined are left out. |
+//! | `tools/list` | the catalog's MCP export ([`Entry::mcp_tool`](sallyport_core::catalog::Entry::mcp_tool)): description with the card's consequence lines, `inputSchema`, annotations from the card; `outputSchema` is the result envelope ([`tools::output_schema`]; on an executor with deferred consent, [`tools::output_schema_with_approvals`], which admits the approval's status as `data`). Actions the baseline has not approved or has quarantined are left out. |
 //! | `notifications/tools/list_changed` | sent when the [`BaselineGuard`](sallyport_core::drift::BaselineGuard) changes (see [`watch_lockfile`]) |
 //! | `tools/call` result | `structuredContent` = the `ActionResult` (with its `findings`); text = [`render`]; `isError` for `rejected` and `unknown`; `_meta` [`UPSTREAM_META`] marks upstream text as data ([`upstream_meta`]) |
 //! | unknown tool name | JSON-RPC error `-32602` (`invalid_params`) |
 //! | invalid or oversized arguments | a tool result with `isError` (`invalid_arguments`, `arguments_too_large`), audited, so the model can correct itself |
 //! | `notifications/cancelled` | the call's future is dropped: journaled `cancelled_before_send`, or `unknown` if bytes may have left |
-//! | `elicitation/create` | consent from the client's user only where the host enabled it ([`Elicitation`]) and the client declared the capability (accept → approve; decline, cancel → deny); by default the host's own provider answers; with no one to ask, `consent_unavailable` |
+//! | protocol revision | 2026-07-28 ([`PROTOCOL_VERSION`]: per-request `_meta`, `server/discover`) and every older one through `initialize`, up to [`HANDSHAKE_PROTOCOL_VERSION`]; a handshake client is served as before |
+//! | a call parked for approval (deferred consent) | `pending` naming `check_approval`; for a 2026-07-28 client that declared the Tasks extension (SEP-2663), a task instead: `working` while a human has not decided, then `completed` with what `check_approval` answers (`isError` when denied or expired), `cancelled` when `tasks/cancel` withdrew it (the approval is then denied); `_meta` [`APPROVAL_META`] names the approval |
+//! | `elicitation/create` | consent from the client's user only where the host enabled it ([`Elicitation`]), the client declared the capability and speaks a handshake revision (2026-07-28 forbids server-to-client requests) (accept → approve; decline, cancel → deny); by default the host's own provider answers; with no one to ask, `consent_unavailable` |
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -56,7 +58,11 @@
 //! enabled, reaches the client over the request's event stream). Every HTTP request must
 //! carry `Authorization: Bearer <token>` (`BearerToken`: given by the host with
 //! `McpServer::http_token`, or generated at start and printed once to stderr); any other is
-//! answered `401` and runs nothing. `mcp-demo --http 127.0.0.1:0` in `examples/`
+//! answered `401` and runs nothing. Over HTTP the server speaks the handshake revisions only
+//! (up to 2025-11-25): a 2026-07-28 request is stateless there, a new handler each, which would
+//! make each request its own sallyport session and lose a task between `tools/call` and
+//! `tasks/get`; a 2026-07-28 client is told the versions supported and falls back to
+//! `initialize`. `mcp-demo --http 127.0.0.1:0` in `examples/`
 //! serves it, and `examples/tests/integration/mcp_http.rs` drives it with the rmcp HTTP client.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -66,6 +72,7 @@ mod consent;
 mod http;
 mod render;
 mod server;
+mod tasks;
 pub mod tools;
 mod watch;
 
@@ -74,6 +81,10 @@ pub use self::consent::{ConsentRouter, ConsentRouterBuilder, Elicitation};
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use self::http::{BearerToken, MIN_TOKEN_LEN, bind_http};
 pub use self::render::{UPSTREAM_META, render, upstream_meta};
-pub use self::server::{Connection, McpServer, PROTOCOL_VERSION, REQUEST_CANCELLED, ServeError};
+pub use self::server::{
+    Connection, HANDSHAKE_PROTOCOL_VERSION, McpServer, PROTOCOL_VERSION, REQUEST_CANCELLED,
+    ServeError,
+};
+pub use self::tasks::APPROVAL_META;
 pub use self::watch::watch_lockfile;
 pub use rmcp;

@@ -1,5 +1,7 @@
 //! The short text rendering of a result that accompanies `structuredContent`.
 
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use sallyport_core::outcome::ActionResult;
 use sallyport_core::outcome::{Origin, Status};
 use serde_json::{Map, Value, json};
@@ -71,6 +73,19 @@ pub fn upstream_meta(result: &ActionResult) -> Option<Map<String, Value>> {
     let mut meta = Map::new();
     meta.insert(UPSTREAM_META.to_owned(), mark);
     Some(meta)
+}
+
+/// The `tools/call` result of `result`: `structuredContent` is the result, the text content
+/// is [`render`], `isError` is true for `rejected` and `unknown`, and `_meta` carries
+/// [`upstream_meta`].
+pub(crate) fn tool_result(result: &ActionResult) -> Result<CallToolResult, McpError> {
+    let structured = serde_json::to_value(result)
+        .map_err(|e| McpError::internal_error(format!("result does not serialize: {e}"), None))?;
+    let mut out = CallToolResult::structured(structured);
+    out.content = vec![ContentBlock::text(render(result))];
+    out.is_error = Some(result.is_error());
+    out.meta = upstream_meta(result).map(MetaObject);
+    Ok(out)
 }
 
 #[cfg(test)]

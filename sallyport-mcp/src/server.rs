@@ -4,24 +4,36 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, Implementation, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, CustomRequest,
+    CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig, TASKS_EXTENSION_ID, UpdateTaskParams,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext, RoleServer};
+use rmcp::task_manager::TaskManager;
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use sallyport_core::drift::{BaselineGuard, CoreDisposition};
+use sallyport_core::outcome::Status;
 use sallyport_core::session::SessionId;
 use sallyport_core::{Executor, Session};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::consent::ConsentRouter;
-use crate::render::render;
-use crate::tools::tool;
+use crate::render::tool_result;
+use crate::tools::{output_schema_with_approvals, tool, tool_with};
 
-/// The newest protocol revision this server speaks. Later revisions forbid the
-/// server-to-client requests elicitation needs.
-pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+/// The newest protocol revision this server speaks: 2026-07-28, where each request carries
+/// its client's version and capabilities in `_meta` and `server/discover` replaces the
+/// `initialize` handshake. Every older revision rmcp knows is served too; a client of one
+/// of those (through `initialize`) is served as before, up to [`HANDSHAKE_PROTOCOL_VERSION`].
+pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2026_07_28;
+
+/// The newest revision with an `initialize` handshake (2025-11-25): what an `initialize`
+/// asking for a later one is answered with. Elicitation (consent asked of the client's
+/// user, a server-to-client request) is offered only on these revisions; 2026-07-28 forbids
+/// such requests.
+pub const HANDSHAKE_PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
 /// JSON-RPC code of the error answering a cancelled request (no compliant client reads it).
 pub const REQUEST_CANCELLED: ErrorCode = ErrorCode(-32800);
@@ -153,12 +165,22 @@ impl McpServer {
 
     /// A handler for one new MCP connection, with a fresh session.
     pub fn connection(&self) -> Connection {
+        self.connection_up_to(PROTOCOL_VERSION)
+    }
+
+    /// [`McpServer::connection`] serving revisions up to `newest` only. Streamable HTTP
+    /// stops at [`HANDSHAKE_PROTOCOL_VERSION`]: there a 2026-07-28 request is stateless (a
+    /// new handler each), which would make every request its own sallyport session and lose
+    /// a task between `tools/call` and `tasks/get`.
+    pub(crate) fn connection_up_to(&self, newest: ProtocolVersion) -> Connection {
         let id = SessionId::new(format!("mcp-{}", uuid::Uuid::now_v7().simple()));
         let session = (self.session)(id);
         Connection {
             server: self.clone(),
             session,
             stop: CancellationToken::new(),
+            tasks: TaskManager::new(),
+            newest,
         }
     }
 
@@ -201,13 +223,25 @@ impl McpServer {
         }
     }
 
-    /// The tools listed now: every action the baseline allows, in catalog order.
+    /// The tools listed now: every action the baseline allows, in catalog order. On an
+    /// executor that may park calls for approval (it offers `check_approval`), each
+    /// `outputSchema` also admits the approval's status as `data`
+    /// ([`output_schema_with_approvals`](crate::tools::output_schema_with_approvals)).
     pub fn tools(&self) -> Vec<rmcp::model::Tool> {
-        self.executor
-            .catalog()
+        let catalog = self.executor.catalog();
+        let approvals = catalog
+            .get(sallyport_core::approval::CHECK_APPROVAL)
+            .is_some();
+        catalog
             .entries()
             .filter(|e| self.listed(&e.spec().name))
-            .map(|e| tool(e))
+            .map(|e| {
+                if approvals {
+                    tool_with(e, output_schema_with_approvals(e))
+                } else {
+                    tool(e)
+                }
+            })
             .collect()
     }
 }
@@ -219,6 +253,10 @@ pub struct Connection {
     server: McpServer,
     session: Session,
     stop: CancellationToken,
+    /// This connection's tasks: calls parked for approval, followed until they end.
+    tasks: TaskManager,
+    /// The newest revision served on this connection.
+    newest: ProtocolVersion,
 }
 
 impl std::fmt::Debug for Connection {
@@ -239,6 +277,9 @@ impl Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.stop.cancel();
+        // The tasks stop following their approvals; the approvals stay as they are (an
+        // approved call is carried out by `resume_approvals` or `check_approval`).
+        self.tasks.shutdown();
         self.server.router.unregister(self.session.id().as_str());
         self.server.executor.revoke_session_consent(&self.session);
     }
@@ -246,13 +287,18 @@ impl Drop for Connection {
 
 impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let builder = ServerCapabilities::builder()
             .enable_tools()
-            .enable_tool_list_changed()
-            .build();
+            .enable_tool_list_changed();
+        // Tasks are offered on 2026-07-28 (`speaks_tasks`), so only where it is served.
+        let capabilities = if self.newest >= ProtocolVersion::V_2026_07_28 {
+            builder.enable_tasks().build()
+        } else {
+            builder.build()
+        };
         let mut config =
             ServerConfig::new(capabilities).with_server_info(self.server.implementation.clone());
-        config.protocol_version = PROTOCOL_VERSION;
+        config.protocol_version = HANDSHAKE_PROTOCOL_VERSION;
         match &self.server.instructions {
             Some(text) => config.with_instructions(text.clone()),
             None => config,
@@ -260,7 +306,7 @@ impl ServerHandler for Connection {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&PROTOCOL_VERSION))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&self.newest))
     }
 
     async fn initialize(
@@ -278,7 +324,16 @@ impl ServerHandler for Connection {
                 .router
                 .register(self.session.id().as_str(), context.peer);
         }
-        self.negotiate_initialize(&request)
+        let mut result = self.negotiate_initialize(&request)?;
+        // Tasks are offered to 2026-07-28 clients only (`speaks_tasks`); a handshake client
+        // is answered as before, without the extension.
+        if let Some(extensions) = &mut result.capabilities.extensions {
+            extensions.remove(TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                result.capabilities.extensions = None;
+            }
+        }
+        Ok(result)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -361,13 +416,96 @@ impl ServerHandler for Connection {
                 return Err(McpError::new(REQUEST_CANCELLED, "request cancelled", None));
             }
         };
-        let structured = serde_json::to_value(&result).map_err(|e| {
-            McpError::internal_error(format!("result does not serialize: {e}"), None)
-        })?;
-        let mut out = CallToolResult::structured(structured);
-        out.content = vec![ContentBlock::text(render(&result))];
-        out.is_error = Some(result.is_error());
-        out.meta = crate::render::upstream_meta(&result).map(rmcp::model::MetaObject);
-        Ok(out.into())
+        if result.status == Status::Pending
+            && let Some(id) = &result.approval_id
+            && speaks_tasks(&context)
+        {
+            let task =
+                crate::tasks::follow(&self.tasks, &self.server.executor, &self.session, id).await;
+            let mut meta = rmcp::model::MetaObject::default();
+            meta.insert(crate::tasks::APPROVAL_META.to_owned(), json!(id));
+            return Ok(CallToolResponse::Task(
+                CreateTaskResult::new(task).with_meta(meta),
+            ));
+        }
+        Ok(tool_result(&result)?.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // A task here never asks its client for input; an answer to nothing is ignored, as
+        // SEP-2663 asks for unknown keys (an unknown task is still `invalid_params`).
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel_task(&request.task_id)
+    }
+}
+
+/// Whether the client of this request gets tasks: it speaks 2026-07-28 or later and declared
+/// the tasks extension in this request. A client on an older revision keeps `pending` and
+/// `check_approval`, even if it named the extension at `initialize`.
+fn speaks_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+        && context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sallyport_core::Catalog;
+    use sallyport_core::journal::MemoryJournal;
+
+    fn server() -> McpServer {
+        let catalog = Catalog::builder().build().expect("catalog");
+        let executor = Executor::builder(catalog)
+            .journal(MemoryJournal::new())
+            .build()
+            .expect("executor");
+        McpServer::new(executor, ConsentRouter::new())
+    }
+
+    #[test]
+    fn a_stdio_connection_serves_2026_07_28_and_every_older_revision_with_tasks() {
+        let connection = server().connection();
+        let versions = connection.supported_protocol_versions();
+        assert_eq!(versions.as_ref(), ProtocolVersion::KNOWN_VERSIONS);
+        assert!(versions.contains(&ProtocolVersion::V_2026_07_28));
+        assert!(versions.contains(&ProtocolVersion::V_2025_11_25));
+        assert!(connection.get_info().capabilities.supports_tasks());
+        assert_eq!(
+            connection.get_info().protocol_version,
+            HANDSHAKE_PROTOCOL_VERSION
+        );
+    }
+
+    #[test]
+    fn an_http_connection_stops_at_2025_11_25_and_offers_no_tasks() {
+        let connection = server().connection_up_to(HANDSHAKE_PROTOCOL_VERSION);
+        let versions = connection.supported_protocol_versions();
+        assert_eq!(versions.last(), Some(&ProtocolVersion::V_2025_11_25));
+        assert!(!versions.contains(&ProtocolVersion::V_2026_07_28));
+        assert!(!connection.get_info().capabilities.supports_tasks());
     }
 }

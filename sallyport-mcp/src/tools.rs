@@ -53,13 +53,52 @@ pub fn output_schema(entry: &Entry) -> Value {
     envelope
 }
 
+/// The `data` of a result answered through an approval: a parked call's `pending` result and
+/// what `check_approval` answers (the approval's state, and once finished the executed call's
+/// result under `result`).
+fn approval_status_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["approval_id", "action", "state", "expires_at"],
+        "properties": {
+            "approval_id": {"type": "string"},
+            "action": {"type": "string"},
+            "state": {
+                "type": "string",
+                "enum": ["awaiting", "approved", "executing", "denied", "expired", "finished"]
+            },
+            "expires_at": {"type": "string"},
+            "decided_by": {"type": "string"},
+            "decided_via": {"type": "string"},
+            "result": {"type": "object"}
+        }
+    })
+}
+
+/// The `outputSchema` of an action on an executor that may park calls for a human's approval
+/// (deferred consent): [`output_schema`], with `data` either the declared result or the
+/// approval's status (a `pending` result, and a result answered through `check_approval` or an
+/// MCP task). A client that checks `structuredContent` against `outputSchema` (the official
+/// Python SDK does) accepts both.
+pub fn output_schema_with_approvals(entry: &Entry) -> Value {
+    let mut envelope = output_schema(entry);
+    let data = envelope["properties"]["data"].take();
+    envelope["properties"]["data"] = json!({"anyOf": [data, approval_status_schema()]});
+    envelope
+}
+
 /// The MCP tool for `entry`: [`Entry::mcp_tool`] (name, title, description with the card's
 /// consequence lines, input schema, annotations) with the result envelope of
 /// [`output_schema`] as `outputSchema`.
 pub fn tool(entry: &Entry) -> Tool {
+    tool_with(entry, output_schema(entry))
+}
+
+/// [`tool`] with `output` as `outputSchema`.
+pub(crate) fn tool_with(entry: &Entry, output: Value) -> Tool {
     let mut value = entry.mcp_tool();
     if let Value::Object(map) = &mut value {
-        map.insert("outputSchema".into(), output_schema(entry));
+        map.insert("outputSchema".into(), output);
     }
     match serde_json::from_value::<Tool>(value) {
         Ok(tool) => tool,
