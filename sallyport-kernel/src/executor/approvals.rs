@@ -185,16 +185,48 @@ impl Executor {
         Ok(results)
     }
 
-    /// Runs [`Executor::resume_approvals`] every `interval`, forever: spawn it beside the
+    /// Carries out approved calls as their decisions arrive, forever: spawn it beside the
     /// executor so that calls approved from another process (the CLI, a webhook served
     /// elsewhere, a console) are carried out without waiting for the agent's
-    /// `check_approval`. A failure to read the store is logged and tried again.
+    /// `check_approval`. It runs [`Executor::resume_approvals`], then waits for the next
+    /// decision the store reports ([`ApprovalStore::watch_decisions`]), at most
+    /// `interval`, and runs it again. A failure to read the store is logged and tried again
+    /// after the next wake-up.
+    ///
+    /// How a decision made elsewhere reaches it, per store:
+    ///
+    /// * **PostgreSQL** (`PostgresJournal`): each decision's transaction notifies channel
+    ///   `sallyport_approvals`, and the journal listens on a connection of its own, so the
+    ///   worker wakes when the decision commits. After the connection is lost it reconnects
+    ///   and lists everything, so nothing decided meanwhile is missed.
+    /// * **SQLite** (`SqliteJournal`): a connection of its own reads `PRAGMA data_version`
+    ///   every few milliseconds (5 by default), and on a change looks for newly approved
+    ///   calls.
+    /// * **Memory** ([`MemoryJournal`](crate::journal::MemoryJournal)): in process, at once.
+    /// * **Any other store** keeps the default, which never wakes: the worker lists every
+    ///   `interval`, as it did before stores could tell.
+    ///
+    /// `interval` is the fallback: it still bounds how long a call waits when a
+    /// notification is lost, and how soon a claim whose holder died is taken over after its
+    /// lease. With a store that wakes it, minutes are fine; with one that does not, it is
+    /// the polling period (the example uses 500 ms).
+    ///
+    /// Approved calls are carried out one after another: a decision that arrives while one
+    /// is being sent is taken up right after it.
+    ///
+    /// [`ApprovalStore::watch_decisions`]: crate::journal::ApprovalStore::watch_decisions
     pub async fn run_approval_worker(&self, interval: Duration) {
+        // Watching starts before the first listing, so a decision stored between the two
+        // wakes the first wait.
+        let mut decisions = self.inner.approval_store().map_or_else(
+            |_| crate::journal::DecisionWatch::sleeping(),
+            |store| store.watch_decisions(),
+        );
         loop {
             if let Err(e) = self.resume_approvals().await {
                 tracing::warn!(error = %e, "approved calls could not be listed; trying again");
             }
-            tokio::time::sleep(interval).await;
+            decisions.wait(interval).await;
         }
     }
 }
