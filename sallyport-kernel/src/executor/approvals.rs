@@ -92,6 +92,9 @@ impl Settings {
     }
 }
 
+/// How soon the approval worker lists again after a listing failed.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
+
 /// `duration` in milliseconds (the largest when it does not fit).
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
@@ -191,7 +194,8 @@ impl Executor {
     /// `check_approval`. It runs [`Executor::resume_approvals`], then waits for the next
     /// decision the store reports ([`ApprovalStore::watch_decisions`]), at most
     /// `interval`, and runs it again. A failure to read the store is logged and tried again
-    /// after the next wake-up.
+    /// after the next wake-up or a second (or `interval`, if shorter), whichever comes
+    /// first.
     ///
     /// How a decision made elsewhere reaches it, per store:
     ///
@@ -223,10 +227,16 @@ impl Executor {
             |store| store.watch_decisions(),
         );
         loop {
-            if let Err(e) = self.resume_approvals().await {
-                tracing::warn!(error = %e, "approved calls could not be listed; trying again");
-            }
-            decisions.wait(interval).await;
+            let wait = match self.resume_approvals().await {
+                Ok(_) => interval,
+                Err(e) => {
+                    tracing::warn!(error = %e, "approved calls could not be listed; trying again");
+                    // What woke it may not wake it again: try again soon, whatever the
+                    // fallback.
+                    interval.min(RETRY_AFTER_FAILURE)
+                }
+            };
+            decisions.wait(wait).await;
         }
     }
 }
