@@ -210,14 +210,8 @@ async fn listen(listener: Arc<Listener>) {
                 // It listened: try again at once.
                 backoff = MIN_BACKOFF;
                 failing = false;
-                match error {
-                    Some(e) => {
-                        tracing::warn!(error = %e, "the approval listener lost its connection; connecting again")
-                    }
-                    None => tracing::warn!(
-                        "the approval listener lost its connection; connecting again"
-                    ),
-                }
+                let error = error.map_or_else(String::new, |e| e.to_string());
+                tracing::warn!(%error, "the approval listener lost its connection; connecting again");
                 continue;
             }
             Err(e) => {
