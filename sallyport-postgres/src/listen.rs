@@ -93,7 +93,8 @@ impl Listener {
     pub(crate) fn watch(self: &Arc<Self>) -> DecisionWatch {
         let mut task = self.task();
         let watch = self.signal.watch();
-        if task.is_none() {
+        // A task that ended on its own (it panicked) is started again.
+        if task.as_ref().is_none_or(JoinHandle::is_finished) {
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 return DecisionWatch::sleeping();
             };

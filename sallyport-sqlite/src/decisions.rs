@@ -128,7 +128,9 @@ impl DecisionPoller {
             Some(conn) => conn,
             None => conn.insert(self.open()?),
         };
-        let version: i64 = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        let version: i64 = conn
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |r| r.get(0))?;
         if seen.version == Some(version) {
             return Ok(false);
         }

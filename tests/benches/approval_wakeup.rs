@@ -146,16 +146,14 @@ async fn measure(name: &str, samples: usize) -> Vec<Duration> {
         tokio::time::sleep(Duration::from_millis(fastrand::u64(0..gap_ms))).await;
         approve(store.as_ref(), id).await;
         let committed = Instant::now();
-        let at = loop {
-            let (n, at) = tokio::time::timeout(Duration::from_secs(30), arrivals.recv())
-                .await
-                .expect("the approved call arrives within 30 s")
-                .expect("the upstream runs");
-            if n == i {
-                break at;
-            }
-            panic!("invoice {n} arrived while invoice {i} was awaited: sent twice?");
-        };
+        let (n, at) = tokio::time::timeout(Duration::from_secs(30), arrivals.recv())
+            .await
+            .expect("the approved call arrives within 30 s")
+            .expect("the upstream runs");
+        assert_eq!(
+            n, i,
+            "another call arrived while this one was awaited: sent twice?"
+        );
         if i >= WARM_UP {
             out.push(at.saturating_duration_since(committed));
         }
