@@ -2,7 +2,9 @@
 //! on the row locked `FOR UPDATE` (the new state decided by [`Approval`]'s transition
 //! rules, the ones every backend applies), applied by the writer inside its batch so that the
 //! change and its audit record commit together (or neither does), whichever process makes
-//! it. Of two processes deciding one approval at once, the second finds it decided.
+//! it. Of two processes deciding one approval at once, the second finds it decided. Every
+//! decision that changes an approval notifies channel `sallyport_approvals` in the same
+//! transaction (`listen.rs` hears it).
 
 use std::collections::HashMap;
 
@@ -68,6 +70,13 @@ async fn store(tx: &Client, approval: &Approval) -> Result<(), ApplyError> {
     Ok(())
 }
 
+/// Notifies the approval listeners that `id` was decided (see `listen.rs`).
+async fn notify(tx: &Client, id: &ApprovalId) -> Result<(), tokio_postgres::Error> {
+    let statement = tx.prepare_cached(sql::NOTIFY_DECISION).await?;
+    tx.execute(&statement, &[&id.as_str()]).await?;
+    Ok(())
+}
+
 fn ms(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
@@ -112,7 +121,11 @@ pub(crate) async fn apply(
             if !current.decide(decision) {
                 return Ok(transition(Transition::Unchanged(current), false));
             }
-            store(tx, &current).await?;
+            // The row and the notification in one flight; the notification leaves with
+            // the commit (and not at all if the batch rolls back).
+            let (stored, notified) = futures_util::join!(store(tx, &current), notify(tx, id));
+            stored?;
+            notified?;
             Ok(transition(Transition::Applied(current), true))
         }
         ApprovalWrite::Expire(id, now_ms, ..) => {

@@ -9,6 +9,7 @@ use sallyport_core::journal::{HeadSigningKey, JournalError};
 use tokio::sync::mpsc;
 
 use crate::error::{PostgresError, Redactor, redact_connection_string};
+use crate::listen::Listener;
 use crate::schema::{MigrateError, SCHEMA_VERSION, migrate};
 use crate::shared::Shared;
 use crate::{PostgresJournal, lease, writer};
@@ -137,9 +138,18 @@ impl PostgresJournalBuilder {
             self.pool_size,
             self.connect_timeout,
             #[cfg(feature = "tls")]
-            self.tls,
+            self.tls.clone(),
         )
         .map_err(open_failed)?;
+        // The connection a watched journal listens for decisions on: the pool's settings,
+        // outside the pool.
+        let (config, _) = parse_config(&self.url, self.connect_timeout).map_err(open_failed)?;
+        let listener = Arc::new(Listener::new(
+            config,
+            #[cfg(feature = "tls")]
+            self.tls,
+            redactor.clone(),
+        ));
         {
             let mut client = pool
                 .get()
@@ -189,6 +199,7 @@ impl PostgresJournalBuilder {
         let heartbeat = tokio::spawn(lease::heartbeat(Arc::downgrade(&shared), renew_every));
         Ok(PostgresJournal {
             shared,
+            listener,
             intents,
             records,
             heartbeat,
@@ -204,24 +215,7 @@ pub(crate) fn connect_pool(
     connect_timeout: Duration,
     #[cfg(feature = "tls")] tls: Option<rustls::ClientConfig>,
 ) -> Result<(Pool, Redactor), PostgresError> {
-    let mut config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
-        PostgresError::own(format!(
-            "not a PostgreSQL connection string: {}",
-            Redactor::default().redact(&e.to_string())
-        ))
-    })?;
-    let redactor = Redactor::new(config.get_password());
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(connect_timeout);
-    }
-    // Every session commits synchronously whatever the server's default: a durable
-    // intent (or a stored grant) is on the server's disk when its commit returns. Journal
-    // batches with nothing durable in them lower it for their own transaction only.
-    let options = match config.get_options() {
-        Some(existing) => format!("{existing} -c synchronous_commit=on"),
-        None => "-c synchronous_commit=on".to_owned(),
-    };
-    config.options(options);
+    let (config, redactor) = parse_config(url, connect_timeout)?;
     let manager_config = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,
     };
@@ -245,4 +239,31 @@ pub(crate) fn connect_pool(
         .build()
         .map_err(|e| redactor.other(&e))?;
     Ok((pool, redactor))
+}
+
+/// The settings `url` names (synchronous commit on, whatever the server's default; the
+/// connect timeout when `url` sets none), and the redactor of its password.
+fn parse_config(
+    url: &str,
+    connect_timeout: Duration,
+) -> Result<(tokio_postgres::Config, Redactor), PostgresError> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+        PostgresError::own(format!(
+            "not a PostgreSQL connection string: {}",
+            Redactor::default().redact(&e.to_string())
+        ))
+    })?;
+    let redactor = Redactor::new(config.get_password());
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(connect_timeout);
+    }
+    // Every session commits synchronously whatever the server's default: a durable
+    // intent (or a stored grant) is on the server's disk when its commit returns. Journal
+    // batches with nothing durable in them lower it for their own transaction only.
+    let options = match config.get_options() {
+        Some(existing) => format!("{existing} -c synchronous_commit=on"),
+        None => "-c synchronous_commit=on".to_owned(),
+    };
+    config.options(options);
+    Ok((config, redactor))
 }

@@ -42,6 +42,10 @@
 //!   ([`sallyport_core::approval`]) are rows every process sees; each change is a
 //!   compare-and-set on the row locked `FOR UPDATE`, committed in the same transaction as
 //!   its audit record, so of two processes deciding one approval only one decision counts.
+//!   Each decision also notifies channel `sallyport_approvals` when it commits, and a
+//!   journal whose approval worker waits for decisions listens on a connection of its own
+//!   (`ApprovalStore::watch_decisions`), so an approved call is sent as soon as it is
+//!   decided, whichever process decided it.
 //! * **Limits shared by the fleet.** The policy's call counts
 //!   ([`sallyport_core::policy::calls`]) are rows every process sees: deciding a call holds a
 //!   transaction-scoped advisory lock on its session, so 4 processes allow what the policy
@@ -132,6 +136,7 @@ mod error;
 #[cfg(feature = "grants")]
 mod grants;
 mod lease;
+mod listen;
 mod reads;
 mod schema;
 mod shared;
@@ -146,8 +151,8 @@ use sallyport_core::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
 };
 use sallyport_core::journal::{
-    ApprovalStore, AttemptId, AuditEvent, AuditRecord, HeadVerifyingKey, Intent, Journal,
-    JournalError, SignedHead, UnresolvedAttempt, VerifyReport,
+    ApprovalStore, AttemptId, AuditEvent, AuditRecord, DecisionWatch, HeadVerifyingKey, Intent,
+    Journal, JournalError, SignedHead, UnresolvedAttempt, VerifyReport,
 };
 use sallyport_core::outcome::ActionResult;
 use tokio::sync::{mpsc, oneshot};
@@ -168,6 +173,8 @@ use sallyport_core::journal::batch::{ApprovalWrite, ClaimRequest, Reply, Write};
 /// finish what is queued and stops the heartbeat.
 pub struct PostgresJournal {
     shared: Arc<Shared>,
+    /// The workers' watches on decisions, and the connection that listens for them.
+    listener: Arc<listen::Listener>,
     /// Intents, to the writer that commits nothing else (see `writer/mod.rs`).
     intents: mpsc::UnboundedSender<Write>,
     /// Every other write, to the writer that appends to the chain.
@@ -188,6 +195,7 @@ impl fmt::Debug for PostgresJournal {
 impl Drop for PostgresJournal {
     fn drop(&mut self) {
         self.heartbeat.abort();
+        self.listener.stop();
     }
 }
 
@@ -476,5 +484,15 @@ impl ApprovalStore for PostgresJournal {
             )))
         })
         .await
+    }
+
+    /// A watch woken when a decision commits, by this process or another one on the
+    /// database: each decision's transaction notifies channel `sallyport_approvals`, and
+    /// while some watch is alive the journal listens on a connection of its own (outside
+    /// the pool, `application_name` `sallyport-approval-listener`). A lost connection is
+    /// made again, and the watches are then woken so that nothing decided meanwhile is
+    /// missed. Outside a tokio runtime the watch never wakes.
+    fn watch_decisions(&self) -> DecisionWatch {
+        self.listener.watch()
     }
 }

@@ -170,6 +170,10 @@ pub(crate) const LOCK_APPROVAL: &str =
 pub(crate) const UPDATE_APPROVAL: &str =
     "UPDATE sallyport_approvals SET state = $2, body = $3 WHERE approval_id = $1";
 
+/// Tells the approval listeners of every process that approval `$1` was decided; the server
+/// delivers it when the deciding transaction commits, and never if it rolls back.
+pub(crate) const NOTIFY_DECISION: &str = "SELECT pg_notify('sallyport_approvals', $1)";
+
 /// One approval.
 pub(crate) const APPROVAL: &str = "SELECT body FROM sallyport_approvals WHERE approval_id = $1";
 

@@ -296,3 +296,102 @@ fn an_approved_calls_durable_intent_takes_the_fsynced_path_and_a_decision_does_n
     let read = Op::Read(Read::Approval(parked.approval_id.clone(), reply));
     assert!(!matches!(read, Op::Write(_)) && read.is_for_thread());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_approved_through_another_connection_wakes_the_watch_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("j.db");
+    let watcher = SqliteJournal::builder(&path)
+        .decision_poll(Duration::from_millis(5))
+        .open()
+        .expect("watching journal");
+    // A second journal on the file: its own connection and writer, as another process has.
+    let decider = SqliteJournal::open(&path).expect("deciding journal");
+    let (approved, denied) = (approval(60_000), approval(60_000));
+    for parked in [&approved, &denied] {
+        decider
+            .park_approval(parked, event(parked, Phase::Deferred, Status::Pending))
+            .await
+            .expect("parked");
+    }
+    let mut watch = watcher.watch_decisions();
+    assert!(watch.is_notified());
+    assert!(
+        !watch.wait(Duration::from_millis(300)).await,
+        "parked calls are not decisions: nothing to wake for"
+    );
+    let deny = ApprovalDecision::new(Verdict::Deny, Decider::new("bob", "unit"), None);
+    let t = decider
+        .decide_approval(
+            &denied.approval_id,
+            &deny,
+            event(&denied, Phase::Decided, Status::Rejected),
+        )
+        .await
+        .expect("denied");
+    assert!(matches!(t, Transition::Applied(_)));
+    assert!(
+        !watch.wait(Duration::from_millis(300)).await,
+        "a denial sends nothing, so it wakes nobody"
+    );
+    let t = decider
+        .decide_approval(
+            &approved.approval_id,
+            &decision(),
+            event(&approved, Phase::Decided, Status::Pending),
+        )
+        .await
+        .expect("approved");
+    assert!(matches!(t, Transition::Applied(_)));
+    assert!(
+        watch.wait(Duration::from_secs(20)).await,
+        "the approval wakes the watch long before its 20 s fallback"
+    );
+    assert!(
+        !watch.wait(Duration::from_millis(300)).await,
+        "one approval wakes the watch once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_approved_before_the_watch_was_made_wakes_its_first_wait() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("j.db");
+    let journal = SqliteJournal::open(&path).expect("journal");
+    let parked = approval(60_000);
+    journal
+        .park_approval(&parked, event(&parked, Phase::Deferred, Status::Pending))
+        .await
+        .expect("parked");
+    journal
+        .decide_approval(
+            &parked.approval_id,
+            &decision(),
+            event(&parked, Phase::Decided, Status::Pending),
+        )
+        .await
+        .expect("approved");
+    // A worker that makes its watch now lists right after; its first wait wakes once more
+    // (harmless), so a decision landing between the watch and the listing is never missed.
+    let mut watch = journal.watch_decisions();
+    assert!(watch.wait(Duration::from_secs(20)).await);
+    assert!(!watch.wait(Duration::from_millis(300)).await);
+    // The poller stops with its last watch, and a new watch starts it again.
+    drop(watch);
+    for _ in 0..200 {
+        if !*journal.decisions.running() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        !*journal.decisions.running(),
+        "no watch left: the poller stopped"
+    );
+    let mut again = journal.watch_decisions();
+    assert!(*journal.decisions.running());
+    assert!(
+        again.wait(Duration::from_secs(20)).await,
+        "a fresh poller compares with nothing seen"
+    );
+}

@@ -60,7 +60,8 @@
 //!
 //! Files: `open` (schema, migration, permissions), `calls` (the policy's call counts), `combine` (the queues, flat combining,
 //! answers), `batch` (one transaction per batch), `statements` (the SQL and row mapping),
-//! `approvals` (the approval store's compare-and-sets and reads).
+//! `approvals` (the approval store's compare-and-sets and reads), `decisions` (the poll that
+//! wakes a worker when a call is approved).
 
 #[cfg(test)]
 mod approval_tests;
@@ -68,6 +69,7 @@ mod approvals;
 mod batch;
 mod calls;
 mod combine;
+mod decisions;
 mod open;
 mod statements;
 #[cfg(test)]
@@ -87,6 +89,7 @@ use tokio::sync::oneshot;
 pub use self::batch::MAX_BATCH;
 use self::batch::Writer;
 use self::combine::{Op, Read, Shared, lock};
+use self::decisions::DecisionPoller;
 use self::open::{OpenOptions, open_connection};
 use sallyport_kernel::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
@@ -94,8 +97,8 @@ use sallyport_kernel::approval::{
 use sallyport_kernel::journal::batch::{ApprovalWrite, ClaimRequest, Write};
 use sallyport_kernel::journal::signing::{HeadSigningKey, HeadVerifyingKey, SignedHead};
 use sallyport_kernel::journal::{
-    ApprovalStore, AttemptId, AuditEvent, AuditRecord, Intent, Journal, JournalError,
-    UnresolvedAttempt, VerifyReport,
+    ApprovalStore, AttemptId, AuditEvent, AuditRecord, DecisionWatch, Intent, Journal,
+    JournalError, UnresolvedAttempt, VerifyReport,
 };
 use sallyport_kernel::outcome::ActionResult;
 use sallyport_kernel::policy::calls::CallStore;
@@ -108,6 +111,7 @@ pub struct SqliteJournalBuilder {
     busy_timeout: Duration,
     max_size: Option<u64>,
     signing_key: Option<HeadSigningKey>,
+    decision_poll: Duration,
 }
 
 impl SqliteJournalBuilder {
@@ -135,6 +139,17 @@ impl SqliteJournalBuilder {
     /// nothing when no key is given.
     pub fn signing_key(mut self, key: HeadSigningKey) -> Self {
         self.signing_key = Some(key);
+        self
+    }
+
+    /// How often a worker's watch on decisions
+    /// ([`ApprovalStore::watch_decisions`], which `Executor::run_approval_worker` waits
+    /// on) reads `PRAGMA data_version` to learn that another connection committed (default
+    /// 5 ms, at least 1 ms). A decision made by another process reaches the worker within
+    /// about this long; each read costs a few microseconds, and nothing is read while no
+    /// worker watches.
+    pub fn decision_poll(mut self, every: Duration) -> Self {
+        self.decision_poll = every;
         self
     }
 
@@ -174,8 +189,14 @@ impl SqliteJournalBuilder {
                 path: self.path.display().to_string(),
                 source: Box::new(e),
             })?;
+        let decisions = Arc::new(DecisionPoller::new(
+            self.path.clone(),
+            self.decision_poll,
+            self.busy_timeout,
+        ));
         Ok(SqliteJournal {
             shared,
+            decisions,
             wake,
             busy_timeout: self.busy_timeout,
             path: self.path,
@@ -197,6 +218,8 @@ impl SqliteJournalBuilder {
 /// ```
 pub struct SqliteJournal {
     shared: Arc<Shared>,
+    /// The workers' watches on decisions, and the thread that polls for them.
+    decisions: Arc<DecisionPoller>,
     /// Wakes the journal thread; dropping it makes the thread finish the queue and exit.
     wake: mpsc::Sender<()>,
     path: PathBuf,
@@ -230,6 +253,7 @@ impl SqliteJournal {
             busy_timeout: Duration::from_secs(5),
             max_size: None,
             signing_key: None,
+            decision_poll: decisions::DEFAULT_POLL,
         }
     }
 
@@ -574,5 +598,13 @@ impl ApprovalStore for SqliteJournal {
             )))
         };
         self.write_here(op).await
+    }
+
+    /// A watch a thread of this journal wakes when a call was approved, by this process or
+    /// another one on the file: it reads `PRAGMA data_version` on a connection of its own
+    /// every [`SqliteJournalBuilder::decision_poll`] (5 ms by default) while some watch is
+    /// alive, and on a change looks for approved calls it has not seen.
+    fn watch_decisions(&self) -> DecisionWatch {
+        self.decisions.watch()
     }
 }

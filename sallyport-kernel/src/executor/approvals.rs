@@ -92,6 +92,9 @@ impl Settings {
     }
 }
 
+/// How soon the approval worker lists again after a listing failed.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
+
 /// `duration` in milliseconds (the largest when it does not fit).
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
@@ -185,16 +188,55 @@ impl Executor {
         Ok(results)
     }
 
-    /// Runs [`Executor::resume_approvals`] every `interval`, forever: spawn it beside the
+    /// Carries out approved calls as their decisions arrive, forever: spawn it beside the
     /// executor so that calls approved from another process (the CLI, a webhook served
     /// elsewhere, a console) are carried out without waiting for the agent's
-    /// `check_approval`. A failure to read the store is logged and tried again.
+    /// `check_approval`. It runs [`Executor::resume_approvals`], then waits for the next
+    /// decision the store reports ([`ApprovalStore::watch_decisions`]), at most
+    /// `interval`, and runs it again. A failure to read the store is logged and tried again
+    /// after the next wake-up or a second (or `interval`, if shorter), whichever comes
+    /// first.
+    ///
+    /// How a decision made elsewhere reaches it, per store:
+    ///
+    /// * **PostgreSQL** (`PostgresJournal`): each decision's transaction notifies channel
+    ///   `sallyport_approvals`, and the journal listens on a connection of its own, so the
+    ///   worker wakes when the decision commits. After the connection is lost it reconnects
+    ///   and lists everything, so nothing decided meanwhile is missed.
+    /// * **SQLite** (`SqliteJournal`): a connection of its own reads `PRAGMA data_version`
+    ///   every few milliseconds (5 by default), and on a change looks for newly approved
+    ///   calls.
+    /// * **Memory** ([`MemoryJournal`](crate::journal::MemoryJournal)): in process, at once.
+    /// * **Any other store** keeps the default, which never wakes: the worker lists every
+    ///   `interval`, as it did before stores could tell.
+    ///
+    /// `interval` is the fallback: it still bounds how long a call waits when a
+    /// notification is lost, and how soon a claim whose holder died is taken over after its
+    /// lease. With a store that wakes it, minutes are fine; with one that does not, it is
+    /// the polling period (the example uses 500 ms).
+    ///
+    /// Approved calls are carried out one after another: a decision that arrives while one
+    /// is being sent is taken up right after it.
+    ///
+    /// [`ApprovalStore::watch_decisions`]: crate::journal::ApprovalStore::watch_decisions
     pub async fn run_approval_worker(&self, interval: Duration) {
+        // Watching starts before the first listing, so a decision stored between the two
+        // wakes the first wait.
+        let mut decisions = self.inner.approval_store().map_or_else(
+            |_| crate::journal::DecisionWatch::sleeping(),
+            |store| store.watch_decisions(),
+        );
         loop {
-            if let Err(e) = self.resume_approvals().await {
-                tracing::warn!(error = %e, "approved calls could not be listed; trying again");
-            }
-            tokio::time::sleep(interval).await;
+            let wait = match self.resume_approvals().await {
+                Ok(_) => interval,
+                Err(e) => {
+                    tracing::warn!(error = %e, "approved calls could not be listed; trying again");
+                    // What woke it may not wake it again: try again soon, whatever the
+                    // fallback.
+                    interval.min(RETRY_AFTER_FAILURE)
+                }
+            };
+            decisions.wait(wait).await;
         }
     }
 }

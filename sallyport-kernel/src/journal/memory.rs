@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::chain::{AttemptRow, ChainCheck, ChainRow};
 use super::{
-    ApprovalStore, AttemptId, AuditEvent, AuditRecord, GENESIS_HASH, Intent, Journal, JournalError,
-    UnresolvedAttempt, VerifyReport, chain_hash, now,
+    ApprovalStore, AttemptId, AuditEvent, AuditRecord, DecisionSignal, DecisionWatch, GENESIS_HASH,
+    Intent, Journal, JournalError, UnresolvedAttempt, VerifyReport, chain_hash, now,
 };
 use crate::journal::IdempotencyKey;
 use crate::outcome::ActionResult;
@@ -25,7 +25,8 @@ use sallyport_vocab::approval::{
 /// backends', attempt rows closed by their records, and approvals changed by compare-and-set
 /// transitions, each with its audit record, under one lock. "Durable" means only "stored"
 /// here: nothing survives the process, and nothing is signed ([`Journal::signed_heads`] is
-/// empty). Clones share the same journal.
+/// empty). Clones share the same journal. A decision wakes the watches of
+/// [`ApprovalStore::watch_decisions`] at once, in process.
 ///
 /// ```
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -41,6 +42,8 @@ use sallyport_vocab::approval::{
 #[derive(Clone, Debug, Default)]
 pub struct MemoryJournal {
     state: Arc<Mutex<State>>,
+    /// Told of every decision stored.
+    decisions: DecisionSignal,
 }
 
 /// One attempt row.
@@ -370,6 +373,8 @@ impl ApprovalStore for MemoryJournal {
         }
         let next = stored.approval.clone();
         state.append(event, json);
+        drop(state);
+        self.decisions.notify();
         Ok(Transition::Applied(next))
     }
 
@@ -448,10 +453,16 @@ impl ApprovalStore for MemoryJournal {
         }
         Ok(state.append(event, json))
     }
+
+    fn watch_decisions(&self) -> DecisionWatch {
+        self.decisions.watch()
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[tokio::test]
@@ -497,6 +508,67 @@ mod tests {
         ));
         assert!(journal.records().await.expect("records").is_empty());
         assert_eq!(journal.unresolved().await.expect("open").len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_decision_wakes_a_watch_made_on_a_clone_at_once() {
+        use crate::action::{ConsentRule, EffectClass, Externality};
+        use sallyport_vocab::approval::{ApprovalState, Decider, Verdict};
+        let journal = MemoryJournal::new();
+        let now = crate::clock::now_ms();
+        let parked: Approval = serde_json::from_value(serde_json::json!({
+            "approval_id": ApprovalId::generate(),
+            "attempt_id": AttemptId::generate(),
+            "action": "pay_invoice",
+            "summary": "Pay one invoice.",
+            "effect": EffectClass::ExternalCommitment,
+            "externality": Externality::External,
+            "rule": ConsentRule::PerCall,
+            "data_classes": [],
+            "session": crate::session::Session::new("ses_unit"),
+            "objects": [],
+            "note": "the agent's words",
+            "request": "POST http://127.0.0.1:1/v1/pay",
+            "fingerprint": "f".repeat(64),
+            "definition_hash": "d".repeat(64),
+            "definition_status": "no definition guard configured",
+            "arguments": {"invoice_id": "inv_1"},
+            "created_at_ms": now,
+            "expires_at_ms": now + 60_000,
+            "state": ApprovalState::Awaiting,
+        }))
+        .expect("the sample is an approval");
+        let mut event = AuditEvent::for_bench(&Intent::for_bench(false));
+        event.attempt_id = parked.attempt_id.clone();
+        journal
+            .park_approval(&parked, event.clone())
+            .await
+            .expect("parked");
+        let mut watch = journal.clone().watch_decisions();
+        let start = tokio::time::Instant::now();
+        assert!(
+            !watch.wait(Duration::from_secs(10)).await,
+            "parking decides nothing"
+        );
+        let decision = ApprovalDecision::new(Verdict::Approve, Decider::new("alice", "unit"), None);
+        let decided = journal
+            .decide_approval(&parked.approval_id, &decision, event.clone())
+            .await
+            .expect("decided");
+        assert!(matches!(decided, Transition::Applied(_)));
+        assert!(watch.wait(Duration::from_secs(3600)).await);
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(10),
+            "woken without waiting"
+        );
+        // A decision that changes nothing wakes nobody.
+        let again = journal
+            .decide_approval(&parked.approval_id, &decision, event)
+            .await
+            .expect("decided again");
+        assert!(matches!(again, Transition::Unchanged(_)));
+        assert!(!watch.wait(Duration::from_secs(10)).await);
     }
 
     #[test]

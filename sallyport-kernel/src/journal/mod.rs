@@ -39,6 +39,7 @@ mod attempts;
 #[doc(hidden)]
 pub mod batch;
 pub mod chain;
+mod decisions;
 mod memory;
 pub mod signing;
 
@@ -51,6 +52,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use self::chain::{GENESIS_HASH, chain_hash};
+pub use self::decisions::{DecisionSignal, DecisionWatch};
 pub use self::memory::MemoryJournal;
 pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
 use crate::action::{EffectClass, ScopedValue};
@@ -738,6 +740,27 @@ pub trait ApprovalStore: Journal {
         result: &crate::outcome::ActionResult,
         event: AuditEvent,
     ) -> Result<AuditRecord, JournalError>;
+
+    /// A watch that wakes when an approval may have been decided, for a worker carrying
+    /// out approved calls ([`Executor::run_approval_worker`](crate::Executor::run_approval_worker)):
+    /// it waits on the watch between two listings of the approved calls instead of
+    /// sleeping. The default never wakes ([`DecisionWatch::sleeping`]): the worker then
+    /// lists every interval, as it polls.
+    ///
+    /// A backend that overrides it must wake the watch, at least once, for every decision
+    /// stored after the watch was made (by any process on the store), and only once the
+    /// decision can be read; and when it may have missed one (a lost connection), once it
+    /// can tell again, so that the worker lists everything. It may wake more often than
+    /// that: a wake-up costs a listing. The caller makes the watch before its first
+    /// listing, so that nothing decided between the two is missed.
+    ///
+    /// How the backends here do it: `PostgresJournal` notifies on channel
+    /// `sallyport_approvals` in each decision's transaction and listens on a connection of
+    /// its own; `SqliteJournal` polls `PRAGMA data_version` every few milliseconds on a
+    /// connection of its own; [`MemoryJournal`] notifies in process.
+    fn watch_decisions(&self) -> DecisionWatch {
+        DecisionWatch::sleeping()
+    }
 }
 
 /// Writes records as JSON lines (one [`AuditRecord`] per line) for SIEM pipelines.

@@ -11,8 +11,13 @@
 //! through it against the real OpenID provider). The server and a fresh database
 //! per test come from `sallyport_tests::postgres`.
 //!
+//! A decision reaches an approval worker through `LISTEN`/`NOTIFY` (`approval_wakeup`: a
+//! worker polling once an hour sends within seconds, also after its listening connection
+//! was terminated or cut).
+//!
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
 
+mod approval_wakeup;
 mod grants;
 mod grants_http;
 mod journal;
