@@ -244,12 +244,21 @@ async fn connect_with_a_scripted_browser_stores_the_users_grant_and_prints_no_va
     assert_eq!(introspected["sub"], "alice");
     file.lock();
     let mut secrets = vec![code, access, refresh];
-    secrets.extend(
-        provider
+    // The provider's events are read from its output by a thread: the exchange's event can
+    // arrive a moment after its answer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let verifiers = loop {
+        let seen: Vec<String> = provider
             .events()
             .iter()
-            .filter_map(|e| e["code_verifier"].as_str().map(str::to_owned)),
-    );
+            .filter_map(|e| e["code_verifier"].as_str().map(str::to_owned))
+            .collect();
+        if !seen.is_empty() || std::time::Instant::now() >= deadline {
+            break seen;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    secrets.extend(verifiers);
     assert_eq!(secrets.len(), 4, "the verifier the provider received");
     assert_no_secret(&format!("{stdout}{stderr}"), &secrets);
 

@@ -109,12 +109,22 @@ fn assert_no_secret(text: &str, secrets: &[&str]) {
 }
 
 /// The PKCE verifiers the provider received with authorization codes.
-fn verifiers(provider: &OidcProvider) -> Vec<String> {
-    provider
-        .events()
-        .iter()
-        .filter_map(|e| e["code_verifier"].as_str().map(str::to_owned))
-        .collect()
+/// The PKCE verifiers the provider received, once it has reported at least `n` of them: a
+/// thread reads its events from its output, so the event of an exchange that just answered
+/// can arrive a moment later (up to 10 s here).
+async fn verifiers(provider: &OidcProvider, n: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let seen: Vec<String> = provider
+            .events()
+            .iter()
+            .filter_map(|e| e["code_verifier"].as_str().map(str::to_owned))
+            .collect();
+        if seen.len() >= n || std::time::Instant::now() >= deadline {
+            return seen;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 async fn start(channel: &HttpChannel, vault: &MemoryVault, connect: Connect) -> PendingConnect {
@@ -133,7 +143,7 @@ async fn a_connected_subject_calls_with_its_own_token_and_the_grant_lists_the_sc
     let channel = HttpChannel::builder().build().expect("channel");
     let mut canaries: Vec<String> = vec![WEBAPP_CLIENT.1.to_owned()];
     let mut texts = Vec::new();
-    for user in ["alice", "bob"] {
+    for (n, user) in ["alice", "bob"].into_iter().enumerate() {
         let pending = start(&channel, &vault, Connect::subject("github", user)).await;
         let url = reqwest::Url::parse(pending.authorization_url()).expect("URL");
         let get = |k: &str| {
@@ -195,7 +205,7 @@ async fn a_connected_subject_calls_with_its_own_token_and_the_grant_lists_the_sc
         texts.push(format!("{connected} {connected:?}"));
 
         // The verifier the provider received is the one whose S256 the URL carried.
-        let verifier = verifiers(&provider).pop().expect("verifier");
+        let verifier = verifiers(&provider, n + 1).await.pop().expect("verifier");
         assert_eq!(
             base64::engine::general_purpose::URL_SAFE_NO_PAD
                 .encode(sha2::Sha256::digest(verifier.as_bytes())),
@@ -378,10 +388,11 @@ async fn a_replayed_code_is_refused_stores_nothing_and_the_first_grant_stays() {
         after.access_token().map(Secret::expose),
         before.access_token().map(Secret::expose)
     );
+    let received = verifiers(&provider, 1).await;
     assert_eq!(provider.tokens_issued("authorization_code"), 1);
     let mut secrets: Vec<String> = before.secrets().map(str::to_owned).collect();
     secrets.push(code);
-    secrets.extend(verifiers(&provider));
+    secrets.extend(received);
     secrets.push(WEBAPP_CLIENT.1.to_owned());
     let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
     assert_no_secret(&format!("{err} {err:?}"), &secrets);
