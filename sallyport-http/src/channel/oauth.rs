@@ -63,8 +63,8 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use sallyport_core::code::RefusalCode;
 use sallyport_core::outcome::{ConnectNeeded, Refusal};
 use sallyport_core::vault::{
-    Credential, CredentialKind, Grant, GrantKey, GrantStore, GrantUpdate, OAuthClient, Replaced,
-    Secret, VaultError,
+    Credential, CredentialKind, Grant, GrantKey, GrantStore, GrantUpdate, OAuthClient, RefreshHold,
+    Replaced, Secret, VaultError,
 };
 use serde::Deserialize;
 
@@ -270,18 +270,14 @@ impl HttpChannel {
         // kept across the token request and the write of its answer. Under it, the grant is
         // read again: another call, here or in another process, may have refreshed while
         // this one waited.
-        let held = {
-            let store = Arc::clone(store);
-            let held_key = key.clone();
-            tokio::task::spawn_blocking(move || store.hold_refresh(&held_key))
-                .await
-                .map_err(|_| {
-                    unavailable(format!(
-                        "the refresh of credential `{name}` could not wait for other processes; nothing was sent"
-                    ))
-                })?
-                .map_err(|e| vault_refusal(&key, &e))?
-        };
+        let held = hold_refresh_off_runtime(store, &key)
+            .await
+            .ok_or_else(|| {
+                unavailable(format!(
+                    "the refresh of credential `{name}` could not wait for other processes; nothing was sent"
+                ))
+            })?
+            .map_err(|e| vault_refusal(&key, &e))?;
         let (grant, _hold) = match held {
             Some((grant, hold)) => (grant, Some(hold)),
             None => (
@@ -519,6 +515,20 @@ impl HttpChannel {
             scope: answer.scope,
         })
     }
+}
+
+/// The store's refresh hold on `key` ([`GrantStore::hold_refresh`]), waited for off the async
+/// runtime: it may block on another process's file lock or advisory lock. `None` when that
+/// wait was abandoned (its blocking task did not finish). The refresh, a connect and a
+/// disconnect all take it, after this process's refresh lock.
+pub(super) async fn hold_refresh_off_runtime(
+    store: &Arc<dyn GrantStore>,
+    key: &GrantKey,
+) -> Option<Result<Option<(Grant, RefreshHold)>, VaultError>> {
+    let (store, key) = (Arc::clone(store), key.clone());
+    tokio::task::spawn_blocking(move || store.hold_refresh(&key))
+        .await
+        .ok()
 }
 
 /// What a token endpoint issued.

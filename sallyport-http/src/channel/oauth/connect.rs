@@ -40,7 +40,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::revoke::{configured_endpoint, describe};
-use super::{HttpChannel, TokenFailure};
+use super::{HttpChannel, TokenFailure, hold_refresh_off_runtime};
 
 /// Random bytes in the `state` and in the PKCE verifier (43 characters of base64url each).
 const RANDOM_BYTES: usize = 32;
@@ -617,17 +617,13 @@ impl HttpChannel {
         // and the store's hold for the processes that share it.
         let lock = self.refresh_lock(&key);
         let _refreshing = lock.lock().await;
-        let held = {
-            let store = Arc::clone(&store);
-            let held_key = key.clone();
-            tokio::task::spawn_blocking(move || store.hold_refresh(&held_key))
-                .await
-                .map_err(|_| {
-                    ConnectError::Vault(VaultError::Backend(
-                        "the wait for other processes' refreshes was abandoned".into(),
-                    ))
-                })?
-        };
+        let held = hold_refresh_off_runtime(&store, &key)
+            .await
+            .ok_or_else(|| {
+                ConnectError::Vault(VaultError::Backend(
+                    "the wait for other processes' refreshes was abandoned".into(),
+                ))
+            })?;
         let (mut version, _hold) = match held {
             Ok(Some((grant, hold))) => (Some(grant.version()), Some(hold)),
             Ok(None) => (None, None),

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use sallyport_core::vault::{Grant, GrantKey, GrantStore, OAuthClient, Vault, VaultError};
 
-use super::{HttpChannel, client_authorization, read_capped};
+use super::{HttpChannel, client_authorization, hold_refresh_off_runtime, read_capped};
 
 /// A request to disconnect one account: which grant, and whether to remove it even when the
 /// provider does not revoke it. Run it with [`HttpChannel::disconnect`].
@@ -301,17 +301,13 @@ impl HttpChannel {
         // No refresh rotates the refresh token while it is revoked and the grant removed.
         let lock = self.refresh_lock(&key);
         let _refreshing = lock.lock().await;
-        let held = {
-            let store = Arc::clone(&store);
-            let held_key = key.clone();
-            tokio::task::spawn_blocking(move || store.hold_refresh(&held_key))
-                .await
-                .map_err(|_| {
-                    DisconnectError::Vault(VaultError::Backend(
-                        "the wait for other processes' refreshes was abandoned".into(),
-                    ))
-                })?
-        };
+        let held = hold_refresh_off_runtime(&store, &key)
+            .await
+            .ok_or_else(|| {
+                DisconnectError::Vault(VaultError::Backend(
+                    "the wait for other processes' refreshes was abandoned".into(),
+                ))
+            })?;
         let (grant, _hold) = match held {
             Ok(Some((grant, hold))) => (grant, Some(hold)),
             Ok(None) => (current(store.as_ref(), &key).await?, None),
