@@ -138,13 +138,15 @@ if [ -z "${SALLYPORT_PG_URL:-}" ]; then
     exit 2
   fi
   # A free port: the socket's name carries it and TCP listens on it; another process may
-  # take it between the check and the start, so try a few.
+  # take it between the check and the start, so try a few. 400 connections: the fleet tests
+  # run up to eight executor processes of about 14 connections each beside the other tests'
+  # pools, and the server's default 100 refused some of them ("too many clients").
   port=""
   for _ in 1 2 3 4 5; do
     candidate=$((20000 + RANDOM % 40000))
     (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null && continue
     if as_pg "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/server.log" -w -t 60 start \
-        -o "-c listen_addresses=127.0.0.1 -c port=$candidate -c unix_socket_directories=$pgdir" \
+        -o "-c listen_addresses=127.0.0.1 -c port=$candidate -c unix_socket_directories=$pgdir -c max_connections=400" \
         >/dev/null 2>&1; then
       port=$candidate
       break

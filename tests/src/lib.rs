@@ -3,6 +3,7 @@
 //! `sallyport-cli`, `sallyport-postgres`, ...) use them as a dev-dependency.
 
 pub mod approvals_rig;
+pub mod children;
 pub mod fleet;
 pub mod http_server;
 pub mod oidc;

@@ -278,10 +278,7 @@ async fn four_processes_sharing_postgres_grants_never_present_a_refresh_token_tw
                     .expect("spawn pg-oauth-caller")
             })
             .collect();
-        children
-            .into_iter()
-            .map(|c| c.wait_with_output().expect("wait"))
-            .collect::<Vec<_>>()
+        sallyport_tests::children::wait_all(children, std::time::Duration::from_secs(600))
     })
     .await
     .expect("children");

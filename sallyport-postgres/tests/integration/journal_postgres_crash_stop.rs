@@ -337,10 +337,7 @@ async fn a_crash_stop_of_postgres_mid_load_loses_no_intent_and_sends_nothing_twi
     cluster.pg_ctl_start();
 
     let outputs = tokio::task::spawn_blocking(move || {
-        children
-            .into_iter()
-            .map(|c| c.wait_with_output().expect("wait"))
-            .collect::<Vec<_>>()
+        sallyport_tests::children::wait_all(children, std::time::Duration::from_secs(600))
     })
     .await
     .expect("children");

@@ -34,10 +34,7 @@ fn start_together(journal: &str, upstream: &str) -> Vec<Output> {
                 .expect("spawn pg-executor")
         })
         .collect();
-    children
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("wait"))
-        .collect()
+    sallyport_tests::children::wait_all(children, std::time::Duration::from_secs(600))
 }
 
 /// 4 processes x 500 state-changing calls: every call completes, the server commits each

@@ -39,10 +39,7 @@ fn race(journal: &str, upstream: &str, extra: &[&str]) -> Vec<Output> {
                 .expect("spawn limits-executor")
         })
         .collect();
-    children
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("wait"))
-        .collect()
+    sallyport_tests::children::wait_all(children, std::time::Duration::from_secs(600))
 }
 
 /// Every process exited 0; returns (completed, denied lines) over all of them.

@@ -113,10 +113,8 @@ async fn processes_racing_to_decide_one_approval_record_one_decision_per_round()
                 .expect("spawn approval-decider")
         })
         .collect();
-    let outputs: Vec<Output> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("wait"))
-        .collect();
+    let outputs: Vec<Output> =
+        sallyport_tests::children::wait_all(children, std::time::Duration::from_secs(600));
 
     // round → the verdicts of the processes that recorded it, and how many answered.
     let mut recorded: HashMap<usize, Vec<&str>> = HashMap::new();

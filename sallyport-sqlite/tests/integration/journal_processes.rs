@@ -31,10 +31,7 @@ fn start_together(path: &Path, extra: &[&Path]) -> Vec<Output> {
                 .expect("spawn journal-writer")
         })
         .collect();
-    children
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("wait"))
-        .collect()
+    sallyport_tests::children::wait_all(children, std::time::Duration::from_secs(600))
 }
 
 /// Every round: a fresh path, five processes opening it at once, each making four calls.

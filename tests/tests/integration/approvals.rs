@@ -804,10 +804,7 @@ async fn two_processes_and_a_webhook_deciding_the_same_approvals_at_once_send_on
         by_webhook.push(webhook_approve(&client, &url, id).await);
     }
     let outputs = tokio::task::spawn_blocking(move || {
-        children
-            .into_iter()
-            .map(|c| c.wait_with_output().expect("wait"))
-            .collect::<Vec<_>>()
+        sallyport_tests::children::wait_all(children, std::time::Duration::from_secs(600))
     })
     .await
     .expect("join");

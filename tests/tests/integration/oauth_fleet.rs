@@ -36,10 +36,7 @@ fn race(vault: &str) -> Vec<Output> {
                 .expect("spawn oauth-caller")
         })
         .collect();
-    children
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("wait"))
-        .collect()
+    sallyport_tests::children::wait_all(children, Duration::from_secs(SECONDS + 300))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -180,10 +180,10 @@ fn spawn(fleet: &Fleet, start_at_ms: u64, seconds: u64) -> Vec<std::process::Chi
 
 async fn wait(children: Vec<std::process::Child>) -> Vec<Output> {
     tokio::task::spawn_blocking(move || {
-        children
-            .into_iter()
-            .map(|c| c.wait_with_output().expect("wait"))
-            .collect()
+        // Every child's output is read at once: one waited for alone would leave the
+        // others' pipes to fill and block them mid-transaction (a full stderr once held
+        // the journal's chain head in one process while the others waited on it).
+        sallyport_tests::children::wait_all(children, Duration::from_secs(fleet_secs() + 300))
     })
     .await
     .expect("children")

@@ -369,10 +369,7 @@ async fn two_reconciler_processes_at_once_settle_the_attempt_once() {
         })
         .collect();
     let outputs = tokio::task::spawn_blocking(move || {
-        children
-            .into_iter()
-            .map(|c| c.wait_with_output().expect("wait"))
-            .collect::<Vec<_>>()
+        sallyport_tests::children::wait_all(children, std::time::Duration::from_secs(600))
     })
     .await
     .expect("join");
