@@ -12,6 +12,10 @@ use crate::error::{PostgresError, Redactor, redact_connection_string};
 use crate::listen::Listener;
 use crate::schema::{MigrateError, SCHEMA_VERSION, migrate};
 use crate::shared::Shared;
+
+/// How long a journal session may sit idle inside a transaction before the server ends it,
+/// unless [`PostgresJournalBuilder::idle_in_transaction_timeout`] says otherwise.
+const DEFAULT_IDLE_IN_TRANSACTION: Duration = Duration::from_secs(15);
 use crate::{PostgresJournal, lease, writer};
 
 /// How many writer tasks take intents from the journal's intent queue. With two, the next
@@ -28,6 +32,7 @@ pub struct PostgresJournalBuilder {
     signing_key: Option<HeadSigningKey>,
     pool_size: usize,
     connect_timeout: Duration,
+    idle_in_transaction: Duration,
     #[cfg(feature = "tls")]
     tls: Option<rustls::ClientConfig>,
 }
@@ -41,6 +46,7 @@ impl fmt::Debug for PostgresJournalBuilder {
             .field("renew_every", &self.renew_every)
             .field("signing", &self.signing_key.is_some())
             .field("pool_size", &self.pool_size)
+            .field("idle_in_transaction", &self.idle_in_transaction)
             .finish_non_exhaustive()
     }
 }
@@ -55,6 +61,7 @@ impl PostgresJournalBuilder {
             signing_key: None,
             pool_size: 5,
             connect_timeout: Duration::from_secs(5),
+            idle_in_transaction: DEFAULT_IDLE_IN_TRANSACTION,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -106,6 +113,23 @@ impl PostgresJournalBuilder {
         self
     }
 
+    /// How long the server lets one of this journal's sessions sit idle inside a transaction
+    /// before it ends the session (PostgreSQL's `idle_in_transaction_session_timeout`;
+    /// default 15 s; [`Duration::ZERO`] leaves the server's own setting).
+    ///
+    /// A batch holds the chain head's row lock from its first flight to its `COMMIT`, and
+    /// every journal on the database waits for it. A process stopped mid-batch (`SIGSTOP`, a
+    /// debugger, threads blocked on a full output pipe) would hold it until it woke: the
+    /// whole fleet stopped recording with it. With the limit, the server ends that session
+    /// and the others go on; the stopped process's batch fails when it wakes, its calls are
+    /// answered as writes that could not be recorded, and what it had sent is settled by
+    /// reconciliation like any other unfinished attempt. A healthy batch is idle between its
+    /// statements for a round trip at most.
+    pub fn idle_in_transaction_timeout(mut self, limit: Duration) -> Self {
+        self.idle_in_transaction = limit;
+        self
+    }
+
     /// Connects with TLS configured by `config` (rustls with ring) instead of in the clear.
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
@@ -137,13 +161,15 @@ impl PostgresJournalBuilder {
             &self.url,
             self.pool_size,
             self.connect_timeout,
+            Some(self.idle_in_transaction),
             #[cfg(feature = "tls")]
             self.tls.clone(),
         )
         .map_err(open_failed)?;
         // The connection a watched journal listens for decisions on: the pool's settings,
         // outside the pool.
-        let (config, _) = parse_config(&self.url, self.connect_timeout).map_err(open_failed)?;
+        let (config, _) =
+            parse_config(&self.url, self.connect_timeout, None).map_err(open_failed)?;
         let listener = Arc::new(Listener::new(
             config,
             #[cfg(feature = "tls")]
@@ -207,15 +233,17 @@ impl PostgresJournalBuilder {
     }
 }
 
-/// A pool of connections to `url` (synchronous commit on, whatever the server's default),
-/// and the redactor of its password. Connects nothing yet.
+/// A pool of connections to `url` (synchronous commit on, whatever the server's default;
+/// sessions idle in a transaction ended after `idle_in_transaction` when given and not
+/// zero), and the redactor of its password. Connects nothing yet.
 pub(crate) fn connect_pool(
     url: &str,
     pool_size: usize,
     connect_timeout: Duration,
+    idle_in_transaction: Option<Duration>,
     #[cfg(feature = "tls")] tls: Option<rustls::ClientConfig>,
 ) -> Result<(Pool, Redactor), PostgresError> {
-    let (config, redactor) = parse_config(url, connect_timeout)?;
+    let (config, redactor) = parse_config(url, connect_timeout, idle_in_transaction)?;
     let manager_config = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,
     };
@@ -242,10 +270,12 @@ pub(crate) fn connect_pool(
 }
 
 /// The settings `url` names (synchronous commit on, whatever the server's default; the
-/// connect timeout when `url` sets none), and the redactor of its password.
+/// connect timeout when `url` sets none; the idle-in-transaction limit when given and not
+/// zero), and the redactor of its password.
 fn parse_config(
     url: &str,
     connect_timeout: Duration,
+    idle_in_transaction: Option<Duration>,
 ) -> Result<(tokio_postgres::Config, Redactor), PostgresError> {
     let mut config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
         PostgresError::own(format!(
@@ -260,9 +290,15 @@ fn parse_config(
     // Every session commits synchronously whatever the server's default: a durable
     // intent (or a stored grant) is on the server's disk when its commit returns. Journal
     // batches with nothing durable in them lower it for their own transaction only.
+    let mut ours = "-c synchronous_commit=on".to_owned();
+    if let Some(limit) = idle_in_transaction.filter(|d| !d.is_zero()) {
+        // Milliseconds, at least one (a limit under a millisecond would turn it off).
+        let ms = limit.as_millis().clamp(1, i32::MAX as u128);
+        ours.push_str(&format!(" -c idle_in_transaction_session_timeout={ms}"));
+    }
     let options = match config.get_options() {
-        Some(existing) => format!("{existing} -c synchronous_commit=on"),
-        None => "-c synchronous_commit=on".to_owned(),
+        Some(existing) => format!("{existing} {ours}"),
+        None => ours,
     };
     config.options(options);
     Ok((config, redactor))

@@ -120,6 +120,7 @@ impl PgGrantStoreBuilder {
             &self.url,
             self.pool_size,
             self.connect_timeout,
+            None,
             #[cfg(feature = "tls")]
             self.tls.clone(),
         )
@@ -128,6 +129,8 @@ impl PgGrantStoreBuilder {
             &self.url,
             self.hold_connections,
             self.connect_timeout,
+            // A hold stays open across a token request (the channel's token timeout).
+            None,
             #[cfg(feature = "tls")]
             self.tls.clone(),
         )

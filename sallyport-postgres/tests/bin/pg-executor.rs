@@ -14,6 +14,8 @@
 //! records it kept through an outage are written, printing
 //! `{"kept_at_exit": N, "refused_unsent": M}` last (M: the refused tries).
 //!
+//! `PG_EXECUTOR_IDLE_IN_TRANSACTION_MS`, when set, is the journal's idle-in-transaction limit.
+//!
 //! Exit codes: 0 every call completed (or, with `report`, every call answered); 2 bad
 //! arguments or setup; 3 the journal did not connect (the error is printed); 4 a call did
 //! not complete (its result is printed).
@@ -83,6 +85,13 @@ fn main() -> ExitCode {
     runtime.block_on(async {
         let mut builder = PostgresJournal::builder(journal_url)
             .owner(format!("pg-executor-{}", std::process::id()));
+        // The idle-in-transaction limit, for the test that stops this process mid-batch.
+        if let Some(ms) = std::env::var("PG_EXECUTOR_IDLE_IN_TRANSACTION_MS")
+            .ok()
+            .and_then(|ms| ms.parse::<u64>().ok())
+        {
+            builder = builder.idle_in_transaction_timeout(Duration::from_millis(ms));
+        }
         let report = args.get(6).is_some_and(|a| a == "report");
         match args.get(5).map(|ms| ms.parse::<u64>()) {
             Some(Ok(ms)) => builder = builder.lease(Duration::from_millis(ms)),

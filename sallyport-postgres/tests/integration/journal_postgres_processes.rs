@@ -200,3 +200,115 @@ async fn a_process_killed_mid_call_leaves_an_attempt_claimable_once_its_lease_ex
     assert_eq!(upstream.requests(), 1, "one request, from the dead process");
     assert!(journal.records().await.expect("records").is_empty());
 }
+
+/// A process stopped mid-batch (here `SIGSTOP`; in CI once, threads blocked on a full
+/// output pipe) holds the chain head's row lock, which every journal on the database needs
+/// to append. The server ends that session after the journal's idle-in-transaction limit
+/// (2 s here), and the lock is free again while the process is still stopped. Two
+/// processes write, so that batches lock the head (one alone on the database chains on the
+/// head it last wrote, in one flight, and never waits between statements).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_stopped_holding_the_chain_head_loses_it_after_the_idle_limit() {
+    const LIMIT_MS: u64 = 2000;
+    let db = TestDb::create().await;
+    let upstream = Upstream::start_with(|_| Reply::Idempotent(None), false).await;
+    let spawn = |name: &str| {
+        Command::new(env!("CARGO_BIN_EXE_pg-executor"))
+            .args([
+                format!("{} application_name={name}", db.url).as_str(),
+                upstream.url().as_str(),
+                "1000000",
+                "8",
+                "0",
+                "30000",
+                "report",
+            ])
+            .env("PG_EXECUTOR_IDLE_IN_TRANSACTION_MS", LIMIT_MS.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn pg-executor")
+    };
+    let mut child = spawn("stopped");
+    let mut other = spawn("running");
+    let pid = child.id().to_string();
+    let signal = |name: &str| {
+        let status = Command::new("kill")
+            .args([name, pid.as_str()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {name}");
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while upstream.requests() < 50 {
+        assert!(Instant::now() < deadline, "the child never got going");
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            panic!("the child exited early: {status:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Stop the child until it is caught with a session idle inside a batch that locked the
+    // head (its last statement the lock), letting it go on between tries.
+    let sql = db.sql().await;
+    let holding = "SELECT count(*) FROM pg_stat_activity
+                   WHERE datname = current_database() AND application_name = 'stopped'
+                     AND state = 'idle in transaction'
+                     AND query LIKE '%sallyport_chain_head%FOR UPDATE%'";
+    let mut tries = 0;
+    let caught_at = loop {
+        tries += 1;
+        assert!(
+            tries <= 500,
+            "never caught the child holding the chain head"
+        );
+        signal("-STOP");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let held: i64 = sql.query_one(holding, &[]).await.expect("activity").get(0);
+        if held == 1 {
+            break Instant::now();
+        }
+        signal("-CONT");
+        tokio::time::sleep(Duration::from_millis(3 + tries % 17)).await;
+    };
+    // Another session takes the lock while the child is still stopped: within the limit
+    // (and the server's once-a-second check), not when the child wakes.
+    sql.batch_execute("SET lock_timeout = '20s'")
+        .await
+        .expect("lock timeout");
+    sql.batch_execute("BEGIN").await.expect("begin");
+    sql.query_one(
+        "SELECT seq FROM sallyport_chain_head WHERE id = 1 FOR UPDATE",
+        &[],
+    )
+    .await
+    .expect("the chain head is free again while the child is stopped");
+    let waited = caught_at.elapsed();
+    sql.batch_execute("COMMIT").await.expect("commit");
+    assert!(
+        waited < Duration::from_millis(LIMIT_MS + 4000),
+        "the lock came free {waited:?} after the child stopped"
+    );
+    let held: i64 = sql.query_one(holding, &[]).await.expect("activity").get(0);
+    assert_eq!(held, 0, "the stopped child's session was ended");
+    eprintln!("caught after {tries} tries; the chain head was free again {waited:?} later");
+
+    // The child wakes to a failed batch and goes on; what it recorded is one intact chain.
+    signal("-CONT");
+    let before = upstream.requests();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while upstream.requests() < before + 50 {
+        assert!(Instant::now() < deadline, "the child did not go on");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for process in [&mut child, &mut other] {
+        process.kill().expect("kill");
+        process.wait().expect("reaped");
+    }
+    let journal = PostgresJournal::builder(&db.url)
+        .owner("checker")
+        .connect()
+        .await
+        .expect("journal");
+    let report = journal.verify().await.expect("verify");
+    assert!(report.is_intact(), "{report:?}");
+}
