@@ -12,11 +12,11 @@ use crate::error::{PostgresError, Redactor, redact_connection_string};
 use crate::listen::Listener;
 use crate::schema::{MigrateError, SCHEMA_VERSION, migrate};
 use crate::shared::Shared;
+use crate::{PostgresJournal, lease, writer};
 
 /// How long a journal session may sit idle inside a transaction before the server ends it,
 /// unless [`PostgresJournalBuilder::idle_in_transaction_timeout`] says otherwise.
 const DEFAULT_IDLE_IN_TRANSACTION: Duration = Duration::from_secs(15);
-use crate::{PostgresJournal, lease, writer};
 
 /// How many writer tasks take intents from the journal's intent queue. With two, the next
 /// batch of intents is sent while the last one waits for its synchronous commit.
