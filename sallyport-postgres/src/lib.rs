@@ -84,6 +84,9 @@
 //! * **One refresh at a time.** `hold_refresh` holds a transaction-scoped advisory lock on
 //!   the grant for the length of a refresh, let go when the hold drops and by the server
 //!   when the process dies.
+//!   Another refresh of the grant waits for it at most `refresh_wait` (60 s by default), then
+//!   is refused with nothing sent: a holder stopped mid-refresh keeps the lock, since
+//!   handing it on could let two processes present one refresh token.
 //! * **Key rotation.** `PgGrantStore::rotate_key` re-wraps every row's data key under a
 //!   new key in one transaction; a row under a key a store does not hold is a clear error
 //!   naming the key id, never garbage.

@@ -12,6 +12,10 @@ use crate::builder::connect_pool;
 use crate::error::redact_connection_string;
 use crate::schema::{MigrateError, SCHEMA_VERSION, migrate};
 
+/// How long a refresh waits for another holder of its grant's refresh right, unless
+/// [`PgGrantStoreBuilder::refresh_wait`] says otherwise.
+const DEFAULT_REFRESH_WAIT: Duration = Duration::from_secs(60);
+
 /// Configures a [`PgGrantStore`]: [`PgGrantStore::builder`].
 #[must_use]
 pub struct PgGrantStoreBuilder {
@@ -22,6 +26,7 @@ pub struct PgGrantStoreBuilder {
     pool_size: usize,
     hold_connections: usize,
     connect_timeout: Duration,
+    refresh_wait: Duration,
     #[cfg(feature = "tls")]
     tls: Option<rustls::ClientConfig>,
 }
@@ -47,6 +52,7 @@ impl PgGrantStoreBuilder {
             pool_size: 4,
             hold_connections: 8,
             connect_timeout: Duration::from_secs(5),
+            refresh_wait: DEFAULT_REFRESH_WAIT,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -86,6 +92,19 @@ impl PgGrantStoreBuilder {
     /// keeps a connection of its own; holders of one key queue in memory and use one.
     pub fn hold_connections(mut self, connections: usize) -> Self {
         self.hold_connections = connections.max(1);
+        self
+    }
+
+    /// How long a refresh waits for another holder of the same grant's refresh right, in
+    /// this process or another (default 60 s). Past it the hold is refused
+    /// ([`VaultError::Backend`], saying so), and the call that needed a token is refused with
+    /// nothing sent, instead of waiting as long as the holder: a holder stopped mid-refresh
+    /// (`SIGSTOP`, a debugger, blocked threads) keeps its right until it wakes or dies,
+    /// because handing it on while the holder may still present the refresh token would let
+    /// two processes present one token. A healthy holder keeps it for one token request
+    /// (the HTTP channel's token timeout, 10 s by default) and one write.
+    pub fn refresh_wait(mut self, wait: Duration) -> Self {
+        self.refresh_wait = wait;
         self
     }
 
@@ -170,6 +189,7 @@ impl PgGrantStoreBuilder {
                 scopes: self.scopes,
                 seen: GrantSecrets::new(),
                 runtime: tokio::runtime::Handle::current(),
+                refresh_wait: self.refresh_wait,
             }),
         })
     }

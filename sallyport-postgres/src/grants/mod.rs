@@ -32,6 +32,7 @@ use sallyport_core::vault::{
     VaultError,
 };
 use sha2::{Digest, Sha256};
+use std::time::Duration;
 use tokio::runtime::Handle;
 
 pub use self::builder::PgGrantStoreBuilder;
@@ -87,6 +88,8 @@ struct Inner {
     seen: GrantSecrets,
     /// The runtime `hold_refresh` (a blocking call) runs its queries on.
     runtime: Handle,
+    /// How long a hold waits for another holder of its key.
+    refresh_wait: Duration,
 }
 
 struct Keys {
@@ -293,10 +296,27 @@ impl PgGrantStore {
     /// Takes the hold of `key`: first in this process, then against every other process
     /// (the advisory lock), and reads the grant under it.
     async fn hold(&self, key: &GrantKey) -> Result<(Grant, PgHold), VaultError> {
-        let queued = self.queue_of(key).lock_owned().await;
+        let wait = self.inner.refresh_wait;
+        let waited_too_long = || {
+            VaultError::Backend(format!(
+                "another holder has kept the refresh of credential `{}` for over {} ms; nothing was refreshed",
+                key.credential,
+                wait.as_millis()
+            ))
+        };
+        let started = tokio::time::Instant::now();
+        let queued = tokio::time::timeout(wait, self.queue_of(key).lock_owned())
+            .await
+            .map_err(|_| waited_too_long())?;
         let client = Self::from_pool(&self.inner.hold_pool).await?;
+        // What is left of the wait bounds the wait for another process's hold (at least a
+        // millisecond: zero would mean no limit).
+        let left_ms = wait
+            .saturating_sub(started.elapsed())
+            .as_millis()
+            .clamp(1, i32::MAX as u128);
         client
-            .batch_execute("BEGIN")
+            .batch_execute(&format!("BEGIN; SET LOCAL lock_timeout = {left_ms}"))
             .await
             .map_err(|e| backend("begin the refresh hold", &e))?;
         // From here on a failure rolls back (the hold's drop).
@@ -312,7 +332,13 @@ impl PgGrantStore {
         client
             .execute("SELECT pg_advisory_xact_lock($1)", &[&lock_id(key)])
             .await
-            .map_err(|e| backend("take the refresh hold", &e))?;
+            .map_err(|e| {
+                if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+                    waited_too_long()
+                } else {
+                    backend("take the refresh hold", &e)
+                }
+            })?;
         let grant = self.current_on(client, key).await;
         match grant {
             Ok(grant) => Ok((grant, hold)),

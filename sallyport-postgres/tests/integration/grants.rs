@@ -460,6 +460,66 @@ async fn a_holder_process_killed_mid_hold_lets_go_and_the_next_holder_reads_the_
     .await;
 }
 
+/// A holder that never lets go (a process stopped mid-refresh; here one that sleeps while it
+/// holds) makes the next refresh wait `refresh_wait` and no longer: its hold is refused,
+/// saying why, so the call that needed a token is answered instead of hanging. Once the
+/// holder is gone, the next hold is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_kept_by_another_process_is_waited_for_as_long_as_refresh_wait() {
+    use std::io::BufRead as _;
+    let db = TestDb::create().await;
+    let key = kek(14);
+    let alice = GrantKey::for_subject("github", "alice");
+    let store = Arc::new(
+        PgGrantStore::builder(&db.url, key.clone())
+            .refresh_wait(Duration::from_millis(1500))
+            .connect()
+            .await
+            .expect("the grant store connects"),
+    );
+    store.put(&alice, connected("rt-1")).await.expect("put");
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_grant-holder"))
+        .args([db.url.as_str(), key.to_secret().expose(), "github", "alice"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn grant-holder");
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the holder's line");
+    assert!(line.starts_with("held "), "{line}");
+
+    let started = std::time::Instant::now();
+    let (waiting, waited_key) = (Arc::clone(&store), alice.clone());
+    let refused = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::task::spawn_blocking(move || waiting.hold_refresh(&waited_key).map(drop)),
+    )
+    .await
+    .expect("the hold is refused in time, not waited for as long as the holder holds")
+    .expect("join");
+    let waited = started.elapsed();
+    let Err(VaultError::Backend(reason)) = refused else {
+        panic!("the hold was not refused: {refused:?}");
+    };
+    assert!(reason.contains("for over 1500 ms"), "{reason}");
+    assert!(!reason.contains("rt-1"), "{reason}");
+    assert!(
+        waited >= Duration::from_millis(1400) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
+
+    holder.kill().expect("kill");
+    holder.wait().expect("reaped");
+    assert!(
+        try_hold(&store, &alice, Duration::from_secs(10))
+            .await
+            .is_some(),
+        "the hold is taken once the holder is gone"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_hold_lets_go_and_holds_of_other_subjects_do_not_wait() {
     let db = TestDb::create().await;
