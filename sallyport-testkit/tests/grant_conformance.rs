@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use sallyport_core::vault::{
     Binding, CredentialKind, CredentialMeta, FileVault, GrantKey, KdfParams, MemoryVault,
-    OAuthClient, Secret, Vault, VaultAdmin,
+    OAuthClient, Secret, Vault, VaultAdmin, VaultError,
 };
 use sallyport_testkit::grant_conformance::{self as suite, GrantFixture};
 
@@ -139,4 +139,69 @@ async fn a_file_vault_holder_process_killed_mid_hold_lets_go() {
             .expect("spawn the holder")
     })
     .await;
+}
+
+/// A file vault's refresh waits for another process's hold of the same grant as long as
+/// `with_refresh_wait` says and no longer: the hold is refused, saying why, while the holder
+/// (the test above run again, holding until killed) still holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_vault_hold_kept_by_another_process_is_waited_for_as_long_as_refresh_wait() {
+    use std::io::BufRead as _;
+    let alice = GrantKey::for_subject("github", "alice");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("vault.spv");
+    let vault =
+        FileVault::create(&path, HOLDER_PASSPHRASE, KdfParams::new(1024, 1, 1)).expect("create");
+    for meta in credentials() {
+        vault.add(meta, Secret::new("client-secret")).expect("add");
+    }
+    vault
+        .grants()
+        .expect("grants")
+        .put(&alice, suite::connected("rt-alice-1"))
+        .await
+        .expect("put");
+    let mut holder = std::process::Command::new(std::env::current_exe().expect("this binary"))
+        .args([
+            "--exact",
+            "a_file_vault_holder_process_killed_mid_hold_lets_go",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HOLDER_VAULT, &path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the holder");
+    let stdout = holder.stdout.take().expect("stdout");
+    let held = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.starts_with("held"));
+    assert!(held, "the holder did not hold");
+
+    let waiting = FileVault::open(&path).with_refresh_wait(std::time::Duration::from_millis(1500));
+    waiting.unlock(HOLDER_PASSPHRASE).expect("unlock");
+    let store = waiting.grants().expect("grants");
+    let started = std::time::Instant::now();
+    let (sent, got) = std::sync::mpsc::channel();
+    let key = alice.clone();
+    std::thread::spawn(move || {
+        let _ = sent.send(store.hold_refresh(&key).map(|held| held.is_some()));
+    });
+    let refused = got
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the hold is refused in time, not waited for as long as the holder holds");
+    let waited = started.elapsed();
+    holder.kill().expect("kill the holder");
+    let _ = holder.wait();
+    let Err(VaultError::Backend(reason)) = refused else {
+        panic!("the hold was not refused: {refused:?}");
+    };
+    assert!(reason.contains("for over 1500 ms"), "{reason}");
+    assert!(
+        waited >= std::time::Duration::from_millis(1400)
+            && waited < std::time::Duration::from_secs(10),
+        "{waited:?}"
+    );
 }

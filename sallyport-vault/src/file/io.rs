@@ -7,6 +7,7 @@
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::Path;
+use std::time::Duration;
 
 use super::crypto::random_bytes;
 use crate::fs::private_options;
@@ -68,15 +69,38 @@ pub(super) fn write_lock(path: &Path) -> Result<File, VaultError> {
 }
 
 /// Takes the exclusive refresh lock of the vault at `path` (`<path>.refresh`, mode 0600),
-/// waiting while another process holds it: one OAuth refresh at a time among every process
-/// on the file. Apart from the write lock, which the refresh's own write takes while this
-/// is held. Released when the returned file is closed, or its process dies.
-pub(super) fn refresh_lock(path: &Path) -> Result<File, VaultError> {
-    held_lock(
-        path,
-        ".refresh",
-        ["open the refresh lock of", "take the refresh lock of"],
-    )
+/// waiting up to `wait` while another process holds it: one OAuth refresh at a time among
+/// every process on the file. Apart from the write lock, which the refresh's own write
+/// takes while this is held. Released when the returned file is closed, or its process dies.
+pub(super) fn refresh_lock(path: &Path, wait: Duration) -> Result<File, VaultError> {
+    let file = open_lock_file(path, ".refresh", "open the refresh lock of")?;
+    lock_within(path, file, wait)
+}
+
+/// Locks `file` exclusively, trying again every few milliseconds for up to `wait`: a
+/// holder that never lets go (a process stopped mid-refresh) refuses this refresh instead
+/// of stopping its call for as long as the holder lives.
+fn lock_within(path: &Path, file: File, wait: Duration) -> Result<File, VaultError> {
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) => {}
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(io_error(path, "take the refresh lock of", e));
+            }
+        }
+        if started.elapsed() >= wait {
+            return Err(VaultError::Backend(format!(
+                "another process has kept the refresh lock of {} for over {} ms; nothing was refreshed",
+                path.display(),
+                wait.as_millis()
+            )));
+        }
+        std::thread::sleep(pause.min(wait.saturating_sub(started.elapsed())));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
 }
 
 /// Takes the exclusive refresh lock of one subject's grant of credential `credential` in the
@@ -90,6 +114,7 @@ pub(super) fn subject_refresh_lock(
     path: &Path,
     credential: &str,
     subject: &str,
+    wait: Duration,
 ) -> Result<File, VaultError> {
     use sha2::{Digest, Sha256};
     let mut dir_name = path
@@ -112,28 +137,32 @@ pub(super) fn subject_refresh_lock(
         .truncate(false)
         .open(&lock_path)
         .map_err(|e| io_error(path, "open the refresh lock of", e))?;
-    file.lock()
-        .map_err(|e| io_error(path, "take the refresh lock of", e))?;
-    Ok(file)
+    lock_within(path, file, wait)
 }
 
 /// Opens `<path><suffix>` and locks it exclusively; `actions` name the two steps in errors.
 fn held_lock(path: &Path, suffix: &str, actions: [&'static str; 2]) -> Result<File, VaultError> {
+    let file = open_lock_file(path, suffix, actions[0])?;
+    file.lock().map_err(|e| io_error(path, actions[1], e))?;
+    Ok(file)
+}
+
+/// Opens (creating it, mode 0600) the lock file `<path><suffix>`; `action` names the step in
+/// errors.
+fn open_lock_file(path: &Path, suffix: &str, action: &'static str) -> Result<File, VaultError> {
     let mut name = path
         .file_name()
         .map(|n| n.to_os_string())
         .unwrap_or_default();
     name.push(suffix);
     let lock_path = path.with_file_name(name);
-    let file = private_options()
+    private_options()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(&lock_path)
-        .map_err(|e| io_error(path, actions[0], e))?;
-    file.lock().map_err(|e| io_error(path, actions[1], e))?;
-    Ok(file)
+        .map_err(|e| io_error(path, action, e))
 }
 
 /// Replaces the file at `path` with `bytes` atomically: a temporary file (mode 0600) in the

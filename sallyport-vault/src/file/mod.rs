@@ -72,6 +72,10 @@ pub struct FileVaultStatus {
     pub lock_marker: bool,
 }
 
+/// How long an OAuth refresh waits for another process's refresh lock, unless
+/// [`FileVault::with_refresh_wait`] says otherwise.
+const DEFAULT_REFRESH_WAIT: Duration = Duration::from_secs(60);
+
 /// The encrypted file vault.
 ///
 /// ```no_run
@@ -97,6 +101,8 @@ pub struct FileVault {
     state: Arc<Mutex<State>>,
     /// The store the OAuth grants live in instead of the file, if the host gave one.
     hosted: Option<Arc<dyn GrantStore>>,
+    /// How long a refresh waits for another process's refresh lock.
+    refresh_wait: Duration,
 }
 
 struct State {
@@ -152,7 +158,22 @@ impl FileVault {
                 last_used: Instant::now(),
             })),
             hosted: None,
+            refresh_wait: DEFAULT_REFRESH_WAIT,
         }
+    }
+
+    /// How long an OAuth refresh waits for another process refreshing the same grant
+    /// (default 60 s). Past it the refresh is refused ([`VaultError::Backend`], saying so)
+    /// and the call that needed a token is refused with nothing sent, instead of waiting as
+    /// long as the other process holds the grant's refresh lock: one stopped mid-refresh
+    /// (`SIGSTOP`, a debugger, blocked threads) keeps it until it wakes or dies. A healthy
+    /// holder keeps it for one token request (the HTTP channel's token timeout, 10 s by
+    /// default) and one write of the file. Grants kept in a host's store
+    /// ([`FileVault::with_grant_store`]) wait as that store says.
+    #[must_use]
+    pub fn with_refresh_wait(mut self, wait: Duration) -> Self {
+        self.refresh_wait = wait;
+        self
     }
 
     /// Keeps the OAuth grants of this vault's credentials in `store` (a store the fleet
@@ -756,6 +777,7 @@ impl FileVault {
             auto_lock: self.auto_lock,
             state: Arc::clone(&self.state),
             hosted: self.hosted.clone(),
+            refresh_wait: self.refresh_wait,
         }
     }
 }
@@ -914,8 +936,13 @@ impl GrantStore for FileGrants {
     /// this one waited is seen and not repeated.
     fn hold_refresh(&self, key: &GrantKey) -> Result<Option<(Grant, RefreshHold)>, VaultError> {
         let held = match &key.subject {
-            None => io::refresh_lock(&self.vault.path)?,
-            Some(subject) => io::subject_refresh_lock(&self.vault.path, &key.credential, subject)?,
+            None => io::refresh_lock(&self.vault.path, self.vault.refresh_wait)?,
+            Some(subject) => io::subject_refresh_lock(
+                &self.vault.path,
+                &key.credential,
+                subject,
+                self.vault.refresh_wait,
+            )?,
         };
         let grant = self.reread(key)?;
         Ok(Some((grant, RefreshHold::new(held))))
