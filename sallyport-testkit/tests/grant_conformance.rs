@@ -111,43 +111,14 @@ async fn a_file_vault_holder_process_killed_mid_hold_lets_go() {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         }
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("vault.spv");
-    let vault =
-        FileVault::create(&path, HOLDER_PASSPHRASE, KdfParams::new(1024, 1, 1)).expect("create");
-    for meta in credentials() {
-        vault.add(meta, Secret::new("client-secret")).expect("add");
-    }
+    let (_dir, path, vault) = vault_with_alice(&alice).await;
     let store = vault.grants().expect("grants");
-    store
-        .put(&alice, suite::connected("rt-alice-1"))
-        .await
-        .expect("put");
-    let exe = std::env::current_exe().expect("this test binary");
-    suite::a_holder_process_that_dies_lets_go(store, &alice, move || {
-        std::process::Command::new(exe)
-            .args([
-                "--exact",
-                "a_file_vault_holder_process_killed_mid_hold_lets_go",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(HOLDER_VAULT, &path)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn the holder")
-    })
-    .await;
+    suite::a_holder_process_that_dies_lets_go(store, &alice, move || spawn_holder(&path)).await;
 }
 
-/// A file vault's refresh waits for another process's hold of the same grant as long as
-/// `with_refresh_wait` says and no longer: the hold is refused, saying why, while the holder
-/// (the test above run again, holding until killed) still holds it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_file_vault_hold_kept_by_another_process_is_waited_for_as_long_as_refresh_wait() {
-    use std::io::BufRead as _;
-    let alice = GrantKey::for_subject("github", "alice");
+/// A new vault in a temporary directory (kept while the directory lives) with the test's
+/// credentials and `alice`'s grant connected.
+async fn vault_with_alice(alice: &GrantKey) -> (tempfile::TempDir, std::path::PathBuf, FileVault) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("vault.spv");
     let vault =
@@ -158,21 +129,39 @@ async fn a_file_vault_hold_kept_by_another_process_is_waited_for_as_long_as_refr
     vault
         .grants()
         .expect("grants")
-        .put(&alice, suite::connected("rt-alice-1"))
+        .put(alice, suite::connected("rt-alice-1"))
         .await
         .expect("put");
-    let mut holder = std::process::Command::new(std::env::current_exe().expect("this binary"))
+    (dir, path, vault)
+}
+
+/// This test binary run again as the holder of `alice`'s grant in the vault at `path`
+/// (`a_file_vault_holder_process_killed_mid_hold_lets_go`'s holder side): it prints `held`
+/// on its piped stdout and holds until killed.
+fn spawn_holder(path: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().expect("this test binary"))
         .args([
             "--exact",
             "a_file_vault_holder_process_killed_mid_hold_lets_go",
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(HOLDER_VAULT, &path)
+        .env(HOLDER_VAULT, path)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .expect("spawn the holder");
+        .expect("spawn the holder")
+}
+
+/// A file vault's refresh waits for another process's hold of the same grant as long as
+/// `with_refresh_wait` says and no longer: the hold is refused, saying why, while the holder
+/// (the test above run again, holding until killed) still holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_vault_hold_kept_by_another_process_is_waited_for_as_long_as_refresh_wait() {
+    use std::io::BufRead as _;
+    let alice = GrantKey::for_subject("github", "alice");
+    let (_dir, path, _vault) = vault_with_alice(&alice).await;
+    let mut holder = spawn_holder(&path);
     let stdout = holder.stdout.take().expect("stdout");
     let held = std::io::BufReader::new(stdout)
         .lines()
