@@ -113,9 +113,11 @@ impl PostgresJournalBuilder {
         self
     }
 
-    /// How long the server lets one of this journal's sessions sit idle inside a transaction
-    /// before it ends the session (PostgreSQL's `idle_in_transaction_session_timeout`;
-    /// default 15 s; [`Duration::ZERO`] leaves the server's own setting).
+    /// How long the server lets one of this journal's write batches sit idle inside its
+    /// transaction before it ends the session (PostgreSQL's
+    /// `idle_in_transaction_session_timeout`, set for each batch's transaction; default 15 s;
+    /// [`Duration::ZERO`] leaves the server's own setting). Reads, migrations and the
+    /// policy's call counts are not limited by it.
     ///
     /// A batch holds the chain head's row lock from its first flight to its `COMMIT`, and
     /// every journal on the database waits for it. A process stopped mid-batch (`SIGSTOP`, a
@@ -161,15 +163,13 @@ impl PostgresJournalBuilder {
             &self.url,
             self.pool_size,
             self.connect_timeout,
-            Some(self.idle_in_transaction),
             #[cfg(feature = "tls")]
             self.tls.clone(),
         )
         .map_err(open_failed)?;
         // The connection a watched journal listens for decisions on: the pool's settings,
         // outside the pool.
-        let (config, _) =
-            parse_config(&self.url, self.connect_timeout, None).map_err(open_failed)?;
+        let (config, _) = parse_config(&self.url, self.connect_timeout).map_err(open_failed)?;
         let listener = Arc::new(Listener::new(
             config,
             #[cfg(feature = "tls")]
@@ -210,6 +210,7 @@ impl PostgresJournalBuilder {
             self.signing_key,
             redactor,
             target,
+            self.idle_in_transaction,
         ));
         let (intents, queued_intents) = mpsc::unbounded_channel();
         let (records, queued_records) = mpsc::unbounded_channel();
@@ -233,17 +234,15 @@ impl PostgresJournalBuilder {
     }
 }
 
-/// A pool of connections to `url` (synchronous commit on, whatever the server's default;
-/// sessions idle in a transaction ended after `idle_in_transaction` when given and not
-/// zero), and the redactor of its password. Connects nothing yet.
+/// A pool of connections to `url` (synchronous commit on, whatever the server's default),
+/// and the redactor of its password. Connects nothing yet.
 pub(crate) fn connect_pool(
     url: &str,
     pool_size: usize,
     connect_timeout: Duration,
-    idle_in_transaction: Option<Duration>,
     #[cfg(feature = "tls")] tls: Option<rustls::ClientConfig>,
 ) -> Result<(Pool, Redactor), PostgresError> {
-    let (config, redactor) = parse_config(url, connect_timeout, idle_in_transaction)?;
+    let (config, redactor) = parse_config(url, connect_timeout)?;
     let manager_config = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,
     };
@@ -270,12 +269,10 @@ pub(crate) fn connect_pool(
 }
 
 /// The settings `url` names (synchronous commit on, whatever the server's default; the
-/// connect timeout when `url` sets none; the idle-in-transaction limit when given and not
-/// zero), and the redactor of its password.
+/// connect timeout when `url` sets none), and the redactor of its password.
 fn parse_config(
     url: &str,
     connect_timeout: Duration,
-    idle_in_transaction: Option<Duration>,
 ) -> Result<(tokio_postgres::Config, Redactor), PostgresError> {
     let mut config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
         PostgresError::own(format!(
@@ -290,15 +287,9 @@ fn parse_config(
     // Every session commits synchronously whatever the server's default: a durable
     // intent (or a stored grant) is on the server's disk when its commit returns. Journal
     // batches with nothing durable in them lower it for their own transaction only.
-    let mut ours = "-c synchronous_commit=on".to_owned();
-    if let Some(limit) = idle_in_transaction.filter(|d| !d.is_zero()) {
-        // Milliseconds, at least one (a limit under a millisecond would turn it off).
-        let ms = limit.as_millis().clamp(1, i32::MAX as u128);
-        ours.push_str(&format!(" -c idle_in_transaction_session_timeout={ms}"));
-    }
     let options = match config.get_options() {
-        Some(existing) => format!("{existing} {ours}"),
-        None => ours,
+        Some(existing) => format!("{existing} -c synchronous_commit=on"),
+        None => "-c synchronous_commit=on".to_owned(),
     };
     config.options(options);
     Ok((config, redactor))

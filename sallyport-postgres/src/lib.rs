@@ -39,12 +39,13 @@
 //!   waiting) has its attempt released as soon as its batch fails, and dispatch notes of a
 //!   failed batch go out with the next one.
 //! * **A stopped process does not stop the fleet.** A batch holds the chain head's row
-//!   lock from its first flight to its `COMMIT`. The journal's sessions run with
+//!   lock from its first flight to its `COMMIT`. Each batch's transaction runs with
 //!   `idle_in_transaction_session_timeout` (15 s by default,
 //!   [`PostgresJournalBuilder::idle_in_transaction_timeout`]), so a process stopped
 //!   mid-batch (`SIGSTOP`, a debugger, threads blocked writing to a full pipe) loses its
 //!   session and the lock, and the other processes go on recording; its own batch fails
-//!   when it wakes, as after any lost connection.
+//!   when it wakes, as after any lost connection. Reads (a snapshot may sit idle while a
+//!   long chain is checked) and migrations are not limited.
 //! * **The approval store.** Parked calls, decisions, expiries, claims and settlements
 //!   ([`sallyport_core::approval`]) are rows every process sees; each change is a
 //!   compare-and-set on the row locked `FOR UPDATE`, committed in the same transaction as

@@ -37,6 +37,10 @@ pub(crate) struct Shared {
     /// The chain head this journal last committed, for a batch to chain on without reading
     /// it first.
     head: Mutex<HeadCache>,
+    /// How a batch's transaction begins: synchronously committed, or not (a batch with
+    /// nothing durable in it); each with the idle-in-transaction limit, when one is set.
+    begin_durable: String,
+    begin_relaxed: String,
 }
 
 /// The chain head this journal last committed, if it is likely still the head.
@@ -60,7 +64,16 @@ impl Shared {
         signing_key: Option<HeadSigningKey>,
         redactor: Redactor,
         target: String,
+        idle_in_transaction: Duration,
     ) -> Self {
+        // One message per begin, so the limit holds from the transaction's first moment.
+        let limit = if idle_in_transaction.is_zero() {
+            String::new()
+        } else {
+            // Milliseconds, at least one (zero would turn the limit off).
+            let ms = idle_in_transaction.as_millis().clamp(1, i32::MAX as u128);
+            format!("; SET LOCAL idle_in_transaction_session_timeout = {ms}")
+        };
         Self {
             pool,
             owner,
@@ -73,6 +86,17 @@ impl Shared {
             pending_intents: Mutex::new(HashSet::new()),
             intents_answered: Notify::new(),
             head: Mutex::new(HeadCache::default()),
+            begin_durable: format!("BEGIN{limit}"),
+            begin_relaxed: format!("BEGIN; SET LOCAL synchronous_commit TO off{limit}"),
+        }
+    }
+
+    /// How a batch's transaction begins: synchronously committed when `durable`.
+    pub(crate) fn begin(&self, durable: bool) -> &str {
+        if durable {
+            &self.begin_durable
+        } else {
+            &self.begin_relaxed
         }
     }
 

@@ -139,7 +139,6 @@ impl PgGrantStoreBuilder {
             &self.url,
             self.pool_size,
             self.connect_timeout,
-            None,
             #[cfg(feature = "tls")]
             self.tls.clone(),
         )
@@ -148,8 +147,6 @@ impl PgGrantStoreBuilder {
             &self.url,
             self.hold_connections,
             self.connect_timeout,
-            // A hold stays open across a token request (the channel's token timeout).
-            None,
             #[cfg(feature = "tls")]
             self.tls.clone(),
         )

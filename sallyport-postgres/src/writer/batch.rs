@@ -59,7 +59,7 @@ pub(super) async fn apply_batch(
     let closed_here = closed_here(ops);
     let batch = Batch {
         ops,
-        begin: begin(ops),
+        begin: begin(shared, ops),
         closed_here: &closed_here,
         epochs: &epochs,
         at: &at,
@@ -114,12 +114,8 @@ fn closed_here(ops: &[Write]) -> HashMap<&str, u32> {
 /// dispatch notes and detached records commits without waiting for the flush: a server
 /// crash may lose its last few milliseconds (which the next synchronous commit would have
 /// flushed), a process crash loses nothing.
-fn begin(ops: &[Write]) -> &'static str {
-    if ops.iter().any(ops::is_durable) {
-        "BEGIN"
-    } else {
-        "BEGIN; SET LOCAL synchronous_commit TO off"
-    }
+fn begin<'a>(shared: &'a Shared, ops: &[Write]) -> &'a str {
+    shared.begin(ops.iter().any(ops::is_durable))
 }
 
 /// A statement the batch needs, prepared (once per connection: cached after that).

@@ -17,7 +17,7 @@ use sallyport_core::journal::batch::Write;
 /// What a batch sent in one flight needs of [`apply_batch`](super::batch::apply_batch)'s reading of it.
 pub(super) struct Batch<'a> {
     pub(super) ops: &'a [Write],
-    pub(super) begin: &'static str,
+    pub(super) begin: &'a str,
     /// Attempts the batch closes → the highest request number noted for each.
     pub(super) closed_here: &'a HashMap<&'a str, u32>,
     pub(super) epochs: &'a HashMap<String, i64>,

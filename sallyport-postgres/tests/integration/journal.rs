@@ -694,3 +694,37 @@ async fn a_record_made_while_its_intent_is_still_queued_is_applied_after_the_int
     assert_eq!(report.head.count, 10);
     assert!(journal.unresolved().await.expect("unresolved").is_empty());
 }
+
+/// The journal's idle-in-transaction limit ends a write batch stopped midway, never a read
+/// or a migration: a snapshot sits idle between its statements while the client checks the
+/// chain it read (set on the sessions instead, a limit of 1 ms ended this verification, and
+/// the migration of a journal connecting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_snapshot_is_not_ended_by_the_idle_in_transaction_limit() {
+    const RECORDS: usize = 2000;
+    let db = TestDb::create().await;
+    let journal = Arc::new(db.journal("writer").await);
+    let writes = (0..RECORDS).map(|_| {
+        let journal = Arc::clone(&journal);
+        async move {
+            let intent = intent();
+            journal.write_intent(&intent).await.expect("intent");
+            journal.append(event(&intent)).await.expect("append");
+        }
+    });
+    futures_util::future::join_all(writes).await;
+    let reader = db
+        .builder()
+        .owner("reader")
+        .idle_in_transaction_timeout(std::time::Duration::from_millis(1))
+        .connect()
+        .await
+        .expect("reader");
+    let report = reader
+        .verify()
+        .await
+        .expect("verify under a 1 ms idle limit");
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.records, RECORDS as u64);
+    assert_eq!(reader.records().await.expect("records").len(), RECORDS);
+}
