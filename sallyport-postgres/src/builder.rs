@@ -14,8 +14,8 @@ use crate::schema::{MigrateError, SCHEMA_VERSION, migrate};
 use crate::shared::Shared;
 use crate::{PostgresJournal, lease, writer};
 
-/// How long a journal session may sit idle inside a transaction before the server ends it,
-/// unless [`PostgresJournalBuilder::idle_in_transaction_timeout`] says otherwise.
+/// How long a write batch may sit idle inside its transaction before the server ends its
+/// session, unless [`PostgresJournalBuilder::idle_in_transaction_timeout`] says otherwise.
 const DEFAULT_IDLE_IN_TRANSACTION: Duration = Duration::from_secs(15);
 
 /// How many writer tasks take intents from the journal's intent queue. With two, the next
