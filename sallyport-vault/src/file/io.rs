@@ -73,7 +73,7 @@ pub(super) fn write_lock(path: &Path) -> Result<File, VaultError> {
 /// every process on the file. Apart from the write lock, which the refresh's own write
 /// takes while this is held. Released when the returned file is closed, or its process dies.
 pub(super) fn refresh_lock(path: &Path, wait: Duration) -> Result<File, VaultError> {
-    let file = open_lock_file(path, ".refresh", "open the refresh lock of")?;
+    let file = open_lock_file(path, &beside(path, ".refresh"), "open the refresh lock of")?;
     lock_within(path, file, wait)
 }
 
@@ -130,38 +130,36 @@ pub(super) fn subject_refresh_lock(
     hash.update([0]);
     hash.update(subject.as_bytes());
     let lock_path = dir.join(hex::encode(&hash.finalize()[..16]));
-    let file = private_options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock_path)
-        .map_err(|e| io_error(path, "open the refresh lock of", e))?;
+    let file = open_lock_file(path, &lock_path, "open the refresh lock of")?;
     lock_within(path, file, wait)
 }
 
 /// Opens `<path><suffix>` and locks it exclusively; `actions` name the two steps in errors.
 fn held_lock(path: &Path, suffix: &str, actions: [&'static str; 2]) -> Result<File, VaultError> {
-    let file = open_lock_file(path, suffix, actions[0])?;
+    let file = open_lock_file(path, &beside(path, suffix), actions[0])?;
     file.lock().map_err(|e| io_error(path, actions[1], e))?;
     Ok(file)
 }
 
-/// Opens (creating it, mode 0600) the lock file `<path><suffix>`; `action` names the step in
-/// errors.
-fn open_lock_file(path: &Path, suffix: &str, action: &'static str) -> Result<File, VaultError> {
+/// `<path><suffix>`: a file beside the vault's.
+fn beside(path: &Path, suffix: &str) -> std::path::PathBuf {
     let mut name = path
         .file_name()
         .map(|n| n.to_os_string())
         .unwrap_or_default();
     name.push(suffix);
-    let lock_path = path.with_file_name(name);
+    path.with_file_name(name)
+}
+
+/// Opens (creating it, mode 0600) the lock file `lock_path` of the vault at `path`; `action`
+/// names the step in errors, which name the vault.
+fn open_lock_file(path: &Path, lock_path: &Path, action: &'static str) -> Result<File, VaultError> {
     private_options()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&lock_path)
+        .open(lock_path)
         .map_err(|e| io_error(path, action, e))
 }
 
