@@ -82,7 +82,7 @@ fn options() -> Result<Options, String> {
     Ok(options)
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let options = match options() {
         Ok(options) => options,
