@@ -222,6 +222,12 @@ impl McpServer {
     /// Serves one connection over this process's stdin and stdout. Nothing else may write
     /// to stdout while it runs.
     ///
+    /// One connection is served, so a current-thread runtime (`#[tokio::main(flavor =
+    /// "current_thread")]`) suits it: every hop of a call between the pipe, rmcp's tasks and
+    /// the executor then stays on one thread instead of waking another worker, which on a
+    /// busy host cost more than rmcp's own work (BENCHMARKS.md, MCP). The journal's writer
+    /// and the blocking pool keep their own threads.
+    ///
     /// # Errors
     ///
     /// As [`McpServer::serve`].
