@@ -17,7 +17,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq as _;
 use zeroize::Zeroizing;
 
-use crate::server::{McpServer, ServeError};
+use crate::server::{McpServer, ServeError, Stateless};
 
 /// Shortest token [`BearerToken::new`] accepts.
 pub const MIN_TOKEN_LEN: usize = 32;
@@ -134,9 +134,11 @@ async fn require_token(token: Arc<BearerToken>, request: Request, next: Next) ->
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 impl McpServer {
     /// Serves Streamable HTTP at `http://{addr}/mcp` until the process ends. Each MCP
-    /// session is one sallyport session. Only loopback addresses are accepted: put a real
-    /// authenticating proxy in front for anything else. Every request must carry the bearer
-    /// token (see [`McpServer::serve_http_on`]).
+    /// session (revisions up to 2025-11-25) is one sallyport session; the stateless requests
+    /// of 2026-07-28 share one session and one task list (see the crate's guide). Only
+    /// loopback addresses are accepted: put a real authenticating proxy in front for
+    /// anything else. Every request must carry the bearer token (see
+    /// [`McpServer::serve_http_on`]).
     ///
     /// # Errors
     ///
@@ -174,8 +176,10 @@ impl McpServer {
             }
         };
         let server = self.clone();
+        let stateless = Stateless::new(self);
+        let shared = stateless.clone();
         let service = StreamableHttpService::new(
-            move || Ok(server.connection_up_to(crate::server::HANDSHAKE_PROTOCOL_VERSION)),
+            move || Ok(server.http_connection(&shared)),
             Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default(),
         );
@@ -185,7 +189,9 @@ impl McpServer {
                 .layer(axum::middleware::from_fn(move |request, next| {
                     require_token(Arc::clone(&token), request, next)
                 }));
-        axum::serve(listener, router).await.map_err(ServeError::Io)
+        let served = axum::serve(listener, router).await.map_err(ServeError::Io);
+        stateless.shutdown(self);
+        served
     }
 }
 

@@ -54,15 +54,15 @@
 //! ```
 //!
 //! With the `http` feature, `McpServer::serve_http` serves Streamable HTTP on a loopback
-//! address (each MCP session there is one sallyport session too, and elicitation, where
-//! enabled, reaches the client over the request's event stream). Every HTTP request must
-//! carry `Authorization: Bearer <token>` (`BearerToken`: given by the host with
-//! `McpServer::http_token`, or generated at start and printed once to stderr); any other is
-//! answered `401` and runs nothing. Over HTTP the server speaks the handshake revisions only
-//! (up to 2025-11-25): a 2026-07-28 request is stateless there, a new handler each, which would
-//! make each request its own sallyport session and lose a task between `tools/call` and
-//! `tasks/get`; a 2026-07-28 client is told the versions supported and falls back to
-//! `initialize`. `mcp-demo --http 127.0.0.1:0` in `examples/`
+//! address. Every HTTP request must carry `Authorization: Bearer <token>` (`BearerToken`:
+//! given by the host with `McpServer::http_token`, or generated at start and printed once to
+//! stderr); any other is answered `401` and runs nothing. A handshake client (up to
+//! 2025-11-25) gets an MCP session, which is one sallyport session, and elicitation, where
+//! enabled, reaches it over the request's event stream. A 2026-07-28 request carries no
+//! session (SEP-2567): every such request is served in the server's one stateless session
+//! (every holder of the bearer token is the same client), and its tasks are kept in one list,
+//! so a task started by `tools/call` is found by a later `tasks/get` or `tasks/cancel`, and
+//! `check_approval` finds the calls of earlier requests. `mcp-demo --http 127.0.0.1:0` in `examples/`
 //! serves it, and `examples/tests/integration/mcp_http.rs` drives it with the rmcp HTTP client.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]

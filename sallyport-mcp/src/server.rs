@@ -168,20 +168,35 @@ impl McpServer {
         self.connection_up_to(PROTOCOL_VERSION)
     }
 
-    /// [`McpServer::connection`] serving revisions up to `newest` only. Streamable HTTP
-    /// stops at [`HANDSHAKE_PROTOCOL_VERSION`]: there a 2026-07-28 request is stateless (a
-    /// new handler each), which would make every request its own sallyport session and lose
-    /// a task between `tools/call` and `tasks/get`.
+    /// [`McpServer::connection`] serving revisions up to `newest` only.
     pub(crate) fn connection_up_to(&self, newest: ProtocolVersion) -> Connection {
-        let id = SessionId::new(format!("mcp-{}", uuid::Uuid::now_v7().simple()));
-        let session = (self.session)(id);
         Connection {
             server: self.clone(),
-            session,
+            session: self.new_session(),
             stop: CancellationToken::new(),
             tasks: TaskManager::new(),
+            stateless: None,
             newest,
         }
+    }
+
+    /// A session for a new connection, from a fresh session id.
+    pub(crate) fn new_session(&self) -> Session {
+        (self.session)(SessionId::new(format!(
+            "mcp-{}",
+            uuid::Uuid::now_v7().simple()
+        )))
+    }
+
+    /// A handler for one Streamable HTTP connection or stateless request: every revision, and
+    /// `stateless` for the requests of 2026-07-28 and later, which carry no session (a new
+    /// handler each): their calls are made in its one session and their tasks kept in its one
+    /// task list, so a task started by one request is found by the next.
+    #[cfg(feature = "http")]
+    pub(crate) fn http_connection(&self, stateless: &Stateless) -> Connection {
+        let mut connection = self.connection_up_to(PROTOCOL_VERSION);
+        connection.stateless = Some(stateless.clone());
+        connection
     }
 
     /// Serves one connection over `transport` until the client goes away.
@@ -206,6 +221,12 @@ impl McpServer {
 
     /// Serves one connection over this process's stdin and stdout. Nothing else may write
     /// to stdout while it runs.
+    ///
+    /// One connection is served, so a current-thread runtime (`#[tokio::main(flavor =
+    /// "current_thread")]`) suits it: every hop of a call between the pipe, rmcp's tasks and
+    /// the executor then stays on one thread instead of waking another worker, which on a
+    /// busy host cost more than rmcp's own work (BENCHMARKS.md, MCP). The journal's writer
+    /// and the blocking pool keep their own threads.
     ///
     /// # Errors
     ///
@@ -255,8 +276,41 @@ pub struct Connection {
     stop: CancellationToken,
     /// This connection's tasks: calls parked for approval, followed until they end.
     tasks: TaskManager,
+    /// Over Streamable HTTP, the session and tasks of the stateless (2026-07-28) requests.
+    stateless: Option<Stateless>,
     /// The newest revision served on this connection.
     newest: ProtocolVersion,
+}
+
+/// The one session and task list of a Streamable HTTP server's stateless requests (revision
+/// 2026-07-28 and later): each such request is served by a new [`Connection`], and every
+/// request that carries the server's bearer token is the same client.
+#[derive(Clone)]
+#[cfg_attr(
+    not(feature = "http"),
+    allow(dead_code, reason = "made only by the Streamable HTTP server")
+)]
+pub(crate) struct Stateless {
+    session: Session,
+    tasks: TaskManager,
+}
+
+impl Stateless {
+    /// A fresh session and an empty task list.
+    #[cfg(feature = "http")]
+    pub(crate) fn new(server: &McpServer) -> Self {
+        Self {
+            session: server.new_session(),
+            tasks: TaskManager::new(),
+        }
+    }
+
+    /// Stops following every task, and revokes the session's consent grants.
+    #[cfg(feature = "http")]
+    pub(crate) fn shutdown(&self, server: &McpServer) {
+        self.tasks.shutdown();
+        server.executor.revoke_session_consent(&self.session);
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -272,6 +326,23 @@ impl Connection {
     pub fn session(&self) -> &Session {
         &self.session
     }
+
+    /// The session and tasks of a request: the stateless ones' for a stateless request over
+    /// Streamable HTTP (2026-07-28 and later), else this connection's.
+    fn of(&self, context: &RequestContext<RoleServer>) -> (&Session, &TaskManager) {
+        match &self.stateless {
+            Some(stateless) if speaks_2026(context) => (&stateless.session, &stateless.tasks),
+            _ => (&self.session, &self.tasks),
+        }
+    }
+}
+
+/// Whether a request speaks 2026-07-28 or later (over Streamable HTTP, such a request carries
+/// no session).
+fn speaks_2026(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 impl Drop for Connection {
@@ -408,10 +479,11 @@ impl ServerHandler for Connection {
             })?,
             None => "{}".to_owned(),
         };
+        let (session, tasks) = self.of(&context);
         // Dropping the call future on `notifications/cancelled` is what makes the journal
         // record the attempt as cancelled.
         let result = tokio::select! {
-            result = self.server.executor.call_json(name, &arguments, &self.session) => result,
+            result = self.server.executor.call_json(name, &arguments, session) => result,
             () = context.ct.cancelled() => {
                 return Err(McpError::new(REQUEST_CANCELLED, "request cancelled", None));
             }
@@ -420,8 +492,7 @@ impl ServerHandler for Connection {
             && let Some(id) = &result.approval_id
             && speaks_tasks(&context)
         {
-            let task =
-                crate::tasks::follow(&self.tasks, &self.server.executor, &self.session, id).await;
+            let task = crate::tasks::follow(tasks, &self.server.executor, session, id).await;
             let mut meta = rmcp::model::MetaObject::default();
             meta.insert(crate::tasks::APPROVAL_META.to_owned(), json!(id));
             return Ok(CallToolResponse::Task(
@@ -434,28 +505,31 @@ impl ServerHandler for Connection {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+        Ok(GetTaskResult::new(
+            self.of(&context).1.get_task(&request.task_id)?,
+        ))
     }
 
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         // A task here never asks its client for input; an answer to nothing is ignored, as
         // SEP-2663 asks for unknown keys (an unknown task is still `invalid_params`).
-        self.tasks
+        self.of(&context)
+            .1
             .update_task(&request.task_id, request.input_responses)
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.cancel_task(&request.task_id)
+        self.of(&context).1.cancel_task(&request.task_id)
     }
 }
 
@@ -463,9 +537,7 @@ impl ServerHandler for Connection {
 /// the tasks extension in this request. A client on an older revision keeps `pending` and
 /// `check_approval`, even if it named the extension at `initialize`.
 fn speaks_tasks(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .protocol_version()
-        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+    speaks_2026(context)
         && context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks())
@@ -500,12 +572,27 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "http")]
     #[test]
-    fn an_http_connection_stops_at_2025_11_25_and_offers_no_tasks() {
-        let connection = server().connection_up_to(HANDSHAKE_PROTOCOL_VERSION);
-        let versions = connection.supported_protocol_versions();
-        assert_eq!(versions.last(), Some(&ProtocolVersion::V_2025_11_25));
-        assert!(!versions.contains(&ProtocolVersion::V_2026_07_28));
-        assert!(!connection.get_info().capabilities.supports_tasks());
+    fn http_connections_share_the_stateless_session_and_tasks_and_keep_their_own() {
+        let server = server();
+        let stateless = Stateless::new(&server);
+        let first = server.http_connection(&stateless);
+        let second = server.http_connection(&stateless);
+        // Each connection (a handshake client's MCP session) has its own session ...
+        assert_ne!(first.session().id(), second.session().id());
+        assert_ne!(first.session().id(), stateless.session.id());
+        // ... and serves every revision, with tasks.
+        let versions = first.supported_protocol_versions();
+        assert!(versions.contains(&ProtocolVersion::V_2026_07_28));
+        assert!(first.get_info().capabilities.supports_tasks());
+        // Dropping a connection (a stateless request ends) keeps the shared task list.
+        drop(first);
+        assert!(
+            second
+                .stateless
+                .as_ref()
+                .is_some_and(|s| s.session.id() == stateless.session.id())
+        );
     }
 }

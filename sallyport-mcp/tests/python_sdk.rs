@@ -9,6 +9,10 @@
 //!   result once approved (one request upstream), the `rejected` result once denied or expired
 //!   (none), an expiry never reported as a denial.
 //! * A 2025-11-25 client (`initialize`) still gets `pending` and polls `check_approval`.
+//! * The same over Streamable HTTP (the SDK's HTTP transport, the server's bearer token):
+//!   there every 2026-07-28 request is stateless, a new handler each, so these prove that a
+//!   task started by one request is found and cancelled by later ones, and that
+//!   `check_approval` finds a call parked by an earlier request.
 //!
 //! `tests/run.sh` creates the script's virtualenv (`tests/mcp-py/.venv`); set
 //! `SALLYPORT_MCP_PYTHON` to use another interpreter that has the pinned packages.
@@ -24,7 +28,7 @@ use sallyport_core::approval::{ApprovalId, ApprovalState, ConsentMode, Decider, 
 use sallyport_core::journal::SqliteJournal;
 use sallyport_core::{Action, Catalog, Executor, Session};
 use sallyport_http::HttpChannel;
-use sallyport_mcp::{APPROVAL_META, ConsentRouter, McpServer};
+use sallyport_mcp::{APPROVAL_META, BearerToken, ConsentRouter, McpServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -58,15 +62,29 @@ enum Decision {
     Nothing,
 }
 
+/// How the Python client reaches the server.
+#[derive(Clone, Copy, Debug)]
+enum Over {
+    /// The script's stdin and stdout.
+    Stdio,
+    /// Streamable HTTP on 127.0.0.1:0, with a bearer token.
+    Http,
+}
+
 struct Rig {
     executor: Executor,
     server: McpServer,
+    over: Over,
     hits: Arc<AtomicUsize>,
     _dir: tempfile::TempDir,
 }
 
 impl Rig {
     async fn new(expiry: Duration) -> Self {
+        Self::over(expiry, Over::Stdio).await
+    }
+
+    async fn over(expiry: Duration, over: Over) -> Self {
         let hits = Arc::new(AtomicUsize::new(0));
         let counted = hits.clone();
         let app = axum::Router::new().route(
@@ -109,6 +127,7 @@ impl Rig {
         Self {
             executor,
             server,
+            over,
             hits,
             _dir: dir,
         }
@@ -129,21 +148,46 @@ impl Rig {
             "{} is missing: run tests/run.sh (it creates tests/mcp-py/.venv from tests/mcp-py/requirements.txt) or set SALLYPORT_MCP_PYTHON",
             python.display()
         );
-        let mut child = tokio::process::Command::new(&python)
+        let mut command = tokio::process::Command::new(&python);
+        command
             .arg(root.join("client.py"))
             .arg(era)
             .arg("restart_worker")
             .arg(json!({"project_id": "proj_1", "worker": "w1"}).to_string())
-            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn the Python client");
-        let to_client = child.stdin.take().expect("stdin");
-        let from_client = child.stdout.take().expect("stdout");
-        let server = self.server.clone();
-        let serving = tokio::spawn(async move { server.serve((from_client, to_client)).await });
+            .kill_on_drop(true);
+        let (mut child, serving) = match self.over {
+            Over::Stdio => {
+                let mut child = command
+                    .stdin(Stdio::piped())
+                    .spawn()
+                    .expect("spawn the Python client");
+                let to_client = child.stdin.take().expect("stdin");
+                let from_client = child.stdout.take().expect("stdout");
+                let server = self.server.clone();
+                let serving =
+                    tokio::spawn(async move { server.serve((from_client, to_client)).await });
+                (child, serving)
+            }
+            Over::Http => {
+                let listener = sallyport_mcp::bind_http("127.0.0.1:0".parse().expect("addr"))
+                    .await
+                    .expect("bind");
+                let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+                let token = BearerToken::generate().expect("token");
+                let server = self.server.clone().http_token(token.clone());
+                let serving = tokio::spawn(async move { server.serve_http_on(listener).await });
+                let child = command
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .env("SALLYPORT_MCP_URL", url)
+                    .env("SALLYPORT_MCP_TOKEN", token.expose_secret())
+                    .spawn()
+                    .expect("spawn the Python client");
+                (child, serving)
+            }
+        };
         let abort = serving.abort_handle();
 
         let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
@@ -162,7 +206,7 @@ impl Rig {
                 }
                 let last = event["event"] == "done" || event["event"] == "error";
                 events.push(event);
-                if last {
+                if last && matches!(self.over, Over::Stdio) {
                     // Closing the server closes the client's stdin, which ends the script.
                     abort.abort();
                 }
@@ -172,6 +216,7 @@ impl Rig {
             .await
             .expect("the client finished within 90 s");
         let status = child.wait().await.expect("client exit");
+        abort.abort();
         assert!(
             status.success(),
             "the Python client failed ({status}): {events:#?}\n{}",
@@ -310,7 +355,16 @@ fn modern_task(events: &[Value]) -> ApprovalId {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_client_with_tasks_gets_a_task_that_completes_with_the_executed_result_once_approved()
  {
-    let rig = Rig::new(Duration::from_secs(600)).await;
+    approved_task(Over::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_streamable_http_a_2026_client_with_tasks_gets_a_task_that_completes_once_approved() {
+    approved_task(Over::Http).await;
+}
+
+async fn approved_task(over: Over) {
+    let rig = Rig::over(Duration::from_secs(600), over).await;
     let events = rig.run("modern", Decision::Approve).await;
     let id = modern_task(&events);
 
@@ -382,7 +436,16 @@ async fn a_2026_client_with_tasks_is_told_an_expired_approval_expired_never_that
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_11_25_client_still_gets_pending_and_polls_check_approval() {
-    let rig = Rig::new(Duration::from_secs(600)).await;
+    legacy_pending(Over::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_streamable_http_a_2025_11_25_client_still_gets_pending_and_polls_check_approval() {
+    legacy_pending(Over::Http).await;
+}
+
+async fn legacy_pending(over: Over) {
+    let rig = Rig::over(Duration::from_secs(600), over).await;
     let events = rig.run("legacy", Decision::Approve).await;
 
     let connected = event(&events, "connected");
@@ -407,7 +470,16 @@ async fn a_2025_11_25_client_still_gets_pending_and_polls_check_approval() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_the_task_of_a_waiting_call_withdraws_it_so_no_approver_can_send_it_later() {
-    let rig = Rig::new(Duration::from_secs(600)).await;
+    cancelled_task(Over::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_streamable_http_cancelling_the_task_of_a_waiting_call_withdraws_it() {
+    cancelled_task(Over::Http).await;
+}
+
+async fn cancelled_task(over: Over) {
+    let rig = Rig::over(Duration::from_secs(600), over).await;
     let events = rig.run("modern-cancel", Decision::Nothing).await;
     let id = modern_task(&events);
     event(&events, "cancel_sent");
@@ -440,7 +512,17 @@ async fn cancelling_the_task_of_a_waiting_call_withdraws_it_so_no_approver_can_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_client_without_the_tasks_extension_gets_pending_and_polls_check_approval() {
-    let rig = Rig::new(Duration::from_secs(600)).await;
+    plain_pending(Over::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_streamable_http_a_2026_client_without_tasks_gets_pending_and_check_approval_finds_it()
+{
+    plain_pending(Over::Http).await;
+}
+
+async fn plain_pending(over: Over) {
+    let rig = Rig::over(Duration::from_secs(600), over).await;
     let events = rig.run("modern-plain", Decision::Approve).await;
 
     let connected = event(&events, "connected");

@@ -2,7 +2,9 @@
 sallyport-mcp/tests/python_sdk.rs.
 
 The Rust test spawns this script and serves sallyport's MCP server over the script's stdin and
-stdout, so the SDK speaks MCP over stdio exactly as it does to a server it launched itself. The
+stdout, so the SDK speaks MCP over stdio exactly as it does to a server it launched itself; or,
+when `SALLYPORT_MCP_URL` is set, the script connects to that Streamable HTTP endpoint with the
+SDK's HTTP transport, sending `Authorization: Bearer $SALLYPORT_MCP_TOKEN`. The
 script reports what it saw as JSON lines on stderr, each prefixed with `EVENT `; the test
 decides the parked call's approval when it reads the `task` (or `parked`) event.
 
@@ -27,9 +29,11 @@ import traceback
 from typing import Any, Literal
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -173,7 +177,7 @@ async def session(era: str, tool: str, arguments: dict[str, Any]) -> None:
     mode = "legacy" if era == "legacy" else "auto"
     extensions = [] if era == "modern-plain" else [Tasks()]
     async with Client(
-        stdio_server(), mode=mode, extensions=extensions, read_timeout_seconds=TIMEOUT_S
+        transport(), mode=mode, extensions=extensions, read_timeout_seconds=TIMEOUT_S
     ) as client:
         try:
             steps = legacy if era in ("legacy", "modern-plain") else modern
@@ -182,6 +186,16 @@ async def session(era: str, tool: str, arguments: dict[str, Any]) -> None:
             emit("error", error=traceback.format_exc())
             raise
         emit("done")
+
+
+def transport() -> Any:
+    """Stdio, or Streamable HTTP at `SALLYPORT_MCP_URL` with the bearer token."""
+    url = os.environ.get("SALLYPORT_MCP_URL")
+    if not url:
+        return stdio_server()
+    headers = {"Authorization": "Bearer " + os.environ["SALLYPORT_MCP_TOKEN"]}
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    return streamable_http_client(url, http_client=http)
 
 
 def main() -> None:
