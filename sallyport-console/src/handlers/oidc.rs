@@ -141,6 +141,14 @@ pub(crate) async fn callback(
             "This sign-in cannot be finished here. Nobody was signed in.",
         );
     };
+    let issuers = pairs.iter().filter(|(k, _)| k == "iss").count();
+    if issuers > 1 || !oidc.is_own_issuer(one("iss")) {
+        tracing::info!("console sign-in refused: the redirect names another issuer");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "The provider's answer names another issuer than this console's provider. Nobody was signed in.",
+        );
+    }
     if let Some(error) = one("error") {
         let code = if !error.is_empty()
             && error.len() <= 64

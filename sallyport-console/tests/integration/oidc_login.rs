@@ -7,8 +7,8 @@
 //!   signed-in approvals page and the decided approval are saved under
 //!   `target/console-e2e/oidc-*.png`.
 //! - Over HTTP, with this test's tracing captured: a callback without the state, with
-//!   another state, from another browser, delivered twice, refused by the provider, or with
-//!   a code the provider refuses signs nobody in; the one good callback does; logout ends
+//!   another state, from another browser, delivered twice, refused by the provider, naming
+//!   another issuer, or with a code the provider refuses signs nobody in; the one good callback does; logout ends
 //!   it; and neither the client secret, the PKCE verifier, the codes nor the nonce appear in
 //!   any page or log line.
 //! - The shared-token login still works beside it, says it is for one-person setups, and
@@ -366,6 +366,33 @@ async fn a_sign_in_is_refused_without_its_state_browser_or_code_once_only_and_no
     );
     assert!(!signed_in(&bad_code));
     answers.push(bad_code);
+
+    // A redirect naming another issuer (a mix-up, RFC 9207): refused before the exchange.
+    let (url, cookie) = start(&rig).await;
+    let redirect = provider.browse(&url, None).await;
+    let issuer = param(&redirect, "iss").expect("the provider names itself (RFC 9207)");
+    assert_eq!(issuer, provider.issuer());
+    secrets.push(param(&redirect, "code").expect("code"));
+    let mut mixed = reqwest::Url::parse(&redirect).expect("URL");
+    let kept: Vec<(String, String)> = mixed
+        .query_pairs()
+        .into_owned()
+        .filter(|(k, _)| k != "iss")
+        .collect();
+    mixed
+        .query_pairs_mut()
+        .clear()
+        .extend_pairs(kept)
+        .append_pair("iss", "http://127.0.0.1:1/other");
+    let mix_up = rig.get(&local(&rig, mixed.as_str()), Some(&cookie)).await;
+    assert_eq!(mix_up.status, 403, "{}", mix_up.body);
+    assert!(
+        mix_up.body.contains("names another issuer"),
+        "{}",
+        mix_up.body
+    );
+    assert!(!signed_in(&mix_up));
+    answers.push(mix_up);
 
     // Logout ends the OpenID session.
     let out = rig
