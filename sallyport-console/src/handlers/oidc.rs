@@ -32,6 +32,9 @@ fn not_configured(shared: &Shared) -> Response {
     )
 }
 
+/// `GET /login/oidc`: a link, not a form, so the console's `form-action 'self'` policy
+/// need not name the provider. Starting a sign-in changes nothing a forged request could
+/// use: only the browser holding the binding cookie can finish it.
 pub(crate) async fn start(State(shared): St) -> Response {
     let Some(oidc) = shared.oidc.as_ref() else {
         return not_configured(&shared);
@@ -83,6 +86,7 @@ pub(crate) async fn start(State(shared): St) -> Response {
     with_cookie(response, &binding)
 }
 
+/// `GET /login/oidc/callback`: the provider's redirect back, finished at most once.
 pub(crate) async fn callback(
     State(shared): St,
     headers: HeaderMap,

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use fantoccini::Locator;
-use sallyport_console::{Console, OidcLogin};
+use sallyport_console::{BuildError, Console, OidcLogin};
 use sallyport_core::Executor;
 use sallyport_core::approval::{ApprovalState, Decider};
 use sallyport_tests::oidc::{CONSOLE_LOGIN_CLIENT, OidcProvider};
@@ -488,4 +488,40 @@ async fn the_shared_token_login_still_works_says_it_is_for_one_person_and_decide
     assert!(!page.body.contains("Sign in with"));
     assert!(page.body.contains("single shared login"));
     assert_eq!(plain.get("/login/oidc", None).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_console_may_sign_in_with_openid_connect_only_and_refuses_an_unusable_configuration() {
+    let provider = OidcProvider::start(60).await;
+    let rig = oidc_rig(&provider, false).await;
+    let page = rig.get("/login", None).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Sign in with Test ID"));
+    assert!(
+        !page.body.contains("id=\"token\""),
+        "no token form without a token"
+    );
+    assert!(!page.body.contains("single shared login"));
+
+    let journal = || -> std::sync::Arc<dyn sallyport_core::journal::ApprovalStore> {
+        std::sync::Arc::new(sallyport_core::journal::MemoryJournal::new())
+    };
+    assert!(matches!(
+        Console::journal_only(journal()).build(),
+        Err(BuildError::NoUser)
+    ));
+    // The issuer over plain HTTP to a non-loopback host: refused at build, nothing served.
+    let err = Console::journal_only(journal())
+        .oidc_login(OidcLogin::new(
+            "http://id.example.com",
+            "console",
+            "https://console.example.com",
+        ))
+        .build()
+        .expect_err("refused");
+    assert!(matches!(err, BuildError::Oidc(_)), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "the console's OpenID Connect login cannot be used: the OpenID issuer is neither https:// nor http:// on a loopback address"
+    );
 }
