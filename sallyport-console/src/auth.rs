@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, header};
+use sallyport_core::approval::Decider;
 use subtle::ConstantTimeEq;
 
 /// The secret a person types to log in to the console. Its `Debug` output never shows it.
@@ -100,10 +101,35 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
 /// A logged-in person.
 #[derive(Clone, Debug)]
 pub(crate) struct SessionInfo {
-    /// The console user (recorded as `decided_by`).
+    /// The console user (recorded as `decided_by`): a token's user name, or the OpenID
+    /// subject.
     pub(crate) user: String,
+    /// The display name (an OpenID sign-in's), if any.
+    pub(crate) name: Option<String>,
+    /// The groups (an OpenID sign-in's).
+    pub(crate) groups: Vec<String>,
     /// The CSRF token every form of this session carries.
     pub(crate) csrf: String,
+}
+
+impl SessionInfo {
+    /// The name pages show: the display name, else the user.
+    pub(crate) fn shown_name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.user)
+    }
+
+    /// Who decides in this session, through `channel`: the user, with the display name and
+    /// groups when the sign-in gave them (a token's session gives neither).
+    pub(crate) fn decider(&self, channel: &str) -> Decider {
+        let mut decider = Decider::new(self.user.clone(), channel);
+        if let Some(name) = &self.name {
+            decider = decider.with_name(name.clone());
+        }
+        if !self.groups.is_empty() {
+            decider = decider.with_groups(self.groups.clone());
+        }
+        decider
+    }
 }
 
 struct Entry {
@@ -127,6 +153,17 @@ impl Sessions {
 
     /// Opens a session for `user`: its cookie value, or `None` when the random source fails.
     pub(crate) fn open(&self, user: &str) -> Option<String> {
+        self.open_for(user, None, Vec::new())
+    }
+
+    /// Opens a session for `user` with a display name and groups: its cookie value, or
+    /// `None` when the random source fails.
+    pub(crate) fn open_for(
+        &self,
+        user: &str,
+        name: Option<String>,
+        groups: Vec<String>,
+    ) -> Option<String> {
         let id = random_hex(32)?;
         let csrf = random_hex(32)?;
         let mut map = self.map.lock().ok()?;
@@ -137,6 +174,8 @@ impl Sessions {
             Entry {
                 info: SessionInfo {
                     user: user.to_owned(),
+                    name,
+                    groups,
                     csrf,
                 },
                 last_seen: Instant::now(),
@@ -238,6 +277,31 @@ mod tests {
         let id = sessions.open("bob").expect("open");
         sessions.close(&id);
         assert!(sessions.get(&id).is_none());
+    }
+
+    #[test]
+    fn a_token_session_decides_as_before_and_a_signed_in_one_with_name_and_groups() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let token = sessions
+            .get(&sessions.open("alice").expect("open"))
+            .expect("live");
+        assert_eq!(token.decider("console"), Decider::new("alice", "console"));
+        assert_eq!(token.shown_name(), "alice");
+        let id = sessions
+            .open_for(
+                "sub-123",
+                Some("Alice Approver".into()),
+                vec!["approvers".into()],
+            )
+            .expect("open");
+        let oidc = sessions.get(&id).expect("live");
+        assert_eq!(oidc.shown_name(), "Alice Approver");
+        assert_eq!(
+            oidc.decider("console"),
+            Decider::new("sub-123", "console")
+                .with_name("Alice Approver")
+                .with_groups(["approvers"])
+        );
     }
 
     #[test]

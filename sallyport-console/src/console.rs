@@ -67,8 +67,8 @@ impl Backend {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// No user was given: no one could log in.
-    #[error("no console user: give at least one user and login token")]
+    /// No user was given and no OpenID Connect login: no one could log in.
+    #[error("no console user: give at least one user and login token, or an OpenID Connect login")]
     NoUser,
     /// Two users have the same name or the same token.
     #[error("two console users share a name or a login token")]
@@ -76,6 +76,12 @@ pub enum BuildError {
     /// A user name is empty or longer than 128 characters, or has control characters.
     #[error("a console user name is 1 to 128 printable characters")]
     InvalidUser,
+    /// The OpenID Connect login cannot be used (the reason says why: an issuer or public
+    /// URL that is neither `https://` nor loopback `http://`, an empty client id, a scope
+    /// that is not a scope token, or an HTTP client that could not be built).
+    #[cfg(feature = "oidc")]
+    #[error("the console's OpenID Connect login cannot be used: {0}")]
+    Oidc(String),
 }
 
 /// Why [`Console::serve`] refused or stopped.
@@ -120,6 +126,8 @@ pub struct ConsoleBuilder {
     login_failures: u32,
     login_window: Duration,
     connector: Option<Connector>,
+    #[cfg(feature = "oidc")]
+    oidc: Option<crate::oidc::OidcLogin>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -188,13 +196,33 @@ impl ConsoleBuilder {
         self
     }
 
+    /// Approvers sign in with OpenID Connect at `login`'s provider (a "Sign in with …"
+    /// button on the login page; [how it works](crate#sign-in-with-openid-connect)). The
+    /// shared login tokens of [`ConsoleBuilder::user`] still work beside it, when any are
+    /// given; with this, none are needed.
+    #[cfg(feature = "oidc")]
+    pub fn oidc_login(mut self, login: crate::oidc::OidcLogin) -> Self {
+        self.oidc = Some(login);
+        self
+    }
+
     /// Builds the console.
     ///
     /// # Errors
     ///
-    /// [`BuildError::NoUser`], [`BuildError::DuplicateUser`], [`BuildError::InvalidUser`].
+    /// [`BuildError::NoUser`], [`BuildError::DuplicateUser`], [`BuildError::InvalidUser`],
+    /// and with the `oidc` feature `BuildError::Oidc`.
     pub fn build(self) -> Result<Console, BuildError> {
-        if self.users.is_empty() {
+        #[cfg(feature = "oidc")]
+        let oidc = match self.oidc {
+            Some(login) => Some(crate::oidc::OidcState::new(login).map_err(BuildError::Oidc)?),
+            None => None,
+        };
+        #[cfg(feature = "oidc")]
+        let signs_in = oidc.is_some();
+        #[cfg(not(feature = "oidc"))]
+        let signs_in = false;
+        if self.users.is_empty() && !signs_in {
             return Err(BuildError::NoUser);
         }
         for (i, (name, token)) in self.users.iter().enumerate() {
@@ -221,6 +249,8 @@ impl ConsoleBuilder {
                     connector,
                     connects: Connects::new(CONNECT_TTL),
                 }),
+                #[cfg(feature = "oidc")]
+                oidc,
             }),
         })
     }
@@ -236,6 +266,9 @@ pub(crate) struct Shared {
     scrubber: Option<Arc<Scrubber>>,
     pub(crate) head_key: Option<HeadVerifyingKey>,
     pub(crate) connect: Option<ConnectState>,
+    /// The OpenID Connect login, when configured.
+    #[cfg(feature = "oidc")]
+    pub(crate) oidc: Option<crate::oidc::OidcState>,
 }
 
 /// "Connect an account": the connector and the connects in flight.
@@ -304,13 +337,17 @@ impl Console {
             login_failures: DEFAULT_LOGIN_FAILURES,
             login_window: DEFAULT_LOGIN_WINDOW,
             connector: None,
+            #[cfg(feature = "oidc")]
+            oidc: None,
         }
     }
 
     /// The console's routes: `/` (to the approvals), `/login`, `/logout`, `/approvals`,
     /// `/approvals/{id}`, `/approvals/{id}/decide`, `/calls`, `/calls/{receipt}`, `/chain`,
-    /// `/chain/export`, `/style.css`, and with [`ConsoleBuilder::connect_accounts`]
-    /// `/connect` and `/connect/callback`. Every response carries the security headers.
+    /// `/chain/export`, `/style.css`, with [`ConsoleBuilder::connect_accounts`]
+    /// `/connect` and `/connect/callback`, and with an OpenID Connect login (feature `oidc`)
+    /// `/login/oidc` and `/login/oidc/callback`. Every response carries the security
+    /// headers.
     ///
     /// Login attempts are throttled per client address: serve the router with
     /// `into_make_service_with_connect_info::<SocketAddr>()` (as [`Console::serve`] does),
@@ -322,6 +359,12 @@ impl Console {
             router = router
                 .route("/connect", get(h::connect::page).post(h::connect::start))
                 .route(h::connect::CALLBACK_PATH, get(h::connect::callback));
+        }
+        #[cfg(feature = "oidc")]
+        if self.shared.oidc.is_some() {
+            router = router
+                .route("/login/oidc", get(h::oidc::start))
+                .route(crate::oidc::CALLBACK_PATH, get(h::oidc::callback));
         }
         router
             .route("/", get(h::index))

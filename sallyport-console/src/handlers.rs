@@ -8,9 +8,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::Markup;
 use sallyport_core::action::EffectClass;
-use sallyport_core::approval::{
-    self, ApprovalFilter, ApprovalId, ApprovalState, Decided, Decider, Verdict,
-};
+use sallyport_core::approval::{self, ApprovalFilter, ApprovalId, ApprovalState, Decided, Verdict};
 use sallyport_core::journal::HeadVerifyingKey;
 use serde::Deserialize;
 
@@ -21,6 +19,8 @@ use crate::render::Text;
 use crate::throttle::Client;
 
 pub(crate) mod connect;
+#[cfg(feature = "oidc")]
+pub(crate) mod oidc;
 
 type St = State<Arc<Shared>>;
 
@@ -94,6 +94,36 @@ fn cookie_attrs(shared: &Shared) -> &'static str {
     }
 }
 
+/// The attributes of a cookie that binds a flow through a provider (a connect, an OpenID
+/// sign-in) to the browser that started it: sent back only to `path` (the callback), and
+/// on the provider's top-level redirect (`SameSite=Lax`: the session cookie is `Strict`,
+/// which a browser holds back on a redirect from another site).
+pub(crate) fn binding_attrs(shared: &Shared, path: &str) -> String {
+    cookie_attrs(shared)
+        .replace("Path=/;", &format!("Path={path};"))
+        .replace("SameSite=Strict", "SameSite=Lax")
+}
+
+/// `response` with `cookie` set.
+pub(crate) fn with_cookie(mut response: Response, cookie: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(cookie) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// The OpenID Connect provider's name on the login page, when the console signs in
+/// through one.
+fn oidc_provider(shared: &Shared) -> Option<&str> {
+    #[cfg(feature = "oidc")]
+    return shared.oidc.as_ref().map(|o| o.login.provider_name.as_str());
+    #[cfg(not(feature = "oidc"))]
+    {
+        let _ = shared;
+        None
+    }
+}
+
 pub(crate) async fn index() -> Redirect {
     Redirect::to("/approvals")
 }
@@ -122,7 +152,12 @@ pub(crate) async fn login_page(State(shared): St, Query(q): Query<LoginQuery>) -
             "The random source failed.",
         );
     };
-    let body = pages::login(&nonce, q.failed.is_some());
+    let body = pages::login(
+        &nonce,
+        q.failed.is_some(),
+        oidc_provider(&shared),
+        !shared.users.is_empty(),
+    );
     let cookie = format!(
         "{LOGIN_COOKIE}={nonce}; Max-Age=600; {}",
         cookie_attrs(&shared)
@@ -418,7 +453,7 @@ pub(crate) async fn decide(
         );
         return render(&shared, Some(&info), "/approvals", "Confirm", &body).into_response();
     }
-    let decider = Decider::new(info.user.clone(), CHANNEL);
+    let decider = info.decider(CHANNEL);
     let reason = (!reason.is_empty()).then_some(reason);
     let decided = match &shared.backend {
         Backend::Executor(e) => e.decide(&id, verdict, &decider, reason).await,

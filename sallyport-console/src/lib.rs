@@ -35,7 +35,8 @@
 //! - Every page but the login page and the stylesheet needs a session: a person logs in
 //!   with a token ([`LoginToken`], generated and printed once, or read from a file; at
 //!   least 32 bytes), which names the console user every decision is recorded with
-//!   (`decided_by`, channel `console`).
+//!   (`decided_by`, channel `console`), or signs in with OpenID Connect
+//!   ([below](#sign-in-with-openid-connect)).
 //! - Login attempts are throttled per client: a client address (an IPv6 /64) may fail
 //!   [`DEFAULT_LOGIN_FAILURES`] times within [`DEFAULT_LOGIN_WINDOW`]; after that each of its
 //!   attempts is answered `429 Too Many Requests` with `Retry-After`, without the token
@@ -77,11 +78,60 @@
 //!
 //! Without a connector the page is not linked and `/connect` answers `404`.
 //!
+//! # Sign in with OpenID Connect
+//!
+//! With the `oidc` feature and `ConsoleBuilder::oidc_login`, approvers sign in at the
+//! organization's OpenID Connect provider, and every decision records who they are: the ID
+//! token's subject as the decider (`decided_by`), its display name and its groups (which a
+//! decision policy reads), through channel `console`, in the approval and in the audit
+//! chain. Register the redirect URI `{public_url}/login/oidc/callback` with the provider:
+//!
+//! ```ignore
+//! use sallyport_console::{Console, OidcLogin};
+//! let console = Console::builder(executor)
+//!     .oidc_login(
+//!         OidcLogin::new(
+//!             "https://id.example.com/realms/ops", // the issuer, as `iss` names it
+//!             "sallyport-console",                 // the client id
+//!             "https://console.example.com",       // where browsers reach the console
+//!         )
+//!         .client_secret(secret_from_your_store)   // never shown, logged or in `Debug`
+//!         .provider_name("Example ID"),             // "Sign in with Example ID"
+//!     )
+//!     .behind_tls(true)
+//!     .build()?;
+//! ```
+//!
+//! - The provider is found at `{issuer}/.well-known/openid-configuration` (read on the first
+//!   sign-in, and again until it is read once); it must name the same issuer, and its
+//!   endpoints must be `https://` (or `http://` on a loopback address).
+//! - "Sign in with …" (`GET /login/oidc`) sends the browser to the provider with the
+//!   authorization code grant, PKCE S256, a `state` and a `nonce` (256 random bits each).
+//!   The started sign-in is kept on the server under its `state` (at most 64 at once, for 10
+//!   minutes), bound to the browser by a `SameSite=Lax` cookie on the callback path, and
+//!   finished at most once.
+//! - The callback (`GET /login/oidc/callback`) refuses a missing or unknown `state`, another
+//!   browser, a replay and the provider's error answer; it exchanges the code with the PKCE
+//!   verifier (the client secret by HTTP Basic), and accepts the ID token only when its
+//!   signature verifies with the provider's published keys (RS256 or ES256), its issuer is
+//!   the configured one, its audience is the client id, it has not expired (60 s of clock
+//!   difference allowed) and its nonce is this sign-in's. Any failure shows a page saying
+//!   why, and signs nobody in.
+//! - The display name is the first of the claims `name`, `preferred_username`, `email`
+//!   (else the subject); the groups are the `groups` claim. `OidcLogin` changes the claims
+//!   and the scopes (default `openid profile groups`).
+//! - Neither the client secret, the code, the PKCE verifier, the nonce nor a token appears
+//!   in a page, a log line, an error or a `Debug` output.
+//!
+//! The shared login token of [`ConsoleBuilder::user`] keeps working beside it; the login
+//! page says it is the single shared login meant for a console one person uses.
+//!
 //! # Features
 //!
 //! | feature | what it adds |
 //! |---|---|
 //! | `connect` | `HttpConnector`: connect `sallyport-http`'s OAuth credentials (pulls `sallyport-http`) |
+//! | `oidc` | `OidcLogin` and `ConsoleBuilder::oidc_login`: approvers sign in with OpenID Connect (pulls `sallyport-http` and `ring`) |
 //!
 //! # With and without an executor
 //!
@@ -96,6 +146,8 @@ mod auth;
 mod connect;
 mod console;
 mod handlers;
+#[cfg(feature = "oidc")]
+mod oidc;
 mod pages;
 mod render;
 mod throttle;
@@ -110,4 +162,6 @@ pub use self::connect::{
 pub use self::console::{
     BuildError, COOKIE_NAME, Console, ConsoleBuilder, DEFAULT_SESSION_TTL, ServeError, check_listen,
 };
+#[cfg(feature = "oidc")]
+pub use self::oidc::OidcLogin;
 pub use self::throttle::{DEFAULT_LOGIN_FAILURES, DEFAULT_LOGIN_WINDOW};

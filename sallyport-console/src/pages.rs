@@ -48,7 +48,7 @@ pub(crate) fn page(frame: &Frame<'_>, title: &str, body: &Markup) -> Markup {
                         }
                         form.logout method="post" action="/logout" {
                             input type="hidden" name="csrf" value=(session.csrf);
-                            span.user { "Signed in as " strong { (session.user) } }
+                            span.user { "Signed in as " strong { (session.shown_name()) } }
                             button type="submit" { "Log out" }
                         }
                     }
@@ -66,19 +66,47 @@ pub(crate) fn page(frame: &Frame<'_>, title: &str, body: &Markup) -> Markup {
 }
 
 /// The login page.
-pub(crate) fn login(csrf: &str, failed: bool) -> Markup {
+///
+/// `provider` names the OpenID Connect provider when the console signs in through one;
+/// `token` says whether a shared login token is configured.
+pub(crate) fn login(csrf: &str, failed: bool, provider: Option<&str>, token: bool) -> Markup {
     html! {
         h1 { "Log in" }
         @if failed {
             p.error role="alert" { "That token is not a console login token." }
         }
-        form.card method="post" action="/login" {
-            input type="hidden" name="csrf" value=(csrf);
-            label for="token" { "Login token" }
-            input #token type="password" name="token" autocomplete="current-password" required autofocus;
-            button type="submit" { "Log in" }
+        @if let Some(provider) = provider {
+            div.card.signin {
+                a.button href="/login/oidc" { "Sign in with " (provider) }
+                p.hint { "Your organization's sign-in: decisions are recorded with your name and groups." }
+            }
         }
-        p.hint { "The token was printed once when the console started, or is in the file it was given." }
+        @if token {
+            @if provider.is_some() {
+                h2 { "Shared login token" }
+            }
+            form.card method="post" action="/login" {
+                input type="hidden" name="csrf" value=(csrf);
+                label for="token" { "Login token" }
+                @if provider.is_some() {
+                    input #token type="password" name="token" autocomplete="current-password" required;
+                } @else {
+                    input #token type="password" name="token" autocomplete="current-password" required autofocus;
+                }
+                button type="submit" { "Log in" }
+            }
+            p.hint { "This is the single shared login, meant for a console one person uses: everyone who has the token decides under the same name. A team signs in with its organization's OpenID Connect provider." }
+            p.hint { "The token was printed once when the console started, or is in the file it was given." }
+        }
+    }
+}
+
+/// The page after an OpenID Connect sign-in (the browser goes on to the approvals).
+pub(crate) fn signed_in(name: &str, provider: &str) -> Markup {
+    html! {
+        h1 { "Signed in" }
+        p { "Signed in as " strong { (name) } " through " (provider) "." }
+        p { a href="/approvals" { "Continue to the approvals" } }
     }
 }
 

@@ -8,8 +8,7 @@
 #[path = "integration/common/mod.rs"]
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -20,24 +19,7 @@ use sallyport_core::vault::{
 use sallyport_http::HttpChannel;
 use sallyport_tests::oidc::{OidcProvider, WEBAPP_CLIENT};
 
-use common::{LOGIN, http, login_at, urlencode};
-
-#[derive(Clone, Default)]
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use common::{LOGIN, Sink, http, login_at, urlencode};
 
 fn param(url: &str, name: &str) -> String {
     reqwest::Url::parse(url)
@@ -159,13 +141,7 @@ async fn no_trace_line_of_a_console_connect_carries_the_code_the_verifier_a_toke
     secrets.push(code);
     secrets.push(WEBAPP_CLIENT.1.to_owned());
 
-    let log = String::from_utf8(
-        sink.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone(),
-    )
-    .expect("utf-8 log");
+    let log = sink.text();
     assert!(
         log.contains("console connect finished"),
         "the console's own lines were captured"

@@ -24,6 +24,11 @@
 // asked for, so a test obtains an authorization code over plain HTTP: GET /auth?... and
 // follow the redirects (carrying the cookies) to the redirect URI. The account `refuse`
 // refuses instead: the redirect then carries `error=access_denied`.
+//
+// The console's OpenID Connect login uses the client `console-login` with the scopes
+// `openid profile groups`: the ID token then carries `name`, `preferred_username` and
+// `groups` of the accounts in ACCOUNTS (alice is "Alice Approver" in group `approvers`);
+// any other account has its `sub` only.
 import http from 'node:http';
 import Provider from 'oidc-provider';
 
@@ -35,7 +40,17 @@ await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const { port } = server.address();
 const issuer = `http://127.0.0.1:${port}`;
 
+// The accounts with claims beyond their `sub` (the console's login reads them).
+const ACCOUNTS = {
+  alice: { name: 'Alice Approver', preferred_username: 'alice', groups: ['approvers'] },
+  bob: { name: 'Bob Builder', preferred_username: 'bob', groups: ['builders', 'approvers'] },
+};
+
 const provider = new Provider(issuer, {
+  findAccount: async (ctx, id) => ({
+    accountId: id,
+    claims: async () => ({ sub: id, ...(ACCOUNTS[id] ?? {}) }),
+  }),
   clients: [
     {
       // Client credentials (RFC 6749 §4.4).
@@ -60,6 +75,17 @@ const provider = new Provider(issuer, {
       scope: 'openid offline_access api:read',
     },
     {
+      // The console's OpenID Connect login: authorization code + PKCE, a confidential
+      // native client (its loopback redirect URI matches on any port, as `webapp`'s).
+      client_id: 'console-login',
+      client_secret: 'console-secret-canary-3b8e',
+      application_type: 'native',
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      redirect_uris: ['http://127.0.0.1/login/oidc/callback'],
+      scope: 'openid profile groups',
+    },
+    {
       // The resource server: introspects the tokens it receives.
       client_id: 'api',
       client_secret: 'api-secret-canary-55d0',
@@ -68,7 +94,19 @@ const provider = new Provider(issuer, {
       redirect_uris: [],
     },
   ],
-  scopes: ['openid', 'offline_access', 'api:read'],
+  scopes: ['openid', 'offline_access', 'api:read', 'profile', 'groups'],
+  claims: {
+    acr: null,
+    sid: null,
+    auth_time: null,
+    iss: null,
+    openid: ['sub'],
+    profile: ['name', 'preferred_username'],
+    groups: ['groups'],
+  },
+  // The scopes' claims go into the ID token too (not only to the userinfo endpoint): the
+  // console's login reads the approver's name and groups from the ID token.
+  conformIdTokenClaims: false,
   features: {
     devInteractions: { enabled: false },
     clientCredentials: { enabled: true },

@@ -14,6 +14,10 @@
 //! returns the redirect to the loopback URI, which [`OidcProvider::browse_and_deliver`] also
 //! delivers to its listener.
 //!
+//! The accounts `alice` ("Alice Approver", groups `approvers`) and `bob` ("Bob Builder",
+//! groups `approvers` and `builders`) have a name and groups in their ID tokens (scopes
+//! `profile` and `groups`); the console's login signs in with [`CONSOLE_LOGIN_CLIENT`].
+//!
 //! [`IntrospectingApi`] is a protected API on 127.0.0.1:0 that checks every bearer token
 //! with the provider's introspection endpoint: `200 {"id": <subject or client>, "state":
 //! "ok"}` for an active token, `401` otherwise.
@@ -39,6 +43,10 @@ use sha2::{Digest, Sha256};
 pub const MACHINE_CLIENT: (&str, &str) = ("machine", "machine-secret-canary-7f3a");
 /// The authorization-code client (with refresh tokens).
 pub const WEBAPP_CLIENT: (&str, &str) = ("webapp", "webapp-secret-canary-91c2");
+/// The console's OpenID Connect login client (scopes `openid profile groups`; a native
+/// client, so its loopback redirect URI `http://127.0.0.1:PORT/login/oidc/callback` matches
+/// on any port).
+pub const CONSOLE_LOGIN_CLIENT: (&str, &str) = ("console-login", "console-secret-canary-3b8e");
 /// The resource server's client, for introspection.
 pub const API_CLIENT: (&str, &str) = ("api", "api-secret-canary-55d0");
 /// The webapp client's registered redirect URI. The client is a native one (RFC 8252), so

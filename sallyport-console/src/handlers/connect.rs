@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::{St, cookie_attrs, render, session, status_page, text, to_login};
+use super::{St, render, session, status_page, text, to_login, with_cookie};
 use crate::auth::{SessionInfo, cookie, random_hex, same};
 use crate::connect::store::{InFlight, Taken};
 use crate::connect::{ConnectRequest, ConnectableAccount, origin};
@@ -266,13 +266,9 @@ pub(crate) async fn start(
     response
 }
 
-/// The binding cookie's attributes: sent back only to the callback, and on the provider's
-/// top-level redirect (`SameSite=Lax`: the session cookie is `Strict`, which a browser
-/// holds back on a redirect from another site).
+/// The binding cookie's attributes ([`super::binding_attrs`] on the callback's path).
 fn binding_attrs(shared: &Shared) -> String {
-    cookie_attrs(shared)
-        .replace("Path=/;", &format!("Path={CALLBACK_PATH};"))
-        .replace("SameSite=Strict", "SameSite=Lax")
+    super::binding_attrs(shared, CALLBACK_PATH)
 }
 
 pub(crate) async fn callback(
@@ -375,13 +371,6 @@ pub(crate) async fn callback(
             )
         }
     }
-}
-
-fn with_cookie(mut response: Response, cookie: &str) -> Response {
-    if let Ok(v) = HeaderValue::from_str(cookie) {
-        response.headers_mut().append(header::SET_COOKIE, v);
-    }
-    response
 }
 
 #[cfg(test)]

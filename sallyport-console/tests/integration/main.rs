@@ -1,7 +1,7 @@
 //! The console's integration tests, one module per area, linked into one test binary: the
 //! router over a real listener, the confirmation step, `sallyport console` from the CLI, the
-//! pages in a real headless Chromium, and connecting an account against the real OpenID
-//! provider.
+//! pages in a real headless Chromium, connecting an account against the real OpenID provider,
+//! and approvers signing in with OpenID Connect at that provider (over HTTP and in Chromium).
 //!
 //! Run one area with its module path, e.g. `cargo test -p sallyport-console --test integration router::`.
 
@@ -13,4 +13,5 @@ mod cli;
 mod confirm;
 mod connect;
 mod findings;
+mod oidc_login;
 mod router;

@@ -73,7 +73,9 @@ use super::HttpChannel;
 mod connect;
 mod revoke;
 
-pub use self::connect::{Connect, ConnectError, Connected, PendingConnect};
+pub use self::connect::{
+    Connect, ConnectError, Connected, PendingConnect, code_challenge, random_token,
+};
 pub use self::revoke::{Disconnect, DisconnectError, Disconnected, Revocation};
 
 /// A token is refreshed when less than this is left of its life (or less than a third of

@@ -5,8 +5,9 @@
 // Each test binary uses a part of the rig.
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use sallyport_console::{Console, LoginToken};
 use sallyport_core::approval::ApprovalId;
@@ -45,19 +46,29 @@ pub(crate) async fn rig() -> Rig {
 pub(crate) async fn rig_with(
     make: impl FnOnce(&Executor) -> sallyport_console::ConsoleBuilder,
 ) -> Rig {
+    rig_at(|executor, _| make(executor), true).await
+}
+
+/// Starts the rig with the console `make` builds for the address it will serve on (user
+/// `alice` with [`LOGIN`] is added when `token`).
+pub(crate) async fn rig_at(
+    make: impl FnOnce(&Executor, SocketAddr) -> sallyport_console::ConsoleBuilder,
+    token: bool,
+) -> Rig {
     let upstream = Upstream::start(reply).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let options = HostOptions::new(dir.path().join("journal.db"), upstream.url());
     let vault = approvals_rig::vault(&options.upstream);
     let executor = approvals_rig::executor(&options, Arc::clone(&vault));
-    let console = make(&executor)
-        .user("alice", LoginToken::new(LOGIN).expect("token"))
-        .build()
-        .expect("console");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let mut builder = make(&executor, addr);
+    if token {
+        builder = builder.user("alice", LoginToken::new(LOGIN).expect("token"));
+    }
+    let console = builder.build().expect("console");
     tokio::spawn(async move { console.serve(listener).await });
     Rig {
         upstream,
@@ -309,4 +320,35 @@ fn dechunk(mut rest: &str) -> String {
         rest = &after[n + 2..];
     }
     out
+}
+
+/// Where a test's tracing lines go (a `tracing_subscriber` writer), to read them back.
+#[derive(Clone, Default)]
+pub(crate) struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Sink {
+    /// Everything written so far.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8(
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        )
+        .expect("utf-8 log")
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

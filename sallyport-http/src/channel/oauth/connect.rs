@@ -275,15 +275,23 @@ pub enum ConnectError {
     Vault(#[source] VaultError),
 }
 
-/// [`RANDOM_BYTES`] random bytes from the OS, base64url without padding.
-fn random_token() -> Result<String, getrandom::Error> {
+/// 256 random bits from the OS as 43 characters of base64url (no padding): a `state`, an
+/// OpenID Connect `nonce` or a PKCE verifier (RFC 7636 §4.1), as [`HttpChannel::connect`]
+/// makes them. Shared with other authorization-code flows (the console's OpenID Connect
+/// login) so there is one way to make them.
+///
+/// # Errors
+///
+/// When the OS's random source fails.
+pub fn random_token() -> Result<String, getrandom::Error> {
     let mut bytes = zeroize::Zeroizing::new([0u8; RANDOM_BYTES]);
     getrandom::fill(bytes.as_mut_slice())?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes.as_slice()))
 }
 
-/// The S256 code challenge of `verifier` (RFC 7636 §4.2).
-fn challenge(verifier: &str) -> String {
+/// The S256 code challenge of a PKCE `verifier` (RFC 7636 §4.2): base64url (no padding) of
+/// its SHA-256.
+pub fn code_challenge(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
@@ -447,7 +455,7 @@ impl HttpChannel {
             }
             query
                 .append_pair("state", &state)
-                .append_pair("code_challenge", &challenge(verifier.expose()))
+                .append_pair("code_challenge", &code_challenge(verifier.expose()))
                 .append_pair("code_challenge_method", "S256");
             // OpenID Connect Core §11: a request for offline access (a refresh token) asks
             // for the user's consent, or the provider drops the scope.
@@ -717,7 +725,7 @@ mod tests {
     fn the_challenge_is_rfc_7636_s256() {
         // RFC 7636 Appendix B.
         assert_eq!(
-            challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            code_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
     }
