@@ -260,6 +260,7 @@ fn card(t: &Text, csrf: &str, a: &Approval, now_ms: u64, shown: Shown) -> Markup
                     p {
                         strong { (match d.verdict { Verdict::Approve => "Approved", Verdict::Deny => "Denied" }) }
                         " by " strong.by { (t.show(&d.decider.by)) }
+                        @if let Some(name) = &d.decider.name { " (" span.name { (t.show(name)) } ")" }
                         " through " (t.show(&d.decider.channel))
                         ", " time datetime=(sallyport_core::clock::rfc3339(d.at_ms)) { (sallyport_core::clock::rfc3339(d.at_ms)) }
                     }

@@ -191,6 +191,16 @@ async fn drive(
         .for_element(Locator::Css("p.flash"))
         .await?;
     assert_eq!(flash.text().await?, "Your decision is recorded.");
+    // The decided card names the approver by subject and display name.
+    let decision = browser
+        .find(Locator::Css("section.decision p"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        decision.starts_with("Approved by alice (Alice Approver) through console"),
+        "{decision}"
+    );
     std::fs::write(dir.join("oidc-decided.png"), browser.screenshot().await?)?;
 
     // Logging out ends the session.
