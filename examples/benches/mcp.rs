@@ -4,7 +4,9 @@
 //! demo upstream, each with its own SQLite journal. Two rows between them say where the
 //! difference goes: the same `McpServer` served in this process over an in-memory duplex
 //! (rmcp and JSON on both ends, no process boundary), and a direct call on an executor built
-//! as `mcp-demo` builds its own (baseline guard and consent router).
+//! as `mcp-demo` builds its own (baseline guard and consent router). Group `observe_call`
+//! runs the bench's side (client, direct executor, upstream) on two workers;
+//! `observe_call_one_thread` on one thread, as most MCP clients run.
 //!
 //! ```text
 //! cargo bench -p sallyport-examples --bench mcp
@@ -34,6 +36,18 @@ fn observe_round_trip(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
+    round_trips(c, "observe_call", &rt);
+    // The client on one thread, as most MCP clients run (Node's event loop, Python's asyncio);
+    // the direct call and the upstream share that thread too.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    round_trips(c, "observe_call_one_thread", &rt);
+}
+
+/// The four rows of group `name`, everything of the bench's side on `rt`.
+fn round_trips(c: &mut Criterion, name: &str, rt: &tokio::runtime::Runtime) {
     let dir = tempfile::tempdir().expect("tempdir");
     let upstream = rt
         .block_on(DemoUpstream::start(DEMO_TOKEN))
@@ -84,10 +98,10 @@ fn observe_round_trip(c: &mut Criterion) {
     object.insert("project_id".into(), json!("proj_42"));
     let params = CallToolRequestParams::new("list_builds").with_arguments(object);
 
-    let mut group = c.benchmark_group("observe_call");
+    let mut group = c.benchmark_group(name);
     group.sample_size(50);
     group.bench_function("direct_executor_call", |b| {
-        b.to_async(&rt).iter(|| async {
+        b.to_async(rt).iter(|| async {
             let result = executor
                 .call("list_builds", arguments.clone(), &session)
                 .await;
@@ -95,7 +109,7 @@ fn observe_round_trip(c: &mut Criterion) {
         });
     });
     group.bench_function("direct_executor_call_as_served", |b| {
-        b.to_async(&rt).iter(|| async {
+        b.to_async(rt).iter(|| async {
             let result = served
                 .call("list_builds", arguments.clone(), &session)
                 .await;
@@ -103,7 +117,7 @@ fn observe_round_trip(c: &mut Criterion) {
         });
     });
     group.bench_function("mcp_tools_call_in_process", |b| {
-        b.to_async(&rt).iter(|| async {
+        b.to_async(rt).iter(|| async {
             let result = in_process
                 .call_tool(params.clone())
                 .await
@@ -112,7 +126,7 @@ fn observe_round_trip(c: &mut Criterion) {
         });
     });
     group.bench_function("mcp_tools_call_over_stdio", |b| {
-        b.to_async(&rt).iter(|| async {
+        b.to_async(rt).iter(|| async {
             let result = client.call_tool(params.clone()).await.expect("tools/call");
             assert_eq!(result.is_error, Some(false));
         });
