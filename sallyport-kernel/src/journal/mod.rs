@@ -58,7 +58,8 @@ pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
 use crate::action::{EffectClass, ScopedValue};
 use crate::outcome::{Origin, Status};
 use sallyport_vocab::approval::{
-    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, RememberedApproval,
+    RememberedId, Revocation, Revoked, Transition,
 };
 pub use sallyport_vocab::journal::{
     AttemptId, BackendError, IdempotencyKey, JournalError, Phase, ReceiptId,
@@ -760,6 +761,59 @@ pub trait ApprovalStore: Journal {
     /// connection of its own; [`MemoryJournal`] notifies in process.
     fn watch_decisions(&self) -> DecisionWatch {
         DecisionWatch::sleeping()
+    }
+
+    /// Stores a new remembered approval ([`crate::approval::remember`] makes it and audits
+    /// it). Not audited here: the caller appends the record `remembered` *before* storing,
+    /// so a crash between the two leaves a record of a remembered approval that never
+    /// covers anything, never one that covers calls unrecorded.
+    ///
+    /// The default refuses ([`JournalError::Unsupported`]): a backend that does not keep
+    /// remembered approvals has none, and every call is asked as before.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::DuplicateKey`] when its id is already stored, or any failure to write.
+    async fn store_remembered(&self, remembered: &RememberedApproval) -> Result<(), JournalError> {
+        let _ = remembered;
+        Err(JournalError::Unsupported("remembered approvals"))
+    }
+
+    /// The remembered approvals of `action` (of every action when `None`), revoked and
+    /// expired ones included, newest first. The executor reads them at stage 8 before it
+    /// asks anyone; a failure there means asking, never sending unasked.
+    ///
+    /// The default has none.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    async fn remembered_approvals(
+        &self,
+        action: Option<&str>,
+    ) -> Result<Vec<RememberedApproval>, JournalError> {
+        let _ = action;
+        Ok(Vec::new())
+    }
+
+    /// Revokes the remembered approval `id` as [`RememberedApproval::revoke`] allows (a
+    /// compare-and-set: of two racing revocations one is applied, the other finds it
+    /// revoked). Not audited here: the caller appends the record `revoked` once it applied,
+    /// so a crash between the two leaves a revoked approval, never a live one recorded as
+    /// revoked.
+    ///
+    /// The default refuses ([`JournalError::Unsupported`]).
+    ///
+    /// # Errors
+    ///
+    /// Any failure to read or write.
+    async fn revoke_remembered(
+        &self,
+        id: &RememberedId,
+        revocation: &Revocation,
+    ) -> Result<Revoked, JournalError> {
+        let _ = (id, revocation);
+        Err(JournalError::Unsupported("remembered approvals"))
     }
 }
 
