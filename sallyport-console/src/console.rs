@@ -308,7 +308,8 @@ impl Console {
     }
 
     /// The console's routes: `/` (to the approvals), `/login`, `/logout`, `/approvals`,
-    /// `/approvals/{id}`, `/approvals/{id}/decide`, `/calls`, `/calls/{receipt}`, `/chain`,
+    /// `/approvals/{id}`, `/approvals/{id}/decide`, `/approvals/{id}/remember`, `/remembered`,
+    /// `/remembered/{id}/revoke`, `/calls`, `/calls/{receipt}`, `/chain`,
     /// `/chain/export`, `/style.css`, and with [`ConsoleBuilder::connect_accounts`]
     /// `/connect` and `/connect/callback`. Every response carries the security headers.
     ///
@@ -330,6 +331,9 @@ impl Console {
             .route("/approvals", get(h::approvals))
             .route("/approvals/{id}", get(h::approval))
             .route("/approvals/{id}/decide", post(h::decide))
+            .route("/approvals/{id}/remember", post(h::remembered::remember))
+            .route("/remembered", get(h::remembered::page))
+            .route("/remembered/{id}/revoke", post(h::remembered::revoke))
             .route("/calls", get(h::calls))
             .route("/calls/{receipt}", get(h::call))
             .route("/chain", get(h::chain))

@@ -21,6 +21,7 @@ use crate::render::Text;
 use crate::throttle::Client;
 
 pub(crate) mod connect;
+pub(crate) mod remembered;
 
 type St = State<Arc<Shared>>;
 

@@ -13,4 +13,5 @@ mod cli;
 mod confirm;
 mod connect;
 mod findings;
+mod remembered;
 mod router;
