@@ -1235,7 +1235,11 @@ pub async fn remembered_approvals_are_stored_listed_bound_and_revoked_once(
         .remembered_approvals(Some("pay_invoice"))
         .await
         .expect("list");
-    assert_eq!(listed, [remembered.clone()], "read back as made");
+    assert_eq!(
+        listed,
+        std::slice::from_ref(&remembered),
+        "read back as made"
+    );
     assert!(
         journal
             .remembered_approvals(Some("refund"))
