@@ -268,7 +268,8 @@ pub enum Command {
     /// Check and export the audit log: verify, export, unresolved, keygen.
     #[command(subcommand)]
     Audit(AuditCommand),
-    /// Decide calls parked for a human's approval: list, show, approve, deny, resume.
+    /// Decide calls parked for a human's approval: list, show, approve (and remember), deny,
+    /// resume; list and revoke remembered approvals.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
     /// Report on the host's policy from the audit log: shadow-report (what a candidate
@@ -782,6 +783,41 @@ mod tests {
             current = current.find_subcommand_mut(name).expect("a subcommand");
         }
         current.render_long_help().to_string()
+    }
+
+    #[test]
+    fn remember_scopes_parse_and_anything_else_is_refused() {
+        use std::time::Duration;
+        assert_eq!(parse_remember("exact"), Ok(RememberArg::Exact));
+        assert_eq!(parse_remember("session"), Ok(RememberArg::Session));
+        assert_eq!(
+            parse_remember("window=8h"),
+            Ok(RememberArg::Window(Duration::from_secs(8 * 3600)))
+        );
+        assert_eq!(
+            parse_remember("window=7d"),
+            Ok(RememberArg::Window(Duration::from_secs(7 * 86_400)))
+        );
+        for bad in [
+            "forever",
+            "window=",
+            "window=8",
+            "window=8x",
+            "window=-1h",
+            "Exact",
+        ] {
+            let err = parse_remember(bad).expect_err(bad);
+            assert!(err.contains("window=DURATION"), "{bad}: {err}");
+        }
+        let parsed =
+            parse(&["approvals", "approve", "apr_1", "--remember", "window=30m"]).expect("parses");
+        let Command::Approvals(ApprovalsCommand::Approve(args)) = parsed.command else {
+            panic!("approve");
+        };
+        assert_eq!(
+            args.remember,
+            Some(RememberArg::Window(Duration::from_secs(1800)))
+        );
     }
 
     #[test]
