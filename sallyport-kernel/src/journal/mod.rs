@@ -635,6 +635,14 @@ pub trait Journal: Send + Sync + 'static {
 ///   last record, like [`Journal::append`]: once their future has been polled the write
 ///   must be carried out even if the future is then dropped.
 ///
+/// * **Remembered approvals, if kept.** [`ApprovalStore::store_remembered`],
+///   [`ApprovalStore::remembered_approvals`] and [`ApprovalStore::revoke_remembered`] keep an
+///   approver's standing approvals as given; a revocation is a compare-and-set across
+///   processes ([`RememberedApproval::revoke`] applied to the stored row). Their defaults
+///   keep none, and then every call is asked as before. They are audited by the caller
+///   ([`crate::approval::remember_under`], [`crate::approval::revoke_remembered`]), not in
+///   the store's transaction: the order of the two writes keeps a crash on the safe side.
+///
 /// The conformance suite in `sallyport-testkit` (feature `conformance`) checks these
 /// properties, and the [`Journal`] ones, against a backend; [`MemoryJournal`] is the
 /// smallest implementation that passes it.
@@ -763,7 +771,7 @@ pub trait ApprovalStore: Journal {
         DecisionWatch::sleeping()
     }
 
-    /// Stores a new remembered approval ([`crate::approval::remember`] makes it and audits
+    /// Stores a new remembered approval ([`crate::approval::remember_under`] makes it and audits
     /// it). Not audited here: the caller appends the record `remembered` *before* storing,
     /// so a crash between the two leaves a record of a remembered approval that never
     /// covers anything, never one that covers calls unrecorded.
