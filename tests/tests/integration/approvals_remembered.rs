@@ -282,12 +282,15 @@ async fn a_window_remembered_approval_covers_any_call_until_it_ends() {
 async fn a_definition_change_voids_a_remembered_approval() {
     let rig = rig().await;
     let session = approvals_rig::session();
+    // A window covers any arguments: only the definition hash tells the calls apart (an
+    // exact-arguments scope's fingerprint also covers the hash, and would hide a missing
+    // check).
     let r = remember(
         &rig.executor,
         &rig.upstream,
         &session,
         1,
-        RememberChoice::ExactArguments,
+        RememberChoice::Window(Duration::from_secs(600)),
     )
     .await;
     // The same journal, the action's definition changed (another description).
