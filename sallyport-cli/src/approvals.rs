@@ -13,13 +13,13 @@ use sallyport_core::Executor;
 use sallyport_core::action::Externality;
 use sallyport_core::approval::{
     self, Approval, ApprovalFilter, ApprovalId, ApprovalState, Decided, Decider, DecisionPolicy,
-    Verdict,
+    RememberChoice, RememberedApproval, RememberedId, Revoked, Verdict,
 };
 use sallyport_core::consent::escape;
 use sallyport_core::journal::{ApprovalStore, JournalError};
 use sallyport_core::outcome::ActionResult;
 
-use crate::args::{ApprovalsCommand, ApproverArgs, Cli, StateArg};
+use crate::args::{ApprovalsCommand, ApproverArgs, Cli, RememberArg, StateArg};
 use crate::exit::{Exit, Failure};
 
 /// The front end's name in every decision this command records.
@@ -74,6 +74,89 @@ pub(crate) fn run(
                 print!("{}", card(&found, sallyport_core::clock::now_ms()));
             }
             Ok(())
+        }
+        ApprovalsCommand::Approve(args) if args.remember.is_some() => {
+            let id = ApprovalId::from_stored(args.id.as_str());
+            let choice = match args.remember {
+                Some(RememberArg::Session) => RememberChoice::Session,
+                Some(RememberArg::Window(d)) => RememberChoice::Window(d),
+                _ => RememberChoice::ExactArguments,
+            };
+            let outcome = rt.block_on(remember(
+                journal,
+                executor,
+                &id,
+                &args.approver,
+                args.reason.as_deref(),
+                choice,
+            ))?;
+            report(&outcome.decided, executor.is_some())?;
+            match &outcome.remembered {
+                Some(r) => {
+                    println!("{}", remembered_line(r));
+                    Ok(())
+                }
+                None => Err(Failure::new(
+                    Exit::Failure,
+                    "the approval was recorded but nothing was remembered",
+                )),
+            }
+        }
+        ApprovalsCommand::Remembered { action, json } => {
+            let list = rt.block_on(journal.remembered_approvals(action.as_deref()))?;
+            if *json {
+                println!("{}", ascii_json(&list)?);
+            } else if list.is_empty() {
+                println!("no remembered approvals");
+            } else {
+                let now = sallyport_core::clock::now_ms();
+                for r in &list {
+                    println!(
+                        "{}  {}  {}  {}  by {}  until {}",
+                        escape(r.remembered_id.as_str()),
+                        r.standing(now),
+                        escape(&r.action),
+                        escape(&r.scope.describe()),
+                        approver_text(&r.created_by),
+                        r.expires_at()
+                    );
+                }
+            }
+            Ok(())
+        }
+        ApprovalsCommand::Revoke { id, by } => {
+            let id = RememberedId::from_stored(id.as_str());
+            let revoker = Decider::new(by.clone().unwrap_or_else(default_by), CHANNEL);
+            match rt.block_on(approval::revoke_remembered(journal, &id, &revoker))? {
+                Revoked::Applied(r) => {
+                    println!(
+                        "revoked {}: later calls of {} are asked again (recorded by {})",
+                        escape(r.remembered_id.as_str()),
+                        escape(&r.action),
+                        escape(&revoker.by)
+                    );
+                    Ok(())
+                }
+                Revoked::Unchanged(r) => Err(Failure::new(
+                    Exit::AlreadyDecided,
+                    format!(
+                        "remembered approval {} was already revoked{}; nothing changed",
+                        escape(r.remembered_id.as_str()),
+                        r.revoked.as_ref().map_or_else(String::new, |v| format!(
+                            " by {} at {}",
+                            escape(&v.by.by),
+                            sallyport_core::clock::rfc3339(v.at_ms)
+                        ))
+                    ),
+                )),
+                Revoked::NotFound => Err(Failure::new(
+                    Exit::NotFound,
+                    format!(
+                        "no remembered approval `{}` in this journal",
+                        escape(id.as_str())
+                    ),
+                )),
+            }
         }
         ApprovalsCommand::Approve(args) => {
             let id = ApprovalId::from_stored(args.id.as_str());
@@ -228,6 +311,69 @@ async fn decide(
         }
     };
     Ok(decided)
+}
+
+/// Approves and remembers under the decision policy in effect (`--decision-policy`, else
+/// the executor's); with an executor, an approved call is then sent at once.
+async fn remember(
+    journal: &dyn ApprovalStore,
+    executor: Option<&Executor>,
+    id: &ApprovalId,
+    args: &ApproverArgs,
+    reason: Option<&str>,
+    choice: RememberChoice,
+) -> Result<approval::RememberOutcome, Failure> {
+    let Some(current) = journal.approval(id).await? else {
+        return Err(approval::ApprovalError::NotFound(id.clone()).into());
+    };
+    let decider = approver(args, &current, Verdict::Approve)?;
+    let file_policy = match &args.decision_policy {
+        Some(path) => Some(
+            sallyport_cedar::CedarDecisionPolicy::from_file(path)
+                .map_err(|e| Failure::new(Exit::Usage, crate::exit::chain(&e)))?,
+        ),
+        None => None,
+    };
+    let policy: Option<&dyn DecisionPolicy> = match (&file_policy, executor) {
+        (Some(p), _) => Some(p),
+        (None, Some(executor)) => executor.decision_policy().map(|p| p.as_ref()),
+        (None, None) => None,
+    };
+    let mut outcome =
+        match approval::remember_under(journal, policy, id, &decider, reason, choice).await {
+            Err(approval::ApprovalError::NotRememberable(why)) => {
+                return Err(Failure::new(
+                    Exit::Refused,
+                    format!(
+                        "approval {}: not remembered and not decided: {}",
+                        escape(id.as_str()),
+                        escape(&why.to_string())
+                    ),
+                ));
+            }
+            other => other?,
+        };
+    if let (Some(executor), Decided::Recorded(a)) = (executor, &outcome.decided)
+        && a.state == ApprovalState::Approved
+    {
+        let _ = executor.resume_approval(id).await;
+        if let Some(now) = journal.approval(id).await? {
+            outcome.decided = Decided::Recorded(now);
+        }
+    }
+    Ok(outcome)
+}
+
+/// A remembered approval on one line, for the approver who made it.
+fn remembered_line(r: &RememberedApproval) -> String {
+    format!(
+        "remembered {}: later calls of {} ({}) go out without asking while its definition is          unchanged, until {} or `approvals revoke {}`",
+        escape(r.remembered_id.as_str()),
+        escape(&r.action),
+        escape(&r.scope.describe()),
+        r.expires_at(),
+        escape(r.remembered_id.as_str())
+    )
 }
 
 /// `$USER` (`USERNAME` on Windows), else `cli`.

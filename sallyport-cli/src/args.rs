@@ -24,7 +24,9 @@ Exit codes:
  13  approvals verify: a decision's signature does not verify (or is missing, or by another
      key than --public-key)
  14  approvals approve/deny: the decision was refused (by the decision policy, or the
-     approver requested the call); the refusal is audited and nothing changed
+     approver requested the call); the refusal is audited and nothing changed;
+     approvals approve --remember: the approval cannot be remembered (an
+     irreversible_or_broad action, a quorum, a window out of range); nothing was decided
  15  vault grants disconnect: the provider did not revoke the grant (down, slow, refusing);
      the grant was NOT removed (retry, or --force to remove it anyway)
  16  credentials connect: the provider or the user refused the authorization, or the
@@ -266,7 +268,8 @@ pub enum Command {
     /// Check and export the audit log: verify, export, unresolved, keygen.
     #[command(subcommand)]
     Audit(AuditCommand),
-    /// Decide calls parked for a human's approval: list, show, approve, deny, resume.
+    /// Decide calls parked for a human's approval: list, show, approve (and remember), deny,
+    /// resume; list and revoke remembered approvals.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
     /// Report on the host's policy from the audit log: shadow-report (what a candidate
@@ -572,6 +575,25 @@ pub enum ApprovalsCommand {
     /// approved calls. An application's own command line (`sallyport_cli::run_with_executor`)
     /// also sends it at once.
     Approve(DecideArgs),
+    /// List remembered approvals, newest first: id, standing (live, revoked, expired),
+    /// action, scope, who remembered it, expiry.
+    Remembered {
+        /// Only those of this action.
+        #[arg(long, value_name = "ACTION")]
+        action: Option<String>,
+        /// Print JSON (non-ASCII written as \u escapes).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a remembered approval (`rem_…`): the next call it would have covered is asked
+    /// again. The revocation is audited; revoking one already revoked changes nothing (exit 9).
+    Revoke {
+        /// The remembered approval id (`rem_…`).
+        id: String,
+        /// Who revokes, as the audit record names them [default: $USER, else `cli`].
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
     /// Deny a parked call; the agent is told the reason (exit 9 when it was already decided,
     /// 10 when it expired, 14 when refused). Nothing is sent.
     Deny(DenyArgs),
@@ -682,6 +704,52 @@ pub struct DecideArgs {
     /// Why (kept in the audit record).
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
+    /// Approve and remember: later calls of this action within the scope go out without
+    /// asking, while the action's definition is unchanged, until revoked (`approvals
+    /// revoke`) or expired (30 days at most). `exact` (the same request again), `session`
+    /// (any arguments in this call's session) or `window=DURATION` (any arguments, e.g.
+    /// `window=8h`, `window=7d`; s, m, h, d; at most 30d). Refused (exit 14, nothing decided)
+    /// for an irreversible_or_broad action and for a call that needs several approvers.
+    #[arg(long, value_name = "SCOPE", value_parser = parse_remember)]
+    pub remember: Option<RememberArg>,
+}
+
+/// What `--remember` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RememberArg {
+    /// `exact`: the same prepared request again.
+    Exact,
+    /// `session`: any arguments in the parked call's session.
+    Session,
+    /// `window=DURATION`: any arguments until the window ends.
+    Window(std::time::Duration),
+}
+
+/// Parses `exact`, `session` or `window=DURATION` (a whole number with `s`, `m`, `h` or `d`).
+fn parse_remember(text: &str) -> Result<RememberArg, String> {
+    match text {
+        "exact" => return Ok(RememberArg::Exact),
+        "session" => return Ok(RememberArg::Session),
+        _ => {}
+    }
+    let usage =
+        "expected `exact`, `session` or `window=DURATION` (e.g. window=8h; units s, m, h, d)";
+    let Some(span) = text.strip_prefix("window=") else {
+        return Err(usage.to_owned());
+    };
+    let (number, unit) = span.split_at(span.len().saturating_sub(1));
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(usage.to_owned()),
+    };
+    let n: u64 = number.parse().map_err(|_| usage.to_owned())?;
+    Ok(RememberArg::Window(std::time::Duration::from_secs(
+        n.saturating_mul(seconds),
+    )))
 }
 
 /// `approvals deny` options.
@@ -715,6 +783,41 @@ mod tests {
             current = current.find_subcommand_mut(name).expect("a subcommand");
         }
         current.render_long_help().to_string()
+    }
+
+    #[test]
+    fn remember_scopes_parse_and_anything_else_is_refused() {
+        use std::time::Duration;
+        assert_eq!(parse_remember("exact"), Ok(RememberArg::Exact));
+        assert_eq!(parse_remember("session"), Ok(RememberArg::Session));
+        assert_eq!(
+            parse_remember("window=8h"),
+            Ok(RememberArg::Window(Duration::from_secs(8 * 3600)))
+        );
+        assert_eq!(
+            parse_remember("window=7d"),
+            Ok(RememberArg::Window(Duration::from_secs(7 * 86_400)))
+        );
+        for bad in [
+            "forever",
+            "window=",
+            "window=8",
+            "window=8x",
+            "window=-1h",
+            "Exact",
+        ] {
+            let err = parse_remember(bad).expect_err(bad);
+            assert!(err.contains("window=DURATION"), "{bad}: {err}");
+        }
+        let parsed =
+            parse(&["approvals", "approve", "apr_1", "--remember", "window=30m"]).expect("parses");
+        let Command::Approvals(ApprovalsCommand::Approve(args)) = parsed.command else {
+            panic!("approve");
+        };
+        assert_eq!(
+            args.remember,
+            Some(RememberArg::Window(Duration::from_secs(1800)))
+        );
     }
 
     #[test]

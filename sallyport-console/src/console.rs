@@ -343,11 +343,11 @@ impl Console {
     }
 
     /// The console's routes: `/` (to the approvals), `/login`, `/logout`, `/approvals`,
-    /// `/approvals/{id}`, `/approvals/{id}/decide`, `/calls`, `/calls/{receipt}`, `/chain`,
-    /// `/chain/export`, `/style.css`, with [`ConsoleBuilder::connect_accounts`]
-    /// `/connect` and `/connect/callback`, and with an OpenID Connect login (feature `oidc`)
-    /// `/login/oidc` and `/login/oidc/callback`. Every response carries the security
-    /// headers.
+    /// `/approvals/{id}`, `/approvals/{id}/decide`, `/approvals/{id}/remember`, `/remembered`,
+    /// `/remembered/{id}/revoke`, `/calls`, `/calls/{receipt}`, `/chain`, `/chain/export`,
+    /// `/style.css`, with [`ConsoleBuilder::connect_accounts`] `/connect` and
+    /// `/connect/callback`, and with an OpenID Connect login (feature `oidc`) `/login/oidc`
+    /// and `/login/oidc/callback`. Every response carries the security headers.
     ///
     /// Login attempts are throttled per client address: serve the router with
     /// `into_make_service_with_connect_info::<SocketAddr>()` (as [`Console::serve`] does),
@@ -373,6 +373,9 @@ impl Console {
             .route("/approvals", get(h::approvals))
             .route("/approvals/{id}", get(h::approval))
             .route("/approvals/{id}/decide", post(h::decide))
+            .route("/approvals/{id}/remember", post(h::remembered::remember))
+            .route("/remembered", get(h::remembered::page))
+            .route("/remembered/{id}/revoke", post(h::remembered::revoke))
             .route("/calls", get(h::calls))
             .route("/calls/{receipt}", get(h::call))
             .route("/chain", get(h::chain))

@@ -21,6 +21,7 @@ use crate::throttle::Client;
 pub(crate) mod connect;
 #[cfg(feature = "oidc")]
 pub(crate) mod oidc;
+pub(crate) mod remembered;
 
 type St = State<Arc<Shared>>;
 

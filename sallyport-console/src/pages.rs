@@ -10,6 +10,7 @@ use sallyport_vocab::MAX_REASON;
 use crate::auth::SessionInfo;
 
 pub(crate) mod connect;
+pub(crate) mod remembered;
 use crate::render::{Text, countdown, effect_words, externality_words, wire};
 
 /// What the page frame needs to know.
@@ -37,7 +38,7 @@ pub(crate) fn page(frame: &Frame<'_>, title: &str, body: &Markup) -> Markup {
                     span.brand { "sallyport" }
                     @if let Some(session) = frame.session {
                         nav aria-label="Sections" {
-                            @for (href, label) in [("/approvals", "Approvals"), ("/calls", "Calls"), ("/chain", "Audit chain"), ("/connect", "Connect an account")] {
+                            @for (href, label) in [("/approvals", "Approvals"), ("/remembered", "Remembered"), ("/calls", "Calls"), ("/chain", "Audit chain"), ("/connect", "Connect an account")] {
                                 @if href == "/connect" && !frame.connect {
                                 } @else if frame.current == href {
                                     a href=(href) aria-current="page" { (label) }
@@ -253,6 +254,7 @@ fn card(t: &Text, csrf: &str, a: &Approval, now_ms: u64, shown: Shown) -> Markup
             }
             @if a.state == ApprovalState::Awaiting && !expired_now && shown != Shown::Confirming {
                 (decide_form(csrf, a, None))
+                (remembered::remember_form(csrf, a))
             }
             @if let Some(d) = &a.decision {
                 section.decision aria-label="Decision" {

@@ -42,6 +42,7 @@ mod authority;
 pub(crate) mod check;
 pub(crate) mod events;
 pub mod notify;
+mod remember;
 
 use std::time::Duration;
 
@@ -50,14 +51,17 @@ pub use self::authority::{
 };
 pub use self::check::CheckApproval;
 pub(crate) use self::check::{ApprovalHost, ApprovalsChannel, status_outcome};
+pub(crate) use self::remember::note as remember_note;
+pub use self::remember::{RememberOutcome, remember_under, revoke_remembered};
 use crate::code::{ConsentOutcome, RefusalCode};
 use crate::journal::ReceiptId;
 use crate::journal::{ApprovalStore, AuditEvent, JournalError, Phase};
 use crate::outcome::{Origin, Status};
 pub use sallyport_vocab::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, ApprovalNote, ApprovalState,
-    ApprovalStep, Claim, ConsentMode, Decider, DecisionRefusal, DecisionSignature, NEVER_EXPIRES,
-    Transition, Verdict,
+    ApprovalStep, Claim, ConsentMode, CoveredCall, Decider, DecisionRefusal, DecisionSignature,
+    MAX_REMEMBER, NEVER_EXPIRES, NotRememberable, RememberChoice, RememberScope,
+    RememberedApproval, RememberedId, Revocation, Revoked, Transition, Verdict,
 };
 
 /// The name of the built-in read-only action every executor with deferred consent offers:
@@ -154,6 +158,10 @@ pub enum ApprovalError {
     /// The journal could not be read or written; nothing was decided.
     #[error("the approval store cannot be used")]
     Journal(#[from] JournalError),
+    /// "Approve and remember" was refused before anything was decided (an
+    /// `irreversible_or_broad` action, a quorum, a window out of range).
+    #[error("cannot remember this approval")]
+    NotRememberable(#[source] NotRememberable),
 }
 
 /// How often an approval of a quorum is tried again when another approval landed between

@@ -149,6 +149,7 @@ mod grants;
 mod lease;
 mod listen;
 mod reads;
+mod remembered;
 mod schema;
 mod shared;
 mod sql;
@@ -159,7 +160,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use sallyport_core::approval::{
-    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, RememberedApproval,
+    RememberedId, Revocation, Revoked, Transition,
 };
 use sallyport_core::journal::{
     ApprovalStore, AttemptId, AuditEvent, AuditRecord, DecisionWatch, HeadVerifyingKey, Intent,
@@ -505,5 +507,34 @@ impl ApprovalStore for PostgresJournal {
     /// missed. Outside a tokio runtime the watch never wakes.
     fn watch_decisions(&self) -> DecisionWatch {
         self.listener.watch()
+    }
+
+    /// Stored in `sallyport_remembered_approvals` (migration 6), shared by every process
+    /// on the database.
+    async fn store_remembered(&self, remembered: &RememberedApproval) -> Result<(), JournalError> {
+        remembered::PgRemembered::new(Arc::clone(&self.shared))
+            .store(remembered)
+            .await
+    }
+
+    async fn remembered_approvals(
+        &self,
+        action: Option<&str>,
+    ) -> Result<Vec<RememberedApproval>, JournalError> {
+        remembered::PgRemembered::new(Arc::clone(&self.shared))
+            .list(action)
+            .await
+    }
+
+    /// A compare-and-set in one statement (`WHERE NOT revoked`): of racing revocations on
+    /// any processes, one applies.
+    async fn revoke_remembered(
+        &self,
+        id: &RememberedId,
+        revocation: &Revocation,
+    ) -> Result<Revoked, JournalError> {
+        remembered::PgRemembered::new(Arc::clone(&self.shared))
+            .revoke(id, revocation)
+            .await
     }
 }

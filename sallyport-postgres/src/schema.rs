@@ -6,7 +6,7 @@ use deadpool_postgres::Client;
 
 /// The schema version this build writes: how many embedded migrations it has (each
 /// recorded in `sallyport_schema_version` once applied).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The advisory lock key the migration holds (`'sallyport'` in ASCII).
 const MIGRATION_LOCK: i64 = 0x73_61_6c_6c_79_70_6f_72;
@@ -119,6 +119,20 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     // configuration, as before.
     "
     ALTER TABLE sallyport_grants ADD COLUMN scopes_granted BOOLEAN NOT NULL DEFAULT false;
+    ",
+    // 6: remembered approvals (`remembered.rs`): an approver's standing approval of later
+    // calls of one action, its JSON body beside the columns reads filter on and the flag a
+    // revocation compares and sets. Existing tables are untouched.
+    "
+    CREATE TABLE sallyport_remembered_approvals (
+        remembered_id TEXT PRIMARY KEY,
+        action        TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        revoked       BOOLEAN NOT NULL DEFAULT false,
+        body          TEXT NOT NULL
+    );
+    CREATE INDEX sallyport_remembered_approvals_action
+        ON sallyport_remembered_approvals (action, created_at_ms);
     ",
 ];
 

@@ -71,6 +71,7 @@ mod calls;
 mod combine;
 mod decisions;
 mod open;
+mod remembered;
 mod statements;
 #[cfg(test)]
 mod tests;
@@ -92,7 +93,8 @@ use self::combine::{Op, Read, Shared, lock};
 use self::decisions::DecisionPoller;
 use self::open::{OpenOptions, open_connection};
 use sallyport_kernel::approval::{
-    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, RememberedApproval,
+    RememberedId, Revocation, Revoked, Transition,
 };
 use sallyport_kernel::journal::batch::{ApprovalWrite, ClaimRequest, Write};
 use sallyport_kernel::journal::signing::{HeadSigningKey, HeadVerifyingKey, SignedHead};
@@ -199,6 +201,7 @@ impl SqliteJournalBuilder {
             decisions,
             wake,
             busy_timeout: self.busy_timeout,
+            remembered: remembered::SqliteRemembered::new(self.path.clone(), self.busy_timeout),
             path: self.path,
             _thread: handle,
         })
@@ -225,6 +228,8 @@ pub struct SqliteJournal {
     path: PathBuf,
     /// How long a write waits for another connection's lock.
     busy_timeout: Duration,
+    /// The remembered approvals, on a connection of their own.
+    remembered: remembered::SqliteRemembered,
     _thread: thread::JoinHandle<()>,
 }
 
@@ -606,5 +611,27 @@ impl ApprovalStore for SqliteJournal {
     /// alive, and on a change looks for approved calls it has not seen.
     fn watch_decisions(&self) -> DecisionWatch {
         self.decisions.watch()
+    }
+
+    /// Stored in the file's table `remembered_approvals`, on a connection of its own.
+    async fn store_remembered(&self, remembered: &RememberedApproval) -> Result<(), JournalError> {
+        self.remembered.store(remembered).await
+    }
+
+    async fn remembered_approvals(
+        &self,
+        action: Option<&str>,
+    ) -> Result<Vec<RememberedApproval>, JournalError> {
+        self.remembered.list(action).await
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction: the file's write lock orders racing revocations
+    /// across processes.
+    async fn revoke_remembered(
+        &self,
+        id: &RememberedId,
+        revocation: &Revocation,
+    ) -> Result<Revoked, JournalError> {
+        self.remembered.revoke(id, revocation).await
     }
 }

@@ -223,6 +223,9 @@ fn migrate(conn: &Connection) -> Result<(), OpenFailure> {
         // And for files made before the policy's shared call counts.
         conn.execute_batch(crate::calls::CALLS_SCHEMA)
             .map_err(OpenFailure::Sqlite)?;
+        // And for files made before remembered approvals.
+        conn.execute_batch(crate::remembered::REMEMBERED_SCHEMA)
+            .map_err(OpenFailure::Sqlite)?;
         Ok(())
     })();
     match checked {

@@ -179,6 +179,8 @@ where
     settling_an_unresolved_attempt_appends_once_and_only_while_open(factory().await).await;
     concurrent_settles_of_one_attempt_append_exactly_once(factory().await).await;
     a_last_record_dropped_after_its_first_poll_is_written(factory().await).await;
+    remembered_approvals_are_stored_listed_bound_and_revoked_once(factory().await).await;
+    concurrent_revocations_apply_exactly_once(factory().await).await;
 }
 
 /// How many records the chain holds, checking that it verifies.
@@ -1164,4 +1166,214 @@ pub async fn a_last_record_dropped_after_its_first_poll_is_written(
         ApprovalState::Awaiting
     );
     assert_eq!(intact_count(journal.as_ref()).await, 3);
+}
+
+/// "Approve and remember" approves the parked call once and stores a remembered approval
+/// that reads back as made, bound to the call's action and definition hash; it is listed by
+/// action, newest first; it covers the same request and not another definition; a
+/// revocation applies once (the second is `Unchanged`), is audited, and from then on it
+/// covers nothing. An unknown id is `NotFound`. Refused remembers decide nothing.
+pub async fn remembered_approvals_are_stored_listed_bound_and_revoked_once(
+    journal: Arc<dyn ApprovalStore>,
+) {
+    use sallyport_core::approval::{CoveredCall, RememberChoice, RememberScope, Revoked};
+    let now = sallyport_core::clock::now_ms();
+    let fingerprint = "7".repeat(64);
+    let parked = sample_approval("ses_remember", &fingerprint, now, now + HOUR_MS);
+    park(journal.as_ref(), &parked).await;
+    let alice = Decider::new("alice", "cli");
+    // A window longer than 30 days is refused before anything is decided.
+    let too_long = approval::remember_under(
+        journal.as_ref(),
+        None,
+        &parked.approval_id,
+        &alice,
+        None,
+        RememberChoice::Window(Duration::from_secs(31 * 24 * 3600)),
+    )
+    .await
+    .expect_err("refused");
+    assert!(
+        matches!(too_long, approval::ApprovalError::NotRememberable(_)),
+        "{too_long:?}"
+    );
+    assert_eq!(
+        stored(journal.as_ref(), &parked.approval_id).await.state,
+        ApprovalState::Awaiting
+    );
+    let before = intact_count(journal.as_ref()).await;
+    let outcome = approval::remember_under(
+        journal.as_ref(),
+        None,
+        &parked.approval_id,
+        &alice,
+        Some("routine"),
+        RememberChoice::ExactArguments,
+    )
+    .await
+    .expect("remember");
+    let remembered = outcome.remembered.expect("remembered");
+    assert!(matches!(&outcome.decided, Decided::Recorded(a) if a.state == ApprovalState::Approved));
+    assert_eq!(
+        remembered.scope,
+        RememberScope::ExactArguments {
+            fingerprint: fingerprint.clone()
+        }
+    );
+    assert_eq!(remembered.definition_hash, parked.definition_hash);
+    assert_eq!(remembered.source, parked.approval_id);
+    // The decision's record, then the remembered one.
+    assert_eq!(intact_count(journal.as_ref()).await, before + 2);
+    let last = last_step(journal.as_ref()).await;
+    let note = last.event.approval.clone().expect("a note");
+    assert_eq!(note.step, ApprovalStep::Remembered);
+    assert_eq!(note.remembered.as_ref(), Some(&remembered.remembered_id));
+    assert_eq!(note.by.as_deref(), Some("alice"));
+    assert_eq!(note.scope.as_deref(), Some("exact arguments"));
+
+    let listed = journal
+        .remembered_approvals(Some("pay_invoice"))
+        .await
+        .expect("list");
+    assert_eq!(
+        listed,
+        std::slice::from_ref(&remembered),
+        "read back as made"
+    );
+    assert!(
+        journal
+            .remembered_approvals(Some("refund"))
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    let t = sallyport_core::clock::now_ms();
+    let same = CoveredCall::new(
+        "pay_invoice",
+        &parked.definition_hash,
+        "ses_other",
+        &fingerprint,
+        t,
+    );
+    assert!(listed[0].covers(&same));
+    let other_hash = "e".repeat(64);
+    let drifted = CoveredCall::new("pay_invoice", &other_hash, "ses_other", &fingerprint, t);
+    assert!(
+        !listed[0].covers(&drifted),
+        "another definition is not covered"
+    );
+
+    let bob = Decider::new("bob", "console");
+    let first = approval::revoke_remembered(journal.as_ref(), &remembered.remembered_id, &bob)
+        .await
+        .expect("revoke");
+    let Revoked::Applied(revoked) = first else {
+        panic!("expected Applied, got {first:?}");
+    };
+    assert_eq!(
+        revoked.revoked.as_ref().map(|r| r.by.by.as_str()),
+        Some("bob")
+    );
+    let last = last_step(journal.as_ref()).await;
+    let note = last.event.approval.expect("a note");
+    assert_eq!(note.step, ApprovalStep::Revoked);
+    assert_eq!(note.by.as_deref(), Some("bob"));
+    let count = intact_count(journal.as_ref()).await;
+    let again = approval::revoke_remembered(journal.as_ref(), &remembered.remembered_id, &alice)
+        .await
+        .expect("revoke again");
+    assert!(
+        matches!(&again, Revoked::Unchanged(r) if r.revoked.as_ref().is_some_and(|v| v.by.by == "bob")),
+        "{again:?}"
+    );
+    assert_eq!(
+        intact_count(journal.as_ref()).await,
+        count,
+        "nothing appended"
+    );
+    let listed = journal.remembered_approvals(None).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert!(
+        !listed[0].covers(&same),
+        "a revoked approval covers nothing"
+    );
+    let unknown = approval::revoke_remembered(
+        journal.as_ref(),
+        &approval::RememberedId::from_stored("rem_unknown"),
+        &bob,
+    )
+    .await
+    .expect("revoke unknown");
+    assert_eq!(unknown, Revoked::NotFound);
+
+    // A second one, made later, is listed first.
+    let later = sample_approval("ses_remember", &"6".repeat(64), now + 1, now + HOUR_MS);
+    park(journal.as_ref(), &later).await;
+    let carol = Decider::new("carol", "cli");
+    let second = approval::remember_under(
+        journal.as_ref(),
+        None,
+        &later.approval_id,
+        &carol,
+        None,
+        RememberChoice::Session,
+    )
+    .await
+    .expect("remember")
+    .remembered
+    .expect("remembered");
+    let listed = journal.remembered_approvals(None).await.expect("list");
+    let ids: Vec<_> = listed.iter().map(|r| r.remembered_id.clone()).collect();
+    assert_eq!(ids, [second.remembered_id, remembered.remembered_id]);
+    intact_count(journal.as_ref()).await;
+}
+
+/// Revocations racing from several front ends: exactly one applies, and exactly one
+/// `revoked` record is appended.
+pub async fn concurrent_revocations_apply_exactly_once(journal: Arc<dyn ApprovalStore>) {
+    use sallyport_core::approval::{RememberChoice, Revoked};
+    const RACERS: usize = 8;
+    let now = sallyport_core::clock::now_ms();
+    let parked = sample_approval("ses_revoke", &"5".repeat(64), now, now + HOUR_MS);
+    park(journal.as_ref(), &parked).await;
+    let remembered = approval::remember_under(
+        journal.as_ref(),
+        None,
+        &parked.approval_id,
+        &Decider::new("alice", "cli"),
+        None,
+        RememberChoice::Window(Duration::from_secs(3600)),
+    )
+    .await
+    .expect("remember")
+    .remembered
+    .expect("remembered");
+    let before = intact_count(journal.as_ref()).await;
+    let start = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let tasks: Vec<_> = (0..RACERS)
+        .map(|i| {
+            let (journal, id, start) = (
+                journal.clone(),
+                remembered.remembered_id.clone(),
+                start.clone(),
+            );
+            tokio::spawn(async move {
+                start.wait().await;
+                let by = Decider::new(format!("op{i}"), "console");
+                approval::revoke_remembered(journal.as_ref(), &id, &by)
+                    .await
+                    .expect("revoke")
+            })
+        })
+        .collect();
+    let mut applied = 0;
+    for task in tasks {
+        match task.await.expect("task") {
+            Revoked::Applied(_) => applied += 1,
+            Revoked::Unchanged(_) => {}
+            Revoked::NotFound => panic!("not found"),
+        }
+    }
+    assert_eq!(applied, 1, "one revocation applies");
+    assert_eq!(intact_count(journal.as_ref()).await, before + 1);
 }

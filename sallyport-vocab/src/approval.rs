@@ -13,6 +13,12 @@ use crate::ids::AttemptId;
 use crate::outcome::ActionResult;
 use crate::{MAX_REASON, string_enum};
 
+mod remembered;
+pub use remembered::{
+    CoveredCall, MAX_REMEMBER, NotRememberable, RememberChoice, RememberScope, RememberedApproval,
+    RememberedId, Revocation, Revoked,
+};
+
 /// Longest decider name and channel name kept.
 const MAX_NAME: usize = 128;
 
@@ -550,6 +556,13 @@ pub struct ApprovalNote {
     /// A refused decision: why (`self_approval`, `no_authority`, `bad_signature`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<DecisionRefusal>,
+    /// The remembered approval this record is about (steps `remembered`, `revoked`,
+    /// `applied_remembered`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remembered: Option<RememberedId>,
+    /// The remembered approval's scope, in words (`exact arguments`, `session s1`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 impl ApprovalNote {
@@ -568,6 +581,8 @@ impl ApprovalNote {
             approvals: None,
             required: None,
             refusal: None,
+            remembered: None,
+            scope: None,
         }
     }
 
@@ -605,6 +620,13 @@ string_enum! {
         Expired => "expired",
         /// The approved call was driven to its end (the record of the execution itself).
         Resumed => "resumed",
+        /// An approver approved and remembered the approval ([`RememberedApproval`]).
+        Remembered => "remembered",
+        /// A remembered approval was revoked.
+        Revoked => "revoked",
+        /// A later call went out without asking, under a remembered approval (the record
+        /// of that call itself).
+        AppliedRemembered => "applied_remembered",
     }
 }
 
@@ -698,7 +720,7 @@ fn is_one(n: &u32) -> bool {
 }
 
 /// `text` without control characters (newlines kept in reasons), at most `max` characters.
-fn clean(text: &str, max: usize) -> String {
+pub(crate) fn clean(text: &str, max: usize) -> String {
     text.chars()
         .filter(|c| !c.is_control() || (*c == '\n' && max == MAX_REASON))
         .take(max)
@@ -734,7 +756,7 @@ mod tests {
     }
 
     /// An awaiting approval created at 1,000 ms that expires at 2,000 ms.
-    fn awaiting() -> Approval {
+    pub(super) fn awaiting() -> Approval {
         serde_json::from_value(serde_json::json!({
             "approval_id": ApprovalId::generate(),
             "attempt_id": AttemptId::generate(),

@@ -209,6 +209,9 @@ string_enum! {
         SessionGrant => "session_grant",
         /// Nobody answered in time.
         Timeout => "timeout",
+        /// A remembered approval covered the call, and no one was asked (the audit record
+        /// names it).
+        Remembered => "remembered",
         /// The request was too large to show in full, so no human was asked.
         TooLargeToShow => "too_large_to_show",
         /// No consent provider could ask a human.
@@ -515,6 +518,7 @@ mod tests {
             (NotRequired, "not_required"),
             (SessionGrant, "session_grant"),
             (Timeout, "timeout"),
+            (Remembered, "remembered"),
             (TooLargeToShow, "too_large_to_show"),
             (Unavailable, "unavailable"),
         ];

@@ -57,6 +57,11 @@ id_type!(
     "apr_"
 );
 id_type!(
+    /// One remembered approval (`rem_…`): an approver's standing approval of later calls.
+    RememberedId,
+    "rem_"
+);
+id_type!(
     /// The audit record of one call (`rcpt_…`).
     ReceiptId,
     "rcpt_"

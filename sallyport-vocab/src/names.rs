@@ -337,7 +337,8 @@ mod tests {
         origin: Origin = ["executor", "upstream"];
         consent_mode: ConsentMode = ["blocking", "deferred"];
         approval_step: ApprovalStep = [
-            "requested", "approved", "counted", "refused", "denied", "expired", "resumed"
+            "requested", "approved", "counted", "refused", "denied", "expired", "resumed",
+            "remembered", "revoked", "applied_remembered"
         ];
         decision_refusal: DecisionRefusal = ["no_authority", "bad_signature", "self_approval"];
     }

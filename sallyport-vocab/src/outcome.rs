@@ -58,6 +58,9 @@ pub struct ActionResult {
     /// The approval a parked call waits for (`awaiting_approval`); `next` checks it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<crate::approval::ApprovalId>,
+    /// The remembered approval under which this call went out without asking a human.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remembered_approval: Option<crate::approval::RememberedId>,
     /// What the executor found in the upstream's answer (credential-shaped values, text
     /// shaped like instructions to the model), where, and what it did; never the value.
     /// Absent when nothing was found.
@@ -126,6 +129,7 @@ impl ActionResult {
             attempt_id,
             receipt_id: None,
             approval_id: None,
+            remembered_approval: None,
             findings: Vec::new(),
             record_pending: false,
             connect: None,

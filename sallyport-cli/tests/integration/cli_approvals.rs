@@ -809,3 +809,157 @@ fn dead_letters_lists_undelivered_notifications_escaped_and_as_json() {
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "not json\n");
 }
+
+// --- Remembered approvals: `approve --remember`, `remembered`, `revoke`. ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_remember_from_the_cli_lets_identical_calls_go_until_the_cli_revokes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (upstream, executor, path) = application(&dir).await;
+    let id = park_a_payment(&executor, &upstream, 1).await;
+
+    let out = run(
+        &path,
+        &[
+            "approvals",
+            "approve",
+            id.as_str(),
+            "--by",
+            "alice",
+            "--remember",
+            "exact",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("approved "), "{stdout}");
+    assert!(stdout.contains("remembered rem_"), "{stdout}");
+    assert!(stdout.contains("(exact arguments)"), "{stdout}");
+    let rem = stdout
+        .split_whitespace()
+        .find(|w| w.starts_with("rem_"))
+        .map(|w| w.trim_end_matches(':').to_owned())
+        .expect("the remembered id");
+    // The approval counts as alice's approval of the parked call itself.
+    executor.resume_approval(&id).await.unwrap().expect("sent");
+    assert_eq!(upstream.requests(), 1);
+
+    // The identical call from another session goes out unasked and says why.
+    let elsewhere = sallyport_core::Session::new("agent-7")
+        .requested_by("billing-bot")
+        .allow_any("customer");
+    let again = executor
+        .call("send_invoice", approvals_rig::invoice(1), &elsewhere)
+        .await;
+    assert_eq!(again.status, Status::Completed, "{}", again.to_json());
+    assert_eq!(
+        again.remembered_approval.as_ref().map(|r| r.as_str()),
+        Some(rem.as_str())
+    );
+    assert_eq!(upstream.requests(), 2);
+
+    let listed = run(&path, &["approvals", "remembered"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let listed = text(&listed.stdout);
+    assert!(listed.contains(&rem), "{listed}");
+    assert!(
+        listed.contains("  live  send_invoice  exact arguments  by alice"),
+        "{listed}"
+    );
+
+    let revoked = run(&path, &["approvals", "revoke", &rem, "--by", "bob"]);
+    assert_eq!(revoked.status.code(), Some(0), "{}", text(&revoked.stderr));
+    assert!(text(&revoked.stdout).contains("later calls of send_invoice are asked again"));
+    let twice = run(&path, &["approvals", "revoke", &rem, "--by", "carol"]);
+    assert_eq!(twice.status.code(), Some(9), "{}", text(&twice.stderr));
+    assert!(
+        text(&twice.stderr).contains("already revoked by bob"),
+        "{}",
+        text(&twice.stderr)
+    );
+    let unknown = run(&path, &["approvals", "revoke", "rem_nope"]);
+    assert_eq!(unknown.status.code(), Some(5));
+
+    // The next identical call is asked again: parked, nothing sent.
+    let elsewhere = sallyport_core::Session::new("agent-8")
+        .requested_by("billing-bot")
+        .allow_any("customer");
+    let after = executor
+        .call("send_invoice", approvals_rig::invoice(1), &elsewhere)
+        .await;
+    assert_eq!(after.status, Status::Pending, "{}", after.to_json());
+    assert_eq!(after.remembered_approval, None);
+    assert_eq!(upstream.requests(), 2);
+
+    let listed = text(&run(&path, &["approvals", "remembered", "--json"]).stdout);
+    let json: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(json[0]["revoked"]["by"]["by"], "bob");
+    assert_eq!(json[0]["scope"]["kind"], "exact_arguments");
+    // Both steps are in the chain, with who did them.
+    let notes: Vec<(ApprovalStep, Option<String>)> = steps(&path, &id)
+        .await
+        .into_iter()
+        .map(|(n, _)| (n.step, n.by))
+        .collect();
+    assert!(
+        notes.contains(&(ApprovalStep::Remembered, Some("alice".into()))),
+        "{notes:?}"
+    );
+    assert!(
+        notes.contains(&(ApprovalStep::Revoked, Some("bob".into()))),
+        "{notes:?}"
+    );
+    assert!(
+        notes.contains(&(ApprovalStep::AppliedRemembered, Some("alice".into()))),
+        "{notes:?}"
+    );
+}
+
+#[tokio::test]
+async fn approve_remember_is_refused_for_an_irreversible_action_and_decides_nothing() {
+    let now = sallyport_core::clock::now_ms();
+    let mut broad = approval(None, "inv_9", now, now + HOUR_MS);
+    broad.effect = sallyport_core::EffectClass::IrreversibleOrBroad;
+    let dir = tempfile::tempdir().unwrap();
+    let path = journal_with(&dir, &[&broad]).await;
+    let before = record_count(&path).await;
+    let out = run(
+        &path,
+        &[
+            "approvals",
+            "approve",
+            broad.approval_id.as_str(),
+            "--by",
+            "bob",
+            "--remember",
+            "window=8h",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(14), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("irreversible_or_broad"), "{stderr}");
+    assert!(stderr.contains("cannot be remembered"), "{stderr}");
+    assert!(stderr.contains("without --remember"), "{stderr}");
+    assert_eq!(
+        stored(&path, &broad.approval_id).await.state,
+        ApprovalState::Awaiting
+    );
+    assert_eq!(
+        record_count(&path).await,
+        before,
+        "nothing audited, nothing decided"
+    );
+    // A bad scope is a usage error.
+    let bad = run(
+        &path,
+        &[
+            "approvals",
+            "approve",
+            broad.approval_id.as_str(),
+            "--remember",
+            "forever",
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("window=DURATION"));
+}

@@ -14,4 +14,5 @@ mod confirm;
 mod connect;
 mod findings;
 mod oidc_login;
+mod remembered;
 mod router;

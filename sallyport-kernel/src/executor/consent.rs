@@ -3,6 +3,15 @@
 //! required consent for the call (stage 4), the rule is `per_call` whatever the action's:
 //! a human is asked for this one call, and no session grant covers it or is made from it.
 //!
+//! Before anyone is asked, a remembered approval ([`crate::approval::remember_under`]) may
+//! cover the call: one that is live (not revoked, not expired), of the same action under
+//! the **same definition hash**, whose scope matches (the same prepared request, the same
+//! session, or a time window), and made by someone other than the call's requester. The call
+//! then goes on unasked, consent `remembered`, and its record and result name the
+//! remembered approval. Never for a call the host's policy sends to a human per call, an
+//! `irreversible_or_broad` action, or an action that needs a quorum; a store that cannot be
+//! read means asking, never sending unasked.
+//!
 //! With deferred consent the call is parked instead ([`crate::approval`]): the approval is
 //! stored with the call's own record and the call ends `pending` / `awaiting_approval`; a
 //! configured provider is still asked, as one front end. An approved call comes back here
@@ -16,9 +25,10 @@ use super::filter::{scrub_cut, scrub_cut_in_place, scrub_in_place};
 use super::precheck::Checked;
 use super::record::{self, CallRecord};
 use crate::action::ConsentRule;
+use crate::action::EffectClass;
 use crate::approval::{
-    self, Approval, ApprovalFilter, ApprovalId, ApprovalState, ConsentMode, Decided, Decider,
-    Verdict,
+    self, Approval, ApprovalFilter, ApprovalId, ApprovalState, ConsentMode, CoveredCall, Decided,
+    Decider, RememberedApproval, Verdict,
 };
 use crate::channel::ApplyOutcome;
 use crate::code::{ConsentOutcome, RefusalCode};
@@ -32,6 +42,8 @@ use crate::session::Session;
 pub(crate) struct Consented {
     call: Call,
     decision: ConsentOutcome,
+    /// The remembered approval that let the call go unasked (boxed: most calls have none).
+    remembered: Option<Box<RememberedApproval>>,
 }
 
 impl fmt::Debug for Consented {
@@ -39,6 +51,7 @@ impl fmt::Debug for Consented {
         f.debug_struct("Consented")
             .field("call", &self.call)
             .field("decision", &self.decision)
+            .field("remembered", &self.remembered)
             .finish()
     }
 }
@@ -57,6 +70,11 @@ impl Consented {
     /// How consent was given.
     pub(crate) fn decision(&self) -> ConsentOutcome {
         self.decision
+    }
+
+    /// The remembered approval that let the call go without asking, if one did.
+    pub(crate) fn remembered(&self) -> Option<&RememberedApproval> {
+        self.remembered.as_deref()
     }
 }
 
@@ -95,6 +113,7 @@ pub(super) fn consent(
             Ok(decision) => Ok(Consented {
                 call: checked.into_call(),
                 decision,
+                remembered: None,
             }),
             // Someone must decide. That path's state (the prompt, the wait, the parking) is
             // boxed, so the future of a call that needs no one does not carry it: the whole
@@ -142,8 +161,16 @@ async fn ask(
         Ok(Consented {
             call: checked.into_call(),
             decision,
+            remembered: None,
         })
     };
+    if let Some(remembered) = covering(inner, session, call).await {
+        return Ok(Consented {
+            call: checked.into_call(),
+            decision: ConsentOutcome::Remembered,
+            remembered: Some(Box::new(remembered)),
+        });
+    }
     // Deferred consent parks the call (and asks the provider, if any, from there).
     let deferred = inner.approvals.mode_for(&spec.name) == ConsentMode::Deferred;
     let provider = match &inner.consent {
@@ -401,5 +428,38 @@ pub(super) fn approved(checked: Checked, approval: &Approval) -> Result<Consente
     Ok(Consented {
         call: checked.into_call(),
         decision: ConsentOutcome::Approved,
+        remembered: None,
     })
+}
+
+/// The remembered approval that lets `call` go without asking, if one does (see the module
+/// docs for when none may).
+async fn covering(inner: &Inner, session: &Session, call: &Call) -> Option<RememberedApproval> {
+    let spec = call.spec();
+    // The host's policy asked for a human on this very call: nothing remembered answers it.
+    if call.policy().requires_consent()
+        || spec.effect == EffectClass::IrreversibleOrBroad
+        || inner.approvals.quorum_for(&spec.name, spec.effect) > 1
+    {
+        return None;
+    }
+    let store = inner.approval_store().ok()?;
+    let remembered = match store.remembered_approvals(Some(&spec.name)).await {
+        Ok(list) => list,
+        Err(e) => {
+            // Fail closed: the call is asked as if nothing were remembered.
+            tracing::warn!(error = %e, "remembered approvals cannot be read; asking");
+            return None;
+        }
+    };
+    let fingerprint = super::intent::fingerprint_of(call);
+    let covered = CoveredCall::new(
+        &spec.name,
+        call.definition_hash(),
+        session.id().as_str(),
+        &fingerprint,
+        crate::clock::now_ms(),
+    )
+    .requested_by(session.requester());
+    remembered.into_iter().find(|r| r.covers(&covered))
 }

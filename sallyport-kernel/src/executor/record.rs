@@ -41,6 +41,8 @@ pub(crate) struct CallRecord {
     /// What every event of the call copies; the last one takes them (see [`record`]).
     texts: Texts,
     consent: Option<ConsentOutcome>,
+    /// The remembered approval that let this call go without asking, if one did.
+    remembered: Option<Box<crate::approval::RememberedApproval>>,
     /// The approval this call carries out, and the claim it holds: its end is stored with
     /// [`ApprovalStore::settle_approval`](crate::journal::ApprovalStore::settle_approval), which finishes the approval in the same transaction.
     pub(crate) settle: Option<(ApprovalId, Claim)>,
@@ -80,6 +82,7 @@ impl CallRecord {
                 ..Texts::default()
             },
             consent: None,
+            remembered: None,
             settle: None,
             let_through: false,
             scrubber,
@@ -158,6 +161,7 @@ impl CallRecord {
 
     pub(super) fn consented(&mut self, consented: &Consented) {
         self.consent = Some(consented.decision());
+        self.remembered = consented.remembered().cloned().map(Box::new);
     }
 
     pub(super) fn consent_refused(&mut self, decision: ConsentOutcome) {
@@ -216,9 +220,18 @@ impl CallRecord {
             drift_decision: None,
             dispatches,
             upstream_status: None,
-            approval: self.settle.as_ref().map(|(id, _)| {
-                crate::approval::ApprovalNote::new(id.clone(), ApprovalStep::Resumed)
-            }),
+            approval: match (&self.settle, &self.remembered) {
+                (Some((id, _)), _) => Some(crate::approval::ApprovalNote::new(
+                    id.clone(),
+                    ApprovalStep::Resumed,
+                )),
+                (None, Some(r)) => Some(crate::approval::remember_note(
+                    r,
+                    ApprovalStep::AppliedRemembered,
+                    &r.created_by,
+                )),
+                (None, None) => None,
+            },
             reconciled: None,
             policy: texts.policy,
             findings: Vec::new(),
@@ -279,6 +292,7 @@ fn store<'a>(
     result: &mut ActionResult,
 ) -> Storing<'a> {
     result.receipt_id = Some(event.receipt_id.clone());
+    result.remembered_approval = record.remembered.as_ref().map(|r| r.remembered_id.clone());
     match (&record.settle, intent) {
         (Some((id, claim)), _) => {
             result.approval_id = Some(id.clone());

@@ -14,7 +14,8 @@ use super::{
 use crate::journal::IdempotencyKey;
 use crate::outcome::ActionResult;
 use sallyport_vocab::approval::{
-    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, RememberedApproval,
+    RememberedId, Revocation, Revoked, Transition,
 };
 
 /// A journal that keeps everything in memory, and loses it with the process: for tests,
@@ -82,6 +83,8 @@ struct State {
     approvals: Vec<StoredApproval>,
     /// Approval id → index in `approvals`.
     by_approval: HashMap<String, usize>,
+    /// Remembered approvals, oldest first.
+    remembered: Vec<RememberedApproval>,
 }
 
 impl MemoryJournal {
@@ -456,6 +459,49 @@ impl ApprovalStore for MemoryJournal {
 
     fn watch_decisions(&self) -> DecisionWatch {
         self.decisions.watch()
+    }
+
+    async fn store_remembered(&self, remembered: &RememberedApproval) -> Result<(), JournalError> {
+        let mut state = self.lock();
+        if state
+            .remembered
+            .iter()
+            .any(|r| r.remembered_id == remembered.remembered_id)
+        {
+            return Err(JournalError::DuplicateKey);
+        }
+        state.remembered.push(remembered.clone());
+        Ok(())
+    }
+
+    async fn remembered_approvals(
+        &self,
+        action: Option<&str>,
+    ) -> Result<Vec<RememberedApproval>, JournalError> {
+        let state = self.lock();
+        Ok(state
+            .remembered
+            .iter()
+            .rev()
+            .filter(|r| action.is_none_or(|a| r.action == a))
+            .cloned()
+            .collect())
+    }
+
+    async fn revoke_remembered(
+        &self,
+        id: &RememberedId,
+        revocation: &Revocation,
+    ) -> Result<Revoked, JournalError> {
+        let mut state = self.lock();
+        let Some(found) = state.remembered.iter_mut().find(|r| &r.remembered_id == id) else {
+            return Ok(Revoked::NotFound);
+        };
+        Ok(if found.revoke(revocation) {
+            Revoked::Applied(found.clone())
+        } else {
+            Revoked::Unchanged(found.clone())
+        })
     }
 }
 

@@ -58,7 +58,8 @@ pub use self::signing::{HeadSigningKey, HeadVerifyingKey, KeyError, SignedHead};
 use crate::action::{EffectClass, ScopedValue};
 use crate::outcome::{Origin, Status};
 use sallyport_vocab::approval::{
-    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, Transition,
+    Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, RememberedApproval,
+    RememberedId, Revocation, Revoked, Transition,
 };
 pub use sallyport_vocab::journal::{
     AttemptId, BackendError, IdempotencyKey, JournalError, Phase, ReceiptId,
@@ -634,6 +635,14 @@ pub trait Journal: Send + Sync + 'static {
 ///   last record, like [`Journal::append`]: once their future has been polled the write
 ///   must be carried out even if the future is then dropped.
 ///
+/// * **Remembered approvals, if kept.** [`ApprovalStore::store_remembered`],
+///   [`ApprovalStore::remembered_approvals`] and [`ApprovalStore::revoke_remembered`] keep an
+///   approver's standing approvals as given; a revocation is a compare-and-set across
+///   processes ([`RememberedApproval::revoke`] applied to the stored row). Their defaults
+///   keep none, and then every call is asked as before. They are audited by the caller
+///   ([`crate::approval::remember_under`], [`crate::approval::revoke_remembered`]), not in
+///   the store's transaction: the order of the two writes keeps a crash on the safe side.
+///
 /// The conformance suite in `sallyport-testkit` (feature `conformance`) checks these
 /// properties, and the [`Journal`] ones, against a backend; [`MemoryJournal`] is the
 /// smallest implementation that passes it.
@@ -760,6 +769,59 @@ pub trait ApprovalStore: Journal {
     /// connection of its own; [`MemoryJournal`] notifies in process.
     fn watch_decisions(&self) -> DecisionWatch {
         DecisionWatch::sleeping()
+    }
+
+    /// Stores a new remembered approval ([`crate::approval::remember_under`] makes it and audits
+    /// it). Not audited here: the caller appends the record `remembered` *before* storing,
+    /// so a crash between the two leaves a record of a remembered approval that never
+    /// covers anything, never one that covers calls unrecorded.
+    ///
+    /// The default refuses ([`JournalError::Unsupported`]): a backend that does not keep
+    /// remembered approvals has none, and every call is asked as before.
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::DuplicateKey`] when its id is already stored, or any failure to write.
+    async fn store_remembered(&self, remembered: &RememberedApproval) -> Result<(), JournalError> {
+        let _ = remembered;
+        Err(JournalError::Unsupported("remembered approvals"))
+    }
+
+    /// The remembered approvals of `action` (of every action when `None`), revoked and
+    /// expired ones included, newest first. The executor reads them at stage 8 before it
+    /// asks anyone; a failure there means asking, never sending unasked.
+    ///
+    /// The default has none.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    async fn remembered_approvals(
+        &self,
+        action: Option<&str>,
+    ) -> Result<Vec<RememberedApproval>, JournalError> {
+        let _ = action;
+        Ok(Vec::new())
+    }
+
+    /// Revokes the remembered approval `id` as [`RememberedApproval::revoke`] allows (a
+    /// compare-and-set: of two racing revocations one is applied, the other finds it
+    /// revoked). Not audited here: the caller appends the record `revoked` once it applied,
+    /// so a crash between the two leaves a revoked approval, never a live one recorded as
+    /// revoked.
+    ///
+    /// The default refuses ([`JournalError::Unsupported`]).
+    ///
+    /// # Errors
+    ///
+    /// Any failure to read or write.
+    async fn revoke_remembered(
+        &self,
+        id: &RememberedId,
+        revocation: &Revocation,
+    ) -> Result<Revoked, JournalError> {
+        let _ = (id, revocation);
+        Err(JournalError::Unsupported("remembered approvals"))
     }
 }
 

@@ -654,7 +654,8 @@ async fn a_database_at_schema_version_3_gains_the_grant_table_and_keeps_its_jour
     db.sql()
         .await
         .batch_execute(
-            "DROP TABLE sallyport_grants; DELETE FROM sallyport_schema_version WHERE version > 3;",
+            "DROP TABLE sallyport_grants; DROP TABLE sallyport_remembered_approvals; \
+             DELETE FROM sallyport_schema_version WHERE version > 3;",
         )
         .await
         .expect("downgrade");
@@ -699,6 +700,7 @@ async fn a_grant_table_at_schema_version_4_keeps_its_grants_and_lists_granted_sc
         .await
         .batch_execute(
             "ALTER TABLE sallyport_grants DROP COLUMN scopes_granted;
+             DROP TABLE sallyport_remembered_approvals;
              DELETE FROM sallyport_schema_version WHERE version > 4;",
         )
         .await

@@ -18,6 +18,7 @@ mod approvals;
 mod approvals_app;
 mod approvals_postgres;
 mod approvals_quorum;
+mod approvals_remembered;
 mod approvals_wakeup;
 mod consent_display;
 mod consent_terminal;

@@ -313,3 +313,50 @@ async fn required_consent_parks_an_action_whose_rule_asks_no_one_and_it_is_decid
     assert_eq!(refused.code, Some(RefusalCode::PolicyDenied.into()));
     assert_eq!(rig.upstream.requests(), 1, "nothing more was sent");
 }
+
+/// A host policy that requires a human for a call is not answered by a remembered
+/// approval: each such call is asked, even one identical to a call remembered with a time
+/// window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remembered_approval_never_answers_consent_the_policy_requires_per_call() {
+    let rig = rig(true).await;
+    rig.policy
+        .answer(PolicyDecision::require_consent("a human checks invoices"));
+    let parked = rig.call(500).await;
+    let id = parked.approval_id.clone().expect("approval id");
+    let store = rig.executor.approval_store().expect("store");
+    let remembered = sallyport_core::approval::remember_under(
+        store.as_ref(),
+        None,
+        &id,
+        &Decider::new("alice", "test"),
+        None,
+        sallyport_core::approval::RememberChoice::Window(std::time::Duration::from_secs(3600)),
+    )
+    .await
+    .expect("remember")
+    .remembered
+    .expect("remembered");
+    rig.policy.answer(PolicyDecision::allow());
+    rig.executor.resume_approval(&id).await.expect("resume");
+    assert_eq!(rig.upstream.requests(), 1);
+
+    rig.policy
+        .answer(PolicyDecision::require_consent("a human checks invoices"));
+    let again = rig
+        .executor
+        .call(
+            "create_invoice",
+            invoice(500),
+            &Session::new("another-session").allow("customer", ["cus_7"]),
+        )
+        .await;
+    assert_eq!(again.status, Status::Pending, "{}", again.summary());
+    assert_eq!(again.code, Some(RefusalCode::AwaitingApproval.into()));
+    assert_eq!(again.remembered_approval, None);
+    assert_eq!(rig.upstream.requests(), 1, "asked, nothing sent");
+    assert!(
+        remembered.is_live_at(sallyport_core::clock::now_ms()),
+        "the remembered approval is live: the policy made the difference"
+    );
+}
