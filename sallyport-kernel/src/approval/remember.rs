@@ -8,7 +8,10 @@
 //! `irreversible_or_broad` action and for a call that needs a quorum: one approver's
 //! standing consent never stands in for several approvers. The executor applies it at
 //! stage 8 (see `executor::consent`), never to a call the host's policy sends to a human
-//! per call, and only while the action's definition hash is the one it was made under.
+//! per call, and only while the action's definition hash is the one it was made under: the
+//! first call that meets a changed definition revokes it (recorded as revoked by
+//! `sallyport` through `definition_drift`), so it stays revoked if the definition changes
+//! back.
 //!
 //! Each step is audited in the journal's chain: the record `remembered` (appended before the
 //! remembered approval is stored, so a crash between the two leaves a record of something

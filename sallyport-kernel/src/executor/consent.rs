@@ -461,5 +461,21 @@ async fn covering(inner: &Inner, session: &Session, call: &Call) -> Option<Remem
         crate::clock::now_ms(),
     )
     .requested_by(session.requester());
+    // Drift revokes: a live remembered approval made under another definition of this
+    // action is revoked (and audited) the first time a call meets the changed definition, so
+    // it stays revoked even if that definition comes back.
+    for drifted in remembered
+        .iter()
+        .filter(|r| r.definition_hash != covered.definition_hash && r.is_live_at(covered.now_ms))
+    {
+        let by = crate::approval::Decider::new("sallyport", DRIFT_REVOKER);
+        if let Err(e) = crate::approval::revoke_remembered(store, &drifted.remembered_id, &by).await
+        {
+            tracing::warn!(error = %e, remembered = %drifted.remembered_id.as_str(), "a remembered approval of a changed definition could not be revoked; it covers nothing all the same");
+        }
+    }
     remembered.into_iter().find(|r| r.covers(&covered))
 }
+
+/// The front end a remembered approval's revocation by definition drift is recorded as.
+const DRIFT_REVOKER: &str = "definition_drift";

@@ -2,7 +2,8 @@
 //! later calls of the same action go out without asking, within an explicit scope.
 //!
 //! A [`RememberedApproval`] is bound to the action's definition hash when it was made: a
-//! definition that changed since (drift) is never covered by it. It lives until it is
+//! definition that changed since (drift) is never covered by it, and the executor revokes it
+//! when a call first meets the changed definition. It lives until it is
 //! revoked ([`RememberedApproval::revoke`]) or until its expiry, at most
 //! [`MAX_REMEMBER`] after it was made. The rules here are the one statement every backend
 //! applies; the executor decides with [`RememberedApproval::covers`].
@@ -184,7 +185,7 @@ pub struct RememberedApproval {
     /// The action it covers.
     pub action: String,
     /// The action's definition hash when it was made: a call under another definition is
-    /// never covered (drift voids it).
+    /// never covered (drift revokes it).
     pub definition_hash: String,
     /// Which calls it covers.
     pub scope: RememberScope,

@@ -279,7 +279,7 @@ async fn a_window_remembered_approval_covers_any_call_until_it_ends() {
 }
 
 #[tokio::test]
-async fn a_definition_change_voids_a_remembered_approval() {
+async fn a_definition_change_revokes_a_remembered_approval_for_good() {
     let rig = rig().await;
     let session = approvals_rig::session();
     // A window covers any arguments: only the definition hash tells the calls apart (an
@@ -302,13 +302,31 @@ async fn a_definition_change_voids_a_remembered_approval() {
         .await;
     parked_id(&parked);
     assert_eq!(posts_for(&rig.upstream, 1), 1, "asked again, nothing sent");
-    // The unchanged definition is still covered: the hash made the difference.
-    let same = rig
+    // Drift revoked it, on the record, as the definition's change.
+    let store = rig.executor.approval_store().expect("a store");
+    let listed = store.remembered_approvals(None).await.expect("list");
+    let revoked = listed
+        .iter()
+        .find(|l| l.remembered_id == r.remembered_id)
+        .and_then(|l| l.revoked.as_ref())
+        .expect("revoked by the drift");
+    assert_eq!(revoked.by.channel, "definition_drift");
+    let records = store.records().await.expect("records");
+    assert!(
+        records
+            .iter()
+            .any(|rec| rec.event.approval.as_ref().is_some_and(|n| {
+                n.step == ApprovalStep::Revoked && n.remembered.as_ref() == Some(&r.remembered_id)
+            })),
+        "the revocation is audited"
+    );
+    // It stays revoked: under the unchanged definition a call it covered before is asked.
+    let unchanged = rig
         .executor
-        .call("send_invoice", approvals_rig::invoice(1), &session)
+        .call("send_invoice", approvals_rig::invoice(2), &session)
         .await;
-    sent_under(&rig.executor, &same, &r).await;
-    assert_eq!(posts_for(&rig.upstream, 1), 2);
+    parked_id(&unchanged);
+    assert_eq!(posts_for(&rig.upstream, 2), 0, "nothing sent");
 }
 
 #[tokio::test]
