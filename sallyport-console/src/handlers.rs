@@ -58,6 +58,40 @@ fn session(shared: &Shared, headers: &HeaderMap) -> Option<(String, SessionInfo)
     Some((id.to_owned(), info))
 }
 
+/// The signed-in person posting a form that carries `csrf`, or the answer that refuses the
+/// post and changes nothing: `401` without a session (the text says nothing was `undone`,
+/// e.g. "decided"), the "form expired" page when the token is not this session's (its text
+/// ends with `reopen`).
+fn form_poster(
+    shared: &Shared,
+    headers: &HeaderMap,
+    csrf: &str,
+    undone: &str,
+    reopen: &str,
+) -> Result<SessionInfo, Box<Response>> {
+    let Some((_, info)) = session(shared, headers) else {
+        return Err(Box::new(
+            (
+                StatusCode::UNAUTHORIZED,
+                format!("log in first: nothing was {undone}"),
+            )
+                .into_response(),
+        ));
+    };
+    if csrf.is_empty() || !same(&info.csrf, csrf) {
+        return Err(Box::new(status_page(
+            shared,
+            Some(&info),
+            StatusCode::FORBIDDEN,
+            "The form expired",
+            &format!(
+                "This form did not carry this session's token, so nothing was {undone}. {reopen}"
+            ),
+        )));
+    }
+    Ok(info)
+}
+
 /// A page for a person who is not logged in: to the login page.
 fn to_login() -> Response {
     Redirect::to("/login").into_response()
@@ -392,22 +426,16 @@ pub(crate) async fn decide(
     Path(id): Path<String>,
     Form(form): Form<DecideForm>,
 ) -> Response {
-    let Some((_, info)) = session(&shared, &headers) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            "log in first: nothing was decided",
-        )
-            .into_response();
+    let info = match form_poster(
+        &shared,
+        &headers,
+        &form.csrf,
+        "decided",
+        "Open the approval again.",
+    ) {
+        Ok(info) => info,
+        Err(refused) => return *refused,
     };
-    if form.csrf.is_empty() || !same(&info.csrf, &form.csrf) {
-        return status_page(
-            &shared,
-            Some(&info),
-            StatusCode::FORBIDDEN,
-            "The form expired",
-            "This form did not carry this session's token, so nothing was decided. Open the approval again.",
-        );
-    }
     let verdict = match form.verdict.as_str() {
         "approve" => Verdict::Approve,
         "deny" => Verdict::Deny,

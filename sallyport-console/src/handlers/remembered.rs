@@ -12,8 +12,9 @@ use sallyport_core::approval::{
 };
 use serde::Deserialize;
 
-use super::{CHANNEL, St, journal_unavailable, render, session, status_page, text, to_login};
-use crate::auth::same;
+use super::{
+    CHANNEL, St, form_poster, journal_unavailable, render, session, status_page, text, to_login,
+};
 use crate::console::Backend;
 use crate::pages;
 
@@ -64,16 +65,6 @@ pub(crate) struct RememberForm {
     scope: String,
 }
 
-fn form_expired(shared: &crate::console::Shared, info: &crate::auth::SessionInfo) -> Response {
-    status_page(
-        shared,
-        Some(info),
-        StatusCode::FORBIDDEN,
-        "The form expired",
-        "This form did not carry this session's token, so nothing was changed. Open the page again.",
-    )
-}
-
 /// `POST /approvals/{id}/remember`: approve the parked call and remember the approval.
 pub(crate) async fn remember(
     State(shared): St,
@@ -81,16 +72,16 @@ pub(crate) async fn remember(
     Path(id): Path<String>,
     Form(form): Form<RememberForm>,
 ) -> Response {
-    let Some((_, info)) = session(&shared, &headers) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            "log in first: nothing was decided",
-        )
-            .into_response();
+    let info = match form_poster(
+        &shared,
+        &headers,
+        &form.csrf,
+        "decided",
+        "Open the page again.",
+    ) {
+        Ok(info) => info,
+        Err(refused) => return *refused,
     };
-    if form.csrf.is_empty() || !same(&info.csrf, &form.csrf) {
-        return form_expired(&shared, &info);
-    }
     let hour = Duration::from_secs(3600);
     let choice = match form.scope.as_str() {
         "exact" => RememberChoice::ExactArguments,
@@ -169,16 +160,16 @@ pub(crate) async fn revoke(
     Path(id): Path<String>,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    let Some((_, info)) = session(&shared, &headers) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            "log in first: nothing was revoked",
-        )
-            .into_response();
+    let info = match form_poster(
+        &shared,
+        &headers,
+        &form.csrf,
+        "revoked",
+        "Open the page again.",
+    ) {
+        Ok(info) => info,
+        Err(refused) => return *refused,
     };
-    if form.csrf.is_empty() || !same(&info.csrf, &form.csrf) {
-        return form_expired(&shared, &info);
-    }
     let Ok(store) = shared.backend.approval_store() else {
         return journal_unavailable(&shared, Some(&info));
     };
