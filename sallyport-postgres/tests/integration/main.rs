@@ -3,8 +3,9 @@
 //! fencing, several real executor processes on one database (this crate's `pg-executor`
 //! helper binary, built by its `test-helpers` feature), the server going away under an
 //! executor (and the records kept through it), a crash-stop of a server of the test's own
-//! mid-load, and what errors and `Debug` show of a password; and the policy's call counts
-//! shared by the fleet (processes racing for a limit with the `limits-executor` helper, on
+//! mid-load (its server from `cluster`, its executor fleet and checks from `server_loss`),
+//! and what errors and `Debug` show of a password; and the policy's call counts shared by
+//! the fleet (processes racing for a limit with the `limits-executor` helper, on
 //! PostgreSQL and on a SQLite file; a policy reading the session's recent calls); and the
 //! OAuth grant store (`grants`: the grant conformance suite, sealing, key rotation, a holder
 //! process killed mid-hold, concurrent refreshers; `grants_http`: two executors refreshing
@@ -18,6 +19,7 @@
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
 
 mod approval_wakeup;
+mod cluster;
 mod grants;
 mod grants_http;
 mod journal;
@@ -30,3 +32,4 @@ mod leases;
 mod limits_processes;
 mod policy_history;
 mod secrets;
+mod server_loss;
