@@ -1,8 +1,9 @@
-//! PostgreSQL servers of a test's own (`initdb` in a temporary directory; `pg_ctl`), for
-//! the tests that stop or crash a server and so must not share one with other tests. Run
-//! as the `postgres` user when the tests run as root (the server refuses to run as root).
-//! Each server is stopped (`-m immediate`) and its directory deleted when its [`Cluster`]
-//! is dropped, also while a failed test unwinds.
+//! PostgreSQL servers of a test's own (`initdb`, or `pg_basebackup` of another, in a
+//! temporary directory; `pg_ctl`), for the tests that stop, crash or promote a server and
+//! so must not share one with other tests. Run as the `postgres` user when the tests run
+//! as root (the server refuses to run as root). Each server is stopped (`-m immediate`)
+//! and its directory deleted when its [`Cluster`] is dropped, also while a failed test
+//! unwinds.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -131,6 +132,34 @@ impl Cluster {
         cluster
     }
 
+    /// A streaming standby of `primary`: `pg_basebackup -R` (which writes `standby.signal`
+    /// and a `primary_conninfo`), then `settings` appended to its `postgresql.auto.conf`
+    /// (read last, so they win over the primary's copied `postgresql.conf`), then a start.
+    pub(crate) fn standby_of(primary: &Cluster, label: &str, settings: &str) -> Self {
+        let cluster = Self::empty(label);
+        let backup = cluster
+            .as_pg(&cluster.bin.join("pg_basebackup"))
+            .arg("-D")
+            .arg(cluster.data())
+            .args([
+                "-d",
+                &format!("host=127.0.0.1 port={} user=postgres", primary.port),
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "--no-sync",
+            ])
+            .stdout(Stdio::null())
+            .output()
+            .expect("pg_basebackup");
+        assert_ran("pg_basebackup", &backup);
+        cluster.append("postgresql.auto.conf", settings);
+        cluster.pg_ctl_start();
+        cluster
+    }
+
     fn data(&self) -> PathBuf {
         self.dir.join("data")
     }
@@ -200,6 +229,17 @@ impl Cluster {
     pub(crate) fn crash(&self) {
         let stopped = self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
         assert_ran("pg_ctl stop -m immediate", &stopped);
+    }
+
+    /// `pg_ctl promote`: a standby leaves recovery and takes writes; returns when it does.
+    pub(crate) fn promote(&self) {
+        let promoted = self.pg_ctl(&["-w", "-t", "60", "promote"]);
+        assert_ran("pg_ctl promote", &promoted);
+    }
+
+    /// The server's log so far (for a failure's message).
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
 
     /// A connection string to this server alone.

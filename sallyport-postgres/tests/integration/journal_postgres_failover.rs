@@ -1,0 +1,162 @@
+//! A failover of the journal's PostgreSQL mid-load: a primary and a standby streaming from
+//! it with synchronous replication, both the test's own servers (`initdb`, then
+//! `pg_basebackup -R` of it), under real `pg-executor` processes connected with one
+//! multi-host connection string (`target_session_attrs=read-write`). Mid-load the standby
+//! is promoted (`pg_ctl promote`) and the old primary stopped at once (`pg_ctl stop -m
+//! immediate`: its backends die mid-commit, as when the machine is lost). The executors are
+//! not told: they find the new primary through the connection string alone.
+//!
+//! Afterwards, on the new primary: no request was sent twice, every request the upstream
+//! received has its intent in the journal, every receipt an executor handed out (before the
+//! failover too) has its record, and once the reconciler has run no attempt is unresolved,
+//! the journal's send count equals the upstream's, and the one chain, written partly on each
+//! server, verifies. The time each executor took to recover (from the old primary's stop to
+//! its first call completed on the new primary) is printed and bounded.
+
+use std::time::{Duration, Instant};
+
+use sallyport_postgres::PostgresJournal;
+
+use super::cluster::Cluster;
+use super::server_loss::{Deployments, Fleet, check_nothing_lost_or_sent_twice, now_ms};
+
+const PROCESSES: usize = 3;
+const CALLS: usize = 150;
+const IN_FLIGHT: usize = 4;
+
+/// The standby's name: its `application_name`, which the primary's
+/// `synchronous_standby_names` waits for.
+const STANDBY: &str = "standby1";
+
+/// The primary's replication settings, as the README's "High availability" section has
+/// them (`wal_level = replica` and 10 WAL senders are PostgreSQL's defaults, written out).
+fn primary_settings() -> String {
+    format!(
+        "wal_level = replica\n\
+         max_wal_senders = 5\n\
+         synchronous_commit = on\n\
+         synchronous_standby_names = 'FIRST 1 ({STANDBY})'"
+    )
+}
+
+/// The standby's own settings: where it streams from, under which name, and no synchronous
+/// standby of its own (it has the primary's `postgresql.conf`; promoted with that name in it,
+/// it would wait for a standby it does not have at every commit).
+fn standby_settings(primary: &Cluster) -> String {
+    format!(
+        "primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name={STANDBY}'\n\
+         synchronous_standby_names = ''",
+        primary.port
+    )
+}
+
+/// Waits until the primary reports the standby streaming as its synchronous standby.
+async fn wait_until_synchronous(primary: &Cluster, standby: &Cluster) {
+    let sql = sallyport_tests::postgres::client(&primary.url()).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state: Option<String> = sql
+            .query_opt(
+                "SELECT sync_state FROM pg_stat_replication
+                 WHERE application_name = $1 AND state = 'streaming'",
+                &[&STANDBY],
+            )
+            .await
+            .expect("pg_stat_replication")
+            .map(|row| row.get(0));
+        if state.as_deref() == Some("sync") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the standby never streamed synchronously (sync_state {state:?}):\n{}",
+            standby.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_to_a_synchronous_standby_mid_load_loses_nothing_and_sends_nothing_twice() {
+    let primary = Cluster::start("ha-primary", &primary_settings());
+    let standby = Cluster::standby_of(&primary, "ha-standby", &standby_settings(&primary));
+    wait_until_synchronous(&primary, &standby).await;
+    // What the executors are given: both servers, the one that takes writes wanted.
+    let url = format!(
+        "host=127.0.0.1,127.0.0.1 port={},{} user=postgres dbname=postgres \
+         target_session_attrs=read-write",
+        primary.port, standby.port
+    );
+    // The schema, made on the primary (the standby is read-only) before the executors start.
+    drop(PostgresJournal::connect(&url).await.expect("journal"));
+
+    let deployments = Deployments::start().await;
+    let upstream = &deployments.upstream;
+    let fleet = Fleet::spawn(&url, upstream, PROCESSES, CALLS, IN_FLIGHT);
+
+    // Mid-load: a quarter of the calls sent.
+    let quarter = (PROCESSES * CALLS / 4) as u64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while upstream.requests() < quarter {
+        assert!(Instant::now() < deadline, "the executors never got going");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let failover_at = upstream.requests();
+    let promote_began = now_ms();
+    standby.promote();
+    let stop_began = now_ms();
+    primary.crash();
+    let stopped = now_ms();
+
+    let answers = fleet.wait().await;
+    // The new primary takes writes.
+    let in_recovery: bool = sallyport_tests::postgres::client(&standby.url())
+        .await
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .expect("pg_is_in_recovery")
+        .get(0);
+    assert!(!in_recovery, "the standby was promoted");
+
+    // Each executor's recovery: from the old primary's stop to its first call completed
+    // after the stop returned (a completion then cannot have come from the old primary,
+    // whose synchronous commits waited from the promotion on for a standby it no longer
+    // had).
+    let at = |a: &serde_json::Value| a["at_ms"].as_u64().expect("at_ms");
+    let mut recoveries = Vec::new();
+    for (i, calls) in answers.per_process.iter().enumerate() {
+        let completed = calls.iter().filter(|a| a["status"] == "completed");
+        let before = completed.clone().filter(|a| at(a) < promote_began).count();
+        let first_after = completed
+            .clone()
+            .map(at)
+            .filter(|t| *t >= stopped)
+            .min()
+            .unwrap_or_else(|| panic!("process {i} completed no call on the new primary"));
+        assert!(
+            before > 0,
+            "process {i} completed no call before the failover"
+        );
+        recoveries.push(Duration::from_millis(first_after - stop_began));
+    }
+    eprintln!(
+        "failover after {failover_at} requests: promote took {} ms, stop -m immediate {} ms; \
+         recovery per executor (old primary's stop to its first call completed on the new primary): {recoveries:?}",
+        stop_began - promote_began,
+        stopped - stop_began
+    );
+    assert!(
+        recoveries.iter().all(|r| *r < Duration::from_secs(30)),
+        "an executor took more than 30 s to follow the new primary: {recoveries:?}"
+    );
+
+    // The checks read the new primary through the same multi-host string: the old one is
+    // gone, the standby takes writes.
+    check_nothing_lost_or_sent_twice(
+        &format!("failover after {failover_at} requests"),
+        &url,
+        &deployments,
+        &answers,
+    )
+    .await;
+}
