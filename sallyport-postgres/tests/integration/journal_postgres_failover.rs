@@ -12,10 +12,16 @@
 //! the journal's send count equals the upstream's, and the one chain, written partly on each
 //! server, verifies. The time each executor took to recover (from the old primary's stop to
 //! its first call completed on the new primary) is printed and bounded.
+//!
+//! And a server that turns read-only under the journal's open connections (as a failover
+//! may fence the old primary while it still runs): the journal leaves it for the server
+//! that takes writes.
 
 use std::time::{Duration, Instant};
 
-use sallyport_postgres::PostgresJournal;
+use futures_util::future::join_all;
+use sallyport_core::journal::{Journal, JournalError};
+use sallyport_postgres::{PostgresError, PostgresJournal};
 
 use super::cluster::Cluster;
 use super::server_loss::{Deployments, Fleet, check_nothing_lost_or_sent_twice, now_ms};
@@ -159,4 +165,110 @@ async fn a_failover_to_a_synchronous_standby_mid_load_loses_nothing_and_sends_no
         &answers,
     )
     .await;
+}
+
+/// A server that stops taking writes under the journal's open connections (a primary set
+/// read-only with `default_transaction_read_only`, as a failover fences the old one while it
+/// still runs): the write that meets the refusal (SQLSTATE 25006) fails as any write while
+/// the journal is unavailable, and the next one goes to the server that takes writes, found
+/// through the multi-host connection string. Without the pool's check, its connections to
+/// the read-only server were handed out again, and every write was refused by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_turned_read_only_is_left_for_the_one_that_takes_writes() {
+    let first = Cluster::start("ro-first", "");
+    let second = Cluster::start("ro-second", "");
+    for cluster in [&first, &second] {
+        drop(
+            PostgresJournal::connect(&cluster.url())
+                .await
+                .expect("schema"),
+        );
+    }
+    let url = format!(
+        "host=127.0.0.1,127.0.0.1 port={},{} user=postgres dbname=postgres \
+         target_session_attrs=read-write",
+        first.port, second.port
+    );
+    let journal = PostgresJournal::connect(&url).await.expect("journal");
+    // Several connections in the pool, all to the first server (it takes writes).
+    let warm: Vec<_> = (0..8)
+        .map(|_| sallyport_tests::postgres::intent())
+        .collect();
+    for written in join_all(warm.iter().map(|i| journal.write_intent(i))).await {
+        written.expect("an intent on the first server");
+    }
+    let on_first = sallyport_tests::postgres::client(&first.url()).await;
+    let count: i64 = on_first
+        .query_one("SELECT count(*) FROM sallyport_attempts", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(count, 8, "the first server took the writes");
+
+    on_first
+        .batch_execute("ALTER SYSTEM SET default_transaction_read_only = on")
+        .await
+        .expect("ALTER SYSTEM");
+    on_first
+        .query_one("SELECT pg_reload_conf()", &[])
+        .await
+        .expect("reload");
+    // The reload reaches every session (a new one shows it when it has).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let fresh = sallyport_tests::postgres::client(&first.url()).await;
+        let shown: String = fresh
+            .query_one("SHOW transaction_read_only", &[])
+            .await
+            .expect("SHOW")
+            .get(0);
+        if shown == "on" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the reload never took effect");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let mut refused = 0;
+    let written = loop {
+        let intent = sallyport_tests::postgres::intent();
+        match journal.write_intent(&intent).await {
+            Ok(()) => break intent,
+            Err(JournalError::Write(source)) => {
+                let code = source
+                    .downcast_ref::<PostgresError>()
+                    .and_then(PostgresError::code)
+                    .map(str::to_owned);
+                assert_eq!(code.as_deref(), Some("25006"), "{source}");
+                refused += 1;
+                assert!(
+                    refused < 10,
+                    "every write went to the read-only server: {source}"
+                );
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    };
+    assert!(refused >= 1, "no write met the read-only server");
+    let on_second: i64 = sallyport_tests::postgres::client(&second.url())
+        .await
+        .query_one(
+            "SELECT count(*) FROM sallyport_attempts WHERE attempt_id = $1",
+            &[&written.attempt_id.as_str()],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(
+        on_second, 1,
+        "the write went to the server that takes writes"
+    );
+    eprintln!("writes refused by the read-only server before the journal left it: {refused}");
+    // The writes after it go there too.
+    for _ in 0..3 {
+        journal
+            .write_intent(&sallyport_tests::postgres::intent())
+            .await
+            .expect("later writes on the second server");
+    }
 }
