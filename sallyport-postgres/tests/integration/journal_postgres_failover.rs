@@ -16,12 +16,12 @@
 //!
 //! And a server that turns read-only under the journal's open connections (as a failover
 //! may fence the old primary while it still runs): the journal leaves it for the server
-//! that takes writes.
+//! that takes writes, its writes at once and its approval listener at its next check.
 
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use sallyport_core::journal::{Journal, JournalError};
+use sallyport_core::journal::{ApprovalStore, Journal, JournalError};
 use sallyport_postgres::{PostgresError, PostgresJournal};
 
 use super::cluster::Cluster;
@@ -177,7 +177,9 @@ async fn a_failover_to_a_synchronous_standby_mid_load_loses_nothing_and_sends_no
 /// still runs): the write that meets the refusal (SQLSTATE 25006) fails as any write while
 /// the journal is unavailable, and the next one goes to the server that takes writes, found
 /// through the multi-host connection string. Without the pool's check, its connections to
-/// the read-only server were handed out again, and every write was refused by it.
+/// the read-only server were handed out again, and every write was refused by it. The
+/// approval listener's connection follows at its next check (every 5 s); without that, it
+/// stayed on the read-only server, which no decision on the new primary notifies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_turned_read_only_is_left_for_the_one_that_takes_writes() {
     let first = Cluster::start("ro-first", "");
@@ -209,6 +211,9 @@ async fn a_server_turned_read_only_is_left_for_the_one_that_takes_writes() {
         .expect("count")
         .get(0);
     assert_eq!(count, 8, "the first server took the writes");
+    // An approval worker's watch: the journal's listening connection, on the first server.
+    let watch = journal.watch_decisions();
+    wait_for_listener(&first, "the first server").await;
 
     on_first
         .batch_execute("ALTER SYSTEM SET default_transaction_read_only = on")
@@ -275,5 +280,37 @@ async fn a_server_turned_read_only_is_left_for_the_one_that_takes_writes() {
             .write_intent(&sallyport_tests::postgres::intent())
             .await
             .expect("later writes on the second server");
+    }
+    // And the listening connection, at its next check (every 5 s): a decision committed on
+    // the second server notifies it there.
+    let moved = Instant::now();
+    wait_for_listener(&second, "the server that takes writes").await;
+    eprintln!("the approval listener followed in {:?}", moved.elapsed());
+    drop(watch);
+}
+
+/// Waits (up to 15 s) until the journal's listening connection is on `cluster` (and on no
+/// other server, since each test here runs one journal).
+async fn wait_for_listener(cluster: &Cluster, which: &str) {
+    let sql = sallyport_tests::postgres::client(&cluster.url()).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let listening: i64 = sql
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE application_name = 'sallyport-approval-listener'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .get(0);
+        if listening == 1 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the approval listener never connected to {which}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
