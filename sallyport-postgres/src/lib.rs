@@ -46,7 +46,8 @@
 //!   fails as in any outage (an intent refused unsent, a record kept and written again), and
 //!   the next connects to the new one. A server that refuses a write as read-only (SQLSTATE
 //!   `25006`: a standby, an old primary fenced read-only) has the pool's connections made
-//!   before the refusal closed instead of handed out again. Use synchronous replication
+//!   before the refusal closed instead of handed out again, and the listening connection
+//!   made again at its next check (every 5 s). Use synchronous replication
 //!   (`synchronous_standby_names`): with asynchronous replication a promotion loses commits
 //!   the primary acknowledged, such as an intent whose request already left or a record
 //!   whose receipt the agent holds. The repository README's "High availability" has the
