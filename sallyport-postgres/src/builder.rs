@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use sallyport_core::journal::{HeadSigningKey, JournalError};
 use tokio::sync::mpsc;
 
@@ -235,7 +235,9 @@ impl PostgresJournalBuilder {
 }
 
 /// A pool of connections to `url` (synchronous commit on, whatever the server's default),
-/// and the redactor of its password. Connects nothing yet.
+/// and the redactor of its password. Connects nothing yet. A connection made before a
+/// server refused a write as read-only (SQLSTATE 25006, noted by the redactor) is not
+/// handed out again.
 pub(crate) fn connect_pool(
     url: &str,
     pool_size: usize,
@@ -257,7 +259,19 @@ pub(crate) fn connect_pool(
     };
     #[cfg(not(feature = "tls"))]
     let manager = Manager::from_config(config, tokio_postgres::NoTls, manager_config);
+    // A connection made before a server refused a write as read-only is closed instead of
+    // used again: the next write connects anew, to the server that takes writes now.
+    let read_only = redactor.read_only_seen();
     let pool = Pool::builder(manager)
+        .pre_recycle(Hook::sync_fn(move |_, metrics| {
+            if read_only.predates(metrics.created) {
+                Err(HookError::message(
+                    "made before a server refused a write as read-only",
+                ))
+            } else {
+                Ok(())
+            }
+        }))
         .max_size(pool_size)
         .runtime(Runtime::Tokio1)
         .wait_timeout(Some(connect_timeout))

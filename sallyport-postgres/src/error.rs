@@ -3,6 +3,8 @@
 //! so nothing a driver might print (a connection string, a `Config`) can reach a log.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 /// A PostgreSQL failure beneath a [`sallyport_core::journal::JournalError`] (its boxed
 /// source). Carries no password: the connection string's password, and anything shaped like
@@ -50,11 +52,45 @@ impl fmt::Display for PostgresError {
 
 impl std::error::Error for PostgresError {}
 
+/// SQLSTATE `25006` (`read_only_sql_transaction`): the server refused a write because it
+/// takes none (a standby, or a primary set read-only to fence it during a failover).
+pub(crate) const READ_ONLY_SQL_TRANSACTION: &str = "25006";
+
+/// When a server last refused one of the journal's writes as read-only.
+///
+/// The connections made before then are to a server that takes no writes, and would refuse
+/// every write again had the pool kept them: the pool's recycle check
+/// ([`ReadOnlySeen::predates`]) closes them instead, so the next write connects anew and,
+/// with `target_session_attrs=read-write` in a multi-host connection string, reaches the
+/// server that takes writes now. The write that met the refusal fails like any other
+/// while the journal is unavailable (nothing sent; a record kept and written again).
+#[derive(Debug, Default)]
+pub(crate) struct ReadOnlySeen(Mutex<Option<Instant>>);
+
+impl ReadOnlySeen {
+    /// A server refused a write as read-only just now.
+    fn mark(&self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+    }
+
+    /// Whether a connection made at `created` was made before a server last refused a
+    /// write as read-only (it may be to that server: it is not used again).
+    pub(crate) fn predates(&self, created: Instant) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|seen| created <= seen)
+    }
+}
+
 /// Takes passwords out of text: the connection's own password wherever it appears, and
-/// anything that looks like a password in a connection string.
+/// anything that looks like a password in a connection string. Every PostgreSQL failure
+/// passes through it, so it also notes when a server refused a write as read-only
+/// ([`ReadOnlySeen`], shared with the pool).
 #[derive(Clone, Default)]
 pub(crate) struct Redactor {
     password: Option<String>,
+    read_only: Arc<ReadOnlySeen>,
 }
 
 impl fmt::Debug for Redactor {
@@ -70,7 +106,22 @@ impl Redactor {
             password: password
                 .map(|p| String::from_utf8_lossy(p).into_owned())
                 .filter(|p| !p.is_empty()),
+            read_only: Arc::default(),
         }
+    }
+
+    /// When a server last refused a write as read-only, as the errors this redactor made
+    /// tell it.
+    pub(crate) fn read_only_seen(&self) -> Arc<ReadOnlySeen> {
+        Arc::clone(&self.read_only)
+    }
+
+    /// `code`, noting a read-only refusal.
+    fn noted(&self, code: Option<String>) -> Option<String> {
+        if code.as_deref() == Some(READ_ONLY_SQL_TRANSACTION) {
+            self.read_only.mark();
+        }
+        code
     }
 
     /// `text` with passwords replaced by `***`.
@@ -86,7 +137,7 @@ impl Redactor {
     pub(crate) fn postgres(&self, e: &tokio_postgres::Error) -> PostgresError {
         PostgresError {
             message: self.redact(&chain_text(e)),
-            code: e.code().map(|c| c.code().to_owned()),
+            code: self.noted(e.code().map(|c| c.code().to_owned())),
         }
     }
 
@@ -97,7 +148,7 @@ impl Redactor {
             .and_then(|e| e.code().map(|c| c.code().to_owned()));
         PostgresError {
             message: self.redact(&chain_text(e)),
-            code,
+            code: self.noted(code),
         }
     }
 }
@@ -214,6 +265,24 @@ mod tests {
             "postgres://h/d?user=u&password=***&x=1"
         );
         assert_eq!(redact_connection_string("PASSWORD=Upper"), "PASSWORD=***");
+    }
+
+    #[test]
+    fn a_read_only_refusal_marks_the_connections_made_before_it() {
+        let redactor = Redactor::new(None);
+        let seen = redactor.read_only_seen();
+        let before = Instant::now();
+        assert!(!seen.predates(before), "nothing refused yet");
+        assert_eq!(
+            redactor.noted(Some("57P01".into())).as_deref(),
+            Some("57P01")
+        );
+        assert!(!seen.predates(before), "another failure marks nothing");
+        let code = redactor.noted(Some(READ_ONLY_SQL_TRANSACTION.into()));
+        assert_eq!(code.as_deref(), Some(READ_ONLY_SQL_TRANSACTION));
+        assert!(seen.predates(before), "made before the refusal");
+        let after = Instant::now() + std::time::Duration::from_millis(1);
+        assert!(!seen.predates(after), "made after it");
     }
 
     #[test]

@@ -38,6 +38,20 @@
 //!   A record nobody will write again (a cancelled call's, one whose caller stopped
 //!   waiting) has its attempt released as soon as its batch fails, and dispatch notes of a
 //!   failed batch go out with the next one.
+//! * **Failover.** Given a multi-host connection string with
+//!   `target_session_attrs=read-write` (`host=db1,db2 … target_session_attrs=read-write`),
+//!   every connection the journal makes (its pool: the writers, reads, the lease heartbeat;
+//!   and the listening connection) goes to the server that takes writes, so after a standby
+//!   is promoted the executors follow it on their own: a write that meets the lost primary
+//!   fails as in any outage (an intent refused unsent, a record kept and written again), and
+//!   the next connects to the new one. A server that refuses a write as read-only (SQLSTATE
+//!   `25006`: a standby, an old primary fenced read-only) has the pool's connections made
+//!   before the refusal closed instead of handed out again, and the listening connection
+//!   made again at its next check (every 5 s). Use synchronous replication
+//!   (`synchronous_standby_names`): with asynchronous replication a promotion loses commits
+//!   the primary acknowledged, such as an intent whose request already left or a record
+//!   whose receipt the agent holds. The repository README's "High availability" has the
+//!   configuration and the measured recovery.
 //! * **A stopped process does not stop the fleet.** A batch holds the chain head's row
 //!   lock from its first flight to its `COMMIT`. Each batch's transaction runs with
 //!   `idle_in_transaction_session_timeout` (15 s by default,

@@ -12,11 +12,13 @@
 //! made again, at once and then with a backoff up to 2 s; once it listens again the
 //! watches are woken, so the worker lists everything and nothing decided while no
 //! connection listened is missed. Every 5 s the connection answers an empty query or is
-//! taken as lost (a half-open TCP connection says nothing otherwise), and the task stops
-//! when no watch is left.
+//! taken as lost (a half-open TCP connection says nothing otherwise); it is also taken as
+//! lost when one of the journal's writes was refused as read-only since it was made (it may
+//! be to an old primary a failover left running read-only, which no decision on the new
+//! primary notifies). The task stops when no watch is left.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use sallyport_core::journal::{DecisionSignal, DecisionWatch};
@@ -140,6 +142,7 @@ impl Listener {
         <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
     {
         let pg = |e: tokio_postgres::Error| self.redactor.postgres(&e);
+        let connecting_at = Instant::now();
         let (client, mut connection) = self.config.connect(tls).await.map_err(pg)?;
         let signal = self.signal.clone();
         // The connection delivers notifications only to whoever polls its messages.
@@ -172,6 +175,15 @@ impl Listener {
                 () = tokio::time::sleep(CHECK_EVERY) => {
                     if self.unwatched() {
                         return Ok(Ended::Unwatched);
+                    }
+                    // The journal's writes met a read-only server since this connection was
+                    // made (a standby, an old primary fenced in a failover): it may be that
+                    // server, which a decision on the new primary never notifies. Connect
+                    // again, through the connection string, to the one that takes writes.
+                    if self.redactor.read_only_seen().predates(connecting_at) {
+                        return Ok(Ended::Lost(Some(PostgresError::own(
+                            "a server refused one of the journal's writes as read-only",
+                        ))));
                     }
                     match tokio::time::timeout(CHECK_TIMEOUT, client.simple_query("")).await {
                         Ok(Ok(_)) => {}

@@ -10,8 +10,9 @@
 //! With a seventh argument `report` it goes on whatever a call answers (the journal's server
 //! may go away mid-run): a call refused unsent with `journal_unavailable` is made again
 //! 100 ms later, as an agent would, until it gets another answer. It prints each call's
-//! last answer as one JSON line on stdout, and before it exits waits (up to 60 s) until the
-//! records it kept through an outage are written, printing
+//! last answer as one JSON line on stdout, with `at_ms`, the Unix time in ms it came (the
+//! failover test times the recovery with it), and before it exits waits (up to 60 s) until
+//! the records it kept through an outage are written, printing
 //! `{"kept_at_exit": N, "refused_unsent": M}` last (M: the refused tries).
 //!
 //! `PG_EXECUTOR_IDLE_IN_TRANSACTION_MS`, when set, is the journal's idle-in-transaction limit.
@@ -47,6 +48,13 @@ struct CreateDeployment {
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 struct Created {
     id: String,
+}
+
+/// The Unix time in milliseconds.
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn fail(code: u8, what: &str) -> ExitCode {
@@ -125,10 +133,7 @@ fn main() -> ExitCode {
             Ok(executor) => executor,
             Err(e) => return fail(2, &format!("executor: {e}")),
         };
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(now_ms))).await;
+        tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(unix_ms()))).await;
 
         let pid = std::process::id();
         let refused = AtomicU64::new(0);
@@ -147,7 +152,14 @@ fn main() -> ExitCode {
                         result = executor.call("create_deployment", args.clone(), session).await;
                     }
                     if report {
-                        println!("{}", result.to_json());
+                        // The answer, with when it came (Unix ms), for the tests that time
+                        // the journal's recovery.
+                        let mut line: serde_json::Value =
+                            serde_json::from_str(&result.to_json()).unwrap_or_default();
+                        if let Some(fields) = line.as_object_mut() {
+                            fields.insert("at_ms".to_owned(), json!(unix_ms()));
+                        }
+                        println!("{line}");
                     } else if result.status != Status::Completed {
                         return Err(format!("call {i} did not complete: {}", result.to_json()));
                     }

@@ -3,13 +3,15 @@
 //! fencing, several real executor processes on one database (this crate's `pg-executor`
 //! helper binary, built by its `test-helpers` feature), the server going away under an
 //! executor (and the records kept through it), a crash-stop of a server of the test's own
-//! mid-load, and what errors and `Debug` show of a password; and the policy's call counts
-//! shared by the fleet (processes racing for a limit with the `limits-executor` helper, on
-//! PostgreSQL and on a SQLite file; a policy reading the session's recent calls); and the
-//! OAuth grant store (`grants`: the grant conformance suite, sealing, key rotation, a holder
-//! process killed mid-hold, concurrent refreshers; `grants_http`: two executors refreshing
-//! through it against the real OpenID provider). The server and a fresh database
-//! per test come from `sallyport_tests::postgres`.
+//! mid-load, a failover from a primary to its synchronous standby mid-load (the servers
+//! both tests start come from `cluster`, their executor fleet and checks from
+//! `server_loss`), and what errors and `Debug` show of a password; and the policy's call
+//! counts shared by the fleet (processes racing for a limit with the `limits-executor`
+//! helper, on PostgreSQL and on a SQLite file; a policy reading the session's recent
+//! calls); and the OAuth grant store (`grants`: the grant conformance suite, sealing, key
+//! rotation, a holder process killed mid-hold, concurrent refreshers; `grants_http`: two
+//! executors refreshing through it against the real OpenID provider). The server and a
+//! fresh database per test come from `sallyport_tests::postgres`.
 //!
 //! A decision reaches an approval worker through `LISTEN`/`NOTIFY` (`approval_wakeup`: a
 //! worker polling once an hour sends within seconds, also after its listening connection
@@ -18,11 +20,13 @@
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
 
 mod approval_wakeup;
+mod cluster;
 mod grants;
 mod grants_http;
 mod journal;
 mod journal_conformance_postgres;
 mod journal_postgres_crash_stop;
+mod journal_postgres_failover;
 mod journal_postgres_outage;
 mod journal_postgres_outage_records;
 mod journal_postgres_processes;
@@ -30,3 +34,4 @@ mod leases;
 mod limits_processes;
 mod policy_history;
 mod secrets;
+mod server_loss;
