@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use sallyport_console::{Console, LoginToken};
+use sallyport_console::{Console, LoginToken, OidcLogin};
 use sallyport_core::Executor;
 
 use crate::args::Cli;
@@ -37,6 +37,78 @@ pub struct ConsoleArgs {
     /// a non-loopback --listen is accepted.
     #[arg(long)]
     pub behind_tls: bool,
+    /// Approvers sign in with OpenID Connect at this provider: its issuer URL, exactly as
+    /// its ID tokens name it (`https://…`, or `http://` on a loopback address). Each decision
+    /// then records the approver's subject, name and groups. Needs --oidc-client-id and
+    /// --public-url; without --token-file there is no shared-token login beside it.
+    #[arg(long, value_name = "URL", requires_all = ["oidc_client_id", "public_url"])]
+    pub oidc_issuer: Option<String>,
+    /// The console's client id at the OpenID provider.
+    #[arg(long, value_name = "ID", requires = "oidc_issuer")]
+    pub oidc_client_id: Option<String>,
+    /// Read the console's client secret at the provider (a confidential client) from the
+    /// first line of this file. Never printed.
+    #[arg(long, value_name = "PATH", requires = "oidc_issuer")]
+    pub oidc_client_secret_file: Option<PathBuf>,
+    /// The scopes to ask the provider for, comma-separated [default: openid,profile,groups].
+    #[arg(
+        long,
+        value_name = "SCOPES",
+        value_delimiter = ',',
+        requires = "oidc_issuer"
+    )]
+    pub oidc_scopes: Vec<String>,
+    /// The provider's name on the login page's button ("Sign in with NAME").
+    #[arg(long, value_name = "NAME", requires = "oidc_issuer")]
+    pub oidc_provider_name: Option<String>,
+    /// The URL people reach this console at; register URL/login/oidc/callback as the
+    /// redirect URI with the provider.
+    #[arg(long, value_name = "URL", requires = "oidc_issuer")]
+    pub public_url: Option<String>,
+}
+
+impl ConsoleArgs {
+    /// The OpenID Connect sign-in the options ask for, if any.
+    fn oidc_login(&self) -> Result<Option<OidcLogin>, Failure> {
+        let (Some(issuer), Some(client_id), Some(public_url)) =
+            (&self.oidc_issuer, &self.oidc_client_id, &self.public_url)
+        else {
+            return Ok(None);
+        };
+        let mut login = OidcLogin::new(issuer, client_id, public_url);
+        if let Some(path) = &self.oidc_client_secret_file {
+            login = login.client_secret(read_client_secret(path)?);
+        }
+        if !self.oidc_scopes.is_empty() {
+            login = login.scopes(self.oidc_scopes.iter().map(|s| s.trim()));
+        }
+        if let Some(name) = &self.oidc_provider_name {
+            login = login.provider_name(name);
+        }
+        Ok(Some(login))
+    }
+}
+
+/// The first line of the client secret file, which must not be empty. The error names the
+/// file, never what it holds.
+fn read_client_secret(path: &std::path::Path) -> Result<String, Failure> {
+    let text = zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(|e| {
+        Failure::new(
+            Exit::Usage,
+            format!("--oidc-client-secret-file {}: {e}", path.display()),
+        )
+    })?);
+    let secret = text.lines().next().unwrap_or_default().trim();
+    if secret.is_empty() {
+        return Err(Failure::new(
+            Exit::Usage,
+            format!(
+                "--oidc-client-secret-file {}: the first line is empty",
+                path.display()
+            ),
+        ));
+    }
+    Ok(secret.to_owned())
 }
 
 pub(crate) fn run(
@@ -46,11 +118,16 @@ pub(crate) fn run(
 ) -> Result<(), Failure> {
     sallyport_console::check_listen(args.listen, args.behind_tls)
         .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
-    let (token, generated) = match &args.token_file {
-        Some(path) => (LoginToken::from_file(path), false),
-        None => (LoginToken::generate(), true),
+    let oidc = args.oidc_login()?;
+    // With an OpenID sign-in, a shared token only when one is given.
+    let (token, generated) = match (&args.token_file, &oidc) {
+        (Some(path), _) => (Some(LoginToken::from_file(path)), false),
+        (None, None) => (Some(LoginToken::generate()), true),
+        (None, Some(_)) => (None, false),
     };
-    let token = token.map_err(|e| Failure::new(Exit::Usage, format!("login token: {e}")))?;
+    let token = token
+        .transpose()
+        .map_err(|e| Failure::new(Exit::Usage, format!("login token: {e}")))?;
     let user = args
         .user
         .clone()
@@ -62,13 +139,30 @@ pub(crate) fn run(
         Some(executor) => Console::builder(executor.clone()),
         None => Console::journal_only(crate::audit::open_approval_store(cli, &rt)?),
     };
+    let builder = match &token {
+        Some(token) => builder.user(user.clone(), token.clone()),
+        None => builder,
+    };
+    let builder = match &oidc {
+        Some(login) => builder.oidc_login(login.clone()),
+        None => builder,
+    };
     let console = builder
-        .user(user.clone(), token.clone())
         .behind_tls(args.behind_tls)
         .build()
         .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
-    println!("sallyport console: http://{}/ (user {user})", args.listen);
-    if generated {
+    match &token {
+        Some(_) => println!("sallyport console: http://{}/ (user {user})", args.listen),
+        None => println!("sallyport console: http://{}/", args.listen),
+    }
+    if let Some(login) = &oidc {
+        println!(
+            "approvers sign in with OpenID Connect at {} (redirect URI {})",
+            args.oidc_issuer.as_deref().unwrap_or_default(),
+            login.redirect_uri()
+        );
+    }
+    if let Some(token) = token.as_ref().filter(|_| generated) {
         println!("login token (shown once): {}", token.expose());
     }
     if executor.is_none() {

@@ -5,11 +5,48 @@
 
 use crate::common;
 
+use std::ffi::{OsStr, OsString};
+use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use sallyport_core::approval::ApprovalState;
+use sallyport_tests::oidc::{CONSOLE_LOGIN_CLIENT, OidcProvider};
 
 use common::{http, login_at, rig, urlencode};
+
+/// `sallyport --journal JOURNAL console --listen 127.0.0.1:PORT ARGS…` in process on a
+/// free port (it serves until the process ends), once it listens.
+async fn serve(journal: &Path, args: &[&OsStr]) -> SocketAddr {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    serve_at(journal, port, args).await
+}
+
+/// [`serve`] on `port`.
+async fn serve_at(journal: &Path, port: u16, args: &[&OsStr]) -> SocketAddr {
+    let listen = format!("127.0.0.1:{port}");
+    let mut argv: Vec<OsString> = vec![
+        "sallyport".into(),
+        "--journal".into(),
+        journal.into(),
+        "console".into(),
+        "--listen".into(),
+        listen.clone().into(),
+    ];
+    argv.extend(args.iter().map(|a| a.to_os_string()));
+    std::thread::spawn(move || sallyport_cli::run(argv));
+    let addr: SocketAddr = listen.parse().expect("addr");
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return addr;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the CLI console listens on {addr}");
+}
 
 const CLI_TOKEN: &str = "cli-console-token-for-carol-2b9e";
 
@@ -32,35 +69,16 @@ async fn the_cli_console_records_a_decision_and_the_executor_carries_it_out() {
     ]);
     assert_eq!(refused, std::process::ExitCode::from(2));
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let args: Vec<std::ffi::OsString> = vec![
-        "sallyport".into(),
-        "--journal".into(),
-        journal.clone().into(),
-        "console".into(),
-        "--listen".into(),
-        listen.clone().into(),
-        "--user".into(),
-        "carol".into(),
-        "--token-file".into(),
-        token_file.into(),
-    ];
-    // It serves until the process ends.
-    std::thread::spawn(move || sallyport_cli::run(args));
-    let addr: std::net::SocketAddr = listen.parse().expect("addr");
-    let mut up = false;
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "the CLI console listens on {addr}");
+    let addr = serve(
+        &journal,
+        &[
+            "--user".as_ref(),
+            "carol".as_ref(),
+            "--token-file".as_ref(),
+            token_file.as_os_str(),
+        ],
+    )
+    .await;
 
     let (cookie, csrf) = login_at(addr, CLI_TOKEN).await;
     let page = http(addr, "GET", "/approvals", Some(&cookie), None).await;
@@ -134,4 +152,133 @@ async fn a_login_token_under_32_bytes_is_refused_at_start() {
     );
     std::fs::write(&token_file, format!("{}\n", "k".repeat(32))).expect("token file");
     assert!(sallyport_console::LoginToken::from_file(&token_file).is_ok());
+}
+
+/// `sallyport console --oidc-issuer …`: approvers sign in at the real provider, and the
+/// decision records who they are (subject, name, groups), with no shared token printed or
+/// accepted. A configuration missing a part, or a client secret file with an empty first
+/// line, is refused before anything is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_console_signs_approvers_in_with_openid_connect_and_records_who_decided() {
+    let provider = OidcProvider::start(60).await;
+    let rig = rig().await;
+    let id = rig.park(12, "quarter-end").await;
+    let journal = rig._dir.path().join("journal.db");
+    let secret_file = rig._dir.path().join("oidc-client-secret");
+
+    // Refused at start, as usage errors: no --public-url; an empty secret file.
+    let base = |extra: &[&str]| {
+        let mut argv: Vec<OsString> = vec![
+            "sallyport".into(),
+            "--journal".into(),
+            journal.clone().into(),
+            "console".into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--oidc-issuer".into(),
+            provider.issuer().into(),
+            "--oidc-client-id".into(),
+            CONSOLE_LOGIN_CLIENT.0.into(),
+        ];
+        argv.extend(extra.iter().map(OsString::from));
+        argv
+    };
+    assert_eq!(
+        sallyport_cli::run(base(&[])),
+        std::process::ExitCode::from(2),
+        "no --public-url"
+    );
+    std::fs::write(&secret_file, "\n").expect("secret file");
+    let empty = base(&[
+        "--public-url",
+        "http://127.0.0.1:1",
+        "--oidc-client-secret-file",
+        secret_file.to_str().expect("path"),
+    ]);
+    assert_eq!(
+        sallyport_cli::run(empty),
+        std::process::ExitCode::from(2),
+        "an empty client secret"
+    );
+
+    std::fs::write(&secret_file, format!("{}\n", CONSOLE_LOGIN_CLIENT.1)).expect("secret file");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let public_url = format!("http://127.0.0.1:{port}");
+    let addr = serve_at(
+        &journal,
+        port,
+        &[
+            "--oidc-issuer".as_ref(),
+            provider.issuer().as_ref(),
+            "--oidc-client-id".as_ref(),
+            CONSOLE_LOGIN_CLIENT.0.as_ref(),
+            "--oidc-client-secret-file".as_ref(),
+            secret_file.as_os_str(),
+            "--oidc-provider-name".as_ref(),
+            "Test ID".as_ref(),
+            "--public-url".as_ref(),
+            public_url.as_ref(),
+        ],
+    )
+    .await;
+
+    // The login page offers the provider; no shared token was made, so none logs in.
+    let page = http(addr, "GET", "/login", None, None).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Sign in with Test ID"), "{}", page.body);
+
+    // Sign in at the provider as alice.
+    let start = http(addr, "GET", "/login/oidc", None, None).await;
+    assert_eq!(start.status, 303, "{}", start.body);
+    let location = start.header("location").expect("location").to_owned();
+    assert!(
+        location.starts_with(&format!("{}/auth?", provider.issuer())),
+        "{location}"
+    );
+    let binding = start
+        .set_cookies()
+        .into_iter()
+        .filter_map(|c| c.split(';').next())
+        .find(|c| c.starts_with("sallyport_console_oidc_"))
+        .expect("a binding cookie")
+        .to_owned();
+    let redirect = provider.browse(&location, None).await;
+    let back = redirect
+        .strip_prefix(&public_url)
+        .unwrap_or_else(|| panic!("the provider redirected to {redirect}"))
+        .to_owned();
+    let done = http(addr, "GET", &back, Some(&binding), None).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let session = done.cookie("sallyport_console").expect("a session");
+    let approvals = http(addr, "GET", "/approvals", Some(&session), None).await;
+    assert!(
+        approvals
+            .body
+            .contains("Signed in as <strong>Alice Approver</strong>"),
+        "{}",
+        approvals.body
+    );
+    assert!(!approvals.body.contains(CONSOLE_LOGIN_CLIENT.1));
+
+    // Alice approves: the decision names her as the provider does.
+    let csrf = approvals.csrf().expect("csrf");
+    let form = urlencode(&[("csrf", &csrf), ("verdict", "approve")]);
+    let path = format!("/approvals/{}/decide", id.as_str());
+    let answer = http(addr, "POST", &path, Some(&session), Some(&form)).await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    let stored = rig
+        .store()
+        .approval(&id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(stored.state, ApprovalState::Approved);
+    let decider = stored.decision.expect("decision").decider;
+    assert_eq!(decider.by, "alice");
+    assert_eq!(decider.name.as_deref(), Some("Alice Approver"));
+    assert_eq!(decider.groups, ["approvers"]);
+    assert_eq!(decider.channel, "console");
 }
