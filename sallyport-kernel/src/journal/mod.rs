@@ -41,6 +41,7 @@ pub mod batch;
 pub mod chain;
 mod decisions;
 mod memory;
+pub mod merkle;
 pub mod signing;
 
 pub(crate) use crate::clock::now;
