@@ -174,7 +174,9 @@ mod tests {
     use proptest::prelude::*;
 
     fn leaves(n: usize) -> Vec<Hash> {
-        (0..n).map(|i| leaf_hash(&(i as u64).to_be_bytes())).collect()
+        (0..n)
+            .map(|i| leaf_hash(&(i as u64).to_be_bytes()))
+            .collect()
     }
 
     /// The tree computed the slow, obvious way: the RFC's recursive definition over the raw
@@ -275,7 +277,7 @@ mod tests {
             prop_assert!(!ok(i as u64, n as u64, &l[i], &flipped));
             // A truncated or lengthened path.
             prop_assert!(!ok(i as u64, n as u64, &l[i], &p[..p.len() - 1]));
-            let mut longer = p.clone();
+            let mut longer = p;
             longer.push(r);
             prop_assert!(!ok(i as u64, n as u64, &l[i], &longer));
         }
