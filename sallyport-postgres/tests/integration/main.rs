@@ -18,6 +18,7 @@
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
 
 mod approval_wakeup;
+mod checkpoints;
 mod grants;
 mod grants_http;
 mod journal;
