@@ -13,8 +13,11 @@ Exit codes:
   4  wrong passphrase
   5  no such credential or approval, or no vault / journal at the path
   6  the credential or the vault file already exists
-  7  the vault or journal file is damaged, truncated, foreign or newer (left untouched)
-  8  audit verify found a broken chain (or, with --public-key, records no signed head covers)
+  7  the vault, journal or proof file is damaged, truncated, foreign or newer (left
+     untouched)
+  8  audit verify found a broken chain (or, with --public-key, records no signed head or
+     checkpoint covers, or a checkpoint that does not match); audit checkpoint / prove: the
+     chain is broken or no longer matches its checkpoint
   9  approvals approve/deny: the approval was already decided (or is being carried out, or
      finished); nothing changed
  10  approvals approve/deny: the approval expired before anyone decided; nothing is sent
@@ -34,6 +37,9 @@ Exit codes:
  17  credentials connect: the redirect's state did not match this connect (not its
      redirect, or forged); nothing was exchanged or stored
  18  credentials connect: no redirect came back within --timeout; nothing was stored
+ 19  audit check-proof: the proof does not verify (an edited, reordered or deleted record,
+     a changed path or tree size, a forged checkpoint, or another key)
+ 20  audit prove: no signed checkpoint covers the record yet (run audit checkpoint)
 
 DATA_DIR is $XDG_DATA_HOME (or ~/.local/share) on Linux, ~/Library/Application Support on
 macOS and %APPDATA% on Windows.
@@ -265,7 +271,8 @@ pub enum Command {
     /// connected accounts, disconnect one.
     #[command(subcommand)]
     Credentials(CredentialsCommand),
-    /// Check and export the audit log: verify, export, unresolved, keygen.
+    /// Check and export the audit log: verify, export, unresolved, keygen, checkpoint, prove,
+    /// check-proof.
     #[command(subcommand)]
     Audit(AuditCommand),
     /// Decide calls parked for a human's approval: list, show, approve (and remember), deny,
@@ -549,6 +556,45 @@ pub enum AuditCommand {
         /// Where to write the public key [default: FILE.pub].
         #[arg(long, value_name = "FILE")]
         public_out: Option<PathBuf>,
+    },
+    /// Sign a checkpoint over the whole chain with the journal's key and store it in the
+    /// journal: a Merkle root over every record (per shard; today the one chain `default`),
+    /// which `prove` makes inclusion proofs against and `verify --public-key` checks. Exit 8
+    /// when the chain is broken (nothing is signed). Run it on demand or from a timer.
+    Checkpoint {
+        /// The secret key file (written by `audit keygen`, mode 0600).
+        #[arg(long, value_name = "FILE")]
+        signing_key: PathBuf,
+        /// Print the checkpoint as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write an inclusion proof for one receipt: the record as stored, its Merkle path and
+    /// the newest signed checkpoint that covers it. Anyone checks it with `check-proof` and the
+    /// public key alone. Exit 5 for an unknown receipt, 20 when no checkpoint covers the
+    /// record yet, 8 when the journal no longer matches its checkpoint.
+    Prove {
+        /// The receipt id (`rcpt_…`) the agent was given.
+        receipt: String,
+        /// Write the proof to this new file instead of standard output (never replaced).
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Use the newest checkpoint signed by this public key, and check the proof with it
+        /// before writing it.
+        #[arg(long, value_name = "FILE")]
+        public_key: Option<PathBuf>,
+    },
+    /// Check an inclusion proof written by `prove` with the public key alone (no journal
+    /// needed). Exit 19 when it does not verify, 7 when the file is not a proof.
+    CheckProof {
+        /// The proof file.
+        proof: PathBuf,
+        /// The journal's public key (written by `audit keygen`).
+        #[arg(long, value_name = "FILE")]
+        public_key: PathBuf,
+        /// Print what the proof shows as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -4,6 +4,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sallyport_core::journal::checkpoint::{
+    Checkpoint, CheckpointError, DEFAULT_SHARD, InclusionProof, ProveError, make_checkpoint,
+};
 use sallyport_core::journal::{
     ApprovalStore, ChainHead, HeadSigningKey, HeadVerifyingKey, Journal, KeyError, SqliteJournal,
     export_json_lines,
@@ -126,16 +129,214 @@ fn key_failure(e: &KeyError) -> Failure {
     Failure::new(exit, text)
 }
 
+/// `audit checkpoint`: sign and store a checkpoint over the chain.
+fn checkpoint(
+    journal: &dyn Journal,
+    rt: &tokio::runtime::Runtime,
+    signing_key: &Path,
+    json: bool,
+) -> Result<(), Failure> {
+    let key = HeadSigningKey::read_file(signing_key).map_err(|e| key_failure(&e))?;
+    let cp = rt
+        .block_on(make_checkpoint(journal, &key))
+        .map_err(|e| match e {
+            CheckpointError::Journal(e) => Failure::from(e),
+            other => Failure::new(Exit::ChainBroken, other.to_string()),
+        })?;
+    if json {
+        let text = serde_json::to_string_pretty(&cp)
+            .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+        println!("{text}");
+    } else {
+        let size = cp.shard(DEFAULT_SHARD).map_or(0, |h| h.size);
+        println!(
+            "checkpoint signed by key {} at {}: {size} records, root {}",
+            cp.key_id, cp.signed_at, cp.root
+        );
+    }
+    Ok(())
+}
+
+/// `audit prove`: the inclusion proof of one receipt, against the newest checkpoint that
+/// covers it (signed by `public_key`, when given).
+fn prove(
+    journal: &dyn Journal,
+    rt: &tokio::runtime::Runtime,
+    receipt: &str,
+    output: Option<&Path>,
+    public_key: Option<&Path>,
+) -> Result<(), Failure> {
+    let key = public_key
+        .map(|p| HeadVerifyingKey::read_file(p).map_err(|e| key_failure(&e)))
+        .transpose()?;
+    let shown = sallyport_core::consent::escape(receipt);
+    // Checked first, so a refusal leaves no file behind.
+    if let Some(path) = output
+        && path.exists()
+    {
+        return Err(Failure::new(
+            Exit::AlreadyExists,
+            format!("{} already exists; it was not replaced", path.display()),
+        ));
+    }
+    let checkpoints = rt.block_on(journal.checkpoints())?;
+    let rows = rt.block_on(journal.chain_rows())?;
+    let seq = rows
+        .iter()
+        .find(|row| {
+            row.event_json.contains(receipt)
+                && serde_json::from_str::<serde_json::Value>(&row.event_json)
+                    .ok()
+                    .and_then(|v| {
+                        v.get("receipt_id")
+                            .and_then(|r| r.as_str())
+                            .map(|r| r == receipt)
+                    })
+                    .unwrap_or(false)
+        })
+        .map(|row| u64::try_from(row.seq).unwrap_or(0))
+        .ok_or_else(|| {
+            Failure::new(
+                Exit::NotFound,
+                format!("no record with receipt `{shown}` in this journal"),
+            )
+        })?;
+    let by_key: Vec<&Checkpoint> = checkpoints
+        .iter()
+        .filter(|c| key.as_ref().is_none_or(|k| c.key_id == k.key_id()))
+        .collect();
+    let Some(newest) = by_key.last() else {
+        let by = key.map_or_else(String::new, |k| format!(" signed by key {}", k.key_id()));
+        return Err(Failure::new(
+            Exit::NoCheckpoint,
+            format!(
+                "this journal holds no checkpoint{by}; make one with `sallyport audit checkpoint --signing-key FILE`"
+            ),
+        ));
+    };
+    let proof = InclusionProof::build(&rows, DEFAULT_SHARD, newest, seq).map_err(|e| match e {
+        ProveError::NotCovered { .. } => Failure::new(
+            Exit::NoCheckpoint,
+            format!("receipt `{shown}` (record {seq}): {e}"),
+        ),
+        ProveError::Rewritten { .. } => Failure::new(Exit::ChainBroken, e.to_string()),
+        other => Failure::new(Exit::Failure, other.to_string()),
+    })?;
+    if let Some(key) = &key {
+        proof.verify(key).map_err(|e| {
+            Failure::new(
+                Exit::ChainBroken,
+                format!("the proof made from this journal does not verify: {e}"),
+            )
+        })?;
+    }
+    let text = serde_json::to_string_pretty(&proof)
+        .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+    match output {
+        Some(path) => {
+            use std::io::Write as _;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map_err(|e| io_failure(&format!("create {}", path.display()), &e))?;
+            file.write_all(format!("{text}\n").as_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(|e| io_failure(&format!("write {}", path.display()), &e))?;
+            eprintln!(
+                "proof of receipt {shown} (record {seq} of {}) written to {}",
+                proof.tree_size,
+                path.display()
+            );
+        }
+        None => println!("{text}"),
+    }
+    Ok(())
+}
+
+/// `audit check-proof`: a proof checked with the public key alone.
+fn check_proof(proof_path: &Path, public_key: &Path, json: bool) -> Result<(), Failure> {
+    let key = HeadVerifyingKey::read_file(public_key).map_err(|e| key_failure(&e))?;
+    let text = std::fs::read_to_string(proof_path).map_err(|e| {
+        let exit = if e.kind() == std::io::ErrorKind::NotFound {
+            Exit::NotFound
+        } else {
+            Exit::Failure
+        };
+        Failure::new(exit, format!("cannot read {}: {e}", proof_path.display()))
+    })?;
+    let proof: InclusionProof = serde_json::from_str(&text).map_err(|e| {
+        Failure::new(
+            Exit::Corrupt,
+            format!(
+                "{} is not an inclusion proof ({e}); it was left untouched",
+                proof_path.display()
+            ),
+        )
+    })?;
+    let proven = proof.verify(&key).map_err(|e| {
+        Failure::new(
+            Exit::ProofInvalid,
+            format!("the proof in {} does not verify: {e}", proof_path.display()),
+        )
+    })?;
+    if json {
+        let value = serde_json::json!({
+            "verified": true,
+            "receipt_id": proven.receipt_id,
+            "shard": proven.shard,
+            "seq": proven.seq,
+            "tree_size": proven.tree_size,
+            "signed_at": proven.signed_at,
+            "key_id": proven.key_id,
+        });
+        println!("{value:#}");
+    } else {
+        println!(
+            "verified: receipt {} is record {} of {} in shard {}, under the checkpoint signed by key {} at {}",
+            sallyport_core::consent::escape(proven.receipt_id.as_str()),
+            proven.seq,
+            proven.tree_size,
+            proven.shard,
+            proven.key_id,
+            proven.signed_at
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
-    if let AuditCommand::Keygen { out, public_out } = cmd {
-        return keygen(out, public_out.as_deref());
+    match cmd {
+        AuditCommand::Keygen { out, public_out } => {
+            return keygen(out, public_out.as_deref());
+        }
+        AuditCommand::CheckProof {
+            proof,
+            public_key,
+            json,
+        } => return check_proof(proof, public_key, *json),
+        _ => {}
     }
     let rt = runtime()?;
     let journal = open_journal(cli, &rt)?;
     let journal = journal.as_ref();
     match cmd {
-        // Needs no journal: handled before one is opened.
-        AuditCommand::Keygen { .. } => Ok(()),
+        // Need no journal: handled before one is opened.
+        AuditCommand::Keygen { .. } | AuditCommand::CheckProof { .. } => Ok(()),
+        AuditCommand::Checkpoint { signing_key, json } => {
+            checkpoint(journal, &rt, signing_key, *json)
+        }
+        AuditCommand::Prove {
+            receipt,
+            output,
+            public_key,
+        } => prove(
+            journal,
+            &rt,
+            receipt,
+            output.as_deref(),
+            public_key.as_deref(),
+        ),
         AuditCommand::Verify {
             head,
             public_key,

@@ -23,10 +23,11 @@ pub enum Exit {
     NotFound = 5,
     /// 6 — the credential or the vault file already exists.
     AlreadyExists = 6,
-    /// 7 — the vault or journal file is damaged, truncated, foreign or from a newer sallyport
-    /// (it was left untouched).
+    /// 7 — the vault or journal file (or a proof file) is damaged, truncated, foreign or from
+    /// a newer sallyport (it was left untouched).
     Corrupt = 7,
-    /// 8 — `audit verify` found a broken chain.
+    /// 8 — `audit verify` found a broken chain; `audit checkpoint` or `prove` found the chain
+    /// broken or no longer matching its checkpoint.
     ChainBroken = 8,
     /// 9 — `approvals approve` / `deny`: the approval was already decided (or is being
     /// carried out, or finished); nothing changed.
@@ -60,6 +61,12 @@ pub enum Exit {
     /// 18 — `credentials connect`: no redirect came back within `--timeout`; nothing was
     /// stored.
     ConnectTimedOut = 18,
+    /// 19 — `audit check-proof`: the inclusion proof does not verify (an edited, reordered or
+    /// deleted record, a changed path or tree size, a forged checkpoint, or another key).
+    ProofInvalid = 19,
+    /// 20 — `audit prove`: no signed checkpoint covers the record yet (`audit checkpoint`
+    /// makes one).
+    NoCheckpoint = 20,
 }
 
 impl From<Exit> for ExitCode {

@@ -177,6 +177,8 @@ use sallyport_core::approval::{
     Approval, ApprovalDecision, ApprovalFilter, ApprovalId, Claim, RememberedApproval,
     RememberedId, Revocation, Revoked, Transition,
 };
+use sallyport_core::journal::chain::ChainRow;
+use sallyport_core::journal::checkpoint::Checkpoint;
 use sallyport_core::journal::{
     ApprovalStore, AttemptId, AuditEvent, AuditRecord, DecisionWatch, HeadVerifyingKey, Intent,
     Journal, JournalError, SignedHead, UnresolvedAttempt, VerifyReport,
@@ -359,6 +361,20 @@ impl Journal for PostgresJournal {
 
     async fn records(&self) -> Result<Vec<AuditRecord>, JournalError> {
         reads::records(&self.shared).await
+    }
+
+    /// The `sallyport_audit` rows, the event JSON as stored.
+    async fn chain_rows(&self) -> Result<Vec<ChainRow>, JournalError> {
+        reads::rows(&self.shared).await
+    }
+
+    async fn checkpoints(&self) -> Result<Vec<Checkpoint>, JournalError> {
+        reads::checkpoints(&self.shared).await
+    }
+
+    /// Stored in `sallyport_checkpoints` (migration 7).
+    async fn store_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), JournalError> {
+        reads::store_checkpoint(&self.shared, checkpoint).await
     }
 
     async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {

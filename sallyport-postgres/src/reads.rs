@@ -3,6 +3,7 @@
 
 use deadpool_postgres::Transaction;
 use sallyport_core::journal::chain::{AttemptRow, ChainCheck, ChainRow};
+use sallyport_core::journal::checkpoint::{Checkpoint, DEFAULT_SHARD};
 use sallyport_core::journal::{
     AttemptId, AuditRecord, HeadVerifyingKey, IdempotencyKey, JournalError, Phase, SignedHead,
     UnresolvedAttempt, VerifyReport,
@@ -94,6 +95,58 @@ async fn heads(shared: &Shared, tx: &Transaction<'_>) -> Result<Vec<SignedHead>,
         .collect())
 }
 
+async fn stored_checkpoints(
+    shared: &Shared,
+    tx: &Transaction<'_>,
+) -> Result<Vec<Checkpoint>, PostgresError> {
+    let rows = tx
+        .query(sql::CHECKPOINTS, &[])
+        .await
+        .map_err(|e| shared.redactor.postgres(&e))?;
+    rows.iter()
+        .map(|r| {
+            let id: i64 = r.get(0);
+            serde_json::from_str::<Checkpoint>(&r.get::<_, String>(1)).map_err(|e| {
+                PostgresError::own(format!("checkpoint {id} is not a readable checkpoint: {e}"))
+            })
+        })
+        .collect()
+}
+
+/// Every audit row as stored, oldest first.
+pub(crate) async fn rows(shared: &Shared) -> Result<Vec<ChainRow>, JournalError> {
+    snapshot!(shared, |tx| chain_rows(shared, &tx).await)
+}
+
+/// Every signed checkpoint, oldest first.
+pub(crate) async fn checkpoints(shared: &Shared) -> Result<Vec<Checkpoint>, JournalError> {
+    snapshot!(shared, |tx| stored_checkpoints(shared, &tx).await)
+}
+
+/// Stores a signed checkpoint.
+pub(crate) async fn store_checkpoint(
+    shared: &Shared,
+    checkpoint: &Checkpoint,
+) -> Result<(), JournalError> {
+    let body = serde_json::to_string(checkpoint).map_err(|e| JournalError::Write(Box::new(e)))?;
+    let size = checkpoint
+        .shard(DEFAULT_SHARD)
+        .map_or(0, |h| i64::try_from(h.size).unwrap_or(i64::MAX));
+    let client = shared
+        .pool
+        .get()
+        .await
+        .map_err(|e| JournalError::Write(Box::new(shared.redactor.other(&e))))?;
+    client
+        .execute(
+            sql::INSERT_CHECKPOINT,
+            &[&size, &checkpoint.signed_at, &body],
+        )
+        .await
+        .map_err(|e| JournalError::Write(Box::new(shared.redactor.postgres(&e))))?;
+    Ok(())
+}
+
 /// The chain and the attempt rows, checked.
 pub(crate) async fn verify(shared: &Shared) -> Result<VerifyReport, JournalError> {
     snapshot!(shared, |tx| check_chain(shared, &tx)
@@ -101,18 +154,21 @@ pub(crate) async fn verify(shared: &Shared) -> Result<VerifyReport, JournalError
         .map(ChainCheck::into_report))
 }
 
-/// The chain, the attempt rows and the signed heads, checked with `key`.
+/// The chain, the attempt rows, the signed heads and the checkpoints, checked with `key`.
 pub(crate) async fn verify_signed(
     shared: &Shared,
     key: &HeadVerifyingKey,
 ) -> Result<VerifyReport, JournalError> {
     snapshot!(shared, |tx| {
-        match heads(shared, &tx).await {
-            Ok(heads) => check_chain(shared, &tx).await.map(|mut check| {
-                check.check_signed_heads(&heads, key);
+        match (
+            heads(shared, &tx).await,
+            stored_checkpoints(shared, &tx).await,
+        ) {
+            (Ok(heads), Ok(checkpoints)) => check_chain(shared, &tx).await.map(|mut check| {
+                check.check_signed(&heads, &checkpoints, key);
                 check.into_report()
             }),
-            Err(e) => Err(e),
+            (Err(e), _) | (_, Err(e)) => Err(e),
         }
     })
 }

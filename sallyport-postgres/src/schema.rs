@@ -6,7 +6,7 @@ use deadpool_postgres::Client;
 
 /// The schema version this build writes: how many embedded migrations it has (each
 /// recorded in `sallyport_schema_version` once applied).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The advisory lock key the migration holds (`'sallyport'` in ASCII).
 const MIGRATION_LOCK: i64 = 0x73_61_6c_6c_79_70_6f_72;
@@ -133,6 +133,17 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     );
     CREATE INDEX sallyport_remembered_approvals_action
         ON sallyport_remembered_approvals (action, created_at_ms);
+    ",
+    // 7: signed checkpoints (`checkpoints.rs`): a Merkle root over every shard's records,
+    // signed, for inclusion proofs; its JSON body beside the default shard's size and the
+    // signing time. Existing tables and records are untouched.
+    "
+    CREATE TABLE sallyport_checkpoints (
+        id        BIGSERIAL PRIMARY KEY,
+        size      BIGINT NOT NULL,
+        signed_at TEXT NOT NULL,
+        body      TEXT NOT NULL
+    );
     ",
 ];
 

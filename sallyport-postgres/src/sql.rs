@@ -105,6 +105,14 @@ pub(crate) const ATTEMPT_ROWS: &str =
     "SELECT attempt_id, phase, status FROM sallyport_attempts ORDER BY created_at, attempt_id";
 
 /// The signed heads, oldest first.
+/// Every signed checkpoint, oldest first.
+pub(crate) const CHECKPOINTS: &str = "SELECT id, body FROM sallyport_checkpoints ORDER BY id";
+
+/// Stores a signed checkpoint.
+pub(crate) const INSERT_CHECKPOINT: &str =
+    "INSERT INTO sallyport_checkpoints (size, signed_at, body) VALUES ($1, $2, $3)";
+
+/// Every signed head, oldest first.
 pub(crate) const HEADS: &str =
     "SELECT count, hash, key_id, signature, signed_at FROM sallyport_heads ORDER BY count";
 

@@ -301,8 +301,9 @@ impl Writer {
             Read::VerifySigned(key, reply) => {
                 let report = self.snapshot(|| {
                     let heads = sql::heads(conn)?;
+                    let checkpoints = super::checkpoints::list(conn)?;
                     let mut check = sql::check_chain(conn)?;
-                    check.check_signed_heads(&heads, &key);
+                    check.check_signed(&heads, &checkpoints, &key);
                     Ok(check.into_report())
                 });
                 let _ = reply.send(report.map_err(read_failed));
@@ -312,6 +313,12 @@ impl Writer {
             }
             Read::Records(reply) => {
                 let _ = reply.send(sql::records(conn).map_err(read_failed));
+            }
+            Read::ChainRows(reply) => {
+                let _ = reply.send(sql::chain_rows(conn).map_err(read_failed));
+            }
+            Read::Checkpoints(reply) => {
+                let _ = reply.send(super::checkpoints::list(conn).map_err(read_failed));
             }
             Read::Unresolved(reply) => {
                 let open = self.snapshot(|| sql::unresolved(conn));

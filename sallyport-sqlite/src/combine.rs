@@ -10,6 +10,8 @@ use super::statements::Link;
 use rusqlite::Connection;
 use sallyport_kernel::approval::{Approval, ApprovalFilter, ApprovalId, Transition};
 use sallyport_kernel::journal::batch::{Answer, ApprovalWrite, Reply, Write};
+use sallyport_kernel::journal::chain::ChainRow;
+use sallyport_kernel::journal::checkpoint::Checkpoint;
 use sallyport_kernel::journal::signing::{HeadVerifyingKey, SignedHead};
 use sallyport_kernel::journal::{AuditRecord, JournalError, UnresolvedAttempt, VerifyReport};
 
@@ -199,6 +201,8 @@ pub(super) enum Read {
     VerifySigned(Box<HeadVerifyingKey>, Reply<VerifyReport>),
     Heads(Reply<Vec<SignedHead>>),
     Records(Reply<Vec<AuditRecord>>),
+    ChainRows(Reply<Vec<ChainRow>>),
+    Checkpoints(Reply<Vec<Checkpoint>>),
     Unresolved(Reply<Vec<UnresolvedAttempt>>),
     Approval(ApprovalId, Reply<Option<Approval>>),
     Approvals(Box<ApprovalFilter>, Reply<Vec<Approval>>),

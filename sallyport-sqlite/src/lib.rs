@@ -68,6 +68,7 @@ mod approval_tests;
 mod approvals;
 mod batch;
 mod calls;
+mod checkpoints;
 mod combine;
 mod decisions;
 mod open;
@@ -97,6 +98,8 @@ use sallyport_kernel::approval::{
     RememberedId, Revocation, Revoked, Transition,
 };
 use sallyport_kernel::journal::batch::{ApprovalWrite, ClaimRequest, Write};
+use sallyport_kernel::journal::chain::ChainRow;
+use sallyport_kernel::journal::checkpoint::Checkpoint;
 use sallyport_kernel::journal::signing::{HeadSigningKey, HeadVerifyingKey, SignedHead};
 use sallyport_kernel::journal::{
     ApprovalStore, AttemptId, AuditEvent, AuditRecord, DecisionWatch, Intent, Journal,
@@ -452,6 +455,20 @@ impl Journal for SqliteJournal {
 
     async fn records(&self) -> Result<Vec<AuditRecord>, JournalError> {
         self.ask(Read::Records).await
+    }
+
+    /// The `audit` rows, the event JSON as stored.
+    async fn chain_rows(&self) -> Result<Vec<ChainRow>, JournalError> {
+        self.ask(Read::ChainRows).await
+    }
+
+    async fn checkpoints(&self) -> Result<Vec<Checkpoint>, JournalError> {
+        self.ask(Read::Checkpoints).await
+    }
+
+    /// Stored in the file's table `checkpoints`, on a connection of its own.
+    async fn store_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), JournalError> {
+        checkpoints::store(&self.path, self.busy_timeout, checkpoint)
     }
 
     async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {

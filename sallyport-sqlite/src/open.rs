@@ -226,6 +226,9 @@ fn migrate(conn: &Connection) -> Result<(), OpenFailure> {
         // And for files made before remembered approvals.
         conn.execute_batch(crate::remembered::REMEMBERED_SCHEMA)
             .map_err(OpenFailure::Sqlite)?;
+        // And for files made before signed checkpoints.
+        conn.execute_batch(crate::checkpoints::CHECKPOINTS_SCHEMA)
+            .map_err(OpenFailure::Sqlite)?;
         Ok(())
     })();
     match checked {

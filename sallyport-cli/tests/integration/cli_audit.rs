@@ -14,7 +14,7 @@ use sallyport_tests::vault_rig::{
     CountingConsent, DeployPreview, ReadStatus, ScriptedChannel, bearer,
 };
 
-fn run(journal: &Path, args: &[&str]) -> Output {
+pub(crate) fn run(journal: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sallyport"))
         .arg("--journal")
         .arg(journal)
@@ -24,12 +24,12 @@ fn run(journal: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A journal with three finished calls, written by the executor and closed again.
-async fn journal_with_three_calls(dir: &tempfile::TempDir) -> std::path::PathBuf {
+pub(crate) async fn journal_with_three_calls(dir: &tempfile::TempDir) -> std::path::PathBuf {
     journal_with_three_signed_calls(dir, None).await
 }
 
@@ -240,7 +240,7 @@ async fn an_unresolved_attempt_edited_to_finished_is_still_listed_and_verify_exi
 }
 
 /// `audit keygen --out FILE` as a real process; returns the secret and public key files.
-fn keygen(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+pub(crate) fn keygen(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let key = dir.join(name);
     let out = run(
         &dir.join("unused.db"),

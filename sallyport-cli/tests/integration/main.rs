@@ -14,6 +14,7 @@ mod cli_grants;
 mod cli_grants_postgres;
 mod cli_policy;
 mod cli_postgres;
+mod cli_proofs;
 mod cli_scaffold;
 mod cli_vault;
 mod cli_vault_kinds;

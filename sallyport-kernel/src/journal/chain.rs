@@ -207,6 +207,17 @@ impl ChainCheck {
         check_signed_heads(&mut self.report, &self.hashes, heads, key);
     }
 
+    /// Checks the signed heads and checkpoints with `key` (see
+    /// [`super::signing::check_signed`]).
+    pub fn check_signed(
+        &mut self,
+        heads: &[SignedHead],
+        checkpoints: &[super::checkpoint::Checkpoint],
+        key: &HeadVerifyingKey,
+    ) {
+        super::signing::check_signed(&mut self.report, &self.hashes, heads, checkpoints, key);
+    }
+
     /// The stored hash of every row checked, in order.
     pub fn hashes(&self) -> &[String] {
         &self.hashes

@@ -85,6 +85,8 @@ struct State {
     by_approval: HashMap<String, usize>,
     /// Remembered approvals, oldest first.
     remembered: Vec<RememberedApproval>,
+    /// Signed checkpoints, oldest first.
+    checkpoints: Vec<super::checkpoint::Checkpoint>,
 }
 
 impl MemoryJournal {
@@ -246,6 +248,22 @@ impl Journal for MemoryJournal {
             }));
         }
         Ok(check.into_report())
+    }
+
+    async fn chain_rows(&self) -> Result<Vec<ChainRow>, JournalError> {
+        Ok(self.lock().chain.clone())
+    }
+
+    async fn checkpoints(&self) -> Result<Vec<super::checkpoint::Checkpoint>, JournalError> {
+        Ok(self.lock().checkpoints.clone())
+    }
+
+    async fn store_checkpoint(
+        &self,
+        checkpoint: &super::checkpoint::Checkpoint,
+    ) -> Result<(), JournalError> {
+        self.lock().checkpoints.push(checkpoint.clone());
+        Ok(())
     }
 
     async fn records(&self) -> Result<Vec<AuditRecord>, JournalError> {

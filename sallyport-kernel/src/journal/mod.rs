@@ -39,8 +39,10 @@ mod attempts;
 #[doc(hidden)]
 pub mod batch;
 pub mod chain;
+pub mod checkpoint;
 mod decisions;
 mod memory;
+pub mod merkle;
 pub mod signing;
 
 pub(crate) use crate::clock::now;
@@ -522,8 +524,61 @@ pub trait Journal: Send + Sync + 'static {
             Err(_) if report.first_break.is_some() => return Ok(report),
             Err(e) => return Err(e),
         };
-        signing::check_signed_heads(&mut report, &chain, &heads, key);
+        let checkpoints = self.checkpoints().await?;
+        signing::check_signed(&mut report, &chain, &heads, &checkpoints, key);
         Ok(report)
+    }
+
+    /// Every audit row as stored (the event JSON byte for byte as hashed), oldest first:
+    /// what inclusion proofs are made of ([`checkpoint::InclusionProof::build`]).
+    ///
+    /// The default writes each record of [`Journal::records`] back to JSON, which gives the
+    /// stored bytes only when the backend stored them that way; a backend that keeps the
+    /// JSON as text should return it as read.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn chain_rows(&self) -> Result<Vec<chain::ChainRow>, JournalError> {
+        self.records()
+            .await?
+            .into_iter()
+            .map(|r| {
+                let json =
+                    serde_json::to_string(&r.event).map_err(|e| JournalError::Read(Box::new(e)))?;
+                Ok(chain::ChainRow::new(
+                    i64::try_from(r.seq).unwrap_or(i64::MAX),
+                    r.prev_hash,
+                    r.hash,
+                    json,
+                ))
+            })
+            .collect()
+    }
+
+    /// The signed checkpoints the journal holds, oldest first (none by default).
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read, or a stored checkpoint is not one.
+    async fn checkpoints(&self) -> Result<Vec<checkpoint::Checkpoint>, JournalError> {
+        Ok(Vec::new())
+    }
+
+    /// Stores a signed checkpoint (made by [`checkpoint::make_checkpoint`]), beside the
+    /// chain. Never changes a record.
+    ///
+    /// The default refuses ([`JournalError::Unsupported`]).
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be written.
+    async fn store_checkpoint(
+        &self,
+        checkpoint: &checkpoint::Checkpoint,
+    ) -> Result<(), JournalError> {
+        let _ = checkpoint;
+        Err(JournalError::Unsupported("checkpoints"))
     }
 
     /// Every audit record, oldest first.

@@ -108,6 +108,12 @@ impl HeadSigningKey {
         }
     }
 
+    /// An Ed25519 signature (base64) over `message`, for the other signed formats of this
+    /// module's neighbours (checkpoints), each with a domain tag of its own.
+    pub(super) fn sign_message(&self, message: &[u8]) -> String {
+        B64.encode(self.key.sign(message).to_bytes())
+    }
+
     /// Signs `head`.
     pub fn sign(&self, head: &ChainHead, signed_at: impl Into<String>) -> SignedHead {
         let signature = self.key.sign(&message(head.count, &head.hash));
@@ -174,6 +180,17 @@ impl HeadVerifyingKey {
     pub fn key_id(&self) -> String {
         let digest = Sha256::digest(self.key.as_bytes());
         hex::encode(&digest[..8])
+    }
+
+    /// Whether `signature` (base64) is a valid signature by this key over `message`.
+    pub(super) fn verifies_message(&self, message: &[u8], signature: &str) -> bool {
+        let Ok(bytes) = B64.decode(signature) else {
+            return false;
+        };
+        let Ok(signature) = Signature::from_slice(&bytes) else {
+            return false;
+        };
+        self.key.verify_strict(message, &signature).is_ok()
     }
 
     /// Whether `head` carries a valid signature by this key over its own count and hash.
@@ -335,6 +352,20 @@ pub fn check_signed_heads(
     heads: &[SignedHead],
     key: &HeadVerifyingKey,
 ) {
+    check_signed(report, chain, heads, &[], key);
+}
+
+/// [`check_signed_heads`] with the signed checkpoints too ([`super::checkpoint`]): a
+/// checkpoint validly signed by `key` covers the records up to its size as a signed head
+/// does, and one that does not verify, no longer matches the chain, or is longer than the
+/// chain is reported the same way (see [`super::checkpoint::check_checkpoints`]).
+pub fn check_signed(
+    report: &mut VerifyReport,
+    chain: &[String],
+    heads: &[SignedHead],
+    checkpoints: &[super::checkpoint::Checkpoint],
+    key: &HeadVerifyingKey,
+) {
     let key_id = key.key_id();
     let n = chain.len() as u64;
     let mut heads: Vec<&SignedHead> = heads.iter().collect();
@@ -398,6 +429,13 @@ pub fn check_signed_heads(
             continue;
         }
         last_signed = Some(last_signed.map_or(head.count, |l| l.max(head.count)));
+    }
+    let checked = super::checkpoint::check_checkpoints(chain, checkpoints, key);
+    if let Some(last) = checked.last_signed {
+        last_signed = Some(last_signed.map_or(last, |l| l.max(last)));
+    }
+    if problem.is_none() {
+        problem = checked.problem;
     }
     report.last_signed = last_signed;
     if report.first_break.is_some() {

@@ -655,6 +655,7 @@ async fn a_database_at_schema_version_3_gains_the_grant_table_and_keeps_its_jour
         .await
         .batch_execute(
             "DROP TABLE sallyport_grants; DROP TABLE sallyport_remembered_approvals; \
+             DROP TABLE sallyport_checkpoints; \
              DELETE FROM sallyport_schema_version WHERE version > 3;",
         )
         .await
@@ -701,6 +702,7 @@ async fn a_grant_table_at_schema_version_4_keeps_its_grants_and_lists_granted_sc
         .batch_execute(
             "ALTER TABLE sallyport_grants DROP COLUMN scopes_granted;
              DROP TABLE sallyport_remembered_approvals;
+             DROP TABLE sallyport_checkpoints;
              DELETE FROM sallyport_schema_version WHERE version > 4;",
         )
         .await

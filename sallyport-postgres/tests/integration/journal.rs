@@ -637,6 +637,7 @@ async fn a_database_at_schema_version_1_is_upgraded_and_its_chain_still_verifies
         .batch_execute(
             "DROP TABLE sallyport_approvals; DROP TABLE sallyport_policy_calls; \
              DROP TABLE sallyport_grants; DROP TABLE sallyport_remembered_approvals; \
+             DROP TABLE sallyport_checkpoints; \
              DELETE FROM sallyport_schema_version WHERE version > 1;",
         )
         .await

@@ -13,6 +13,8 @@
 //! executors refreshing through it against the real OpenID provider). The server and a
 //! fresh database per test come from `sallyport_tests::postgres`.
 //!
+//! Signed checkpoints and inclusion proofs over a PostgreSQL journal (`checkpoints`).
+//!
 //! A decision reaches an approval worker through `LISTEN`/`NOTIFY` (`approval_wakeup`: a
 //! worker polling once an hour sends within seconds, also after its listening connection
 //! was terminated or cut).
@@ -20,6 +22,7 @@
 //! Run one area with its module path, e.g. `cargo test -p sallyport-postgres --test integration leases::`.
 
 mod approval_wakeup;
+mod checkpoints;
 mod cluster;
 mod grants;
 mod grants_http;

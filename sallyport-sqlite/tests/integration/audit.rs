@@ -25,7 +25,7 @@ struct GetItem {
 }
 
 /// Journal with `n` audited calls; returns the file path and the head.
-async fn journal_with(dir: &Path, n: usize) -> (std::path::PathBuf, ChainHead) {
+pub(crate) async fn journal_with(dir: &Path, n: usize) -> (std::path::PathBuf, ChainHead) {
     let path = dir.join("journal.db");
     let (journal, executor) = approving_executor(
         &path,
@@ -55,7 +55,7 @@ async fn verify_file(path: &Path) -> sallyport_core::journal::VerifyReport {
         .expect("verify")
 }
 
-fn tamper(path: &Path, sql: &str) {
+pub(crate) fn tamper(path: &Path, sql: &str) {
     let conn = rusqlite::Connection::open(path).expect("open");
     conn.execute_batch(sql).expect("tamper");
 }
@@ -372,7 +372,7 @@ async fn signed_journal_with(dir: &Path, key: HeadSigningKey, n: usize) -> std::
 
 /// What an attacker who can write the file but holds no key does: changes records `from..`
 /// and recomputes every hash after them, so the unkeyed chain links up again.
-fn rewrite_and_rehash_from(path: &Path, from: i64) {
+pub(crate) fn rewrite_and_rehash_from(path: &Path, from: i64) {
     let conn = rusqlite::Connection::open(path).expect("open");
     let rows: Vec<(i64, String)> = conn
         .prepare("SELECT seq, event FROM audit ORDER BY seq")

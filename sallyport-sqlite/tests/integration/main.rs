@@ -8,5 +8,6 @@
 //! `cargo test -p sallyport-sqlite --test integration journal_processes::`.
 
 mod audit;
+mod checkpoints;
 mod journal_conformance;
 mod journal_processes;

@@ -1,0 +1,908 @@
+//! Signed checkpoints and inclusion proofs for one record, in the manner of Certificate
+//! Transparency (RFC 9162) and Sigstore's Rekor.
+//!
+//! A [`Checkpoint`] commits to the head of every shard of the journal: within a shard, a
+//! Merkle tree over its records ([`merkle`], RFC 6962 shape; a record's leaf data is its
+//! chain hash, 32 bytes, which already covers its sequence number, the previous hash and the
+//! event JSON as stored), and over the shards, a Merkle tree of their [`ShardHead`]s. The
+//! root of that second tree is signed with the journal's Ed25519 key
+//! ([`HeadSigningKey`]), under a domain tag of its own (`sallyport signed checkpoint v1`),
+//! so a checkpoint signature is never a head signature or the reverse. Today a journal has
+//! one chain, the shard [`DEFAULT_SHARD`]; a journal with several chains lists each, and a
+//! proof names its shard, so proofs keep their meaning when shards come.
+//!
+//! An [`InclusionProof`] carries one record as stored, its Merkle path, and the signed
+//! checkpoint. [`InclusionProof::verify`] checks it with the public key alone, without the
+//! rest of the log: the record matches its hash, the path leads from its leaf at its
+//! position to the shard's root, the shard heads hash to the checkpoint's root, and the key
+//! signed that root. An edited, reordered or deleted record gives another root, and so a
+//! proof that fails.
+//!
+//! Formats are JSON, versioned by their `format` field ([`CHECKPOINT_FORMAT`],
+//! [`PROOF_FORMAT`]); hashes are lowercase hex, signatures base64.
+
+use serde::{Deserialize, Serialize};
+
+use super::chain::{ChainCheck, ChainRow, chain_hash};
+use super::merkle::{self, Hash};
+use super::signing::{HeadSigningKey, HeadVerifyingKey};
+use super::{AuditEvent, BreakKind, ChainBreak, Journal, JournalError, ReceiptId};
+
+/// The `format` of a checkpoint.
+pub const CHECKPOINT_FORMAT: &str = "sallyport-checkpoint-v1";
+/// The `format` of an inclusion proof.
+pub const PROOF_FORMAT: &str = "sallyport-inclusion-proof-v1";
+/// The name of the one shard a journal has today: its single chain.
+pub const DEFAULT_SHARD: &str = "default";
+/// Domain separation of the checkpoint signature (the head signature has its own tag).
+const SIGNATURE_TAG: &str = "sallyport signed checkpoint v1";
+/// Domain separation of a shard head's leaf in the checkpoint's tree.
+const SHARD_LEAF_TAG: &str = "sallyport shard head v1";
+
+/// One shard's head as a checkpoint commits to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ShardHead {
+    /// The shard's name ([`DEFAULT_SHARD`] for the one chain of today's journals).
+    pub shard: String,
+    /// How many records of the shard the checkpoint covers (records 1 to `size`).
+    pub size: u64,
+    /// The Merkle root (hex) over those records' chain hashes.
+    pub root: String,
+    /// The chain hash of record `size` (64 zeros when `size` is 0): the chain head.
+    pub head: String,
+}
+
+impl ShardHead {
+    /// The head of the shard named `shard` over `chain` (the stored hash of each record, in
+    /// order). `None` when a hash is not 64 hex digits (the chain was damaged).
+    pub fn over(shard: impl Into<String>, chain: &[String]) -> Option<Self> {
+        let mut acc = merkle::Accumulator::new();
+        for hash in chain {
+            acc.push(record_leaf(hash)?);
+        }
+        Some(Self {
+            shard: shard.into(),
+            size: chain.len() as u64,
+            root: hex::encode(acc.root()),
+            head: chain
+                .last()
+                .cloned()
+                .unwrap_or_else(|| super::GENESIS_HASH.to_owned()),
+        })
+    }
+
+    /// This head's leaf in the checkpoint's tree of shards.
+    fn leaf(&self) -> Hash {
+        merkle::leaf_hash(
+            format!(
+                "{SHARD_LEAF_TAG}\n{}\n{}\n{}\n{}",
+                self.shard, self.size, self.root, self.head
+            )
+            .as_bytes(),
+        )
+    }
+}
+
+/// The Merkle leaf of a record: its chain hash (hex) decoded to 32 bytes, leaf-hashed.
+/// `None` when the hash is not 64 hex digits.
+pub fn record_leaf(chain_hash: &str) -> Option<Hash> {
+    let mut bytes = [0_u8; 32];
+    hex::decode_to_slice(chain_hash, &mut bytes).ok()?;
+    Some(merkle::leaf_hash(&bytes))
+}
+
+/// A signed commitment to every shard's head at one moment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Checkpoint {
+    /// [`CHECKPOINT_FORMAT`].
+    pub format: String,
+    /// Every shard's head, in shard order.
+    pub shards: Vec<ShardHead>,
+    /// The Merkle root (hex) over the shard heads.
+    pub root: String,
+    /// When it was signed (RFC 3339); covered by the signature.
+    pub signed_at: String,
+    /// The key id ([`HeadVerifyingKey::key_id`]) of the key that signed.
+    pub key_id: String,
+    /// The Ed25519 signature (base64) over the domain tag, the number of shards, the root
+    /// and `signed_at`.
+    pub signature: String,
+}
+
+impl Checkpoint {
+    /// Signs a checkpoint over `shards` with `key`.
+    pub fn sign(
+        key: &HeadSigningKey,
+        shards: Vec<ShardHead>,
+        signed_at: impl Into<String>,
+    ) -> Self {
+        let root = hex::encode(shards_root(&shards));
+        let signed_at = signed_at.into();
+        let signature = key.sign_message(&message(shards.len(), &root, &signed_at));
+        Self {
+            format: CHECKPOINT_FORMAT.to_owned(),
+            shards,
+            root,
+            signed_at,
+            key_id: key.verifying_key().key_id(),
+            signature,
+        }
+    }
+
+    /// The head of the shard named `shard`.
+    pub fn shard(&self, shard: &str) -> Option<&ShardHead> {
+        self.shards.iter().find(|s| s.shard == shard)
+    }
+
+    /// Checks the checkpoint alone: its format, that its shard heads hash to its root, and
+    /// that `key` signed that root.
+    ///
+    /// # Errors
+    ///
+    /// [`ProofError::Format`], [`ProofError::ShardHeads`], [`ProofError::OtherKey`] or
+    /// [`ProofError::BadSignature`].
+    pub fn check(&self, key: &HeadVerifyingKey) -> Result<(), ProofError> {
+        if self.format != CHECKPOINT_FORMAT {
+            return Err(ProofError::Format {
+                what: "checkpoint",
+                found: self.format.clone(),
+                expected: CHECKPOINT_FORMAT,
+            });
+        }
+        if hex::encode(shards_root(&self.shards)) != self.root {
+            return Err(ProofError::ShardHeads);
+        }
+        if self.key_id != key.key_id() {
+            return Err(ProofError::OtherKey {
+                found: self.key_id.clone(),
+                expected: key.key_id(),
+            });
+        }
+        if !key.verifies_message(
+            &message(self.shards.len(), &self.root, &self.signed_at),
+            &self.signature,
+        ) {
+            return Err(ProofError::BadSignature);
+        }
+        Ok(())
+    }
+}
+
+/// The root of the tree over the shard heads.
+fn shards_root(shards: &[ShardHead]) -> Hash {
+    let leaves: Vec<Hash> = shards.iter().map(ShardHead::leaf).collect();
+    merkle::root(&leaves)
+}
+
+/// The bytes a checkpoint signature covers.
+fn message(shards: usize, root: &str, signed_at: &str) -> Vec<u8> {
+    format!("{SIGNATURE_TAG}\n{shards}\n{root}\n{signed_at}").into_bytes()
+}
+
+/// One record exactly as stored, in a proof.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ProvenRecord {
+    /// Its sequence number in its shard (from 1).
+    pub seq: u64,
+    /// The hash of the record before it.
+    pub prev_hash: String,
+    /// Its chain hash (the Merkle leaf's data).
+    pub hash: String,
+    /// The event JSON byte for byte as stored and hashed.
+    pub event: String,
+}
+
+/// An inclusion proof for one record: the record, its Merkle path and the signed
+/// checkpoint whose tree holds it. Checked with the public key alone
+/// ([`InclusionProof::verify`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InclusionProof {
+    /// [`PROOF_FORMAT`].
+    pub format: String,
+    /// The receipt id of the record (also inside its event; checked to agree).
+    pub receipt_id: ReceiptId,
+    /// The shard the record is in.
+    pub shard: String,
+    /// The record.
+    pub record: ProvenRecord,
+    /// The leaf's index in the shard's tree (`seq - 1`).
+    pub leaf_index: u64,
+    /// The shard's tree size (the checkpoint's size for the shard).
+    pub tree_size: u64,
+    /// The audit path (hex), from the leaf's sibling up to the root's child.
+    pub path: Vec<String>,
+    /// The signed checkpoint.
+    pub checkpoint: Checkpoint,
+}
+
+/// What a verified proof shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Proven {
+    /// The record's receipt id.
+    pub receipt_id: ReceiptId,
+    /// Its shard and position.
+    pub shard: String,
+    /// Its sequence number.
+    pub seq: u64,
+    /// How many records of the shard the checkpoint covers.
+    pub tree_size: u64,
+    /// When the checkpoint was signed.
+    pub signed_at: String,
+    /// The key that signed it.
+    pub key_id: String,
+}
+
+impl InclusionProof {
+    /// The proof that the record at `seq` (from 1) of the shard whose stored rows are `rows`
+    /// (every row, in order) is in `checkpoint`'s tree. The rows are checked against the
+    /// checkpoint first: a journal rewritten since the checkpoint gives no proof.
+    ///
+    /// # Errors
+    ///
+    /// See [`ProveError`].
+    pub fn build(
+        rows: &[ChainRow],
+        shard: &str,
+        checkpoint: &Checkpoint,
+        seq: u64,
+    ) -> Result<Self, ProveError> {
+        let head = checkpoint
+            .shard(shard)
+            .ok_or_else(|| ProveError::NoShard(shard.to_owned()))?;
+        if seq == 0 || seq > head.size {
+            return Err(ProveError::NotCovered {
+                seq,
+                size: head.size,
+            });
+        }
+        let size = usize::try_from(head.size).unwrap_or(usize::MAX);
+        if rows.len() < size {
+            return Err(ProveError::Rewritten {
+                detail: format!(
+                    "the checkpoint covers {} records but the journal holds {}: truncated",
+                    head.size,
+                    rows.len()
+                ),
+            });
+        }
+        let mut leaves = Vec::with_capacity(size);
+        for (i, row) in rows[..size].iter().enumerate() {
+            leaves.push(record_leaf(&row.hash).ok_or_else(|| ProveError::Rewritten {
+                detail: format!("record {} has no readable hash", i + 1),
+            })?);
+        }
+        if hex::encode(merkle::root(&leaves)) != head.root {
+            return Err(ProveError::Rewritten {
+                detail: format!(
+                    "records 1 to {} no longer hash to the checkpoint's root: records were edited, reordered or deleted since it was signed",
+                    head.size
+                ),
+            });
+        }
+        let index = usize::try_from(seq - 1).unwrap_or(usize::MAX);
+        let row = &rows[index];
+        let receipt_id = serde_json::from_str::<AuditEvent>(&row.event_json)
+            .map_err(|_| ProveError::Rewritten {
+                detail: format!("record {seq} is not a readable audit event"),
+            })?
+            .receipt_id;
+        let path = merkle::path(index, &leaves)
+            .unwrap_or_default()
+            .iter()
+            .map(hex::encode)
+            .collect();
+        Ok(Self {
+            format: PROOF_FORMAT.to_owned(),
+            receipt_id,
+            shard: shard.to_owned(),
+            record: ProvenRecord {
+                seq,
+                prev_hash: row.prev_hash.clone(),
+                hash: row.hash.clone(),
+                event: row.event_json.clone(),
+            },
+            leaf_index: seq - 1,
+            tree_size: head.size,
+            path,
+            checkpoint: checkpoint.clone(),
+        })
+    }
+
+    /// Checks the proof with the public key alone.
+    ///
+    /// # Errors
+    ///
+    /// The first thing found wrong ([`ProofError`]).
+    pub fn verify(&self, key: &HeadVerifyingKey) -> Result<Proven, ProofError> {
+        if self.format != PROOF_FORMAT {
+            return Err(ProofError::Format {
+                what: "inclusion proof",
+                found: self.format.clone(),
+                expected: PROOF_FORMAT,
+            });
+        }
+        let r = &self.record;
+        if chain_hash(&r.prev_hash, r.seq, &r.event) != r.hash {
+            return Err(ProofError::RecordEdited { seq: r.seq });
+        }
+        let event: AuditEvent =
+            serde_json::from_str(&r.event).map_err(|_| ProofError::NotAnEvent)?;
+        if event.receipt_id != self.receipt_id {
+            return Err(ProofError::OtherReceipt {
+                named: self.receipt_id.to_string(),
+                found: event.receipt_id.to_string(),
+            });
+        }
+        if r.seq == 0 || self.leaf_index != r.seq - 1 {
+            return Err(ProofError::Position {
+                seq: r.seq,
+                leaf_index: self.leaf_index,
+            });
+        }
+        let head = self
+            .checkpoint
+            .shard(&self.shard)
+            .ok_or_else(|| ProofError::NoShard(self.shard.clone()))?;
+        if self.tree_size != head.size {
+            return Err(ProofError::TreeSize {
+                proof: self.tree_size,
+                checkpoint: head.size,
+            });
+        }
+        let leaf = record_leaf(&r.hash).ok_or(ProofError::RecordEdited { seq: r.seq })?;
+        let mut path = Vec::with_capacity(self.path.len());
+        for step in &self.path {
+            let mut h = [0_u8; 32];
+            hex::decode_to_slice(step, &mut h).map_err(|_| ProofError::Path)?;
+            path.push(h);
+        }
+        match merkle::root_from_path(self.leaf_index, self.tree_size, &leaf, &path) {
+            Some(root) if hex::encode(root) == head.root => {}
+            _ => return Err(ProofError::Path),
+        }
+        if r.seq == head.size && r.hash != head.head {
+            return Err(ProofError::Path);
+        }
+        self.checkpoint.check(key)?;
+        Ok(Proven {
+            receipt_id: self.receipt_id.clone(),
+            shard: self.shard.clone(),
+            seq: r.seq,
+            tree_size: self.tree_size,
+            signed_at: self.checkpoint.signed_at.clone(),
+            key_id: self.checkpoint.key_id.clone(),
+        })
+    }
+}
+
+/// Why a proof could not be made from a journal.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProveError {
+    /// The checkpoint has no head for the shard.
+    #[error("the checkpoint has no shard `{0}`")]
+    NoShard(String),
+    /// The record comes after the checkpoint (or there is no such position).
+    #[error(
+        "record {seq} is not covered by the checkpoint (it covers records 1 to {size}); make a newer checkpoint with `sallyport audit checkpoint`"
+    )]
+    NotCovered {
+        /// The record's position.
+        seq: u64,
+        /// The checkpoint's size for the shard.
+        size: u64,
+    },
+    /// The journal no longer matches the checkpoint.
+    #[error("the journal does not match its checkpoint: {detail}")]
+    Rewritten {
+        /// What does not match.
+        detail: String,
+    },
+}
+
+/// Why a proof (or a checkpoint) does not verify.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProofError {
+    /// Not a format this version reads.
+    #[error("not a {what} this sallyport reads: format `{found}`, expected `{expected}`")]
+    Format {
+        /// What was read.
+        what: &'static str,
+        /// The format it names.
+        found: String,
+        /// The format expected.
+        expected: &'static str,
+    },
+    /// The record's content does not match its hash.
+    #[error("record {seq} does not match its hash: its content was changed")]
+    RecordEdited {
+        /// The record's position.
+        seq: u64,
+    },
+    /// The record's event is not an audit event.
+    #[error("the record is not a readable audit event")]
+    NotAnEvent,
+    /// The proof names another receipt than its record holds.
+    #[error("the proof names receipt {named} but its record is receipt {found}")]
+    OtherReceipt {
+        /// The receipt the proof names.
+        named: String,
+        /// The receipt in the record.
+        found: String,
+    },
+    /// The leaf's index is not the record's position.
+    #[error("the record is record {seq} but the proof places it at leaf {leaf_index}")]
+    Position {
+        /// The record's sequence number.
+        seq: u64,
+        /// The leaf index the proof gives.
+        leaf_index: u64,
+    },
+    /// The checkpoint has no head for the proof's shard.
+    #[error("the checkpoint has no shard `{0}`")]
+    NoShard(String),
+    /// The proof's tree size is not the checkpoint's.
+    #[error("the proof is for a tree of {proof} records but the checkpoint signed {checkpoint}")]
+    TreeSize {
+        /// The size the proof gives.
+        proof: u64,
+        /// The size the checkpoint signed.
+        checkpoint: u64,
+    },
+    /// The Merkle path does not lead from the record to the checkpoint's root.
+    #[error(
+        "the Merkle path does not lead from the record to the checkpoint's root: the record, its position or the path was changed"
+    )]
+    Path,
+    /// The checkpoint's shard heads do not hash to its root.
+    #[error("the checkpoint's shard heads do not hash to its signed root")]
+    ShardHeads,
+    /// The checkpoint was signed by another key.
+    #[error("the checkpoint was signed by key {found}, not by key {expected}")]
+    OtherKey {
+        /// The key id the checkpoint names.
+        found: String,
+        /// The key id of the public key given.
+        expected: String,
+    },
+    /// The signature does not verify.
+    #[error("the checkpoint's signature does not verify: forged or altered")]
+    BadSignature,
+}
+
+/// Checks the journal's chain, signs a checkpoint over it with `key` and stores it in the
+/// journal ([`Journal::store_checkpoint`]). Records appended meanwhile are left for the next
+/// checkpoint. Run it on demand (`sallyport audit checkpoint`) or on a schedule.
+///
+/// # Errors
+///
+/// [`CheckpointError::Broken`] when the chain is broken (nothing is signed), otherwise when
+/// the journal cannot be read or written.
+pub async fn make_checkpoint(
+    journal: &dyn Journal,
+    key: &HeadSigningKey,
+) -> Result<Checkpoint, CheckpointError> {
+    let check = ChainCheck::new(journal.chain_rows().await?);
+    if let Some(brk) = check.report().first_break.clone() {
+        return Err(CheckpointError::Broken(brk));
+    }
+    let head = ShardHead::over(DEFAULT_SHARD, check.hashes()).ok_or_else(|| {
+        CheckpointError::Broken(ChainBreak {
+            seq: 0,
+            kind: BreakKind::Malformed,
+            detail: "a record's hash is not 64 hex digits".to_owned(),
+            attempt: None,
+        })
+    })?;
+    let checkpoint = Checkpoint::sign(key, vec![head], super::now());
+    journal.store_checkpoint(&checkpoint).await?;
+    Ok(checkpoint)
+}
+
+/// Why no checkpoint was made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// The chain is broken: a checkpoint would sign the damage.
+    #[error("the audit chain is broken at record {} ({}): {}; no checkpoint was signed", .0.seq, .0.kind.as_str(), .0.detail)]
+    Broken(ChainBreak),
+    /// The journal could not be read or written.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// What [`check_checkpoints`] found.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct CheckpointCoverage {
+    /// The largest size of the default shard a valid checkpoint by the key covers.
+    pub last_signed: Option<u64>,
+    /// The first problem: a checkpoint by the key whose signature or root does not verify
+    /// ([`BreakKind::BadSignature`]), that no longer matches the chain
+    /// ([`BreakKind::HeadMismatch`]), or that is longer than the chain
+    /// ([`BreakKind::Deleted`]).
+    pub problem: Option<ChainBreak>,
+    /// How many checkpoints were checked (signed by the key).
+    pub checked: usize,
+}
+
+/// Checks every checkpoint signed by `key` against the default shard's `chain` (the stored
+/// hash of each record, in order). Checkpoints by other keys are skipped. One pass over the
+/// chain, however many checkpoints.
+pub fn check_checkpoints(
+    chain: &[String],
+    checkpoints: &[Checkpoint],
+    key: &HeadVerifyingKey,
+) -> CheckpointCoverage {
+    let key_id = key.key_id();
+    let n = chain.len() as u64;
+    let mut out = CheckpointCoverage::default();
+    let found = |seq, kind, detail| ChainBreak {
+        seq,
+        kind,
+        detail,
+        attempt: None,
+    };
+    // (size, root, head, signed_at) of the valid checkpoints to compare with the chain.
+    let mut pending: Vec<(u64, &str, &str, &str)> = Vec::new();
+    for cp in checkpoints.iter().filter(|c| c.key_id == key_id) {
+        out.checked += 1;
+        let head = match (cp.check(key), cp.shard(DEFAULT_SHARD)) {
+            (Ok(()), Some(head)) => head,
+            (Err(e), _) => {
+                out.problem.get_or_insert_with(|| {
+                    found(
+                        cp.shard(DEFAULT_SHARD).map_or(0, |h| h.size),
+                        BreakKind::BadSignature,
+                        format!(
+                            "the checkpoint signed at {} does not verify: {e}",
+                            cp.signed_at
+                        ),
+                    )
+                });
+                continue;
+            }
+            (Ok(()), None) => {
+                out.problem.get_or_insert_with(|| {
+                    found(
+                        0,
+                        BreakKind::HeadMismatch,
+                        format!(
+                            "the checkpoint signed at {} has no shard `{DEFAULT_SHARD}`",
+                            cp.signed_at
+                        ),
+                    )
+                });
+                continue;
+            }
+        };
+        if head.size > n {
+            out.problem.get_or_insert_with(|| {
+                found(
+                    n + 1,
+                    BreakKind::Deleted,
+                    format!(
+                        "the checkpoint signed at {} covers {} records, but the chain holds {n}: truncated",
+                        cp.signed_at, head.size
+                    ),
+                )
+            });
+            continue;
+        }
+        pending.push((head.size, &head.root, &head.head, &cp.signed_at));
+    }
+    pending.sort_by_key(|p| p.0);
+    let mut acc = merkle::Accumulator::new();
+    let mut hashes = chain.iter();
+    for (size, root, head, signed_at) in pending {
+        let mut readable = true;
+        while acc.count() < size {
+            match hashes.next().and_then(|h| record_leaf(h)) {
+                Some(leaf) => acc.push(leaf),
+                None => {
+                    readable = false;
+                    break;
+                }
+            }
+        }
+        let stored_head = usize::try_from(size)
+            .ok()
+            .and_then(|s| s.checked_sub(1))
+            .and_then(|i| chain.get(i))
+            .map_or(super::GENESIS_HASH, String::as_str);
+        if !readable || hex::encode(acc.root()) != root || stored_head != head {
+            out.problem.get_or_insert_with(|| {
+                found(
+                    size,
+                    BreakKind::HeadMismatch,
+                    format!(
+                        "records 1 to {size} do not match the checkpoint signed at {signed_at}: records up to it were rewritten"
+                    ),
+                )
+            });
+            if !readable {
+                break;
+            }
+            continue;
+        }
+        out.last_signed = Some(out.last_signed.map_or(size, |l| l.max(size)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{GENESIS_HASH, Intent};
+
+    fn rows(n: usize) -> Vec<ChainRow> {
+        let mut prev = GENESIS_HASH.to_owned();
+        (1..=n)
+            .map(|i| {
+                let mut event = AuditEvent::for_bench(&Intent::for_bench(false));
+                event.at = format!("2026-01-01T00:00:{:02}Z", i % 60);
+                let json = serde_json::to_string(&event).expect("json");
+                let hash = chain_hash(&prev, i as u64, &json);
+                let row = ChainRow::new(i as i64, prev.clone(), hash.clone(), json);
+                prev = hash;
+                row
+            })
+            .collect()
+    }
+
+    fn hashes(rows: &[ChainRow]) -> Vec<String> {
+        rows.iter().map(|r| r.hash.clone()).collect()
+    }
+
+    fn checkpoint(key: &HeadSigningKey, rows: &[ChainRow]) -> Checkpoint {
+        let head = ShardHead::over(DEFAULT_SHARD, &hashes(rows)).expect("hashes");
+        Checkpoint::sign(key, vec![head], "2026-01-01T00:00:00Z")
+    }
+
+    #[test]
+    fn every_record_of_a_checkpointed_chain_proves_with_the_public_key() {
+        let key = HeadSigningKey::generate().expect("key");
+        for n in [1, 2, 3, 7, 8, 13] {
+            let rows = rows(n);
+            let cp = checkpoint(&key, &rows);
+            for seq in 1..=n as u64 {
+                let proof = InclusionProof::build(&rows, DEFAULT_SHARD, &cp, seq).expect("proof");
+                let proven = proof.verify(&key.verifying_key()).expect("verifies");
+                assert_eq!((proven.seq, proven.tree_size), (seq, n as u64));
+                // Through its JSON too.
+                let text = serde_json::to_string(&proof).expect("json");
+                let back: InclusionProof = serde_json::from_str(&text).expect("parse");
+                assert_eq!(back, proof);
+            }
+        }
+    }
+
+    #[test]
+    fn a_tampered_proof_fails_with_what_was_changed() {
+        let key = HeadSigningKey::generate().expect("key");
+        let rows = rows(6);
+        let cp = checkpoint(&key, &rows);
+        let proof = InclusionProof::build(&rows, DEFAULT_SHARD, &cp, 3).expect("proof");
+        let vk = key.verifying_key();
+        let fails = |edit: &dyn Fn(&mut InclusionProof)| {
+            let mut p = proof.clone();
+            edit(&mut p);
+            p.verify(&vk).expect_err("tampered")
+        };
+        // An edited event, left with its old hash.
+        assert_eq!(
+            fails(&|p| p.record.event = p.record.event.replace("bench", "bench2")),
+            ProofError::RecordEdited { seq: 3 }
+        );
+        // An edited event, rehashed: the path no longer leads to the signed root.
+        assert_eq!(
+            fails(&|p| {
+                p.record.event = p.record.event.replace("bench", "bench2");
+                p.record.hash = chain_hash(&p.record.prev_hash, 3, &p.record.event);
+            }),
+            ProofError::Path
+        );
+        // Another record swapped in at this position (a reorder).
+        assert_eq!(
+            fails(&|p| {
+                let other = &rows[3];
+                p.record.prev_hash = other.prev_hash.clone();
+                p.record.event = other.event_json.clone();
+                p.record.hash = other.hash.clone();
+                p.record.seq = 4;
+                p.receipt_id = serde_json::from_str::<AuditEvent>(&other.event_json)
+                    .expect("event")
+                    .receipt_id;
+            }),
+            ProofError::Position {
+                seq: 4,
+                leaf_index: 2
+            }
+        );
+        assert_eq!(
+            fails(&|p| p.leaf_index = 3),
+            ProofError::Position {
+                seq: 3,
+                leaf_index: 3
+            }
+        );
+        assert_eq!(fails(&|p| p.path.truncate(1)), ProofError::Path);
+        assert_eq!(
+            fails(&|p| p.path[0] = hex::encode([7_u8; 32])),
+            ProofError::Path
+        );
+        assert_eq!(
+            fails(&|p| p.tree_size = 5),
+            ProofError::TreeSize {
+                proof: 5,
+                checkpoint: 6
+            }
+        );
+        // The checkpoint's root or size changed: its signature (or root) no longer holds.
+        assert_eq!(
+            fails(&|p| p.checkpoint.signed_at = "2027-01-01T00:00:00Z".into()),
+            ProofError::BadSignature
+        );
+        assert_eq!(
+            fails(&|p| {
+                p.checkpoint.signature = key.sign_message(b"something else");
+            }),
+            ProofError::BadSignature
+        );
+        assert_eq!(
+            fails(&|p| p.checkpoint.shards[0].size = 7),
+            ProofError::TreeSize {
+                proof: 6,
+                checkpoint: 7
+            }
+        );
+        assert_eq!(
+            fails(&|p| p.format = "sallyport-inclusion-proof-v9".into()),
+            ProofError::Format {
+                what: "inclusion proof",
+                found: "sallyport-inclusion-proof-v9".into(),
+                expected: PROOF_FORMAT
+            }
+        );
+        let other = HeadSigningKey::generate().expect("key");
+        assert!(matches!(
+            proof.verify(&other.verifying_key()),
+            Err(ProofError::OtherKey { .. })
+        ));
+    }
+
+    #[test]
+    fn a_journal_changed_since_its_checkpoint_gives_no_proof() {
+        let key = HeadSigningKey::generate().expect("key");
+        let original = rows(5);
+        let cp = checkpoint(&key, &original);
+        // Rewritten: another chain of the same length.
+        assert!(matches!(
+            InclusionProof::build(&rows(5), DEFAULT_SHARD, &cp, 2),
+            Err(ProveError::Rewritten { .. })
+        ));
+        // Truncated.
+        assert!(matches!(
+            InclusionProof::build(&original[..4], DEFAULT_SHARD, &cp, 2),
+            Err(ProveError::Rewritten { .. })
+        ));
+        // Not yet covered.
+        let mut longer = original.clone();
+        longer.extend(rows(1).into_iter().map(|mut r| {
+            r.seq = 6;
+            r
+        }));
+        assert!(matches!(
+            InclusionProof::build(&longer, DEFAULT_SHARD, &cp, 6),
+            Err(ProveError::NotCovered { seq: 6, size: 5 })
+        ));
+        assert!(matches!(
+            InclusionProof::build(&original, "other", &cp, 1),
+            Err(ProveError::NoShard(_))
+        ));
+    }
+
+    #[test]
+    fn checkpoints_are_checked_against_the_chain() {
+        let key = HeadSigningKey::generate().expect("key");
+        let vk = key.verifying_key();
+        let rows = rows(6);
+        let chain = hashes(&rows);
+        let cps = [checkpoint(&key, &rows[..2]), checkpoint(&key, &rows[..5])];
+        let ok = check_checkpoints(&chain, &cps, &vk);
+        assert_eq!((ok.last_signed, ok.problem, ok.checked), (Some(5), None, 2));
+
+        let mut edited = chain.clone();
+        edited[3] = "ab".repeat(32);
+        let bad = check_checkpoints(&edited, &cps, &vk);
+        let brk = bad.problem.expect("mismatch");
+        assert_eq!(
+            (brk.seq, brk.kind, bad.last_signed),
+            (5, BreakKind::HeadMismatch, Some(2))
+        );
+
+        let short = check_checkpoints(&chain[..4], &cps, &vk);
+        let brk = short.problem.expect("truncated");
+        assert_eq!((brk.seq, brk.kind), (5, BreakKind::Deleted));
+
+        let mut forged = cps[1].clone();
+        forged.shards[0] = ShardHead::over(DEFAULT_SHARD, &edited[..5]).expect("hashes");
+        let f = check_checkpoints(&edited, &[forged], &vk);
+        assert_eq!(f.problem.expect("forged").kind, BreakKind::BadSignature);
+
+        let other = HeadSigningKey::generate().expect("key");
+        let none = check_checkpoints(&chain, &cps, &other.verifying_key());
+        assert_eq!((none.last_signed, none.checked), (None, 0));
+    }
+
+    #[tokio::test]
+    async fn a_journal_checkpoints_proves_and_verifies_signed_through_its_checkpoint() {
+        use crate::journal::MemoryJournal;
+        let journal = MemoryJournal::new();
+        let key = HeadSigningKey::generate().expect("key");
+        let vk = key.verifying_key();
+        let mut receipts = Vec::new();
+        for _ in 0..3 {
+            let event = AuditEvent::for_bench(&Intent::for_bench(false));
+            receipts.push(event.receipt_id.clone());
+            journal.append(event).await.expect("append");
+        }
+        // Nothing signed yet: every record is unsigned.
+        let report = journal.verify_signed(&vk).await.expect("verify");
+        assert_eq!(
+            report.first_break.expect("unsigned").kind,
+            BreakKind::Unsigned
+        );
+
+        let cp = make_checkpoint(&journal, &key).await.expect("checkpoint");
+        assert_eq!(cp.shard(DEFAULT_SHARD).map(|h| h.size), Some(3));
+        assert_eq!(journal.checkpoints().await.expect("read"), vec![cp.clone()]);
+        let report = journal.verify_signed(&vk).await.expect("verify");
+        assert_eq!((report.first_break, report.last_signed), (None, Some(3)));
+
+        let rows = journal.chain_rows().await.expect("rows");
+        let proof = InclusionProof::build(&rows, DEFAULT_SHARD, &cp, 2).expect("proof");
+        assert_eq!(proof.receipt_id, receipts[1]);
+        assert_eq!(proof.verify(&vk).expect("verifies").seq, 2);
+
+        // A record after the checkpoint is reported unsigned until the next one.
+        journal
+            .append(AuditEvent::for_bench(&Intent::for_bench(false)))
+            .await
+            .expect("append");
+        let report = journal.verify_signed(&vk).await.expect("verify");
+        let brk = report.first_break.expect("unsigned");
+        assert_eq!(
+            (brk.seq, brk.kind, report.last_signed),
+            (4, BreakKind::Unsigned, Some(3))
+        );
+    }
+
+    #[test]
+    fn the_checkpoint_signature_is_not_a_head_signature() {
+        let key = HeadSigningKey::generate().expect("key");
+        let rows = rows(2);
+        let cp = checkpoint(&key, &rows);
+        // A head signature over the same count and hash does not verify as the checkpoint's.
+        let head = key.sign(
+            &crate::journal::ChainHead {
+                count: 2,
+                hash: rows[1].hash.clone(),
+            },
+            "t",
+        );
+        let mut swapped = cp.clone();
+        swapped.signature = head.signature;
+        assert_eq!(
+            swapped.check(&key.verifying_key()),
+            Err(ProofError::BadSignature)
+        );
+        assert_eq!(cp.check(&key.verifying_key()), Ok(()));
+    }
+}
