@@ -20,4 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q -p sallyport-tests --bin crash-campaign --bin approvals-host
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-exec "$target_dir/debug/crash-campaign" --host "$target_dir/debug/approvals-host" "$@"
+# Run copies, so that a build beside a long run does not swap the binaries under it.
+bin=$(mktemp -d "${TMPDIR:-/tmp}/crash-campaign.XXXXXX")
+trap 'rm -rf "$bin"' EXIT
+cp "$target_dir/debug/crash-campaign" "$target_dir/debug/approvals-host" "$bin/"
+"$bin/crash-campaign" --host "$bin/approvals-host" "$@"
