@@ -42,7 +42,7 @@ fn crash_campaign_short_finds_no_duplicate_disagreement_or_unresolved_attempt() 
     let started = Instant::now();
     let (output, stdout) = campaign(&[
         "--scenarios",
-        "80",
+        "40",
         "--backend",
         "both",
         "--seed",
@@ -58,7 +58,7 @@ fn crash_campaign_short_finds_no_duplicate_disagreement_or_unresolved_attempt() 
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(
-        totals.starts_with("scenarios 80 (sqlite 40, postgres 40)"),
+        totals.starts_with("scenarios 40 (sqlite 20, postgres 20)"),
         "{totals}"
     );
     assert!(
