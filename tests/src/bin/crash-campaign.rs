@@ -409,15 +409,16 @@ impl Store {
     }
 
     async fn drop_database(&self) {
-        if let Self::Postgres { admin, name } = self {
-            if let Ok((client, connection)) =
-                tokio_postgres::connect(admin, tokio_postgres::NoTls).await
-            {
-                tokio::spawn(connection);
-                let _ = client
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .await;
-            }
+        let Self::Postgres { admin, name } = self else {
+            return;
+        };
+        if let Ok((client, connection)) =
+            tokio_postgres::connect(admin, tokio_postgres::NoTls).await
+        {
+            tokio::spawn(connection);
+            let _ = client
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await;
         }
     }
 }
