@@ -4,6 +4,7 @@
 
 pub mod approvals_rig;
 pub mod children;
+pub mod cluster;
 pub mod fleet;
 pub mod http_server;
 pub mod oidc;

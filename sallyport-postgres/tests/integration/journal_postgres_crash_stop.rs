@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use sallyport_postgres::PostgresJournal;
 
-use super::cluster::Cluster;
 use super::server_loss::{Deployments, Fleet, check_nothing_lost_or_sent_twice};
+use sallyport_tests::cluster::Cluster;
 
 const PROCESSES: usize = 3;
 const CALLS: usize = 200;

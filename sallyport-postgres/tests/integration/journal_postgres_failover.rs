@@ -24,8 +24,8 @@ use futures_util::future::join_all;
 use sallyport_core::journal::{ApprovalStore, Journal, JournalError};
 use sallyport_postgres::{PostgresError, PostgresJournal};
 
-use super::cluster::Cluster;
 use super::server_loss::{Deployments, Fleet, check_nothing_lost_or_sent_twice, now_ms};
+use sallyport_tests::cluster::Cluster;
 
 const PROCESSES: usize = 3;
 const CALLS: usize = 150;

@@ -4,7 +4,7 @@
 //! helper binary, built by its `test-helpers` feature), the server going away under an
 //! executor (and the records kept through it), a crash-stop of a server of the test's own
 //! mid-load, a failover from a primary to its synchronous standby mid-load (the servers
-//! both tests start come from `cluster`, their executor fleet and checks from
+//! both tests start come from `sallyport_tests::cluster`, their executor fleet and checks from
 //! `server_loss`), and what errors and `Debug` show of a password; and the policy's call
 //! counts shared by the fleet (processes racing for a limit with the `limits-executor`
 //! helper, on PostgreSQL and on a SQLite file; a policy reading the session's recent
@@ -23,7 +23,6 @@
 
 mod approval_wakeup;
 mod checkpoints;
-mod cluster;
 mod grants;
 mod grants_http;
 mod journal;

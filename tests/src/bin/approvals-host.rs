@@ -6,7 +6,8 @@
 //!                [--postgres] [--approvals N] [--decision-policy FILE] [--by NAME] COMMAND
 //!   (with --postgres, JOURNAL is a PostgreSQL connection string; attempts are leased for
 //!   --lease-ms and renewed until the process dies)
-//!   park N               park invoices 0..N; print one approval id a line
+//!   park N [FIRST]       park invoices FIRST..FIRST+N (FIRST 0 by default); print one
+//!                        approval id a line
 //!   decide START_AT_MS ID...
 //!                        at Unix time START_AT_MS, approve each id through Executor::decide;
 //!                        print `recorded ID` or `already ID` a line
@@ -163,7 +164,15 @@ async fn run(
                 eprintln!("park takes a count");
                 return ExitCode::from(2);
             };
-            for i in 0..n {
+            let first = match args.get(2).map(|f| f.parse::<usize>()) {
+                None => 0,
+                Some(Ok(first)) => first,
+                Some(Err(_)) => {
+                    eprintln!("park takes a count and the first invoice number");
+                    return ExitCode::from(2);
+                }
+            };
+            for i in first..first + n {
                 let result = executor
                     .call("send_invoice", approvals_rig::invoice(i), &session)
                     .await;

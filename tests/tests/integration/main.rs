@@ -22,6 +22,7 @@ mod approvals_remembered;
 mod approvals_wakeup;
 mod consent_display;
 mod consent_terminal;
+mod crash_campaign;
 mod derive_limits;
 mod hooks;
 mod lean_build;

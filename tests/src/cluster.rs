@@ -3,18 +3,21 @@
 //! so must not share one with other tests. Run as the `postgres` user when the tests run
 //! as root (the server refuses to run as root). Each server is stopped (`-m immediate`)
 //! and its directory deleted when its [`Cluster`] is dropped, also while a failed test
-//! unwinds.
+//! unwinds. `sallyport-postgres`'s crash-stop and failover tests and the crash campaign
+//! (`crash-campaign`, whose database restarts must not touch the server other tests share)
+//! use it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A PostgreSQL server of the test's own, in a temporary directory.
-pub(crate) struct Cluster {
+#[derive(Debug)]
+pub struct Cluster {
     dir: PathBuf,
     bin: PathBuf,
     /// The TCP port on 127.0.0.1.
-    pub(crate) port: u16,
+    pub port: u16,
 }
 
 /// The newest PostgreSQL server binaries on the machine.
@@ -108,7 +111,7 @@ impl Cluster {
 
     /// `initdb` (trust authentication, replication connections from 127.0.0.1 included),
     /// then `settings` appended to its `postgresql.conf`, then a start on a free port.
-    pub(crate) fn start(label: &str, settings: &str) -> Self {
+    pub fn start(label: &str, settings: &str) -> Self {
         let cluster = Self::empty(label);
         let initdb = cluster
             .as_pg(&cluster.bin.join("initdb"))
@@ -135,7 +138,7 @@ impl Cluster {
     /// A streaming standby of `primary`: `pg_basebackup -R` (which writes `standby.signal`
     /// and a `primary_conninfo`), then `settings` appended to its `postgresql.auto.conf`
     /// (read last, so they win over the primary's copied `postgresql.conf`), then a start.
-    pub(crate) fn standby_of(primary: &Cluster, label: &str, settings: &str) -> Self {
+    pub fn standby_of(primary: &Cluster, label: &str, settings: &str) -> Self {
         let cluster = Self::empty(label);
         let backup = cluster
             .as_pg(&cluster.bin.join("pg_basebackup"))
@@ -200,7 +203,7 @@ impl Cluster {
     }
 
     /// Starts the server (again) on its port, its socket in its directory.
-    pub(crate) fn pg_ctl_start(&self) {
+    pub fn pg_ctl_start(&self) {
         let options = format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={}",
             self.port,
@@ -226,24 +229,24 @@ impl Cluster {
     }
 
     /// `pg_ctl stop -m immediate`: every server process quits at once, without a checkpoint.
-    pub(crate) fn crash(&self) {
+    pub fn crash(&self) {
         let stopped = self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
         assert_ran("pg_ctl stop -m immediate", &stopped);
     }
 
     /// `pg_ctl promote`: a standby leaves recovery and takes writes; returns when it does.
-    pub(crate) fn promote(&self) {
+    pub fn promote(&self) {
         let promoted = self.pg_ctl(&["-w", "-t", "60", "promote"]);
         assert_ran("pg_ctl promote", &promoted);
     }
 
     /// The server's log so far (for a failure's message).
-    pub(crate) fn log(&self) -> String {
+    pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
 
     /// A connection string to this server alone.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!(
             "host=127.0.0.1 port={} user=postgres dbname=postgres",
             self.port
