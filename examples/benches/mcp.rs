@@ -6,7 +6,12 @@
 //! (rmcp and JSON on both ends, no process boundary), and a direct call on an executor built
 //! as `mcp-demo` builds its own (baseline guard and consent router). Group `observe_call`
 //! runs the bench's side (client, direct executor, upstream) on two workers;
-//! `observe_call_one_thread` on one thread, as most MCP clients run.
+//! `observe_call_one_thread` on one thread, as most MCP clients run. In both, the direct
+//! call's upstream shares the caller's runtime, so its round trip to the upstream never waits
+//! for another thread to wake, while `mcp-demo`'s always crosses to the bench's process.
+//! `observe_call_upstream_apart` puts the upstream on a thread of its own (as a real upstream
+//! is always elsewhere), the client on one thread: both paths then cross to the upstream the
+//! same way, and the difference between them is what MCP adds.
 //!
 //! ```text
 //! cargo bench -p sallyport-examples --bench mcp
@@ -36,36 +41,61 @@ fn observe_round_trip(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    round_trips(c, "observe_call", &rt);
+    round_trips(c, "observe_call", &rt, None);
     // The client on one thread, as most MCP clients run (Node's event loop, Python's asyncio);
     // the direct call and the upstream share that thread too.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    round_trips(c, "observe_call_one_thread", &rt);
+    round_trips(c, "observe_call_one_thread", &rt, None);
+    // The upstream on a thread of its own, the client on one thread.
+    let (url_tx, url_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let upstream_thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("upstream runtime");
+        rt.block_on(async {
+            let upstream = DemoUpstream::start(DEMO_TOKEN).await.expect("upstream");
+            url_tx.send(upstream.base_url()).expect("url");
+            drop(stop_rx.await);
+        });
+    });
+    let url = url_rx.recv().expect("upstream url");
+    round_trips(c, "observe_call_upstream_apart", &rt, Some(url));
+    let _ = stop_tx.send(());
+    upstream_thread.join().expect("upstream thread");
 }
 
-/// The four rows of group `name`, everything of the bench's side on `rt`.
-fn round_trips(c: &mut Criterion, name: &str, rt: &tokio::runtime::Runtime) {
+/// The four rows of group `name`, everything of the bench's side on `rt`: the upstream too
+/// unless `apart` names one running elsewhere.
+fn round_trips(c: &mut Criterion, name: &str, rt: &tokio::runtime::Runtime, apart: Option<String>) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let upstream = rt
-        .block_on(DemoUpstream::start(DEMO_TOKEN))
-        .expect("upstream");
+    let (_upstream, url) = match apart {
+        Some(url) => (None, url),
+        None => {
+            let upstream = rt
+                .block_on(DemoUpstream::start(DEMO_TOKEN))
+                .expect("upstream");
+            let url = upstream.base_url();
+            (Some(upstream), url)
+        }
+    };
 
     // Direct: the executor in this process.
-    let executor = demo_executor(&dir.path().join("direct.db"), &upstream.base_url(), None);
+    let executor = demo_executor(&dir.path().join("direct.db"), &url, None);
     // Direct, on an executor built as `mcp-demo` builds its own.
     let served = demo_executor(
         &dir.path().join("served.db"),
-        &upstream.base_url(),
+        &url,
         Some(ConsentRouter::builder().build()),
     );
     let session = Session::new("bench").allow("project", ["proj_42"]);
     let arguments = json!({"project_id": "proj_42"});
 
     // MCP: mcp-demo as a child process over stdio, against the same upstream.
-    let url = upstream.base_url();
     let state = dir.path().join("mcp");
     let client = rt.block_on(async {
         let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-demo")).configure(|c| {
