@@ -271,19 +271,19 @@ async fn every_tampered_proof_exits_19_and_says_what_is_wrong() {
         |v| {
             let r = &rows[2];
             v["record"] = serde_json::json!({
-                "seq": 2, "prev_hash": r.prev_hash, "hash": r.hash, "event": r.event_json,
+                "seq": 2, "prev_hash": r.prev_hash, "event": r.event_json,
             });
             v["receipt_id"] =
                 serde_json::from_str::<Value>(&r.event_json).unwrap()["receipt_id"].clone();
         },
-        "record 2 does not match its hash",
+        "the Merkle path does not lead from the record to the checkpoint's root",
     );
     p.refused(
         "reordered-with-its-position",
         |v| {
             let r = &rows[2];
             v["record"] = serde_json::json!({
-                "seq": 3, "prev_hash": r.prev_hash, "hash": r.hash, "event": r.event_json,
+                "seq": 3, "prev_hash": r.prev_hash, "event": r.event_json,
             });
             v["leaf_index"] = 1.into();
             v["receipt_id"] =
@@ -297,7 +297,7 @@ async fn every_tampered_proof_exits_19_and_says_what_is_wrong() {
             v["record"]["seq"] = 3.into();
             v["leaf_index"] = 2.into();
         },
-        "record 3 does not match its hash",
+        "the Merkle path does not lead from the record to the checkpoint's root",
     );
     p.refused(
         "swapped-path",
