@@ -230,8 +230,9 @@ fn prove(
             )
         })?;
     }
-    let text = serde_json::to_string_pretty(&proof)
-        .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
+    // Compact, one line and a newline: the file on disk is the size issue 39's target
+    // counts (≤ 2 KB for a journal of a million records).
+    let text = proof.to_written();
     match output {
         Some(path) => {
             use std::io::Write as _;
@@ -240,7 +241,7 @@ fn prove(
                 .create_new(true)
                 .open(path)
                 .map_err(|e| io_failure(&format!("create {}", path.display()), &e))?;
-            file.write_all(format!("{text}\n").as_bytes())
+            file.write_all(text.as_bytes())
                 .and_then(|()| file.sync_all())
                 .map_err(|e| io_failure(&format!("write {}", path.display()), &e))?;
             eprintln!(
@@ -249,7 +250,7 @@ fn prove(
                 path.display()
             );
         }
-        None => println!("{text}"),
+        None => print!("{text}"),
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use sallyport_core::journal::checkpoint::{decode_path, encode_path};
 use sallyport_core::journal::{AuditEvent, HeadVerifyingKey, Intent, Journal, SqliteJournal};
 use serde_json::Value;
 
@@ -169,7 +170,16 @@ async fn a_proof_checks_with_the_public_key_alone_in_a_directory_with_no_journal
     left.sort();
     assert_eq!(left, ["journal.key.pub", "proof.json"]);
 
+    // Written compact: one line of JSON and a newline, the record without a stored hash.
+    let written = std::fs::read_to_string(&p.proof).unwrap();
+    assert_eq!(written.lines().count(), 1, "{written}");
+    assert!(written.ends_with("}\n"), "{written}");
     let proof = p.proof_json();
+    assert!(proof["record"].get("hash").is_none(), "{written}");
+    assert_eq!(
+        decode_path(proof["path"].as_str().unwrap()).unwrap().len(),
+        3
+    );
     assert_eq!(proof["format"], "sallyport-inclusion-proof-v1");
     assert_eq!(proof["checkpoint"]["format"], "sallyport-checkpoint-v1");
     assert_eq!(proof["checkpoint"]["shards"][0]["shard"], "default");
@@ -228,25 +238,32 @@ async fn every_tampered_proof_exits_19_and_says_what_is_wrong() {
                 .replace("audit-cli", "audit-clj");
             v["record"]["event"] = e.into();
         },
-        "record 2 does not match its hash: its content was changed",
-    );
-    p.refused(
-        "edited-and-rehashed",
-        |v| {
-            let e = v["record"]["event"]
-                .as_str()
-                .unwrap()
-                .replace("audit-cli", "audit-clj");
-            let prev = v["record"]["prev_hash"].as_str().unwrap().to_owned();
-            v["record"]["hash"] = sallyport_core::journal::chain_hash(&prev, 2, &e).into();
-            v["record"]["event"] = e.into();
-        },
+        // The proof holds no hash of the record: the verifier recomputes it, and an edited
+        // event's hash leads elsewhere.
         "the Merkle path does not lead from the record to the checkpoint's root",
     );
     p.refused(
-        "edited-hash",
-        |v| v["record"]["hash"] = "ab".repeat(32).into(),
-        "record 2 does not match its hash",
+        "edited-prev-hash",
+        |v| v["record"]["prev_hash"] = "ab".repeat(32).into(),
+        "the Merkle path does not lead from the record to the checkpoint's root",
+    );
+    p.refused(
+        "path-with-bad-characters",
+        |v| {
+            let path = format!("+{}", &v["path"].as_str().unwrap()[1..]);
+            v["path"] = path.into();
+        },
+        "the proof's path is not unpadded base64url of concatenated 32-byte hashes: not unpadded base64url",
+    );
+    p.refused(
+        "path-of-wrong-length",
+        |v| {
+            // 44 characters: 33 bytes, one hash and a byte.
+            let mut path = v["path"].as_str().unwrap().to_owned();
+            path.truncate(44);
+            v["path"] = path.into();
+        },
+        "33 bytes, not a whole number of 32-byte hashes",
     );
     // Reordered: record 3 put in record 2's place, with record 2's path.
     p.refused(
@@ -254,19 +271,19 @@ async fn every_tampered_proof_exits_19_and_says_what_is_wrong() {
         |v| {
             let r = &rows[2];
             v["record"] = serde_json::json!({
-                "seq": 2, "prev_hash": r.prev_hash, "hash": r.hash, "event": r.event_json,
+                "seq": 2, "prev_hash": r.prev_hash, "event": r.event_json,
             });
             v["receipt_id"] =
                 serde_json::from_str::<Value>(&r.event_json).unwrap()["receipt_id"].clone();
         },
-        "record 2 does not match its hash",
+        "the Merkle path does not lead from the record to the checkpoint's root",
     );
     p.refused(
         "reordered-with-its-position",
         |v| {
             let r = &rows[2];
             v["record"] = serde_json::json!({
-                "seq": 3, "prev_hash": r.prev_hash, "hash": r.hash, "event": r.event_json,
+                "seq": 3, "prev_hash": r.prev_hash, "event": r.event_json,
             });
             v["leaf_index"] = 1.into();
             v["receipt_id"] =
@@ -280,20 +297,23 @@ async fn every_tampered_proof_exits_19_and_says_what_is_wrong() {
             v["record"]["seq"] = 3.into();
             v["leaf_index"] = 2.into();
         },
-        "record 3 does not match its hash",
+        "the Merkle path does not lead from the record to the checkpoint's root",
     );
     p.refused(
         "swapped-path",
         |v| {
-            let path = v["path"].as_array_mut().unwrap();
+            let mut path = decode_path(v["path"].as_str().unwrap()).unwrap();
             path.swap(0, 1);
+            v["path"] = encode_path(&path).into();
         },
         "the Merkle path does not lead",
     );
     p.refused(
         "truncated-path",
         |v| {
-            v["path"].as_array_mut().unwrap().pop();
+            let mut path = decode_path(v["path"].as_str().unwrap()).unwrap();
+            path.pop();
+            v["path"] = encode_path(&path).into();
         },
         "the Merkle path does not lead",
     );

@@ -11,16 +11,22 @@
 //! one chain, the shard [`DEFAULT_SHARD`]; a journal with several chains lists each, and a
 //! proof names its shard, so proofs keep their meaning when shards come.
 //!
-//! An [`InclusionProof`] carries one record as stored, its Merkle path, and the signed
-//! checkpoint. [`InclusionProof::verify`] checks it with the public key alone, without the
-//! rest of the log: the record matches its hash, the path leads from its leaf at its
-//! position to the shard's root, the shard heads hash to the checkpoint's root, and the key
-//! signed that root. An edited, reordered or deleted record gives another root, and so a
+//! An [`InclusionProof`] carries one record as stored (without its chain hash: the verifier
+//! recomputes it from the previous hash, the sequence number and the event), its Merkle
+//! path, and the signed checkpoint. [`InclusionProof::verify`] checks it with the public
+//! key alone, without the rest of the log: the record's recomputed hash, leaf-hashed at its
+//! position, leads along the path to the shard's root, the shard heads hash to the
+//! checkpoint's root, and the key signed that root. An edited, reordered or deleted record gives another root, and so a
 //! proof that fails.
 //!
 //! Formats are JSON, versioned by their `format` field ([`CHECKPOINT_FORMAT`],
-//! [`PROOF_FORMAT`]); hashes are lowercase hex, signatures base64.
+//! [`PROOF_FORMAT`]); hashes are lowercase hex, signatures base64, except a proof's Merkle
+//! path, which is one unpadded base64url string (RFC 4648 §5, no `=`) of its 32-byte hashes
+//! concatenated in order ([`encode_path`], [`decode_path`]): 20 steps, for a tree of a
+//! million records, take 854 characters instead of 20 quoted hex strings' 1,340.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
 use super::chain::{ChainCheck, ChainRow, chain_hash};
@@ -90,6 +96,44 @@ pub fn record_leaf(chain_hash: &str) -> Option<Hash> {
     let mut bytes = [0_u8; 32];
     hex::decode_to_slice(chain_hash, &mut bytes).ok()?;
     Some(merkle::leaf_hash(&bytes))
+}
+
+/// A proof's Merkle path as it is written: the 32-byte hashes concatenated in order, as one
+/// unpadded base64url string (RFC 4648 §5, alphabet `A-Z a-z 0-9 - _`, no `=`). The empty
+/// path (a tree of one record) is the empty string.
+pub fn encode_path(path: &[Hash]) -> String {
+    URL_SAFE_NO_PAD.encode(path.concat())
+}
+
+/// Reads a path written by [`encode_path`].
+///
+/// # Errors
+///
+/// [`ProofError::PathEncoding`] when the text is not unpadded base64url (a character
+/// outside the alphabet, padding, a length no byte string has, or stray trailing bits), or
+/// when it decodes to a length that is not a whole number of 32-byte hashes.
+pub fn decode_path(text: &str) -> Result<Vec<Hash>, ProofError> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(text)
+        .map_err(|e| ProofError::PathEncoding {
+            detail: format!("not unpadded base64url: {e}"),
+        })?;
+    if bytes.len() % 32 != 0 {
+        return Err(ProofError::PathEncoding {
+            detail: format!(
+                "{} bytes, not a whole number of 32-byte hashes",
+                bytes.len()
+            ),
+        });
+    }
+    Ok(bytes
+        .chunks_exact(32)
+        .map(|c| {
+            let mut h = [0_u8; 32];
+            h.copy_from_slice(c);
+            h
+        })
+        .collect())
 }
 
 /// A signed commitment to every shard's head at one moment.
@@ -181,18 +225,27 @@ fn message(shards: usize, root: &str, signed_at: &str) -> Vec<u8> {
     format!("{SIGNATURE_TAG}\n{shards}\n{root}\n{signed_at}").into_bytes()
 }
 
-/// One record exactly as stored, in a proof.
+/// One record exactly as stored, in a proof. Its chain hash (the Merkle leaf's data) is not
+/// carried: [`InclusionProof::verify`] recomputes it from these three fields, so a proof
+/// has no stored hash to trust.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct ProvenRecord {
     /// Its sequence number in its shard (from 1).
     pub seq: u64,
-    /// The hash of the record before it.
+    /// The hash of the record before it (hex, as stored).
     pub prev_hash: String,
-    /// Its chain hash (the Merkle leaf's data).
-    pub hash: String,
     /// The event JSON byte for byte as stored and hashed.
     pub event: String,
+}
+
+impl ProvenRecord {
+    /// Its chain hash (hex), recomputed from the previous hash, the sequence number and the
+    /// event.
+    pub fn hash(&self) -> String {
+        chain_hash(&self.prev_hash, self.seq, &self.event)
+    }
 }
 
 /// An inclusion proof for one record: the record, its Merkle path and the signed
@@ -213,8 +266,9 @@ pub struct InclusionProof {
     pub leaf_index: u64,
     /// The shard's tree size (the checkpoint's size for the shard).
     pub tree_size: u64,
-    /// The audit path (hex), from the leaf's sibling up to the root's child.
-    pub path: Vec<String>,
+    /// The audit path, from the leaf's sibling up to the root's child, as [`encode_path`]
+    /// writes it (one unpadded base64url string of the 32-byte hashes concatenated).
+    pub path: String,
     /// The signed checkpoint.
     pub checkpoint: Checkpoint,
 }
@@ -291,11 +345,7 @@ impl InclusionProof {
                 detail: format!("record {seq} is not a readable audit event"),
             })?
             .receipt_id;
-        let path = merkle::path(index, &leaves)
-            .unwrap_or_default()
-            .iter()
-            .map(hex::encode)
-            .collect();
+        let path = encode_path(&merkle::path(index, &leaves).unwrap_or_default());
         Ok(Self {
             format: PROOF_FORMAT.to_owned(),
             receipt_id,
@@ -303,7 +353,6 @@ impl InclusionProof {
             record: ProvenRecord {
                 seq,
                 prev_hash: row.prev_hash.clone(),
-                hash: row.hash.clone(),
                 event: row.event_json.clone(),
             },
             leaf_index: seq - 1,
@@ -311,6 +360,14 @@ impl InclusionProof {
             path,
             checkpoint: checkpoint.clone(),
         })
+    }
+
+    /// The proof as `sallyport audit prove` writes it: one line of compact JSON and a
+    /// newline.
+    pub fn to_written(&self) -> String {
+        let mut text = serde_json::to_string(self).unwrap_or_default();
+        text.push('\n');
+        text
     }
 
     /// Checks the proof with the public key alone.
@@ -327,9 +384,6 @@ impl InclusionProof {
             });
         }
         let r = &self.record;
-        if chain_hash(&r.prev_hash, r.seq, &r.event) != r.hash {
-            return Err(ProofError::RecordEdited { seq: r.seq });
-        }
         let event: AuditEvent =
             serde_json::from_str(&r.event).map_err(|_| ProofError::NotAnEvent)?;
         if event.receipt_id != self.receipt_id {
@@ -354,18 +408,15 @@ impl InclusionProof {
                 checkpoint: head.size,
             });
         }
-        let leaf = record_leaf(&r.hash).ok_or(ProofError::RecordEdited { seq: r.seq })?;
-        let mut path = Vec::with_capacity(self.path.len());
-        for step in &self.path {
-            let mut h = [0_u8; 32];
-            hex::decode_to_slice(step, &mut h).map_err(|_| ProofError::Path)?;
-            path.push(h);
-        }
+        let path = decode_path(&self.path)?;
+        // Never a stored hash: the record's own, recomputed, is the leaf proven.
+        let hash = r.hash();
+        let leaf = record_leaf(&hash).ok_or(ProofError::Path)?;
         match merkle::root_from_path(self.leaf_index, self.tree_size, &leaf, &path) {
             Some(root) if hex::encode(root) == head.root => {}
             _ => return Err(ProofError::Path),
         }
-        if r.seq == head.size && r.hash != head.head {
+        if r.seq == head.size && hash != head.head {
             return Err(ProofError::Path);
         }
         self.checkpoint.check(key)?;
@@ -419,12 +470,6 @@ pub enum ProofError {
         /// The format expected.
         expected: &'static str,
     },
-    /// The record's content does not match its hash.
-    #[error("record {seq} does not match its hash: its content was changed")]
-    RecordEdited {
-        /// The record's position.
-        seq: u64,
-    },
     /// The record's event is not an audit event.
     #[error("the record is not a readable audit event")]
     NotAnEvent,
@@ -455,11 +500,17 @@ pub enum ProofError {
         /// The size the checkpoint signed.
         checkpoint: u64,
     },
-    /// The Merkle path does not lead from the record to the checkpoint's root.
+    /// The record's recomputed hash does not lead along the path to the checkpoint's root.
     #[error(
         "the Merkle path does not lead from the record to the checkpoint's root: the record, its position or the path was changed"
     )]
     Path,
+    /// The path is not written as [`encode_path`] writes it.
+    #[error("the proof's path is not unpadded base64url of concatenated 32-byte hashes: {detail}")]
+    PathEncoding {
+        /// What is wrong with it (bad characters, padding or length).
+        detail: String,
+    },
     /// The checkpoint's shard heads do not hash to its root.
     #[error("the checkpoint's shard heads do not hash to its signed root")]
     ShardHeads,
@@ -695,17 +746,14 @@ mod tests {
             edit(&mut p);
             p.verify(&vk).expect_err("tampered")
         };
-        // An edited event, left with its old hash.
+        // An edited event: its recomputed hash no longer leads to the signed root.
         assert_eq!(
             fails(&|p| p.record.event = p.record.event.replace("bench", "bench2")),
-            ProofError::RecordEdited { seq: 3 }
+            ProofError::Path
         );
-        // An edited event, rehashed: the path no longer leads to the signed root.
+        // An edited previous hash, likewise.
         assert_eq!(
-            fails(&|p| {
-                p.record.event = p.record.event.replace("bench", "bench2");
-                p.record.hash = chain_hash(&p.record.prev_hash, 3, &p.record.event);
-            }),
+            fails(&|p| p.record.prev_hash = "ab".repeat(32)),
             ProofError::Path
         );
         // Another record swapped in at this position (a reorder).
@@ -714,7 +762,6 @@ mod tests {
                 let other = &rows[3];
                 p.record.prev_hash = other.prev_hash.clone();
                 p.record.event = other.event_json.clone();
-                p.record.hash = other.hash.clone();
                 p.record.seq = 4;
                 p.receipt_id = serde_json::from_str::<AuditEvent>(&other.event_json)
                     .expect("event")
@@ -732,11 +779,41 @@ mod tests {
                 leaf_index: 3
             }
         );
-        assert_eq!(fails(&|p| p.path.truncate(1)), ProofError::Path);
+        let steps = decode_path(&proof.path).expect("path");
         assert_eq!(
-            fails(&|p| p.path[0] = hex::encode([7_u8; 32])),
+            fails(&|p| p.path = encode_path(&steps[..1])),
             ProofError::Path
         );
+        assert_eq!(
+            fails(&|p| {
+                let mut other = steps.clone();
+                other[0] = [7_u8; 32];
+                p.path = encode_path(&other);
+            }),
+            ProofError::Path
+        );
+        // A path not written as `encode_path` writes it: a clear error of its own.
+        for (bad, says) in [
+            (format!("{}+", &proof.path[1..]), "not unpadded base64url"),
+            (format!("{}=", proof.path), "not unpadded base64url"),
+            // 4k + 1 characters: a length no byte string has.
+            (proof.path[..125].to_owned(), "not unpadded base64url"),
+            // 44 characters: 33 bytes.
+            (
+                proof.path[..44].to_owned(),
+                "not a whole number of 32-byte hashes",
+            ),
+            (
+                hex::encode(steps.concat()),
+                "not a whole number of 32-byte hashes",
+            ),
+        ] {
+            let e = fails(&|p| p.path.clone_from(&bad));
+            assert!(
+                matches!(e, ProofError::PathEncoding { .. }) && e.to_string().contains(says),
+                "{bad}: {e}"
+            );
+        }
         assert_eq!(
             fails(&|p| p.tree_size = 5),
             ProofError::TreeSize {
@@ -775,6 +852,67 @@ mod tests {
             proof.verify(&other.verifying_key()),
             Err(ProofError::OtherKey { .. })
         ));
+    }
+
+    #[test]
+    fn the_path_encoding_round_trips_every_length() {
+        for n in 0..=21 {
+            let steps: Vec<Hash> = (0..n).map(|i| [i as u8; 32]).collect();
+            let text = encode_path(&steps);
+            assert!(!text.contains('=') && !text.contains('+') && !text.contains('/'));
+            assert_eq!(decode_path(&text).expect("decodes"), steps);
+        }
+    }
+
+    /// Issue 39's target: a proof of ≤ 2 KB in a journal of a million records. A tree of
+    /// 2^20 leaves (the depth of a million-record chain's middle record, 20 steps), a
+    /// realistic event, and the proof written exactly as `sallyport audit prove` writes it
+    /// (compact JSON and a newline).
+    #[test]
+    fn a_proof_in_a_million_record_tree_is_at_most_2_kb_as_written() {
+        let key = HeadSigningKey::generate().expect("key");
+        let n = 1_usize << 20;
+        let seq = 500_000_u64;
+        let record = &rows(1)[0];
+        let event = record.event_json.clone();
+        // Only the proven record needs to be a real one: the others' leaves are any hashes.
+        let prev = hex::encode([9_u8; 32]);
+        let hash = chain_hash(&prev, seq, &event);
+        let mut leaves: Vec<Hash> = (0..n as u64)
+            .map(|i| merkle::leaf_hash(&i.to_be_bytes()))
+            .collect();
+        let index = usize::try_from(seq - 1).expect("index");
+        leaves[index] = record_leaf(&hash).expect("leaf");
+        let head = ShardHead {
+            shard: DEFAULT_SHARD.to_owned(),
+            size: n as u64,
+            root: hex::encode(merkle::root(&leaves)),
+            head: hex::encode([3_u8; 32]),
+        };
+        let cp = Checkpoint::sign(&key, vec![head], "2026-12-06T06:00:00Z");
+        let proof = InclusionProof {
+            format: PROOF_FORMAT.to_owned(),
+            receipt_id: serde_json::from_str::<AuditEvent>(&event)
+                .expect("event")
+                .receipt_id,
+            shard: DEFAULT_SHARD.to_owned(),
+            record: ProvenRecord {
+                seq,
+                prev_hash: prev,
+                event,
+            },
+            leaf_index: seq - 1,
+            tree_size: n as u64,
+            path: encode_path(&merkle::path(index, &leaves).expect("path")),
+            checkpoint: cp,
+        };
+        proof.verify(&key.verifying_key()).expect("verifies");
+        let written = proof.to_written();
+        assert!(
+            written.len() <= 2048,
+            "{} bytes written: over the 2 KB target",
+            written.len()
+        );
     }
 
     #[test]
