@@ -8,8 +8,8 @@ use sallyport_core::journal::checkpoint::{
     Checkpoint, CheckpointError, DEFAULT_SHARD, InclusionProof, ProveError, make_checkpoint,
 };
 use sallyport_core::journal::{
-    ApprovalStore, ChainHead, HeadSigningKey, HeadVerifyingKey, Journal, KeyError, SqliteJournal,
-    export_json_lines,
+    ApprovalStore, AuditEvent, ChainHead, HeadSigningKey, HeadVerifyingKey, Journal, KeyError,
+    SqliteJournal, export_json_lines,
 };
 use sallyport_core::vault::default_data_dir;
 use sallyport_postgres::PostgresJournal;
@@ -185,14 +185,8 @@ fn prove(
         .iter()
         .find(|row| {
             row.event_json.contains(receipt)
-                && serde_json::from_str::<serde_json::Value>(&row.event_json)
-                    .ok()
-                    .and_then(|v| {
-                        v.get("receipt_id")
-                            .and_then(|r| r.as_str())
-                            .map(|r| r == receipt)
-                    })
-                    .unwrap_or(false)
+                && serde_json::from_str::<AuditEvent>(&row.event_json)
+                    .is_ok_and(|event| event.receipt_id.as_str() == receipt)
         })
         .map(|row| u64::try_from(row.seq).unwrap_or(0))
         .ok_or_else(|| {

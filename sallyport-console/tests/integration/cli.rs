@@ -10,10 +10,33 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use sallyport_core::approval::ApprovalState;
+use sallyport_core::approval::{ApprovalId, ApprovalState, Decider};
 use sallyport_tests::oidc::{CONSOLE_LOGIN_CLIENT, OidcProvider};
 
 use common::{http, login_at, rig, urlencode};
+
+/// Approves `id` through the console at `addr` as the session `cookie` (with its `csrf`):
+/// the answer is a redirect and the stored approval is approved; its decider.
+async fn approve(
+    rig: &common::Rig,
+    addr: SocketAddr,
+    cookie: &str,
+    csrf: &str,
+    id: &ApprovalId,
+) -> Decider {
+    let form = urlencode(&[("csrf", csrf), ("verdict", "approve")]);
+    let path = format!("/approvals/{}/decide", id.as_str());
+    let answer = http(addr, "POST", &path, Some(cookie), Some(&form)).await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    let stored = rig
+        .store()
+        .approval(id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(stored.state, ApprovalState::Approved);
+    stored.decision.expect("decision").decider
+}
 
 /// `sallyport --journal JOURNAL console --listen 127.0.0.1:PORT ARGS…` in process on a
 /// free port (it serves until the process ends), once it listens.
@@ -88,21 +111,9 @@ async fn the_cli_console_records_a_decision_and_the_executor_carries_it_out() {
         page.body
     );
     assert!(page.body.contains("cus_11"), "{}", page.body);
-    let form = urlencode(&[("csrf", &csrf), ("verdict", "approve")]);
-    let path = format!("/approvals/{}/decide", id.as_str());
-    let answer = http(addr, "POST", &path, Some(&cookie), Some(&form)).await;
-    assert_eq!(answer.status, 303, "{}", answer.body);
-
-    let stored = rig
-        .store()
-        .approval(&id)
-        .await
-        .expect("read")
-        .expect("stored");
-    assert_eq!(stored.state, ApprovalState::Approved);
-    let decision = stored.decision.expect("decision");
-    assert_eq!(decision.decider.by, "carol");
-    assert_eq!(decision.decider.channel, "console");
+    let decider = approve(&rig, addr, &cookie, &csrf, &id).await;
+    assert_eq!(decider.by, "carol");
+    assert_eq!(decider.channel, "console");
     assert_eq!(rig.posts(), 0, "the plain CLI sends nothing");
     assert_eq!(
         rig.executor.resume_approvals().await.expect("resume").len(),
@@ -225,7 +236,7 @@ async fn the_cli_console_signs_approvers_in_with_openid_connect_and_records_who_
     )
     .await;
 
-    // The login page offers the provider; no shared token was made, so none logs in.
+    // The login page offers the provider.
     let page = http(addr, "GET", "/login", None, None).await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains("Sign in with Test ID"), "{}", page.body);
@@ -265,18 +276,7 @@ async fn the_cli_console_signs_approvers_in_with_openid_connect_and_records_who_
 
     // Alice approves: the decision names her as the provider does.
     let csrf = approvals.csrf().expect("csrf");
-    let form = urlencode(&[("csrf", &csrf), ("verdict", "approve")]);
-    let path = format!("/approvals/{}/decide", id.as_str());
-    let answer = http(addr, "POST", &path, Some(&session), Some(&form)).await;
-    assert_eq!(answer.status, 303, "{}", answer.body);
-    let stored = rig
-        .store()
-        .approval(&id)
-        .await
-        .expect("read")
-        .expect("stored");
-    assert_eq!(stored.state, ApprovalState::Approved);
-    let decider = stored.decision.expect("decision").decider;
+    let decider = approve(&rig, addr, &session, &csrf, &id).await;
     assert_eq!(decider.by, "alice");
     assert_eq!(decider.name.as_deref(), Some("Alice Approver"));
     assert_eq!(decider.groups, ["approvers"]);

@@ -116,12 +116,11 @@ impl HeadSigningKey {
 
     /// Signs `head`.
     pub fn sign(&self, head: &ChainHead, signed_at: impl Into<String>) -> SignedHead {
-        let signature = self.key.sign(&message(head.count, &head.hash));
         SignedHead {
             count: head.count,
             hash: head.hash.clone(),
             key_id: self.verifying_key().key_id(),
-            signature: B64.encode(signature.to_bytes()),
+            signature: self.sign_message(&message(head.count, &head.hash)),
             signed_at: signed_at.into(),
         }
     }
@@ -195,17 +194,8 @@ impl HeadVerifyingKey {
 
     /// Whether `head` carries a valid signature by this key over its own count and hash.
     pub fn verifies(&self, head: &SignedHead) -> bool {
-        let Ok(bytes) = B64.decode(&head.signature) else {
-            return false;
-        };
-        let Ok(signature) = Signature::from_slice(&bytes) else {
-            return false;
-        };
         head.key_id == self.key_id()
-            && self
-                .key
-                .verify_strict(&message(head.count, &head.hash), &signature)
-                .is_ok()
+            && self.verifies_message(&message(head.count, &head.hash), &head.signature)
     }
 }
 
