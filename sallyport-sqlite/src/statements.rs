@@ -158,6 +158,7 @@ impl Chained for Link {
     /// The record this link and `event` make.
     fn into_record(self, event: AuditEvent) -> AuditRecord {
         AuditRecord {
+            shard: sallyport_kernel::journal::checkpoint::DEFAULT_SHARD.to_owned(),
             seq: self.seq,
             prev_hash: self.prev_hash,
             hash: self.hash,

@@ -129,6 +129,7 @@ impl sallyport_core::journal::Journal for DiscardJournal {
         event: sallyport_core::journal::AuditEvent,
     ) -> Result<sallyport_core::journal::AuditRecord, sallyport_core::journal::JournalError> {
         Ok(sallyport_core::journal::AuditRecord {
+            shard: sallyport_core::journal::checkpoint::DEFAULT_SHARD.to_owned(),
             seq: 1,
             prev_hash: String::new(),
             hash: String::new(),

@@ -59,8 +59,10 @@ impl AttemptRow {
 }
 
 /// What the chain says about an attempt: the last record that closed it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Closed {
+    /// The record's shard, when it is not the default shard.
+    pub(crate) shard: Option<String>,
     pub(crate) seq: u64,
     pub(crate) phase: Phase,
     pub(crate) status: Status,
@@ -91,6 +93,7 @@ pub(crate) fn check_attempts(
                         c.status.as_str()
                     ),
                     attempt,
+                    shard: c.shard.clone(),
                 })
             }
             Some(_) => None,
@@ -103,6 +106,7 @@ pub(crate) fn check_attempts(
                     row.attempt_id, row.phase
                 ),
                 attempt,
+                shard: None,
             }),
         }
     })

@@ -282,6 +282,7 @@ mod tests {
 
     fn record(seq: u64, event: AuditEvent) -> AuditRecord {
         AuditRecord {
+            shard: crate::journal::checkpoint::DEFAULT_SHARD.to_owned(),
             seq,
             prev_hash: "p".repeat(64),
             hash: "h".repeat(64),

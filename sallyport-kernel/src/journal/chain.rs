@@ -21,8 +21,9 @@
 use std::collections::{HashMap, HashSet};
 
 use super::attempts::{Closed, check_attempts};
-use super::signing::{HeadVerifyingKey, SignedHead, check_signed_heads};
-use super::{AuditEvent, AuditRecord, BreakKind, ChainBreak, ChainHead, VerifyReport};
+use super::checkpoint::DEFAULT_SHARD;
+use super::signing::{HeadVerifyingKey, SignedHead};
+use super::{AuditEvent, AuditRecord, BreakKind, ChainBreak, ChainHead, ShardReport, VerifyReport};
 
 pub use super::attempts::AttemptRow;
 
@@ -42,13 +43,58 @@ pub fn chain_hash(prev_hash: &str, seq: u64, event_json: &str) -> String {
     crate::hex::hex_lower(&h.finalize())
 }
 
-/// One stored audit record as a backend read it, before anything is trusted: the sequence
-/// number as stored (possibly edited to anything), the links and the event JSON exactly as
-/// stored (the hash covers its bytes).
+/// The hash before the first record of the shard named `shard`: [`GENESIS_HASH`] for
+/// [`DEFAULT_SHARD`] (so the single chain of journals made before shards keeps every hash),
+/// SHA-256 over a domain tag and the name for any other. Each shard's chain starts from its
+/// own name, so a record cannot be moved to another shard without breaking its link.
+pub fn shard_genesis(shard: &str) -> String {
+    use sha2::{Digest, Sha256};
+    if shard == DEFAULT_SHARD {
+        return GENESIS_HASH.to_owned();
+    }
+    let mut h = Sha256::new();
+    h.update(b"sallyport shard genesis v1\n");
+    h.update(shard.as_bytes());
+    crate::hex::hex_lower(&h.finalize())
+}
+
+/// Checks a shard name: 1 to 64 characters, each an ASCII lowercase letter, a digit, `-`,
+/// `_` or `.`. The name is stored beside every record of the shard and signed into every
+/// checkpoint, so it is kept short and unambiguous.
+///
+/// # Errors
+///
+/// A sentence saying what is wrong with it.
+pub fn check_shard_name(shard: &str) -> Result<(), String> {
+    if shard.is_empty() || shard.len() > 64 {
+        return Err(format!(
+            "a shard name has 1 to 64 characters, `{}` has {}",
+            shard.escape_debug(),
+            shard.len()
+        ));
+    }
+    if let Some(c) = shard
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(format!(
+            "a shard name holds only a-z, 0-9, `-`, `_` and `.`; `{}` holds `{}`",
+            shard.escape_debug(),
+            c.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+/// One stored audit record as a backend read it, before anything is trusted: the shard and
+/// sequence number as stored (possibly edited to anything), the links and the event JSON
+/// exactly as stored (the hash covers its bytes).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ChainRow {
-    /// The stored sequence number.
+    /// The shard the row is stored in ([`DEFAULT_SHARD`] for a journal without shards).
+    pub shard: String,
+    /// The stored sequence number (the position within its shard, from 1).
     pub seq: i64,
     /// The stored previous hash.
     pub prev_hash: String,
@@ -59,7 +105,7 @@ pub struct ChainRow {
 }
 
 impl ChainRow {
-    /// A row read back from storage.
+    /// A row of the default shard read back from storage.
     pub fn new(
         seq: i64,
         prev_hash: impl Into<String>,
@@ -67,11 +113,19 @@ impl ChainRow {
         event_json: impl Into<String>,
     ) -> Self {
         Self {
+            shard: DEFAULT_SHARD.to_owned(),
             seq,
             prev_hash: prev_hash.into(),
             hash: hash.into(),
             event_json: event_json.into(),
         }
+    }
+
+    /// The same row, stored in the shard named `shard`.
+    #[must_use]
+    pub fn in_shard(mut self, shard: impl Into<String>) -> Self {
+        self.shard = shard.into();
+        self
     }
 
     /// The record this row holds, without checking its links (`records()` of a backend).
@@ -81,6 +135,7 @@ impl ChainRow {
     /// When the event JSON is not an audit event.
     pub fn into_record(self) -> Result<AuditRecord, serde_json::Error> {
         Ok(AuditRecord {
+            shard: self.shard,
             seq: u64::try_from(self.seq).unwrap_or(0),
             event: serde_json::from_str(&self.event_json)?,
             prev_hash: self.prev_hash,
@@ -89,101 +144,182 @@ impl ChainRow {
     }
 }
 
-/// A verification in progress: the chain checked link by link when made, then optionally
-/// the attempt rows and signed heads against it. The first break found is kept; later
-/// checks do not replace it.
+/// One shard's chain as [`ChainCheck`] found it.
+#[derive(Debug)]
+struct ShardChain {
+    /// What the check found: the shard's head, and its first break.
+    summary: ShardReport,
+    /// The stored hash of every row, in order (what signed heads are checked against).
+    hashes: Vec<String>,
+}
+
+/// A verification in progress: each shard's chain checked link by link when made, then
+/// optionally the attempt rows and signed heads against it. The first break found is kept;
+/// later checks do not replace it.
 #[derive(Debug)]
 pub struct ChainCheck {
     report: VerifyReport,
-    /// The stored hash of every row, in order (what signed heads are checked against).
-    hashes: Vec<String>,
+    /// Every shard's chain, [`DEFAULT_SHARD`] first, then the others by name.
+    shards: Vec<ShardChain>,
     /// The last record that closed each attempt, for the attempt cross-check.
     closed: HashMap<String, Closed>,
 }
 
-impl ChainCheck {
-    /// Checks `rows` (in stored sequence order): every sequence number follows the one
-    /// before, every row links to its predecessor's hash, every hash matches its content, and
-    /// every event reads. Finds edits, deletions, insertions, reorders and unreadable records.
-    pub fn new(rows: impl IntoIterator<Item = ChainRow>) -> Self {
-        let rows: Vec<ChainRow> = rows.into_iter().collect();
-        let head = ChainHead {
-            count: rows.len() as u64,
-            hash: rows
-                .last()
-                .map_or_else(|| GENESIS_HASH.to_owned(), |r| r.hash.clone()),
+/// The shard's first break, if any: every sequence number follows the one before, every row
+/// links to its predecessor's hash (the first to the shard's genesis), every hash matches its
+/// content, and every event reads. Each record read is noted in `closed`.
+fn check_shard(
+    shard: &str,
+    rows: &[ChainRow],
+    closed: &mut HashMap<String, Closed>,
+) -> Option<ChainBreak> {
+    let stored_hashes: HashSet<&str> = rows.iter().map(|r| r.hash.as_str()).collect();
+    let genesis = shard_genesis(shard);
+    let mut prev_hash = genesis.as_str();
+    let named = shard != DEFAULT_SHARD;
+    // "record 3", or "record 3 of shard `eu`" outside the default shard.
+    let record = |seq: i64| {
+        if named {
+            format!("record {seq} of shard `{shard}`")
+        } else {
+            format!("record {seq}")
+        }
+    };
+    for (expected_seq, row) in (1_i64..).zip(rows) {
+        let at = u64::try_from(row.seq).unwrap_or(0);
+        let brk = |kind, detail: String| ChainBreak {
+            seq: at,
+            kind,
+            detail,
+            attempt: None,
+            shard: named.then(|| shard.to_owned()),
         };
-        let stored_hashes: HashSet<&str> = rows.iter().map(|r| r.hash.as_str()).collect();
+        let seq = row.seq;
+        if seq != expected_seq {
+            let kind = if seq > expected_seq {
+                BreakKind::Deleted
+            } else {
+                BreakKind::Inserted
+            };
+            return Some(brk(
+                kind,
+                format!("expected {}, found {}", record(expected_seq), record(seq)),
+            ));
+        }
+        if row.prev_hash != prev_hash {
+            let kind = if stored_hashes.contains(row.prev_hash.as_str()) {
+                BreakKind::Reordered
+            } else {
+                BreakKind::Inserted
+            };
+            let before = if seq == 1 {
+                format!("the start of shard `{shard}`")
+            } else {
+                format!("record {}", seq - 1)
+            };
+            return Some(brk(
+                kind,
+                format!("{} does not link to {before}", record(seq)),
+            ));
+        }
+        if chain_hash(prev_hash, at, &row.event_json) != row.hash {
+            return Some(brk(
+                BreakKind::Edited,
+                format!(
+                    "{} does not match its hash: its content was changed",
+                    record(seq)
+                ),
+            ));
+        }
+        let Ok(parsed) = serde_json::from_str::<AuditEvent>(&row.event_json) else {
+            return Some(brk(
+                BreakKind::Malformed,
+                format!("{} is not a readable audit event", record(seq)),
+            ));
+        };
+        closed.insert(
+            parsed.attempt_id.as_str().to_owned(),
+            Closed {
+                shard: named.then(|| shard.to_owned()),
+                seq: at,
+                phase: parsed.phase,
+                status: parsed.status,
+            },
+        );
+        prev_hash = &row.hash;
+    }
+    None
+}
+
+impl ChainCheck {
+    /// Checks `rows` (each shard's in stored sequence order; shards may come in any order or
+    /// interleaved): in each shard every sequence number follows the one before, every row
+    /// links to its predecessor's hash, every hash matches its content, and every event
+    /// reads. Finds edits, deletions, insertions, reorders and unreadable records. A row whose
+    /// shard was edited breaks both shards' links.
+    pub fn new(rows: impl IntoIterator<Item = ChainRow>) -> Self {
+        let mut by_shard: Vec<(String, Vec<ChainRow>)> = Vec::new();
+        for row in rows {
+            match by_shard.iter_mut().find(|(name, _)| *name == row.shard) {
+                Some((_, rows)) => rows.push(row),
+                None => by_shard.push((row.shard.clone(), vec![row])),
+            }
+        }
+        if !by_shard.iter().any(|(name, _)| name == DEFAULT_SHARD) {
+            by_shard.push((DEFAULT_SHARD.to_owned(), Vec::new()));
+        }
+        by_shard.sort_by(|a, b| {
+            (a.0 != DEFAULT_SHARD, a.0.as_str()).cmp(&(b.0 != DEFAULT_SHARD, b.0.as_str()))
+        });
         let mut closed = HashMap::new();
         let mut first_break = None;
-        let mut prev_hash = GENESIS_HASH;
-        for (expected_seq, row) in (1_i64..).zip(&rows) {
-            let at = u64::try_from(row.seq).unwrap_or(0);
-            let brk = |kind, detail: String| ChainBreak {
-                seq: at,
-                kind,
-                detail,
-                attempt: None,
-            };
-            let seq = row.seq;
-            if seq != expected_seq {
-                let kind = if seq > expected_seq {
-                    BreakKind::Deleted
-                } else {
-                    BreakKind::Inserted
-                };
-                first_break = Some(brk(
-                    kind,
-                    format!("expected record {expected_seq}, found record {seq}"),
-                ));
-                break;
+        let mut records = 0;
+        let mut shards = Vec::with_capacity(by_shard.len());
+        for (name, rows) in by_shard {
+            let found = check_shard(&name, &rows, &mut closed);
+            if first_break.is_none() {
+                first_break.clone_from(&found);
             }
-            if row.prev_hash != prev_hash {
-                let kind = if stored_hashes.contains(row.prev_hash.as_str()) {
-                    BreakKind::Reordered
-                } else {
-                    BreakKind::Inserted
-                };
-                first_break = Some(brk(
-                    kind,
-                    format!("record {seq} does not link to record {}", seq - 1),
-                ));
-                break;
-            }
-            if chain_hash(prev_hash, at, &row.event_json) != row.hash {
-                first_break = Some(brk(
-                    BreakKind::Edited,
-                    format!("record {seq} does not match its hash: its content was changed"),
-                ));
-                break;
-            }
-            let Ok(parsed) = serde_json::from_str::<AuditEvent>(&row.event_json) else {
-                first_break = Some(brk(
-                    BreakKind::Malformed,
-                    format!("record {seq} is not a readable audit event"),
-                ));
-                break;
-            };
-            closed.insert(
-                parsed.attempt_id.as_str().to_owned(),
-                Closed {
-                    seq: at,
-                    phase: parsed.phase,
-                    status: parsed.status,
+            records += rows.len() as u64;
+            shards.push(ShardChain {
+                summary: ShardReport {
+                    head: ChainHead {
+                        count: rows.len() as u64,
+                        hash: rows
+                            .last()
+                            .map_or_else(|| shard_genesis(&name), |r| r.hash.clone()),
+                    },
+                    shard: name,
+                    first_break: found,
+                    last_signed: None,
                 },
-            );
-            prev_hash = &row.hash;
+                hashes: rows.into_iter().map(|r| r.hash).collect(),
+            });
         }
-        Self {
+        let mut check = Self {
             report: VerifyReport {
-                records: head.count,
-                head,
+                records,
+                head: shards[0].summary.head.clone(),
                 first_break,
                 last_signed: None,
+                shards: Vec::new(),
             },
-            hashes: rows.into_iter().map(|r| r.hash).collect(),
+            shards,
             closed,
-        }
+        };
+        check.sync_report();
+        check
+    }
+
+    /// Copies each shard's summary into the report (only when the journal has shards other
+    /// than the default one, so the report of a journal without shards reads as before).
+    fn sync_report(&mut self) {
+        self.report.shards = if self.shards.len() > 1 {
+            self.shards.iter().map(|s| s.summary.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        self.report.last_signed = self.shards[0].summary.last_signed;
     }
 
     /// Whether no break has been found so far.
@@ -201,26 +337,66 @@ impl ChainCheck {
         }
     }
 
-    /// Checks the signed heads with `key` (see [`check_signed_heads`]): reports the last
+    /// Checks the signed heads with `key` (see [`super::signing::check_signed_heads`]): reports the last
     /// signed position and treats records after it as unsigned.
     pub fn check_signed_heads(&mut self, heads: &[SignedHead], key: &HeadVerifyingKey) {
-        check_signed_heads(&mut self.report, &self.hashes, heads, key);
+        self.check_signed(heads, &[], key);
     }
 
     /// Checks the signed heads and checkpoints with `key` (see
-    /// [`super::signing::check_signed`]).
+    /// [`super::signing::check_signed`]), shard by shard: each shard's heads against its
+    /// chain, and each checkpoint's head of the shard against it. The report's first break
+    /// is the first shard's problem, the default shard first.
     pub fn check_signed(
         &mut self,
         heads: &[SignedHead],
         checkpoints: &[super::checkpoint::Checkpoint],
         key: &HeadVerifyingKey,
     ) {
-        super::signing::check_signed(&mut self.report, &self.hashes, heads, checkpoints, key);
+        for shard in &mut self.shards {
+            let name = shard.summary.shard.as_str();
+            let heads: Vec<SignedHead> =
+                heads.iter().filter(|h| h.shard == name).cloned().collect();
+            let mut report = VerifyReport {
+                records: shard.summary.head.count,
+                head: shard.summary.head.clone(),
+                first_break: shard.summary.first_break.clone(),
+                last_signed: None,
+                shards: Vec::new(),
+            };
+            super::signing::check_signed_in(
+                &mut report,
+                name,
+                &shard.hashes,
+                &heads,
+                checkpoints,
+                key,
+            );
+            if let Some(brk) = &mut report.first_break
+                && name != DEFAULT_SHARD
+            {
+                brk.shard.get_or_insert_with(|| name.to_owned());
+            }
+            shard.summary.last_signed = report.last_signed;
+            shard.summary.first_break = report.first_break.clone();
+            if self.report.first_break.is_none() {
+                self.report.first_break = report.first_break;
+            }
+        }
+        self.sync_report();
     }
 
-    /// The stored hash of every row checked, in order.
+    /// The stored hash of every row of the default shard checked, in order.
     pub fn hashes(&self) -> &[String] {
-        &self.hashes
+        &self.shards[0].hashes
+    }
+
+    /// Each shard's name and the stored hash of every row of it checked, in order: the
+    /// default shard first, then the others by name.
+    pub fn shard_hashes(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.shards
+            .iter()
+            .map(|s| (s.summary.shard.as_str(), s.hashes.as_slice()))
     }
 
     /// The report so far.
@@ -269,6 +445,104 @@ mod tests {
                 row
             })
             .collect()
+    }
+
+    /// A correctly linked chain of `n` records in the shard named `shard`, for attempts
+    /// `{shard}_1`…
+    fn shard_chain(shard: &str, n: usize) -> Vec<ChainRow> {
+        let mut prev = shard_genesis(shard);
+        (1..=n)
+            .map(|i| {
+                let json = serde_json::to_string(&event(
+                    &format!("{shard}_{i}"),
+                    Phase::Finished,
+                    Status::Completed,
+                ))
+                .expect("json");
+                let hash = chain_hash(&prev, i as u64, &json);
+                let row = ChainRow::new(i as i64, prev.clone(), hash.clone(), json).in_shard(shard);
+                prev = hash;
+                row
+            })
+            .collect()
+    }
+
+    /// Rows of several shards, interleaved as a backend storing them by arrival would.
+    fn interleaved(shards: &[Vec<ChainRow>]) -> Vec<ChainRow> {
+        let longest = shards.iter().map(Vec::len).max().unwrap_or(0);
+        (0..longest)
+            .flat_map(|i| shards.iter().filter_map(move |s| s.get(i).cloned()))
+            .collect()
+    }
+
+    #[test]
+    fn shards_each_verify_from_their_own_genesis_in_any_interleaving() {
+        assert_eq!(shard_genesis(DEFAULT_SHARD), GENESIS_HASH);
+        assert_ne!(shard_genesis("eu"), shard_genesis("us"));
+        assert_ne!(shard_genesis("eu"), GENESIS_HASH);
+        let (default, eu, us) = (chain(3), shard_chain("eu", 4), shard_chain("us", 2));
+        let report = ChainCheck::new(interleaved(&[eu.clone(), default, us])).into_report();
+        assert_eq!(report.first_break, None, "{report:?}");
+        assert_eq!(report.records, 9);
+        assert_eq!(report.head.count, 3, "the head is the default shard's");
+        let names: Vec<(&str, u64)> = report
+            .shards
+            .iter()
+            .map(|s| (s.shard.as_str(), s.head.count))
+            .collect();
+        assert_eq!(names, [("default", 3), ("eu", 4), ("us", 2)]);
+        assert_eq!(report.shards[1].head.hash, eu[3].hash);
+        // A journal with only the default shard reports as it did before shards.
+        assert!(ChainCheck::new(chain(2)).into_report().shards.is_empty());
+    }
+
+    #[test]
+    fn a_record_moved_to_another_shard_or_edited_there_is_found_in_that_shard() {
+        // Moved: the last `eu` record relabelled `us` links to nothing in `us`.
+        let (eu, us) = (shard_chain("eu", 3), shard_chain("us", 2));
+        let mut moved = us;
+        let mut taken = eu[2].clone().in_shard("us");
+        taken.seq = 3;
+        moved.push(taken);
+        let report = ChainCheck::new(eu[..2].iter().cloned().chain(moved)).into_report();
+        let brk = report.first_break.expect("a break");
+        assert_eq!(
+            (brk.shard.as_deref(), brk.seq, brk.kind),
+            (Some("us"), 3, BreakKind::Inserted)
+        );
+        assert!(brk.detail.contains("shard `us`"), "{}", brk.detail);
+        // A chain copied into a new shard with its links as they were fails at its start.
+        let copied: Vec<ChainRow> = eu.iter().cloned().map(|r| r.in_shard("copy")).collect();
+        let brk = ChainCheck::new(copied)
+            .into_report()
+            .first_break
+            .expect("a break");
+        assert_eq!((brk.shard.as_deref(), brk.seq), (Some("copy"), 1));
+        // Edited in a named shard, the default shard intact: the break names the shard.
+        let mut edited = shard_chain("eu", 3);
+        edited[1].event_json = edited[1].event_json.replace("completed", "rejected");
+        let check = ChainCheck::new(chain(2).into_iter().chain(edited));
+        let report = check.into_report();
+        let brk = report.first_break.clone().expect("a break");
+        assert_eq!(
+            (brk.shard.as_deref(), brk.seq, brk.kind),
+            (Some("eu"), 2, BreakKind::Edited)
+        );
+        assert_eq!(
+            report.shards[0].first_break, None,
+            "the default shard is intact"
+        );
+        assert_eq!(report.shards[1].first_break, Some(brk));
+    }
+
+    #[test]
+    fn shard_names_are_short_and_plain() {
+        for good in ["default", "eu-1", "tenant_42", "group.a", &"x".repeat(64)] {
+            assert_eq!(check_shard_name(good), Ok(()), "{good}");
+        }
+        for bad in ["", "EU", "a b", "a/b", "ü", &"x".repeat(65)] {
+            assert!(check_shard_name(bad).is_err(), "{bad:?} passed");
+        }
     }
 
     fn first_break(rows: Vec<ChainRow>) -> (u64, BreakKind) {

@@ -63,18 +63,19 @@ impl ShardHead {
     /// The head of the shard named `shard` over `chain` (the stored hash of each record, in
     /// order). `None` when a hash is not 64 hex digits (the chain was damaged).
     pub fn over(shard: impl Into<String>, chain: &[String]) -> Option<Self> {
+        let shard = shard.into();
         let mut acc = merkle::Accumulator::new();
         for hash in chain {
             acc.push(record_leaf(hash)?);
         }
         Some(Self {
-            shard: shard.into(),
             size: chain.len() as u64,
             root: hex::encode(acc.root()),
             head: chain
                 .last()
                 .cloned()
-                .unwrap_or_else(|| super::GENESIS_HASH.to_owned()),
+                .unwrap_or_else(|| super::chain::shard_genesis(&shard)),
+            shard,
         })
     }
 
@@ -292,8 +293,9 @@ pub struct Proven {
 }
 
 impl InclusionProof {
-    /// The proof that the record at `seq` (from 1) of the shard whose stored rows are `rows`
-    /// (every row, in order) is in `checkpoint`'s tree. The rows are checked against the
+    /// The proof that the record at `seq` (from 1) of the shard named `shard` is in
+    /// `checkpoint`'s tree; `rows` are the journal's stored rows (every row of the shard, in
+    /// order; rows of other shards are passed over) is in `checkpoint`'s tree. The rows are checked against the
     /// checkpoint first: a journal rewritten since the checkpoint gives no proof.
     ///
     /// # Errors
@@ -308,6 +310,7 @@ impl InclusionProof {
         let head = checkpoint
             .shard(shard)
             .ok_or_else(|| ProveError::NoShard(shard.to_owned()))?;
+        let rows: Vec<&ChainRow> = rows.iter().filter(|r| r.shard == shard).collect();
         if seq == 0 || seq > head.size {
             return Err(ProveError::NotCovered {
                 seq,
@@ -543,15 +546,19 @@ pub async fn make_checkpoint(
     if let Some(brk) = check.report().first_break.clone() {
         return Err(CheckpointError::Broken(brk));
     }
-    let head = ShardHead::over(DEFAULT_SHARD, check.hashes()).ok_or_else(|| {
-        CheckpointError::Broken(ChainBreak {
-            seq: 0,
-            kind: BreakKind::Malformed,
-            detail: "a record's hash is not 64 hex digits".to_owned(),
-            attempt: None,
-        })
-    })?;
-    let checkpoint = Checkpoint::sign(key, vec![head], super::now());
+    let mut heads = Vec::new();
+    for (shard, hashes) in check.shard_hashes() {
+        heads.push(ShardHead::over(shard, hashes).ok_or_else(|| {
+            CheckpointError::Broken(ChainBreak {
+                seq: 0,
+                kind: BreakKind::Malformed,
+                detail: "a record's hash is not 64 hex digits".to_owned(),
+                attempt: None,
+                shard: (shard != DEFAULT_SHARD).then(|| shard.to_owned()),
+            })
+        })?);
+    }
+    let checkpoint = Checkpoint::sign(key, heads, super::now());
     journal.store_checkpoint(&checkpoint).await?;
     Ok(checkpoint)
 }
@@ -591,6 +598,19 @@ pub fn check_checkpoints(
     checkpoints: &[Checkpoint],
     key: &HeadVerifyingKey,
 ) -> CheckpointCoverage {
+    check_checkpoints_in(DEFAULT_SHARD, chain, checkpoints, key)
+}
+
+/// [`check_checkpoints`] for the shard named `shard`, whose stored hashes are `chain`. A
+/// checkpoint with no head for a shard other than the default was made before the shard
+/// had records: it covers none of them, and is no problem.
+pub fn check_checkpoints_in(
+    shard: &str,
+    chain: &[String],
+    checkpoints: &[Checkpoint],
+    key: &HeadVerifyingKey,
+) -> CheckpointCoverage {
+    let genesis = super::chain::shard_genesis(shard);
     let key_id = key.key_id();
     let n = chain.len() as u64;
     let mut out = CheckpointCoverage::default();
@@ -599,17 +619,18 @@ pub fn check_checkpoints(
         kind,
         detail,
         attempt: None,
+        shard: None,
     };
     // (size, root, head, signed_at) of the valid checkpoints to compare with the chain.
     let mut pending: Vec<(u64, &str, &str, &str)> = Vec::new();
     for cp in checkpoints.iter().filter(|c| c.key_id == key_id) {
         out.checked += 1;
-        let head = match (cp.check(key), cp.shard(DEFAULT_SHARD)) {
+        let head = match (cp.check(key), cp.shard(shard)) {
             (Ok(()), Some(head)) => head,
             (Err(e), _) => {
                 out.problem.get_or_insert_with(|| {
                     found(
-                        cp.shard(DEFAULT_SHARD).map_or(0, |h| h.size),
+                        cp.shard(shard).map_or(0, |h| h.size),
                         BreakKind::BadSignature,
                         format!(
                             "the checkpoint signed at {} does not verify: {e}",
@@ -619,6 +640,7 @@ pub fn check_checkpoints(
                 });
                 continue;
             }
+            (Ok(()), None) if shard != DEFAULT_SHARD => continue,
             (Ok(()), None) => {
                 out.problem.get_or_insert_with(|| {
                     found(
@@ -666,7 +688,7 @@ pub fn check_checkpoints(
             .ok()
             .and_then(|s| s.checked_sub(1))
             .and_then(|i| chain.get(i))
-            .map_or(super::GENESIS_HASH, String::as_str);
+            .map_or(genesis.as_str(), String::as_str);
         if !readable || hex::encode(acc.root()) != root || stored_head != head {
             out.problem.get_or_insert_with(|| {
                 found(
@@ -705,6 +727,97 @@ mod tests {
                 row
             })
             .collect()
+    }
+
+    /// `n` correctly linked rows of the shard named `shard`.
+    fn shard_rows(shard: &str, n: usize) -> Vec<ChainRow> {
+        let mut prev = super::super::chain::shard_genesis(shard);
+        (1..=n)
+            .map(|i| {
+                let mut event = AuditEvent::for_bench(&Intent::for_bench(false));
+                event.at = format!("2026-01-02T00:00:{:02}Z", i % 60);
+                let json = serde_json::to_string(&event).expect("json");
+                let hash = chain_hash(&prev, i as u64, &json);
+                let row = ChainRow::new(i as i64, prev.clone(), hash.clone(), json).in_shard(shard);
+                prev = hash;
+                row
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_checkpoint_commits_to_every_shard_and_proves_a_record_of_each() {
+        let key = HeadSigningKey::generate().expect("key");
+        let vk = key.verifying_key();
+        let (default, eu9) = (rows(5), shard_rows("eu", 9));
+        let eu = eu9[..7].to_vec();
+        let all: Vec<ChainRow> = default.iter().chain(&eu).cloned().collect();
+        let check = ChainCheck::new(all.clone());
+        let heads: Vec<ShardHead> = check
+            .shard_hashes()
+            .map(|(name, hashes)| ShardHead::over(name, hashes).expect("hashes"))
+            .collect();
+        assert_eq!(heads.len(), 2);
+        let cp = Checkpoint::sign(&key, heads, "2026-01-02T00:00:00Z");
+        assert_eq!(cp.shard("eu").map(|h| h.size), Some(7));
+
+        // Both shards are covered by it.
+        let mut check = ChainCheck::new(all.clone());
+        check.check_signed(&[], std::slice::from_ref(&cp), &vk);
+        let report = check.into_report();
+        assert_eq!(report.first_break, None, "{report:?}");
+        assert_eq!(report.shards[1].last_signed, Some(7));
+
+        // A proof for a record of `eu` verifies, and names the shard.
+        let proof = InclusionProof::build(&all, "eu", &cp, 4).expect("proof");
+        let proven = proof.verify(&vk).expect("verifies");
+        assert_eq!((proven.shard.as_str(), proven.seq), ("eu", 4));
+        // The same position in the other shard is another record.
+        let other = InclusionProof::build(&all, DEFAULT_SHARD, &cp, 4).expect("proof");
+        assert_ne!(other.receipt_id, proof.receipt_id);
+        // Claimed for the other shard, the `eu` record's path does not reach its root.
+        let mut relabelled = proof;
+        relabelled.shard = DEFAULT_SHARD.to_owned();
+        relabelled.tree_size = 5;
+        assert!(relabelled.verify(&vk).is_err());
+
+        // Records of `eu` after the checkpoint are unsigned, in `eu`.
+        let longer: Vec<ChainRow> = default.iter().chain(&eu9).cloned().collect();
+        let mut check = ChainCheck::new(longer);
+        check.check_signed(&[], std::slice::from_ref(&cp), &vk);
+        let brk = check.into_report().first_break.expect("unsigned");
+        assert_eq!(
+            (brk.shard.as_deref(), brk.seq, brk.kind),
+            (Some("eu"), 8, BreakKind::Unsigned)
+        );
+
+        // A shard the checkpoint predates is no problem for it, only unsigned.
+        let old = Checkpoint::sign(
+            &key,
+            vec![ShardHead::over(DEFAULT_SHARD, &hashes(&default)).expect("hashes")],
+            "2026-01-01T00:00:00Z",
+        );
+        let mut check = ChainCheck::new(all);
+        check.check_signed(&[], &[old, cp.clone()], &vk);
+        assert_eq!(check.into_report().first_break, None);
+
+        // A record of `eu` rewritten (and the shard rehashed on) after the checkpoint.
+        let mut rewritten = eu;
+        let mut prev = rewritten[1].hash.clone();
+        for (i, row) in rewritten.iter_mut().enumerate().skip(2) {
+            row.event_json = row.event_json.replace("2026-01-02", "2026-02-02");
+            row.prev_hash = prev.clone();
+            row.hash = chain_hash(&prev, i as u64 + 1, &row.event_json);
+            prev = row.hash.clone();
+        }
+        let mut check = ChainCheck::new(default.iter().cloned().chain(rewritten));
+        assert!(check.is_intact(), "rehashed, the chain alone links up");
+        check.check_signed(&[], std::slice::from_ref(&cp), &vk);
+        let brk = check.into_report().first_break.expect("caught");
+        assert_eq!(
+            (brk.shard.as_deref(), brk.kind),
+            (Some("eu"), BreakKind::HeadMismatch)
+        );
     }
 
     fn hashes(rows: &[ChainRow]) -> Vec<String> {

@@ -171,6 +171,7 @@ impl State {
             row.dispatches = row.dispatches.max(event.dispatches);
         }
         AuditRecord {
+            shard: super::checkpoint::DEFAULT_SHARD.to_owned(),
             seq,
             prev_hash,
             hash,

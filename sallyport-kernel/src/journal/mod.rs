@@ -264,14 +264,30 @@ impl AuditEvent {
 /// A stored audit record with its chain links.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
-    /// Position in the chain, from 1.
+    /// The shard whose chain holds the record ([`checkpoint::DEFAULT_SHARD`] unless the
+    /// journal was given one; absent from the JSON then, so records exported before shards
+    /// read the same).
+    #[serde(default = "default_shard", skip_serializing_if = "is_default_shard")]
+    pub shard: String,
+    /// Position in its shard's chain, from 1.
     pub seq: u64,
-    /// The previous record's hash (64 zeros for the first).
+    /// The previous record's hash (the shard's genesis for the first: 64 zeros in the
+    /// default shard, see [`chain::shard_genesis`]).
     pub prev_hash: String,
     /// SHA-256 of `prev_hash`, `seq` and the event JSON.
     pub hash: String,
     /// The event.
     pub event: AuditEvent,
+}
+
+/// The name of the default shard, for serde.
+fn default_shard() -> String {
+    checkpoint::DEFAULT_SHARD.to_owned()
+}
+
+/// Whether `shard` is the default shard, for serde.
+fn is_default_shard(shard: &str) -> bool {
+    shard == checkpoint::DEFAULT_SHARD
 }
 
 /// The head of the chain: export it somewhere else to detect truncation later.
@@ -323,21 +339,45 @@ pub struct ChainBreak {
     /// The attempt whose row disagrees with the chain ([`BreakKind::AttemptEdited`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<AttemptId>,
+    /// The shard the break is in, when it is not the default shard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
+}
+
+/// One shard of the audit chain as `verify` found it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ShardReport {
+    /// The shard's name.
+    pub shard: String,
+    /// The shard's head as found (its record count and last hash).
+    pub head: ChainHead,
+    /// The shard's first break, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_break: Option<ChainBreak>,
+    /// The last position of the shard covered by a signature of the verifying key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_signed: Option<u64>,
 }
 
 /// The answer of `verify`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyReport {
-    /// Records checked.
+    /// Records checked, in every shard.
     pub records: u64,
-    /// The head as found.
+    /// The default shard's head as found (the whole chain's, for a journal without shards).
     pub head: ChainHead,
     /// The first break, if any.
     pub first_break: Option<ChainBreak>,
     /// The last position covered by a head signed with the key given to
-    /// [`Journal::verify_signed`]; `None` without a key, or when no head verifies.
+    /// [`Journal::verify_signed`] in the default shard; `None` without a key, or when no
+    /// head verifies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_signed: Option<u64>,
+    /// Every shard, the default one first, when the journal holds records of a shard other
+    /// than the default (empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardReport>,
 }
 
 impl VerifyReport {
@@ -361,6 +401,7 @@ impl VerifyReport {
                     self.head.count, exported.count
                 ),
                 attempt: None,
+                shard: None,
             });
         } else if hash_at_count != Some(exported.hash.as_str()) {
             self.first_break = Some(ChainBreak {
@@ -368,6 +409,7 @@ impl VerifyReport {
                 kind: BreakKind::HeadMismatch,
                 detail: format!("record {} does not match the exported head", exported.count),
                 attempt: None,
+                shard: None,
             });
         }
     }
@@ -513,20 +555,22 @@ pub trait Journal: Send + Sync + 'static {
     /// When the journal cannot be read.
     async fn verify_signed(&self, key: &HeadVerifyingKey) -> Result<VerifyReport, JournalError> {
         let heads = self.signed_heads().await?;
-        let mut report = self.verify().await?;
-        let chain: Vec<String> = match self.records().await {
-            Ok(records) => records
-                .into_iter()
-                .take(usize::try_from(report.records).unwrap_or(usize::MAX))
-                .map(|r| r.hash)
-                .collect(),
+        let report = self.verify().await?;
+        let rows = match self.chain_rows().await {
+            Ok(rows) => rows,
             // A record that cannot be read is already the reported break.
             Err(_) if report.first_break.is_some() => return Ok(report),
             Err(e) => return Err(e),
         };
         let checkpoints = self.checkpoints().await?;
-        signing::check_signed(&mut report, &chain, &heads, &checkpoints, key);
-        Ok(report)
+        let mut check = chain::ChainCheck::new(rows);
+        check.check_signed(&heads, &checkpoints, key);
+        let mut signed = check.into_report();
+        if report.first_break.is_some() {
+            // The break `verify` found (an attempt row, say) comes first.
+            signed.first_break = report.first_break;
+        }
+        Ok(signed)
     }
 
     /// Every audit row as stored (the event JSON byte for byte as hashed), oldest first:

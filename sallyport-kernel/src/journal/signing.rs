@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use zeroize::Zeroizing;
 
-use super::{BreakKind, ChainBreak, ChainHead, GENESIS_HASH, VerifyReport};
+use super::{BreakKind, ChainBreak, ChainHead, VerifyReport};
 
 const SECRET_TAG: &str = "sallyport-head-signing-key-v1";
 const PUBLIC_TAG: &str = "sallyport-head-key-v1";
@@ -117,6 +117,7 @@ impl HeadSigningKey {
     /// Signs `head`.
     pub fn sign(&self, head: &ChainHead, signed_at: impl Into<String>) -> SignedHead {
         SignedHead {
+            shard: super::default_shard(),
             count: head.count,
             hash: head.hash.clone(),
             key_id: self.verifying_key().key_id(),
@@ -203,6 +204,14 @@ impl HeadVerifyingKey {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct SignedHead {
+    /// The shard whose head it is ([`super::checkpoint::DEFAULT_SHARD`] unless stored in
+    /// another; not signed over: each shard's chain starts from its own genesis, so a head
+    /// moved to another shard matches none of its records).
+    #[serde(
+        default = "super::default_shard",
+        skip_serializing_if = "super::is_default_shard"
+    )]
+    pub shard: String,
     /// How many records the chain held.
     pub count: u64,
     /// The hash of record `count`.
@@ -225,12 +234,20 @@ impl SignedHead {
         signed_at: String,
     ) -> Self {
         Self {
+            shard: super::default_shard(),
             count,
             hash,
             key_id,
             signature,
             signed_at,
         }
+    }
+
+    /// The same head, of the shard named `shard`.
+    #[must_use]
+    pub fn in_shard(mut self, shard: impl Into<String>) -> Self {
+        self.shard = shard.into();
+        self
     }
 }
 
@@ -356,8 +373,30 @@ pub fn check_signed(
     checkpoints: &[super::checkpoint::Checkpoint],
     key: &HeadVerifyingKey,
 ) {
+    check_signed_in(
+        report,
+        super::checkpoint::DEFAULT_SHARD,
+        chain,
+        heads,
+        checkpoints,
+        key,
+    );
+}
+
+/// [`check_signed`] for the shard named `shard`, whose stored hashes are `chain`: `heads`
+/// are that shard's, and each checkpoint's head of the shard is checked (a checkpoint made
+/// before the shard had records, which names no head for it, covers none of them).
+pub fn check_signed_in(
+    report: &mut VerifyReport,
+    shard: &str,
+    chain: &[String],
+    heads: &[SignedHead],
+    checkpoints: &[super::checkpoint::Checkpoint],
+    key: &HeadVerifyingKey,
+) {
     let key_id = key.key_id();
     let n = chain.len() as u64;
+    let genesis = super::chain::shard_genesis(shard);
     let mut heads: Vec<&SignedHead> = heads.iter().collect();
     heads.sort_by_key(|h| h.count);
     let mut last_signed: Option<u64> = None;
@@ -373,6 +412,7 @@ pub fn check_signed(
             kind,
             detail,
             attempt: None,
+            shard: None,
         };
         if !key.verifies(head) {
             problem.get_or_insert_with(|| {
@@ -404,7 +444,7 @@ pub fn check_signed(
             .ok()
             .and_then(|c| c.checked_sub(1))
             .and_then(|i| chain.get(i))
-            .map_or(GENESIS_HASH, String::as_str);
+            .map_or(genesis.as_str(), String::as_str);
         if stored != head.hash {
             problem.get_or_insert_with(|| {
                 found(
@@ -420,7 +460,7 @@ pub fn check_signed(
         }
         last_signed = Some(last_signed.map_or(head.count, |l| l.max(head.count)));
     }
-    let checked = super::checkpoint::check_checkpoints(chain, checkpoints, key);
+    let checked = super::checkpoint::check_checkpoints_in(shard, chain, checkpoints, key);
     if let Some(last) = checked.last_signed {
         last_signed = Some(last_signed.map_or(last, |l| l.max(last)));
     }
@@ -451,6 +491,7 @@ pub fn check_signed(
             kind: BreakKind::Unsigned,
             detail,
             attempt: None,
+            shard: None,
         });
     }
 }
@@ -458,6 +499,7 @@ pub fn check_signed(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::GENESIS_HASH;
 
     fn report(chain: &[String]) -> VerifyReport {
         VerifyReport {
@@ -468,6 +510,7 @@ mod tests {
             },
             first_break: None,
             last_signed: None,
+            shards: Vec::new(),
         }
     }
 

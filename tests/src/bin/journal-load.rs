@@ -106,6 +106,7 @@ impl Journal for DiscardJournal {
 
     async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError> {
         Ok(AuditRecord {
+            shard: sallyport_core::journal::checkpoint::DEFAULT_SHARD.to_owned(),
             seq: 1,
             prev_hash: String::new(),
             hash: String::new(),
