@@ -52,7 +52,12 @@
 //!   the primary acknowledged, such as an intent whose request already left or a record
 //!   whose receipt the agent holds. The repository README's "High availability" has the
 //!   configuration and the measured recovery.
-//! * **A stopped process does not stop the fleet.** A batch holds the chain head's row
+//! * **Audit shards.** Each journal appends to one shard of the audit chain
+//!   ([`PostgresJournalBuilder::audit_shard`], default `default`), a chain with a head row
+//!   of its own (migration 8): journals on different shards never wait on each other's head
+//!   lock, `verify` checks every shard, and one checkpoint signs every shard's head. Records
+//!   written before shards are the `default` shard's, with their hashes unchanged.
+//! * **A stopped process does not stop the fleet.** A batch holds its shard's head row
 //!   lock from its first flight to its `COMMIT`. Each batch's transaction runs with
 //!   `idle_in_transaction_session_timeout` (15 s by default,
 //!   [`PostgresJournalBuilder::idle_in_transaction_timeout`]), so a process stopped

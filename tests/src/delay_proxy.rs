@@ -1,13 +1,15 @@
 //! A TCP proxy in front of a PostgreSQL server that holds every chunk it forwards for a
 //! fixed delay, in each direction: the database as if it were a network hop away (issue
-//! 39's fleet benchmark, `journal-load … fleet`). Order is kept; nothing is dropped.
+//! 39's fleet benchmark, `journal-load … fleet`). Order is kept; nothing is dropped. A
+//! connection's relay threads end when either side closes it (aborting the proxy's tasks
+//! on drop stops accepting; the threads of open connections end with their connections).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UnixStream};
-use tokio::sync::mpsc;
+use std::io::{Read, Write};
+
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
 /// Where the proxy sends what it accepts.
@@ -128,62 +130,96 @@ impl Drop for DelayProxy {
     }
 }
 
-/// One connection: the upstream opened, then each direction pumped with the delay.
+/// One connection: the upstream opened, then each direction pumped with the delay on
+/// threads of its own (blocking sockets and `std::thread::sleep`, whose wake-up is within
+/// tens of microseconds, where a Tokio timer rounds up to the next millisecond tick).
 async fn relay(client: TcpStream, upstream: Upstream, delay: Duration) {
-    let (client_read, client_write) = client.into_split();
-    match upstream {
-        Upstream::Unix(path) => {
-            let Ok(server) = UnixStream::connect(&path).await else {
-                return;
-            };
-            let (server_read, server_write) = server.into_split();
-            tokio::join!(
-                pump(client_read, server_write, delay),
-                pump(server_read, client_write, delay)
-            );
+    let Ok(client) = client.into_std() else {
+        return;
+    };
+    let _ = tokio::task::spawn_blocking(move || {
+        let _ = client.set_nonblocking(false);
+        match upstream {
+            Upstream::Unix(path) => {
+                let Ok(server) = std::os::unix::net::UnixStream::connect(&path) else {
+                    return;
+                };
+                let (Ok(client_in), Ok(server_in)) = (client.try_clone(), server.try_clone())
+                else {
+                    return;
+                };
+                let up = std::thread::spawn(move || pump(client_in, server, delay));
+                pump(server_in, client, delay);
+                let _ = up.join();
+            }
+            Upstream::Tcp(address) => {
+                let Ok(server) = std::net::TcpStream::connect(&address) else {
+                    return;
+                };
+                let _ = server.set_nodelay(true);
+                let (Ok(client_in), Ok(server_in)) = (client.try_clone(), server.try_clone())
+                else {
+                    return;
+                };
+                let up = std::thread::spawn(move || pump(client_in, server, delay));
+                pump(server_in, client, delay);
+                let _ = up.join();
+            }
         }
-        Upstream::Tcp(address) => {
-            let Ok(server) = TcpStream::connect(&address).await else {
-                return;
-            };
-            let _ = server.set_nodelay(true);
-            let (server_read, server_write) = server.into_split();
-            tokio::join!(
-                pump(client_read, server_write, delay),
-                pump(server_read, client_write, delay)
-            );
-        }
+    })
+    .await;
+}
+
+/// A socket the proxy can close its writing half of.
+trait HalfClose {
+    fn close_write(&self);
+}
+
+impl HalfClose for std::net::TcpStream {
+    fn close_write(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Write);
     }
 }
 
-/// Copies `from` to `to`, each chunk written `delay` after it was read, in order.
-async fn pump(
-    mut from: impl AsyncRead + Unpin,
-    mut to: impl AsyncWrite + Unpin + Send + 'static,
+impl HalfClose for std::os::unix::net::UnixStream {
+    fn close_write(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// Copies `from` to `to`, each chunk written `delay` after it was read, in order: this
+/// thread reads, a second one sleeps until each chunk is due and writes it.
+fn pump(
+    mut from: impl Read + Send + 'static,
+    mut to: impl Write + HalfClose + Send + 'static,
     delay: Duration,
 ) {
-    let (chunks, mut queued) = mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
-    let writer = tokio::spawn(async move {
-        while let Some((due, chunk)) = queued.recv().await {
-            tokio::time::sleep_until(due).await;
-            if to.write_all(&chunk).await.is_err() {
-                return;
+    let (chunks, queued) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    let writer = std::thread::spawn(move || {
+        while let Ok((due, chunk)) = queued.recv() {
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            if to.write_all(&chunk).is_err() {
+                break;
             }
         }
-        let _ = to.shutdown().await;
+        to.close_write();
     });
     let mut buf = vec![0_u8; 64 * 1024];
     loop {
-        match from.read(&mut buf).await {
+        match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                let due = tokio::time::Instant::now() + delay;
-                if chunks.send((due, buf[..n].to_vec())).is_err() {
+                if chunks
+                    .send((Instant::now() + delay, buf[..n].to_vec()))
+                    .is_err()
+                {
                     break;
                 }
             }
         }
     }
     drop(chunks);
-    let _ = writer.await;
+    let _ = writer.join();
 }

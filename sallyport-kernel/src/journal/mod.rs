@@ -22,9 +22,14 @@
 //! * **Durable intents are durable.** [`Journal::write_intent`] with [`Intent::durable`]
 //!   returns only once the intent would survive a crash or power loss (the executor sends
 //!   the request right after). A non-durable intent may be lost in a crash.
-//! * **One chain.** Every appended record gets the next sequence number and links to the
-//!   record before it, also with several writers (threads or processes) on one store: two
-//!   records never share a position. Record JSON is stored byte for byte as hashed.
+//! * **One chain per shard.** Every appended record gets the next sequence number of its
+//!   shard and links to the shard's record before it (the first to
+//!   [`chain::shard_genesis`]), also with several writers (threads or processes) on one
+//!   store: two records of a shard never share a position. A backend without shards keeps
+//!   one chain, the default shard's ([`checkpoint::DEFAULT_SHARD`]), and reads its rows back
+//!   with [`chain::ChainRow::new`]; one with shards stores each row's shard beside it and
+//!   reads it back with [`chain::ChainRow::in_shard`]. Record JSON is stored byte for byte
+//!   as hashed.
 //! * **Atomic observe records.** [`Journal::append_with_intent`] stores the closed attempt
 //!   row and its record together or not at all.
 //! * **Closing attempts.** An append sets the attempt's phase ([`Phase::as_str`]), status

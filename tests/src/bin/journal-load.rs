@@ -503,8 +503,13 @@ fn fleet(
 /// Issue 39's fleet case: 4 processes × 16 writers on one database, on 1 audit shard and on
 /// 4, straight to the server and then through a proxy adding 1 ms each way.
 async fn fleet_case(warm_up: Duration, measure: Duration) {
-    const PROCESSES: usize = 4;
-    const WRITERS: usize = 16;
+    // `JOURNAL_LOAD_FLEET=PxW` (e.g. `1x1`) runs another shape, to see where time goes.
+    let shape = std::env::var("JOURNAL_LOAD_FLEET").ok();
+    let (processes, writers) = shape
+        .as_deref()
+        .and_then(|s| s.split_once('x'))
+        .and_then(|(p, w)| Some((p.parse().ok()?, w.parse().ok()?)))
+        .unwrap_or((4, 16));
     for delayed in [false, true] {
         for shards in [1, 4] {
             let db = TestDb::create().await;
@@ -530,22 +535,22 @@ async fn fleet_case(warm_up: Duration, measure: Duration) {
                 fleet(
                     Backend::Postgres,
                     &location,
-                    PROCESSES,
-                    WRITERS,
-                    shards,
+                    processes,
+                    writers,
+                    shards.min(processes),
                     warm_up,
                     measure,
                 )
             });
             let case = format!(
-                "fleet {PROCESSES}×{WRITERS}, {shards} shard{}{}",
+                "fleet {processes}×{writers}, {shards} shard{}{}",
                 if shards == 1 { "" } else { "s" },
                 if delayed { ", +1 ms" } else { "" }
             );
             row(
                 Backend::Postgres,
                 &case,
-                PROCESSES * WRITERS,
+                processes * writers,
                 measure,
                 latencies,
                 None,
