@@ -4,6 +4,7 @@
 //! connection's relay threads end when either side closes it (aborting the proxy's tasks
 //! on drop stops accepting; the threads of open connections end with their connections).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,8 @@ pub struct DelayProxy {
     rest: String,
     direct: String,
     tasks: Arc<Mutex<Vec<AbortHandle>>>,
+    /// Chunks forwarded from clients to the server: a round trip starts with at least one.
+    sent: Arc<AtomicU64>,
 }
 
 /// The value of `key` in a libpq key-value string (a later key wins).
@@ -64,15 +67,18 @@ impl DelayProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("address").port();
         let tasks = Arc::new(Mutex::new(Vec::new()));
+        let sent = Arc::new(AtomicU64::new(0));
         let accepting = tokio::spawn({
             let tasks = Arc::clone(&tasks);
+            let sent = Arc::clone(&sent);
             async move {
                 loop {
                     let Ok((client, _)) = listener.accept().await else {
                         return;
                     };
                     let _ = client.set_nodelay(true);
-                    let handle = tokio::spawn(relay(client, upstream.clone(), delay));
+                    let handle =
+                        tokio::spawn(relay(client, upstream.clone(), delay, Arc::clone(&sent)));
                     tasks
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
@@ -89,7 +95,14 @@ impl DelayProxy {
             rest: rest.join(" "),
             direct: url.to_owned(),
             tasks,
+            sent,
         }
+    }
+
+    /// Chunks forwarded from clients to the server so far (each flight of pipelined
+    /// statements is one or a few; a round trip starts with at least one).
+    pub fn chunks_sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
     }
 
     /// The connection string through the proxy.
@@ -133,7 +146,7 @@ impl Drop for DelayProxy {
 /// One connection: the upstream opened, then each direction pumped with the delay on
 /// threads of its own (blocking sockets and `std::thread::sleep`, whose wake-up is within
 /// tens of microseconds, where a Tokio timer rounds up to the next millisecond tick).
-async fn relay(client: TcpStream, upstream: Upstream, delay: Duration) {
+async fn relay(client: TcpStream, upstream: Upstream, delay: Duration, sent: Arc<AtomicU64>) {
     let Ok(client) = client.into_std() else {
         return;
     };
@@ -148,8 +161,8 @@ async fn relay(client: TcpStream, upstream: Upstream, delay: Duration) {
                 else {
                     return;
                 };
-                let up = std::thread::spawn(move || pump(client_in, server, delay));
-                pump(server_in, client, delay);
+                let up = std::thread::spawn(move || pump(client_in, server, delay, Some(sent)));
+                pump(server_in, client, delay, None);
                 let _ = up.join();
             }
             Upstream::Tcp(address) => {
@@ -161,8 +174,8 @@ async fn relay(client: TcpStream, upstream: Upstream, delay: Duration) {
                 else {
                     return;
                 };
-                let up = std::thread::spawn(move || pump(client_in, server, delay));
-                pump(server_in, client, delay);
+                let up = std::thread::spawn(move || pump(client_in, server, delay, Some(sent)));
+                pump(server_in, client, delay, None);
                 let _ = up.join();
             }
         }
@@ -193,6 +206,7 @@ fn pump(
     mut from: impl Read + Send + 'static,
     mut to: impl Write + HalfClose + Send + 'static,
     delay: Duration,
+    counted: Option<Arc<AtomicU64>>,
 ) {
     let (chunks, queued) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
     let writer = std::thread::spawn(move || {
@@ -211,6 +225,9 @@ fn pump(
         match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                if let Some(counted) = &counted {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                }
                 if chunks
                     .send((Instant::now() + delay, buf[..n].to_vec()))
                     .is_err()

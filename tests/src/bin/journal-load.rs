@@ -408,9 +408,10 @@ fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// `journal-load child BACKEND LOCATION START_AT_MS WARM_UP_MS MEASURE_MS [WRITERS [SHARD]]`:
+/// `journal-load child BACKEND LOCATION START_AT_MS WARM_UP_MS MEASURE_MS [WRITERS [SHARD [OP]]]`:
 /// one executor, `WRITERS` writers (default 1) appending to `SHARD` (default the default
-/// shard); prints the measured latencies, one per line.
+/// shard), each making calls (or, with `OP` `append`, raw `Journal::append`s); prints the
+/// measured latencies, one per line.
 async fn child(args: &[String]) -> ExitCode {
     let (Some(backend), Some(location), Some(Ok(start_at)), Some(Ok(warm_up)), Some(Ok(measure))) = (
         args.first().and_then(|b| Backend::parse(b)),
@@ -426,17 +427,19 @@ async fn child(args: &[String]) -> ExitCode {
     };
     let writers = args.get(5).and_then(|w| w.parse().ok()).unwrap_or(1);
     let shard = args.get(6).map_or(DEFAULT_SHARD, String::as_str);
-    let executor = executor(open_on(backend, location, shard).await);
+    let appends_only = args.get(7).is_some_and(|op| op == "append");
+    let journal = open_on(backend, location, shard).await;
     // Connected and migrated: wait for the others.
     tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(unix_ms()))).await;
-    let samples = closed_loop(
-        writers,
+    let (warm_up, measure) = (
         Duration::from_millis(warm_up),
         Duration::from_millis(measure),
-        None,
-        pay(executor),
-    )
-    .await;
+    );
+    let samples = if appends_only {
+        closed_loop(writers, warm_up, measure, None, append(journal)).await
+    } else {
+        closed_loop(writers, warm_up, measure, None, pay(executor(journal))).await
+    };
     let text: Vec<String> = samples.latencies_us.iter().map(u64::to_string).collect();
     println!("{}", text.join("\n"));
     ExitCode::SUCCESS
@@ -450,17 +453,19 @@ fn processes(
     warm_up: Duration,
     measure: Duration,
 ) -> Vec<u64> {
-    fleet(backend, location, processes, 1, 1, warm_up, measure)
+    fleet(backend, location, processes, 1, 1, "call", warm_up, measure)
 }
 
 /// `processes` children of `writers` writers each, started together, child `i` appending to
 /// shard `s{i % shards}` (the default shard when `shards` is 1); their latencies.
+#[allow(clippy::too_many_arguments)]
 fn fleet(
     backend: Backend,
     location: &str,
     processes: usize,
     writers: usize,
     shards: usize,
+    op: &str,
     warm_up: Duration,
     measure: Duration,
 ) -> Vec<u64> {
@@ -480,6 +485,7 @@ fn fleet(
                 .arg(measure.as_millis().to_string())
                 .arg(writers.to_string())
                 .arg(shard)
+                .arg(op)
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("spawn a child")
@@ -510,8 +516,15 @@ async fn fleet_case(warm_up: Duration, measure: Duration) {
         .and_then(|s| s.split_once('x'))
         .and_then(|(p, w)| Some((p.parse().ok()?, w.parse().ok()?)))
         .unwrap_or((4, 16));
-    for delayed in [false, true] {
-        for shards in [1, 4] {
+    for (op, delayed, shards) in [
+        ("call", false, 1),
+        ("call", false, 4),
+        ("call", true, 1),
+        ("call", true, 4),
+        ("append", true, 1),
+        ("append", true, 4),
+    ] {
+        {
             let db = TestDb::create().await;
             // Migrated once here, so the children only connect.
             drop(open(Backend::Postgres, &db.url).await);
@@ -538,15 +551,18 @@ async fn fleet_case(warm_up: Duration, measure: Duration) {
                     processes,
                     writers,
                     shards.min(processes),
+                    op,
                     warm_up,
                     measure,
                 )
             });
             let case = format!(
-                "fleet {processes}×{writers}, {shards} shard{}{}",
+                "{}{processes}×{writers}, {shards} shard{}{}",
+                if op == "append" { "appends " } else { "fleet " },
                 if shards == 1 { "" } else { "s" },
                 if delayed { ", +1 ms" } else { "" }
             );
+            let calls = latencies.len().max(1) as f64;
             row(
                 Backend::Postgres,
                 &case,
@@ -555,6 +571,14 @@ async fn fleet_case(warm_up: Duration, measure: Duration) {
                 latencies,
                 None,
             );
+            if let Some(proxy) = &proxy {
+                // Over the whole run (connecting, warm-up, measuring) per measured call: an
+                // upper bound on the flights a call sends.
+                println!(
+                    "| (proxy)  | flights          |    | chunks to the server per measured call: {:.1} |",
+                    proxy.chunks_sent() as f64 / calls
+                );
+            }
             let report = open(Backend::Postgres, &db.url)
                 .await
                 .verify()
