@@ -43,6 +43,7 @@ pub mod checkpoint;
 mod decisions;
 mod memory;
 pub mod merkle;
+pub mod retention;
 pub mod signing;
 
 pub(crate) use crate::clock::now;
@@ -563,7 +564,8 @@ pub trait Journal: Send + Sync + 'static {
             Err(e) => return Err(e),
         };
         let checkpoints = self.checkpoints().await?;
-        let mut check = chain::ChainCheck::new(rows);
+        let anchors = self.anchors().await?;
+        let mut check = chain::ChainCheck::with_anchors(anchors, rows);
         check.check_signed(&heads, &checkpoints, key);
         let mut signed = check.into_report();
         if report.first_break.is_some() {
@@ -625,7 +627,39 @@ pub trait Journal: Send + Sync + 'static {
         Err(JournalError::Unsupported("checkpoints"))
     }
 
-    /// Every audit record, oldest first.
+    /// The anchors of the shards whose oldest records were pruned
+    /// ([`Journal::prune_sealed`]), one per such shard (none by default). `verify`,
+    /// `verify_signed`, checkpoints and proofs start each such shard from its anchor.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn anchors(&self) -> Result<Vec<retention::Anchor>, JournalError> {
+        Ok(Vec::new())
+    }
+
+    /// Deletes the records of `anchor.shard` up to `anchor.seq` (those after the shard's
+    /// previous anchor) and keeps `anchor` in their place, in one transaction; returns how
+    /// many records went. The attempt rows whose every record goes are deleted with them
+    /// ([`retention::PrunePlan::attempts`]); signed heads and checkpoints are kept.
+    ///
+    /// Refused, with nothing deleted, unless a stored checkpoint commits to the anchor and
+    /// the records match it ([`retention::plan_prune`]). Export the range first
+    /// ([`retention::SealedRange`], `sallyport audit seal`): pruned records are gone.
+    ///
+    /// The default refuses ([`JournalError::Unsupported`]).
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::PruneRefused`] when the range may not be pruned, or any failure to
+    /// read or write.
+    async fn prune_sealed(&self, anchor: &retention::Anchor) -> Result<u64, JournalError> {
+        let _ = anchor;
+        Err(JournalError::Unsupported("pruning sealed records"))
+    }
+
+    /// Every audit record that remains (after a prune, those after each anchor), oldest
+    /// first.
     ///
     /// # Errors
     ///
