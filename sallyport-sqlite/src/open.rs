@@ -229,6 +229,9 @@ fn migrate(conn: &Connection) -> Result<(), OpenFailure> {
         // And for files made before signed checkpoints.
         conn.execute_batch(crate::checkpoints::CHECKPOINTS_SCHEMA)
             .map_err(OpenFailure::Sqlite)?;
+        // And for files made before retention.
+        conn.execute_batch(crate::anchors::ANCHORS_SCHEMA)
+            .map_err(OpenFailure::Sqlite)?;
         Ok(())
     })();
     match checked {
