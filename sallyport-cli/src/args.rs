@@ -531,6 +531,11 @@ pub enum AuditCommand {
         /// reports the last signed record, and fails when any record comes after it.
         #[arg(long, value_name = "FILE")]
         public_key: Option<PathBuf>,
+        /// Report only this audit shard: its chain, and with `--public-key` its signed heads
+        /// and its head in every checkpoint (exit 8 only when this shard is damaged). Without
+        /// it every shard is checked, and the first break in any fails.
+        #[arg(long, value_name = "NAME")]
+        shard: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -9,7 +9,7 @@ use sallyport_core::journal::checkpoint::{
 };
 use sallyport_core::journal::{
     ApprovalStore, AuditEvent, ChainHead, HeadSigningKey, HeadVerifyingKey, Journal, KeyError,
-    SqliteJournal, export_json_lines,
+    SqliteJournal, VerifyReport, export_json_lines,
 };
 use sallyport_core::vault::default_data_dir;
 use sallyport_postgres::PostgresJournal;
@@ -129,6 +129,70 @@ fn key_failure(e: &KeyError) -> Failure {
     Failure::new(exit, text)
 }
 
+/// The report of the shard named `name` alone (`audit verify --shard`).
+fn one_shard(report: VerifyReport, name: &str) -> Result<VerifyReport, Failure> {
+    let found = if report.shards.is_empty() {
+        // A journal without shards other than the default reports that one as the whole.
+        (name == DEFAULT_SHARD).then_some(report)
+    } else {
+        report
+            .shards
+            .into_iter()
+            .find(|s| s.shard == name)
+            .map(|s| VerifyReport {
+                records: s.head.count,
+                head: s.head,
+                first_break: s.first_break,
+                last_signed: s.last_signed,
+                shards: Vec::new(),
+            })
+    };
+    found.ok_or_else(|| {
+        Failure::new(
+            Exit::NotFound,
+            format!("this journal holds no record in shard `{name}`"),
+        )
+    })
+}
+
+/// The lines `audit verify` prints for an intact journal: the whole (or the one shard
+/// asked for), then each shard when there are several.
+fn print_intact(report: &VerifyReport, shard: Option<&str>) {
+    let signed = |last: Option<u64>| {
+        last.map_or_else(String::new, |l| format!(", signed through record {l}"))
+    };
+    match shard {
+        Some(name) => println!(
+            "intact: shard `{name}`: {} records, head {}{}",
+            report.head.count,
+            report.head.hash,
+            signed(report.last_signed)
+        ),
+        None if report.shards.is_empty() => println!(
+            "intact: {} records, head {}{}",
+            report.head.count,
+            report.head.hash,
+            signed(report.last_signed)
+        ),
+        None => {
+            println!(
+                "intact: {} records in {} shards",
+                report.records,
+                report.shards.len()
+            );
+            for s in &report.shards {
+                println!(
+                    "  shard `{}`: {} records, head {}{}",
+                    s.shard,
+                    s.head.count,
+                    s.head.hash,
+                    signed(s.last_signed)
+                );
+            }
+        }
+    }
+}
+
 /// `audit checkpoint`: sign and store a checkpoint over the chain.
 fn checkpoint(
     journal: &dyn Journal,
@@ -148,9 +212,13 @@ fn checkpoint(
             .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
         println!("{text}");
     } else {
-        let size = cp.shard(DEFAULT_SHARD).map_or(0, |h| h.size);
+        let size: u64 = cp.shards.iter().map(|h| h.size).sum();
+        let shards = match cp.shards.len() {
+            1 => String::new(),
+            n => format!(" in {n} shards"),
+        };
         println!(
-            "checkpoint signed by key {} at {}: {size} records, root {}",
+            "checkpoint signed by key {} at {}: {size} records{shards}, root {}",
             cp.key_id, cp.signed_at, cp.root
         );
     }
@@ -181,14 +249,14 @@ fn prove(
     }
     let checkpoints = rt.block_on(journal.checkpoints())?;
     let rows = rt.block_on(journal.chain_rows())?;
-    let seq = rows
+    let (shard, seq) = rows
         .iter()
         .find(|row| {
             row.event_json.contains(receipt)
                 && serde_json::from_str::<AuditEvent>(&row.event_json)
                     .is_ok_and(|event| event.receipt_id.as_str() == receipt)
         })
-        .map(|row| u64::try_from(row.seq).unwrap_or(0))
+        .map(|row| (row.shard.clone(), u64::try_from(row.seq).unwrap_or(0)))
         .ok_or_else(|| {
             Failure::new(
                 Exit::NotFound,
@@ -208,7 +276,7 @@ fn prove(
             ),
         ));
     };
-    let proof = InclusionProof::build(&rows, DEFAULT_SHARD, newest, seq).map_err(|e| match e {
+    let proof = InclusionProof::build(&rows, &shard, newest, seq).map_err(|e| match e {
         ProveError::NotCovered { .. } => Failure::new(
             Exit::NoCheckpoint,
             format!("receipt `{shown}` (record {seq}): {e}"),
@@ -335,6 +403,7 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
         AuditCommand::Verify {
             head,
             public_key,
+            shard,
             json,
         } => {
             let mut report = match public_key {
@@ -365,6 +434,9 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
                     });
                 report.check_against(&exported, hash_at.as_deref());
             }
+            if let Some(name) = shard {
+                report = one_shard(report, name)?;
+            }
             if *json {
                 let text = serde_json::to_string_pretty(&report)
                     .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
@@ -373,16 +445,7 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
             match &report.first_break {
                 None => {
                     if !*json {
-                        match report.last_signed {
-                            Some(last) => println!(
-                                "intact: {} records, head {}, signed through record {last}",
-                                report.head.count, report.head.hash
-                            ),
-                            None => println!(
-                                "intact: {} records, head {}",
-                                report.head.count, report.head.hash
-                            ),
-                        }
+                        print_intact(&report, shard.as_deref());
                     }
                     Ok(())
                 }
@@ -392,10 +455,15 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
                         (Some(_), Some(last)) => format!(" (last signed record: {last})"),
                         (Some(_), None) => " (no record is signed by this key)".to_owned(),
                     };
+                    let in_shard = b
+                        .shard
+                        .as_deref()
+                        .or(shard.as_deref())
+                        .map_or_else(String::new, |s| format!(" of shard `{s}`"));
                     Err(Failure::new(
                         Exit::ChainBroken,
                         format!(
-                            "audit chain broken at record {} ({}): {}{signed}",
+                            "audit chain broken at record {}{in_shard} ({}): {}{signed}",
                             b.seq,
                             serde_json::to_value(b.kind)
                                 .ok()

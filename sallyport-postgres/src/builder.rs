@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use sallyport_core::journal::chain::{check_shard_name, shard_genesis};
+use sallyport_core::journal::checkpoint::DEFAULT_SHARD;
 use sallyport_core::journal::{HeadSigningKey, JournalError};
 use tokio::sync::mpsc;
 
@@ -12,7 +14,7 @@ use crate::error::{PostgresError, Redactor, redact_connection_string};
 use crate::listen::Listener;
 use crate::schema::{MigrateError, SCHEMA_VERSION, migrate};
 use crate::shared::Shared;
-use crate::{PostgresJournal, lease, writer};
+use crate::{PostgresJournal, lease, sql, writer};
 
 /// How long a write batch may sit idle inside its transaction before the server ends its
 /// session, unless [`PostgresJournalBuilder::idle_in_transaction_timeout`] says otherwise.
@@ -30,6 +32,7 @@ pub struct PostgresJournalBuilder {
     lease: Duration,
     renew_every: Option<Duration>,
     signing_key: Option<HeadSigningKey>,
+    shard: String,
     pool_size: usize,
     connect_timeout: Duration,
     idle_in_transaction: Duration,
@@ -45,6 +48,7 @@ impl fmt::Debug for PostgresJournalBuilder {
             .field("lease", &self.lease)
             .field("renew_every", &self.renew_every)
             .field("signing", &self.signing_key.is_some())
+            .field("shard", &self.shard)
             .field("pool_size", &self.pool_size)
             .field("idle_in_transaction", &self.idle_in_transaction)
             .finish_non_exhaustive()
@@ -59,6 +63,7 @@ impl PostgresJournalBuilder {
             lease: Duration::from_secs(30),
             renew_every: None,
             signing_key: None,
+            shard: DEFAULT_SHARD.to_owned(),
             pool_size: 5,
             connect_timeout: Duration::from_secs(5),
             idle_in_transaction: DEFAULT_IDLE_IN_TRANSACTION,
@@ -96,6 +101,20 @@ impl PostgresJournalBuilder {
     /// does.
     pub fn signing_key(mut self, key: HeadSigningKey) -> Self {
         self.signing_key = Some(key);
+        self
+    }
+
+    /// The audit shard this journal appends its records to (default
+    /// [`DEFAULT_SHARD`](sallyport_core::journal::checkpoint::DEFAULT_SHARD), the one chain
+    /// of a journal without shards). Each shard is a chain of its own with its own head row,
+    /// so journals appending to different shards never wait on each other's head lock; one
+    /// checkpoint ([`make_checkpoint`](sallyport_core::journal::checkpoint::make_checkpoint))
+    /// still signs every shard's head, and `verify` checks each. Give each executor group
+    /// (a region, a tenant's executors, a process) a shard of its own; journals that share a
+    /// shard share its chain, as every journal does today. A name has 1 to 64 characters of
+    /// `a-z`, `0-9`, `-`, `_` and `.`; [`connect`](Self::connect) refuses any other.
+    pub fn audit_shard(mut self, shard: impl Into<String>) -> Self {
+        self.shard = shard.into();
         self
     }
 
@@ -159,6 +178,7 @@ impl PostgresJournalBuilder {
             path: target.clone(),
             source: Box::new(source),
         };
+        check_shard_name(&self.shard).map_err(|e| open_failed(PostgresError::own(e)))?;
         let (pool, redactor) = connect_pool(
             &self.url,
             self.pool_size,
@@ -194,6 +214,10 @@ impl PostgresJournalBuilder {
                 },
                 MigrateError::Postgres(e) => open_failed(redactor.postgres(&e)),
             })?;
+            client
+                .execute(sql::ADD_SHARD, &[&self.shard, &shard_genesis(&self.shard)])
+                .await
+                .map_err(|e| open_failed(redactor.postgres(&e)))?;
         }
         let owner = self.owner.unwrap_or_else(|| {
             let suffix = uuid::Uuid::new_v4().simple().to_string();
@@ -208,6 +232,7 @@ impl PostgresJournalBuilder {
             owner,
             self.lease,
             self.signing_key,
+            self.shard,
             redactor,
             target,
             self.idle_in_transaction,

@@ -54,6 +54,7 @@ async fn chain_rows(shared: &Shared, tx: &Transaction<'_>) -> Result<Vec<ChainRo
                 r.get::<_, String>(2),
                 r.get::<_, String>(3),
             )
+            .in_shard(r.get::<_, String>(4))
         })
         .collect())
 }
@@ -91,6 +92,7 @@ async fn heads(shared: &Shared, tx: &Transaction<'_>) -> Result<Vec<SignedHead>,
                 r.get(3),
                 r.get(4),
             )
+            .in_shard(r.get::<_, String>(5))
         })
         .collect())
 }

@@ -6,7 +6,7 @@ use deadpool_postgres::Client;
 
 /// The schema version this build writes: how many embedded migrations it has (each
 /// recorded in `sallyport_schema_version` once applied).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The advisory lock key the migration holds (`'sallyport'` in ASCII).
 const MIGRATION_LOCK: i64 = 0x73_61_6c_6c_79_70_6f_72;
@@ -144,6 +144,21 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         signed_at TEXT NOT NULL,
         body      TEXT NOT NULL
     );
+    ",
+    // 8: the audit chain in shards, each with a head row of its own, so that appends to
+    // different shards never wait on one row lock. Every existing record, head and signed
+    // head is the `default` shard's, whose chain starts at the same 64 zeros as before, so
+    // each keeps its hash. (A constant default adds the column without rewriting the table.)
+    "
+    ALTER TABLE sallyport_audit ADD COLUMN shard TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE sallyport_audit DROP CONSTRAINT sallyport_audit_pkey;
+    ALTER TABLE sallyport_audit ADD PRIMARY KEY (shard, seq);
+    ALTER TABLE sallyport_chain_head ADD COLUMN shard TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE sallyport_chain_head DROP COLUMN id;
+    ALTER TABLE sallyport_chain_head ADD PRIMARY KEY (shard);
+    ALTER TABLE sallyport_heads ADD COLUMN shard TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE sallyport_heads DROP CONSTRAINT sallyport_heads_pkey;
+    ALTER TABLE sallyport_heads ADD PRIMARY KEY (shard, count);
     ",
 ];
 

@@ -20,6 +20,8 @@ pub(crate) struct Shared {
     /// How long a lease lasts from its last renewal.
     pub(crate) lease: Duration,
     pub(crate) signing_key: Option<HeadSigningKey>,
+    /// The audit shard this journal appends to.
+    pub(crate) shard: String,
     pub(crate) redactor: Redactor,
     /// The connection target as it may be shown (no password).
     pub(crate) target: String,
@@ -62,6 +64,7 @@ impl Shared {
         owner: String,
         lease: Duration,
         signing_key: Option<HeadSigningKey>,
+        shard: String,
         redactor: Redactor,
         target: String,
         idle_in_transaction: Duration,
@@ -79,6 +82,7 @@ impl Shared {
             owner,
             lease,
             signing_key,
+            shard,
             redactor,
             target,
             epochs: Mutex::new(HashMap::new()),

@@ -47,10 +47,15 @@ WHERE a.attempt_id = $1 AND a.status IS NULL
   AND NOT EXISTS (SELECT 1 FROM sallyport_audit r WHERE r.attempt_id = a.attempt_id)
 RETURNING a.epoch";
 
-/// The chain's head, locked until the batch's transaction ends: every process's appends
-/// pass through this one row.
+/// The head of the journal's shard `$1`, locked until the batch's transaction ends: every
+/// append to the shard passes through this one row (appends to other shards do not).
 pub(crate) const LOCK_HEAD: &str =
-    "SELECT seq, hash FROM sallyport_chain_head WHERE id = 1 FOR UPDATE";
+    "SELECT seq, hash FROM sallyport_chain_head WHERE shard = $1 FOR UPDATE";
+
+/// The head row of shard `$1` at its genesis `$2`, unless the shard has one.
+pub(crate) const ADD_SHARD: &str = "
+INSERT INTO sallyport_chain_head (shard, seq, hash) VALUES ($1, 0, $2)
+ON CONFLICT (shard) DO NOTHING";
 
 /// [`CLOSE_ATTEMPT`] for a batch sent in one flight, whose record is already on its way:
 /// a close fenced since (no open row at epoch `$6`) fails with `22012` (division by zero),
@@ -64,7 +69,7 @@ WITH closed AS (
 )
 SELECT 1 / count(*) FROM closed";
 
-/// Moves the chain's head from `$1`, `$2` to `$3`, `$4`, for a batch that chained its
+/// Moves the head of shard `$5` from `$1`, `$2` to `$3`, `$4`, for a batch that chained its
 /// records on the head it last wrote: a head that has moved since (another process
 /// appended) fails with `22012` (division by zero), which aborts the transaction. The row
 /// lock orders it behind any batch holding the head, and the condition is checked again on
@@ -72,7 +77,7 @@ SELECT 1 / count(*) FROM closed";
 pub(crate) const MOVE_HEAD_FROM: &str = "
 WITH moved AS (
     UPDATE sallyport_chain_head SET seq = $3, hash = $4
-    WHERE id = 1 AND seq = $1 AND hash = $2
+    WHERE shard = $5 AND seq = $1 AND hash = $2
     RETURNING 1
 )
 SELECT 1 / count(*) FROM moved";
@@ -80,25 +85,26 @@ SELECT 1 / count(*) FROM moved";
 /// The SQLSTATE of the two statements above failing on purpose.
 pub(crate) const ABORTED_ON_PURPOSE: &str = "22012";
 
-/// Moves the chain's head.
+/// Moves the head of shard `$3`.
 pub(crate) const SET_HEAD: &str =
-    "UPDATE sallyport_chain_head SET seq = $1, hash = $2 WHERE id = 1";
+    "UPDATE sallyport_chain_head SET seq = $1, hash = $2 WHERE shard = $3";
 
 /// One audit record.
 pub(crate) const INSERT_RECORD: &str = "
-INSERT INTO sallyport_audit (seq, receipt_id, attempt_id, prev_hash, hash, event)
-VALUES ($1, $2, $3, $4, $5, $6)";
+INSERT INTO sallyport_audit (seq, receipt_id, attempt_id, prev_hash, hash, event, shard)
+VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 /// A signed head (replacing one at the same position).
 pub(crate) const INSERT_SIGNED_HEAD: &str = "
-INSERT INTO sallyport_heads (count, hash, key_id, signature, signed_at)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (count) DO UPDATE SET hash = excluded.hash, key_id = excluded.key_id,
+INSERT INTO sallyport_heads (count, hash, key_id, signature, signed_at, shard)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (shard, count) DO UPDATE SET hash = excluded.hash, key_id = excluded.key_id,
     signature = excluded.signature, signed_at = excluded.signed_at";
 
-/// Every audit row, in stored sequence order.
-pub(crate) const CHAIN_ROWS: &str =
-    "SELECT seq, prev_hash, hash, event FROM sallyport_audit ORDER BY seq";
+/// Every audit row, shard by shard (the default shard first), each in stored sequence order.
+pub(crate) const CHAIN_ROWS: &str = "
+SELECT seq, prev_hash, hash, event, shard FROM sallyport_audit
+ORDER BY shard <> 'default', shard, seq";
 
 /// Every attempt row's checked columns, oldest first.
 pub(crate) const ATTEMPT_ROWS: &str =
@@ -113,8 +119,7 @@ pub(crate) const INSERT_CHECKPOINT: &str =
     "INSERT INTO sallyport_checkpoints (size, signed_at, body) VALUES ($1, $2, $3)";
 
 /// Every signed head, oldest first.
-pub(crate) const HEADS: &str =
-    "SELECT count, hash, key_id, signature, signed_at FROM sallyport_heads ORDER BY count";
+pub(crate) const HEADS: &str = "SELECT count, hash, key_id, signature, signed_at, shard FROM sallyport_heads ORDER BY shard, count";
 
 /// Attempts no audit record closes, whatever their own `phase` column says.
 pub(crate) const UNRESOLVED: &str = "

@@ -181,7 +181,12 @@ impl TwoFlights<'_> {
             self.change_approvals(&mut done).await?;
             // The chain lock last, so that it is held for the inserts and the commit only.
             if let Some(lock) = &statements.lock_head {
-                head = Some(self.client.query_one(lock, &[]).await.map_err(self.pg())?);
+                head = Some(
+                    self.client
+                        .query_one(lock, &[&self.shared.shard])
+                        .await
+                        .map_err(self.pg())?,
+                );
             }
         }
         self.second_flight(head, &mut done).await?;
@@ -244,7 +249,9 @@ impl TwoFlights<'_> {
         let (client, pg) = (self.client, self.pg());
         let head = async {
             match &statements.lock_head {
-                Some(lock) if !self.one_at_a_time => Some(client.query_one(lock, &[]).await),
+                Some(lock) if !self.one_at_a_time => {
+                    Some(client.query_one(lock, &[&self.shared.shard]).await)
+                }
                 _ => None,
             }
         };
@@ -498,7 +505,7 @@ impl TwoFlights<'_> {
         let ops = self.batch.ops;
         let appending = appending(ops, done);
         let (records, chain_end) = match head.filter(|_| !appending.is_empty()) {
-            Some(head) => chain(ops, &appending, head.get(0), head.get(1))?,
+            Some(head) => chain(&shared.shard, ops, &appending, head.get(0), head.get(1))?,
             None => (Vec::new(), None),
         };
         let tail = Tail::prepare(shared, client, &records, chain_end, self.batch.at).await?;
@@ -507,7 +514,9 @@ impl TwoFlights<'_> {
             .map_err(&pg)?;
         let moved = async {
             match (&set_head, &tail.chain_end) {
-                (Some(set), Some((seq, hash))) => Some(client.execute(set, &[seq, hash]).await),
+                (Some(set), Some((seq, hash))) => {
+                    Some(client.execute(set, &[seq, hash, &shared.shard]).await)
+                }
                 _ => None,
             }
         };

@@ -19,6 +19,7 @@ pub(crate) type ChainEnd = (i64, String);
 /// The records of the operations at `appending`, chained on from the head at `seq`, `hash`;
 /// and the chain's new end.
 pub(super) fn chain(
+    shard: &str,
     ops: &[Write],
     appending: &[usize],
     mut seq: i64,
@@ -37,6 +38,7 @@ pub(super) fn chain(
             i,
             json,
             AuditRecord {
+                shard: shard.to_owned(),
                 seq: seq.cast_unsigned(),
                 prev_hash: std::mem::replace(&mut hash, next.clone()),
                 hash: next,
@@ -53,6 +55,8 @@ pub(super) struct Tail {
     insert: Option<tokio_postgres::Statement>,
     insert_signed: Option<tokio_postgres::Statement>,
     signed: Option<sallyport_core::journal::SignedHead>,
+    /// The shard the records and the signed head go to.
+    shard: String,
     pub(super) chain_end: Option<ChainEnd>,
 }
 
@@ -91,6 +95,7 @@ impl Tail {
                 .await
                 .map_err(pg)?,
             signed,
+            shard: shared.shard.clone(),
             chain_end,
         })
     }
@@ -101,6 +106,7 @@ impl Tail {
         client: &Client,
         records: &[Chained],
     ) -> Result<(), tokio_postgres::Error> {
+        let shard = self.shard.as_str();
         let Some(insert) = &self.insert else {
             return Ok(());
         };
@@ -116,6 +122,7 @@ impl Tail {
                         &record.prev_hash,
                         &record.hash,
                         json,
+                        &shard,
                     ],
                 )
                 .await
@@ -140,6 +147,7 @@ impl Tail {
                         &signed.key_id,
                         &signed.signature,
                         &signed.signed_at,
+                        &self.shard,
                     ],
                 )
                 .await?;

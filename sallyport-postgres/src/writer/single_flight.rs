@@ -73,7 +73,7 @@ pub(super) async fn single_flight(
         .filter(|(_, op)| op.event().is_some())
         .map(|(i, _)| i)
         .collect();
-    let (records, chain_end) = chain(ops, &appending, seq, hash.clone())?;
+    let (records, chain_end) = chain(&shared.shard, ops, &appending, seq, hash.clone())?;
     let tail = Tail::prepare(shared, client, &records, chain_end, batch.at).await?;
 
     let at = batch.at;
@@ -130,7 +130,7 @@ pub(super) async fn single_flight(
     let moved = async {
         match &tail.chain_end {
             Some((end, end_hash)) => client
-                .query(&move_head, &[&seq, &hash, end, end_hash])
+                .query(&move_head, &[&seq, &hash, end, end_hash, &shared.shard])
                 .await
                 .map(drop),
             None => Ok(()),

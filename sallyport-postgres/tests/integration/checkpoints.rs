@@ -86,10 +86,11 @@ async fn a_database_at_schema_version_6_gains_checkpoints_and_every_record_still
     // Back to what a build with six migrations left.
     db.sql()
         .await
-        .batch_execute(
-            "DROP TABLE sallyport_checkpoints; \
+        .batch_execute(&format!(
+            "{} DROP TABLE sallyport_checkpoints; \
              DELETE FROM sallyport_schema_version WHERE version > 6;",
-        )
+            super::shards::UNDO_MIGRATION_8
+        ))
         .await
         .expect("downgrade");
     let journal = db.journal("b").await;

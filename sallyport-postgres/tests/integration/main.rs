@@ -13,7 +13,8 @@
 //! executors refreshing through it against the real OpenID provider). The server and a
 //! fresh database per test come from `sallyport_tests::postgres`.
 //!
-//! Signed checkpoints and inclusion proofs over a PostgreSQL journal (`checkpoints`).
+//! Signed checkpoints and inclusion proofs over a PostgreSQL journal (`checkpoints`), and
+//! the audit chain in shards (`shards`).
 //!
 //! A decision reaches an approval worker through `LISTEN`/`NOTIFY` (`approval_wakeup`: a
 //! worker polling once an hour sends within seconds, also after its listening connection
@@ -37,3 +38,4 @@ mod limits_processes;
 mod policy_history;
 mod secrets;
 mod server_loss;
+mod shards;
