@@ -63,9 +63,9 @@
 //! `approvals` (the approval store's compare-and-sets and reads), `decisions` (the poll that
 //! wakes a worker when a call is approved).
 
+mod anchors;
 #[cfg(test)]
 mod approval_tests;
-mod anchors;
 mod approvals;
 mod batch;
 mod calls;

@@ -240,9 +240,9 @@ pub(super) fn head(conn: &Connection) -> rusqlite::Result<Head> {
             .optional()?,
     };
     Ok(last.map_or_else(
-            || (0, GENESIS_HASH.to_owned()),
-            |(seq, hash)| (u64::try_from(seq).unwrap_or(0), hash),
-        ))
+        || (0, GENESIS_HASH.to_owned()),
+        |(seq, hash)| (u64::try_from(seq).unwrap_or(0), hash),
+    ))
 }
 
 /// Every audit row, in stored sequence order.

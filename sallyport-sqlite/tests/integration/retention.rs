@@ -101,8 +101,8 @@ async fn a_sealed_range_is_pruned_and_what_remains_verifies_grows_and_seals_agai
     let rows = journal.chain_rows().await.expect("rows");
     let anchors = journal.anchors().await.expect("anchors");
     assert_eq!(anchors, [anchor.clone()]);
-    let proof = InclusionProof::build_from(Some(&anchor), &rows, DEFAULT_SHARD, &cp, 9)
-        .expect("proof");
+    let proof =
+        InclusionProof::build_from(Some(&anchor), &rows, DEFAULT_SHARD, &cp, 9).expect("proof");
     assert_eq!(proof.verify(&public).expect("verifies").seq, 9);
     assert!(matches!(
         InclusionProof::build_from(Some(&anchor), &rows, DEFAULT_SHARD, &cp, 3),
@@ -136,13 +136,6 @@ async fn a_sealed_range_is_pruned_and_what_remains_verifies_grows_and_seals_agai
 
 #[tokio::test]
 async fn an_anchor_edited_in_the_file_fails_verify_signed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (path, _) = journal_with(dir.path(), 6).await;
-    let key = HeadSigningKey::generate().expect("key");
-    {
-        let journal = SqliteJournal::open(&path).expect("open");
-        seal(&journal, &key).await;
-    }
     for (what, sql) in [
         (
             "frontier",
@@ -153,10 +146,20 @@ async fn an_anchor_edited_in_the_file_fails_verify_signed() {
             "UPDATE anchors SET hash = '1111111111111111111111111111111111111111111111111111111111111111'",
         ),
     ] {
-        let copy = dir.path().join(format!("{what}.db"));
-        std::fs::copy(&path, &copy).expect("copy");
-        tamper(&copy, sql);
-        let journal = SqliteJournal::open(&copy).expect("open");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, _) = journal_with(dir.path(), 6).await;
+        let key = HeadSigningKey::generate().expect("key");
+        {
+            let journal = SqliteJournal::open(&path).expect("open");
+            seal(&journal, &key).await;
+            let report = journal
+                .verify_signed(&key.verifying_key())
+                .await
+                .expect("verify");
+            assert_eq!(report.first_break, None, "{report:?}");
+        }
+        tamper(&path, sql);
+        let journal = SqliteJournal::open(&path).expect("open");
         let report = journal
             .verify_signed(&key.verifying_key())
             .await
@@ -184,16 +187,16 @@ async fn records_pruned_without_a_signed_seal_fail_verify_signed() {
     drop(journal);
     let mut acc = Accumulator::new();
     for row in &rows[..3] {
-        acc.push(
-            sallyport_core::journal::checkpoint::record_leaf(&row.hash).expect("leaf"),
-        );
+        acc.push(sallyport_core::journal::checkpoint::record_leaf(&row.hash).expect("leaf"));
     }
     let forged = Anchor::new(DEFAULT_SHARD, rows[2].hash.clone(), &acc);
     let frontier = serde_json::to_string(&forged.frontier).expect("json");
     tamper(
         &path,
         &format!(
-            "DELETE FROM audit WHERE seq <= 3; \
+            "DELETE FROM attempts WHERE attempt_id IN \
+               (SELECT json_extract(event, '$.attempt_id') FROM audit WHERE seq <= 3); \
+             DELETE FROM audit WHERE seq <= 3; \
              INSERT INTO anchors (shard, seq, hash, frontier) VALUES ('default', 3, '{}', '{frontier}')",
             forged.hash
         ),
@@ -206,8 +209,17 @@ async fn records_pruned_without_a_signed_seal_fail_verify_signed() {
         .await
         .expect("verify");
     let brk = report.first_break.expect("found");
-    assert_eq!((brk.seq, brk.kind), (3, BreakKind::HeadMismatch), "{}", brk.detail);
-    assert!(brk.detail.contains("matches no checkpoint"), "{}", brk.detail);
+    assert_eq!(
+        (brk.seq, brk.kind),
+        (3, BreakKind::HeadMismatch),
+        "{}",
+        brk.detail
+    );
+    assert!(
+        brk.detail.contains("matches no checkpoint"),
+        "{}",
+        brk.detail
+    );
 }
 
 #[tokio::test]
@@ -219,15 +231,19 @@ async fn pruning_refuses_a_range_no_stored_checkpoint_covers() {
     let rows = journal.chain_rows().await.expect("rows");
     // A checkpoint signed but never stored in the journal.
     let hashes: Vec<String> = rows.iter().map(|r| r.hash.clone()).collect();
-    let head = sallyport_core::journal::checkpoint::ShardHead::over(DEFAULT_SHARD, &hashes)
-        .expect("head");
+    let head =
+        sallyport_core::journal::checkpoint::ShardHead::over(DEFAULT_SHARD, &hashes).expect("head");
     let cp = Checkpoint::sign(&key, vec![head], "2026-01-01T00:00:00Z");
     let (_, anchor) =
         SealedRange::build(&Anchor::genesis(DEFAULT_SHARD), &rows, &cp).expect("range");
     let err = journal.prune_sealed(&anchor).await.expect_err("refused");
     assert!(matches!(err, JournalError::PruneRefused { .. }), "{err}");
     assert!(err.to_string().contains("no stored checkpoint"), "{err}");
-    assert_eq!(count(&path, "SELECT count(*) FROM audit"), 4, "nothing deleted");
+    assert_eq!(
+        count(&path, "SELECT count(*) FROM audit"),
+        4,
+        "nothing deleted"
+    );
     assert!(journal.anchors().await.expect("anchors").is_empty());
     // Another shard than the one the file holds.
     let mut other = anchor.clone();
