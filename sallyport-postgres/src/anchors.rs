@@ -41,7 +41,7 @@ pub(crate) async fn prune(shared: &Shared, anchor: &Anchor) -> Result<u64, Journ
     let anchors = stored_anchors(shared, &tx).await.map_err(failed)?;
     let rows = chain_rows(shared, &tx).await.map_err(failed)?;
     let checkpoints = stored_checkpoints(shared, &tx).await.map_err(failed)?;
-    let plan = plan_prune(&anchors, rows, &checkpoints, anchor)?;
+    let plan = plan_prune(&anchors, &rows, &checkpoints, anchor)?;
     let upto = i64::try_from(anchor.seq).unwrap_or(i64::MAX);
     let deleted = tx
         .execute(sql::PRUNE_RECORDS, &[&anchor.shard, &upto])

@@ -99,7 +99,7 @@ pub(crate) fn prune(
         let anchors = list(&conn).map_err(failed)?;
         let rows = chain_rows(&conn).map_err(failed)?;
         let checkpoints = super::checkpoints::list(&conn).map_err(failed)?;
-        let plan = plan_prune(&anchors, rows, &checkpoints, anchor)?;
+        let plan = plan_prune(&anchors, &rows, &checkpoints, anchor)?;
         let upto = i64::try_from(anchor.seq).unwrap_or(i64::MAX);
         let deleted = conn
             .execute("DELETE FROM audit WHERE seq <= ?1", [upto])

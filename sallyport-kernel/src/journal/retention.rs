@@ -347,7 +347,7 @@ impl SealedRange {
                 self.records.len()
             )));
         }
-        let mut prev = before.hash.clone();
+        let mut prev = before.hash;
         for (seq, r) in (h.first_seq..).zip(&self.records) {
             let broken = |detail: String| SealedRangeError::Record { seq, detail };
             if r.shard != h.shard || r.seq != seq {
@@ -466,7 +466,7 @@ pub struct PrunePlan {
 /// [`JournalError::PruneRefused`] saying why.
 pub fn plan_prune(
     anchors: &[Anchor],
-    rows: Vec<ChainRow>,
+    rows: &[ChainRow],
     checkpoints: &[Checkpoint],
     anchor: &Anchor,
 ) -> Result<PrunePlan, JournalError> {
@@ -510,7 +510,7 @@ pub fn plan_prune(
     let mut last = previous.hash.clone();
     let mut pruned = std::collections::HashSet::new();
     let mut kept = std::collections::HashSet::new();
-    for row in &rows {
+    for row in rows {
         let attempt = serde_json::from_str::<AuditEvent>(&row.event_json)
             .map(|e| e.attempt_id.as_str().to_owned())
             .unwrap_or_default();

@@ -127,7 +127,7 @@ fn any_change_to_a_sealed_file_fails_with_what_was_changed() {
         Err(SealedRangeError::Range(_))
     ));
     // A record's hash and the next link rewritten consistently: the root no longer matches.
-    let mut rehashed = range.clone();
+    let mut rehashed = range;
     let last = rehashed.records.len() - 1;
     rehashed.records[last].event = rehashed.records[last].event.replace("bench", "forged");
     rehashed.records[last].hash = chain_hash(
@@ -184,10 +184,7 @@ fn what_remains_after_the_anchor_verifies_signed_and_an_edited_anchor_does_not()
         check.check_signed(&[], checkpoints, &vk);
         check.into_report()
     };
-    let report = signed(
-        anchor.clone(),
-        &[older.clone(), seal.clone(), later.clone()],
-    );
+    let report = signed(anchor.clone(), &[older, seal.clone(), later.clone()]);
     assert_eq!(report.first_break, None, "{report:?}");
     assert_eq!((report.records, report.head.count), (5, 12));
     assert_eq!(report.last_signed, Some(12));
@@ -210,9 +207,7 @@ fn what_remains_after_the_anchor_verifies_signed_and_an_edited_anchor_does_not()
     }
     let mut frontier = anchor.clone();
     frontier.frontier[1] = "0".repeat(64);
-    let brk = signed(frontier, &[seal.clone()])
-        .first_break
-        .expect("a break");
+    let brk = signed(frontier, &[seal]).first_break.expect("a break");
     assert_eq!((brk.seq, brk.kind), (7, BreakKind::HeadMismatch));
     // No checkpoint at the anchor (only a later one): the anchor is not trusted.
     let brk = signed(anchor, &[later]).first_break.expect("a break");
@@ -256,7 +251,7 @@ fn a_prune_is_planned_only_for_an_anchor_a_stored_checkpoint_commits_to() {
     let all = rows(6);
     let cp = checkpoint(&key, None, &all[..4]);
     let (_, anchor) = SealedRange::build(&Anchor::genesis("default"), &all, &cp).expect("seal");
-    let plan = plan_prune(&[], all.clone(), std::slice::from_ref(&cp), &anchor).expect("plan");
+    let plan = plan_prune(&[], &all, std::slice::from_ref(&cp), &anchor).expect("plan");
     assert_eq!(plan.records, 4);
     let attempts: Vec<String> = all[..4]
         .iter()
@@ -267,11 +262,11 @@ fn a_prune_is_planned_only_for_an_anchor_a_stored_checkpoint_commits_to() {
                 .to_string()
         })
         .collect();
-    let mut sorted = attempts.clone();
+    let mut sorted = attempts;
     sorted.sort();
     assert_eq!(plan.attempts, sorted);
     // No checkpoint covers it.
-    let refused = plan_prune(&[], all.clone(), &[], &anchor).expect_err("refused");
+    let refused = plan_prune(&[], &all, &[], &anchor).expect_err("refused");
     assert!(
         refused.to_string().contains("no stored checkpoint"),
         "{refused}"
@@ -289,20 +284,12 @@ fn a_prune_is_planned_only_for_an_anchor_a_stored_checkpoint_commits_to() {
         }],
         "t",
     );
-    let refused = plan_prune(&[], all.clone(), &[forged_cp], &forged).expect_err("refused");
+    let refused = plan_prune(&[], &all, &[forged_cp], &forged).expect_err("refused");
     assert!(refused.to_string().contains("do not hash"), "{refused}");
     // A gap in the records.
     let mut gap = all.clone();
     gap.remove(1);
-    assert!(plan_prune(&[], gap, std::slice::from_ref(&cp), &anchor).is_err());
+    assert!(plan_prune(&[], &gap, std::slice::from_ref(&cp), &anchor).is_err());
     // Already pruned up to it.
-    assert!(
-        plan_prune(
-            std::slice::from_ref(&anchor),
-            all[4..].to_vec(),
-            &[cp],
-            &anchor
-        )
-        .is_err()
-    );
+    assert!(plan_prune(std::slice::from_ref(&anchor), &all[4..], &[cp], &anchor).is_err());
 }
