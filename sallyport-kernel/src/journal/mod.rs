@@ -29,6 +29,11 @@
 //!   row and its record together or not at all.
 //! * **Closing attempts.** An append sets the attempt's phase ([`Phase::as_str`]), status
 //!   and dispatch count from its event, in the same transaction as the record.
+//! * **Pruning, if offered.** [`Journal::prune_sealed`] checks the anchor with
+//!   [`retention::plan_prune`] and deletes in one transaction that no append to the shard
+//!   runs beside; [`Journal::anchors`] is read in the same snapshot as the chain by
+//!   `verify` and `verify_signed` ([`chain::ChainCheck::with_anchors`]), and the next
+//!   record after a prune that left no record follows the anchor, not the genesis.
 //! * **Errors carry no backend types.** A backend's own error goes into [`JournalError`] as
 //!   a boxed source ([`BackendError`]).
 //!
