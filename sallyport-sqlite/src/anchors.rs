@@ -10,8 +10,10 @@
 //! A prune runs on a connection of its own in one `BEGIN IMMEDIATE` transaction (which
 //! holds against the journal's writer and other processes): it reads the anchors, the
 //! chain and the checkpoints, lets [`plan_prune`] check the anchor against them, then
-//! deletes the records and the attempt rows they alone closed and stores the anchor. With
-//! `secure_delete` on, the deleted records' bytes are overwritten in the file.
+//! deletes the records and the attempt rows they alone closed, stores the anchor, and marks
+//! the file as format 2 (`PRAGMA user_version`), which builds that know no anchors refuse
+//! to open instead of restarting the chain. With `secure_delete` on, the deleted records'
+//! bytes are overwritten in the file.
 
 use std::path::Path;
 use std::time::Duration;
@@ -23,6 +25,7 @@ use sallyport_kernel::journal::JournalError;
 use sallyport_kernel::journal::checkpoint::DEFAULT_SHARD;
 use sallyport_kernel::journal::retention::{Anchor, plan_prune};
 
+use super::open::PRUNED_FORMAT_VERSION;
 use super::statements::chain_rows;
 
 /// The table.
@@ -115,6 +118,9 @@ pub(crate) fn prune(
             params![anchor.shard, upto, anchor.hash, frontier],
         )
         .map_err(failed)?;
+        // A build that knows no anchors must not open the file (see the constant).
+        conn.pragma_update(None, "user_version", PRUNED_FORMAT_VERSION)
+            .map_err(failed)?;
         if deleted as u64 != plan.records {
             return Err(JournalError::PruneRefused {
                 reason: format!(

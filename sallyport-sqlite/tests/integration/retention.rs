@@ -69,8 +69,12 @@ async fn a_sealed_range_is_pruned_and_what_remains_verifies_grows_and_seals_agai
         .open()
         .expect("open");
     assert_eq!(count(&path, "SELECT count(*) FROM attempts"), 7);
+    assert_eq!(count(&path, "PRAGMA user_version"), 1);
 
     let (first, anchor, _) = seal(&journal, &key).await;
+    // Format 2 from the first prune: a build that knows no anchors refuses the file rather
+    // than restart the chain at record 1.
+    assert_eq!(count(&path, "PRAGMA user_version"), 2);
     assert_eq!((anchor.seq, anchor.frontier.len()), (7, 3));
     assert!(journal.records().await.expect("records").is_empty());
     assert_eq!(count(&path, "SELECT count(*) FROM audit"), 0);
