@@ -26,6 +26,8 @@ pub(crate) fn seal(
     shard: &str,
     out: &Path,
 ) -> Result<(), Failure> {
+    sallyport_core::journal::chain::check_shard_name(shard)
+        .map_err(|e| Failure::new(Exit::Usage, e))?;
     let key = HeadSigningKey::read_file(signing_key).map_err(|e| key_failure(&e))?;
     // Checked first, so a refusal signs and writes nothing.
     if out.exists() {

@@ -131,6 +131,21 @@ async fn seal_exports_prunes_and_leaves_a_journal_that_verifies_grows_proves_and
         text(&out.stderr)
     );
     assert!(!nothing.exists());
+    let out = run(
+        &journal,
+        &[
+            "audit",
+            "seal",
+            "--signing-key",
+            secret.to_str().unwrap(),
+            "--shard",
+            "Not A Shard",
+            "--out",
+            nothing.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(!nothing.exists());
 
     // The journal grows from the anchor; a later record proves once a checkpoint covers it.
     append(&journal, 3).await;

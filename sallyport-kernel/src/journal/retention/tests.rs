@@ -126,6 +126,19 @@ fn any_change_to_a_sealed_file_fails_with_what_was_changed() {
         frontier.verify(&key.verifying_key()),
         Err(SealedRangeError::Range(_))
     ));
+    // A header whose range was moved or shortened.
+    for (first, last) in [(2, 7), (1, 6), (0, 7)] {
+        let mut moved = range.clone();
+        moved.header.first_seq = first;
+        moved.header.last_seq = last;
+        assert!(
+            matches!(
+                moved.verify(&key.verifying_key()),
+                Err(SealedRangeError::Range(_))
+            ),
+            "{first}..{last}"
+        );
+    }
     // A record's hash and the next link rewritten consistently: the root no longer matches.
     let mut rehashed = range;
     let last = rehashed.records.len() - 1;
