@@ -570,6 +570,12 @@ pub enum AuditCommand {
         /// The secret key file (written by `audit keygen`, mode 0600).
         #[arg(long, value_name = "FILE")]
         signing_key: PathBuf,
+        /// Keep running and sign a checkpoint every SECONDS, whenever records were appended
+        /// since the last one (none otherwise); one line per checkpoint. Stop it with a
+        /// signal. A broken chain is reported on standard error and not signed, and the next
+        /// period tries again.
+        #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+        every: Option<u64>,
         /// Print the checkpoint as JSON.
         #[arg(long)]
         json: bool,

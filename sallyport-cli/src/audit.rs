@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sallyport_core::journal::checkpoint::{
-    Checkpoint, CheckpointError, DEFAULT_SHARD, InclusionProof, ProveError, make_checkpoint,
+    Checkpoint, CheckpointError, DEFAULT_SHARD, InclusionProof, ProveError, checkpoint_if_grown,
+    make_checkpoint,
 };
 use sallyport_core::journal::{
     ApprovalStore, AuditEvent, ChainHead, HeadSigningKey, HeadVerifyingKey, Journal, KeyError,
@@ -207,8 +208,13 @@ fn checkpoint(
             CheckpointError::Journal(e) => Failure::from(e),
             other => Failure::new(Exit::ChainBroken, other.to_string()),
         })?;
+    print_checkpoint(&cp, json)
+}
+
+/// One checkpoint as `audit checkpoint` prints it: pretty JSON, or one line.
+fn print_checkpoint(cp: &Checkpoint, json: bool) -> Result<(), Failure> {
     if json {
-        let text = serde_json::to_string_pretty(&cp)
+        let text = serde_json::to_string_pretty(cp)
             .map_err(|e| Failure::new(Exit::Failure, e.to_string()))?;
         println!("{text}");
     } else {
@@ -223,6 +229,31 @@ fn checkpoint(
         );
     }
     Ok(())
+}
+
+/// `audit checkpoint --every SECONDS`: a checkpoint each period in which the journal grew,
+/// until the process is stopped.
+fn checkpoint_every(
+    journal: &dyn Journal,
+    rt: &tokio::runtime::Runtime,
+    signing_key: &Path,
+    seconds: u64,
+    json: bool,
+) -> Result<(), Failure> {
+    let key = HeadSigningKey::read_file(signing_key).map_err(|e| key_failure(&e))?;
+    let period = std::time::Duration::from_secs(seconds);
+    loop {
+        match rt.block_on(checkpoint_if_grown(journal, &key)) {
+            Ok(Some(cp)) => print_checkpoint(&cp, json)?,
+            Ok(None) => {}
+            // A journal that cannot be read is this command's failure, as it is without
+            // `--every`; a broken chain is reported and tried again next period.
+            Err(CheckpointError::Journal(e)) => return Err(Failure::from(e)),
+            Err(other) => eprintln!("sallyport: {other}"),
+        }
+        let _ = std::io::stdout().flush();
+        std::thread::sleep(period);
+    }
 }
 
 /// `audit prove`: the inclusion proof of one receipt, against the newest checkpoint that
@@ -405,9 +436,14 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
             shard,
             out,
         } => crate::seal::seal(journal, &rt, signing_key, shard, out),
-        AuditCommand::Checkpoint { signing_key, json } => {
-            checkpoint(journal, &rt, signing_key, *json)
-        }
+        AuditCommand::Checkpoint {
+            signing_key,
+            every,
+            json,
+        } => match every {
+            None => checkpoint(journal, &rt, signing_key, *json),
+            Some(seconds) => checkpoint_every(journal, &rt, signing_key, *seconds, *json),
+        },
         AuditCommand::Prove {
             receipt,
             output,

@@ -5,6 +5,7 @@
 pub mod approvals_rig;
 pub mod children;
 pub mod cluster;
+pub mod delay_proxy;
 pub mod fleet;
 pub mod http_server;
 pub mod oidc;

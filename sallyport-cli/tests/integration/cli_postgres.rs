@@ -325,3 +325,152 @@ async fn audit_seal_on_a_postgres_journal_prunes_keeps_the_in_flight_attempt_and
         .unwrap();
     assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
 }
+
+/// Two executors' journals on shards `default` and `eu` of one database: `audit verify`
+/// reports both and checks one alone with `--shard`, `audit checkpoint` signs both heads,
+/// `audit prove` proves a record of `eu` (the proof checked with the public key alone), and
+/// a record of `eu` edited in the database fails `eu` and the whole, not `default`.
+#[tokio::test]
+async fn audit_verify_checkpoint_and_prove_work_shard_by_shard_on_postgres() {
+    let db = TestDb::create().await;
+    let url = url_of(&db);
+    let dir = tempfile::tempdir().unwrap();
+    let (secret, public) = super::cli_audit::keygen(dir.path(), "journal.key");
+    let mut receipts = Vec::new();
+    for (shard, n) in [("default", 3), ("eu", 5)] {
+        let journal = PostgresJournal::builder(&url)
+            .audit_shard(shard)
+            .connect()
+            .await
+            .unwrap();
+        for _ in 0..n {
+            let intent = Intent::for_bench(true);
+            journal.write_intent(&intent).await.unwrap();
+            let record = journal
+                .append(AuditEvent::for_bench(&intent))
+                .await
+                .unwrap();
+            receipts.push((
+                record.shard,
+                record.seq,
+                record.event.receipt_id.to_string(),
+            ));
+        }
+    }
+
+    let out = run(&url, &["audit", "verify"]);
+    no_password(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with("intact: 8 records in 2 shards\n"),
+        "{said}"
+    );
+    assert!(
+        said.contains("  shard `default`: 3 records, head "),
+        "{said}"
+    );
+    assert!(said.contains("  shard `eu`: 5 records, head "), "{said}");
+
+    let out = run(
+        &url,
+        &[
+            "audit",
+            "checkpoint",
+            "--signing-key",
+            secret.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(": 8 records in 2 shards, root "),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let signed = run(
+        &url,
+        &[
+            "audit",
+            "verify",
+            "--shard",
+            "eu",
+            "--public-key",
+            public.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(signed.status.code(), Some(0), "{}", text(&signed.stderr));
+    assert!(
+        text(&signed.stdout).starts_with("intact: shard `eu`: 5 records, head "),
+        "{}",
+        text(&signed.stdout)
+    );
+    assert!(text(&signed.stdout).contains("signed through record 5"));
+
+    // The fourth record of `eu`, proven from the journal and checked with the key alone.
+    let (_, _, receipt) = receipts
+        .iter()
+        .find(|(s, q, _)| s == "eu" && *q == 4)
+        .unwrap();
+    let proof = dir.path().join("eu-4.proof");
+    let out = run(
+        &url,
+        &["audit", "prove", receipt, "-o", proof.to_str().unwrap()],
+    );
+    no_password(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&proof).unwrap()).unwrap();
+    assert_eq!(
+        (written["shard"].as_str(), written["record"]["seq"].as_u64()),
+        (Some("eu"), Some(4))
+    );
+    let out = run(
+        &url,
+        &[
+            "audit",
+            "check-proof",
+            proof.to_str().unwrap(),
+            "--public-key",
+            public.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    // A shard the journal does not hold is not found; an edit in `eu` fails `eu` only.
+    let out = run(&url, &["audit", "verify", "--shard", "us"]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no record in shard `us`"),
+        "{}",
+        text(&out.stderr)
+    );
+    sallyport_tests::postgres::client(&db.url)
+        .await
+        .execute(
+            "UPDATE sallyport_audit SET event = replace(event, '\"bench\"', '\"forged\"') \
+             WHERE shard = 'eu' AND seq = 2",
+            &[],
+        )
+        .await
+        .unwrap();
+    let out = run(&url, &["audit", "verify", "--shard", "default"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for args in [
+        &["audit", "verify", "--shard", "eu"][..],
+        &["audit", "verify"][..],
+    ] {
+        let out = run(&url, args);
+        assert_eq!(
+            out.status.code(),
+            Some(8),
+            "{args:?}: {}",
+            text(&out.stdout)
+        );
+        assert!(
+            text(&out.stderr).contains("audit chain broken at record 2 of shard `eu` (edited)"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}

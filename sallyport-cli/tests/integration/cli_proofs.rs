@@ -605,3 +605,63 @@ async fn a_journal_made_before_checkpoints_is_checkpointed_and_proven_without_a_
     );
     assert_eq!(rows(&journal), before, "no record was rewritten");
 }
+
+/// `audit checkpoint --every 1` as a running process: it signs at once, signs again after
+/// records are appended (by another handle on the same file), signs nothing while nothing
+/// is appended, and every checkpoint it stored verifies the journal.
+#[tokio::test]
+async fn checkpoint_every_signs_each_period_in_which_the_journal_grew() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_with_seven(&dir).await;
+    let (secret, public) = keygen(dir.path(), "journal.key");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sallyport"))
+        .arg("--journal")
+        .arg(&journal)
+        .args(["audit", "checkpoint", "--every", "1", "--signing-key"])
+        .arg(&secret)
+        .env_remove("SALLYPORT_VAULT")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its lines, as they come.
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let next = |lines: &std::sync::mpsc::Receiver<String>| {
+        lines
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("a checkpoint line within 30 s")
+    };
+    let first = next(&lines);
+    assert!(first.contains(": 7 records, root "), "{first}");
+    let writer = SqliteJournal::open(&journal).unwrap();
+    for _ in 0..2 {
+        writer
+            .append(AuditEvent::for_bench(&Intent::for_bench(false)))
+            .await
+            .unwrap();
+    }
+    let second = next(&lines);
+    assert!(second.contains(": 9 records, root "), "{second}");
+    // Three periods with nothing appended: nothing signed.
+    assert!(
+        lines
+            .recv_timeout(std::time::Duration::from_millis(3_500))
+            .is_err(),
+        "a checkpoint was signed with nothing appended"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(writer.checkpoints().await.unwrap().len(), 2);
+    let key = HeadVerifyingKey::read_file(&public).unwrap();
+    let report = writer.verify_signed(&key).await.unwrap();
+    assert_eq!((report.first_break, report.last_signed), (None, Some(9)));
+}

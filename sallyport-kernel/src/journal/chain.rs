@@ -430,6 +430,14 @@ impl ChainCheck {
             .map(|s| (s.summary.shard.as_str(), s.hashes.as_slice()))
     }
 
+    /// Each shard's name and length (its last position: the anchor's, where records were
+    /// pruned, plus the rows after it), the default shard first.
+    pub fn shard_sizes(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.shards
+            .iter()
+            .map(|s| (s.summary.shard.as_str(), s.summary.head.count))
+    }
+
     /// The anchor the shard named `shard` was checked from, when its oldest records were
     /// pruned.
     pub fn anchor(&self, shard: &str) -> Option<&Anchor> {

@@ -7,9 +7,11 @@
 //! event JSON as stored), and over the shards, a Merkle tree of their [`ShardHead`]s. The
 //! root of that second tree is signed with the journal's Ed25519 key
 //! ([`HeadSigningKey`]), under a domain tag of its own (`sallyport signed checkpoint v1`),
-//! so a checkpoint signature is never a head signature or the reverse. Today a journal has
-//! one chain, the shard [`DEFAULT_SHARD`]; a journal with several chains lists each, and a
-//! proof names its shard, so proofs keep their meaning when shards come.
+//! so a checkpoint signature is never a head signature or the reverse. A journal without
+//! shards has one chain, the shard [`DEFAULT_SHARD`]; a journal whose writers append to
+//! several shards (`PostgresJournalBuilder::audit_shard`) lists each, and a proof names its
+//! shard. Checkpoints are made on demand ([`make_checkpoint`], `sallyport audit
+//! checkpoint`) or periodically ([`PeriodicCheckpoints`], `audit checkpoint --every`).
 //!
 //! An [`InclusionProof`] carries one record as stored (without its chain hash: the verifier
 //! recomputes it from the previous hash, the sequence number and the event), its Merkle
@@ -24,6 +26,9 @@
 //! path, which is one unpadded base64url string (RFC 4648 §5, no `=`) of its 32-byte hashes
 //! concatenated in order ([`encode_path`], [`decode_path`]): 20 steps, for a tree of a
 //! million records, take 854 characters instead of 20 quoted hex strings' 1,340.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -623,6 +628,101 @@ pub async fn make_checkpoint(
     Ok(checkpoint)
 }
 
+/// [`make_checkpoint`], unless the newest checkpoint `key` signed already covers every
+/// shard as it is now (nothing was appended since): `Ok(None)` then, and nothing is stored.
+///
+/// # Errors
+///
+/// As [`make_checkpoint`].
+pub async fn checkpoint_if_grown(
+    journal: &dyn Journal,
+    key: &HeadSigningKey,
+) -> Result<Option<Checkpoint>, CheckpointError> {
+    let anchors = journal.anchors().await?;
+    let check = ChainCheck::with_anchors(anchors, journal.chain_rows().await?);
+    if let Some(brk) = check.report().first_break.clone() {
+        return Err(CheckpointError::Broken(brk));
+    }
+    let key_id = key.verifying_key().key_id();
+    // By position, so a shard whose oldest records were pruned counts them too.
+    let sizes: Vec<(&str, u64)> = check.shard_sizes().collect();
+    let checkpoints = journal.checkpoints().await?;
+    let newest = checkpoints.iter().rev().find(|c| c.key_id == key_id);
+    let covered = newest.is_some_and(|c| {
+        sizes
+            .iter()
+            .all(|(shard, size)| c.shard(shard).map_or(*size == 0, |h| h.size == *size))
+    });
+    if covered {
+        return Ok(None);
+    }
+    make_checkpoint(journal, key).await.map(Some)
+}
+
+/// Signs a checkpoint every `period` while the journal grows, until dropped (or
+/// [`stop`](Self::stop)ped): the periodic half of issue 39's checkpoints, beside
+/// [`make_checkpoint`] on demand. A period in which nothing was appended signs nothing
+/// ([`checkpoint_if_grown`]). A chain found broken is logged (`tracing` error, with the
+/// break) and not signed; the next period tries again, so a repaired or restored journal is
+/// checkpointed again without a restart.
+///
+/// ```
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use sallyport_core::journal::checkpoint::PeriodicCheckpoints;
+/// use sallyport_core::journal::{HeadSigningKey, Journal, MemoryJournal};
+///
+/// let journal: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
+/// let key = HeadSigningKey::generate()?;
+/// let checkpoints = PeriodicCheckpoints::start(journal, key, Duration::from_secs(300));
+/// // … the executor runs; every five minutes a checkpoint covers what it wrote …
+/// checkpoints.stop();
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct PeriodicCheckpoints {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PeriodicCheckpoints {
+    /// Starts signing on the current Tokio runtime; the first checkpoint is made at once
+    /// (when the journal holds records no checkpoint by `key` covers), then every `period`
+    /// (at least one second).
+    pub fn start(journal: Arc<dyn Journal>, key: HeadSigningKey, period: Duration) -> Self {
+        let period = period.max(Duration::from_secs(1));
+        let task = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(period);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                match checkpoint_if_grown(journal.as_ref(), &key).await {
+                    Ok(Some(cp)) => tracing::info!(
+                        signed_at = %cp.signed_at,
+                        records = cp.shards.iter().map(|h| h.size).sum::<u64>(),
+                        shards = cp.shards.len(),
+                        "audit checkpoint signed"
+                    ),
+                    Ok(None) => {}
+                    Err(e) => tracing::error!(error = %e, "no audit checkpoint was signed"),
+                }
+            }
+        });
+        Self { task }
+    }
+
+    /// Stops signing (a checkpoint being stored when this is called may still land).
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for PeriodicCheckpoints {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Why no checkpoint was made.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -858,6 +958,52 @@ mod tests {
                 row
             })
             .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn periodic_checkpoints_sign_when_the_journal_grew_and_only_then() {
+        use crate::journal::MemoryJournal;
+        let journal = Arc::new(MemoryJournal::new());
+        let append = |n: usize| {
+            let journal = Arc::clone(&journal);
+            async move {
+                for _ in 0..n {
+                    let intent = Intent::for_bench(false);
+                    journal.write_intent(&intent).await.expect("intent");
+                    journal
+                        .append(AuditEvent::for_bench(&intent))
+                        .await
+                        .expect("append");
+                }
+            }
+        };
+        let key = HeadSigningKey::generate().expect("key");
+        let public = key.verifying_key();
+        append(3).await;
+        let dyn_journal: Arc<dyn Journal> = journal.clone();
+        let periodic = PeriodicCheckpoints::start(dyn_journal, key, Duration::from_secs(60));
+        let sizes = || async {
+            journal
+                .checkpoints()
+                .await
+                .expect("read")
+                .iter()
+                .map(|c| c.shard(DEFAULT_SHARD).map_or(0, |h| h.size))
+                .collect::<Vec<u64>>()
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(sizes().await, [3], "the first is made at once");
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert_eq!(sizes().await, [3], "nothing appended, nothing signed");
+        append(2).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(sizes().await, [3, 5]);
+        let report = journal.verify_signed(&public).await.expect("verify");
+        assert_eq!((report.first_break, report.last_signed), (None, Some(5)));
+        periodic.stop();
+        append(1).await;
+        tokio::time::sleep(Duration::from_secs(180)).await;
+        assert_eq!(sizes().await, [3, 5], "stopped");
     }
 
     /// `n` correctly linked rows of the shard named `shard`.

@@ -4,7 +4,7 @@
 //! pruned without a seal, or a prune no checkpoint covers are refused or found.
 
 use sallyport_core::journal::checkpoint::{
-    Checkpoint, DEFAULT_SHARD, InclusionProof, ProveError, make_checkpoint,
+    Checkpoint, DEFAULT_SHARD, InclusionProof, ProveError, checkpoint_if_grown, make_checkpoint,
 };
 use sallyport_core::journal::merkle::Accumulator;
 use sallyport_core::journal::retention::{Anchor, SealedRange};
@@ -91,6 +91,12 @@ async fn a_sealed_range_is_pruned_and_what_remains_verifies_grows_and_seals_agai
     let report = journal.verify_signed(&public).await.expect("verify");
     assert_eq!((report.first_break, report.last_signed), (None, Some(7)));
 
+    // The seal's checkpoint covers the pruned shard: a periodic checkpoint signs nothing.
+    assert_eq!(
+        checkpoint_if_grown(&journal, &key).await.expect("checked"),
+        None
+    );
+
     // Appending after the prune carries on at record 8, linked to the anchor, signed.
     append(&journal, 4).await;
     let records = journal.records().await.expect("records");
@@ -101,7 +107,11 @@ async fn a_sealed_range_is_pruned_and_what_remains_verifies_grows_and_seals_agai
     assert_eq!((report.first_break, report.last_signed), (None, Some(11)));
 
     // A later record proves against a checkpoint made after the prune; a pruned one not.
-    let cp = make_checkpoint(&journal, &key).await.expect("checkpoint");
+    let cp = checkpoint_if_grown(&journal, &key)
+        .await
+        .expect("checkpoint")
+        .expect("the journal grew");
+    assert_eq!(cp.shard(DEFAULT_SHARD).map(|h| h.size), Some(11));
     let rows = journal.chain_rows().await.expect("rows");
     let anchors = journal.anchors().await.expect("anchors");
     assert_eq!(anchors, std::slice::from_ref(&anchor));

@@ -19,10 +19,16 @@
 //! for `SECONDS` (default 4) after `WARM_UP_SECONDS` (default 1), and prints calls/s and the
 //! per-call latency's p50 and p99 as one table row.
 //!
+//! * **fleet** (PostgreSQL only, issue 39's audit shards): 4 processes × 16 writers on one
+//!   database, all on one audit shard and then each process on a shard of its own, first
+//!   straight to the server and then through a proxy in this process that holds every chunk
+//!   1 ms in each direction (a database a network hop away); the proxy's added round trip is
+//!   measured and printed first.
+//!
 //! `BACKENDS` (comma-separated, default `sqlite,postgres`) picks the journals; `discard`, a
 //! journal that keeps nothing, is a diagnostic only: what the executor and the no-op channel
 //! cost without any journal. `CASES` (default `tasks,processes,append`) picks the cases;
-//! `tasks16` runs only the 16-task case.
+//! `tasks16` runs only the 16-task case; `fleet` is run only when named.
 //!
 //! The task cases also print where the CPU went in the measured window, per call: this
 //! process's threads (the executor, the journal's writers, the driver), the PostgreSQL
@@ -44,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sallyport_core::consent::{ConsentDecision, FnConsent};
+use sallyport_core::journal::checkpoint::DEFAULT_SHARD;
 use sallyport_core::journal::{
     AttemptId, AuditEvent, AuditRecord, Intent, Journal, JournalError, SqliteJournal,
     UnresolvedAttempt, VerifyReport,
@@ -106,7 +113,7 @@ impl Journal for DiscardJournal {
 
     async fn append(&self, event: AuditEvent) -> Result<AuditRecord, JournalError> {
         Ok(AuditRecord {
-            shard: sallyport_core::journal::checkpoint::DEFAULT_SHARD.to_owned(),
+            shard: DEFAULT_SHARD.to_owned(),
             seq: 1,
             prev_hash: String::new(),
             hash: String::new(),
@@ -131,12 +138,19 @@ impl Journal for DiscardJournal {
 
 /// Where a case's journal lives: a file path or a connection string.
 async fn open(backend: Backend, location: &str) -> Arc<dyn Journal> {
+    open_on(backend, location, DEFAULT_SHARD).await
+}
+
+/// [`open`], a PostgreSQL journal appending to the audit shard named `shard`.
+async fn open_on(backend: Backend, location: &str, shard: &str) -> Arc<dyn Journal> {
     match backend {
         Backend::Sqlite => {
             Arc::new(SqliteJournal::open(location).expect("open the SQLite journal"))
         }
         Backend::Postgres => Arc::new(
-            PostgresJournal::connect(location)
+            PostgresJournal::builder(location)
+                .audit_shard(shard)
+                .connect()
                 .await
                 .expect("connect the PostgreSQL journal"),
         ),
@@ -394,8 +408,9 @@ fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// `journal-load child BACKEND LOCATION START_AT_MS WARM_UP_MS MEASURE_MS`: one executor,
-/// one writer; prints the measured latencies, one per line.
+/// `journal-load child BACKEND LOCATION START_AT_MS WARM_UP_MS MEASURE_MS [WRITERS [SHARD]]`:
+/// one executor, `WRITERS` writers (default 1) appending to `SHARD` (default the default
+/// shard); prints the measured latencies, one per line.
 async fn child(args: &[String]) -> ExitCode {
     let (Some(backend), Some(location), Some(Ok(start_at)), Some(Ok(warm_up)), Some(Ok(measure))) = (
         args.first().and_then(|b| Backend::parse(b)),
@@ -404,14 +419,18 @@ async fn child(args: &[String]) -> ExitCode {
         args.get(3).map(|t| t.parse::<u64>()),
         args.get(4).map(|t| t.parse::<u64>()),
     ) else {
-        eprintln!("usage: journal-load child BACKEND LOCATION START_AT_MS WARM_UP_MS MEASURE_MS");
+        eprintln!(
+            "usage: journal-load child BACKEND LOCATION START_AT_MS WARM_UP_MS MEASURE_MS [WRITERS [SHARD]]"
+        );
         return ExitCode::from(2);
     };
-    let executor = executor(open(backend, location).await);
+    let writers = args.get(5).and_then(|w| w.parse().ok()).unwrap_or(1);
+    let shard = args.get(6).map_or(DEFAULT_SHARD, String::as_str);
+    let executor = executor(open_on(backend, location, shard).await);
     // Connected and migrated: wait for the others.
     tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(unix_ms()))).await;
     let samples = closed_loop(
-        1,
+        writers,
         Duration::from_millis(warm_up),
         Duration::from_millis(measure),
         None,
@@ -431,15 +450,36 @@ fn processes(
     warm_up: Duration,
     measure: Duration,
 ) -> Vec<u64> {
+    fleet(backend, location, processes, 1, 1, warm_up, measure)
+}
+
+/// `processes` children of `writers` writers each, started together, child `i` appending to
+/// shard `s{i % shards}` (the default shard when `shards` is 1); their latencies.
+fn fleet(
+    backend: Backend,
+    location: &str,
+    processes: usize,
+    writers: usize,
+    shards: usize,
+    warm_up: Duration,
+    measure: Duration,
+) -> Vec<u64> {
     let start_at = unix_ms() + 2_000 + 100 * processes as u64;
     let me = std::env::current_exe().expect("this binary's path");
     let children: Vec<_> = (0..processes)
-        .map(|_| {
+        .map(|i| {
+            let shard = if shards <= 1 {
+                DEFAULT_SHARD.to_owned()
+            } else {
+                format!("s{}", i % shards)
+            };
             Command::new(&me)
                 .args(["child", backend.name(), location])
                 .arg(start_at.to_string())
                 .arg(warm_up.as_millis().to_string())
                 .arg(measure.as_millis().to_string())
+                .arg(writers.to_string())
+                .arg(shard)
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("spawn a child")
@@ -458,6 +498,68 @@ fn processes(
         );
     }
     latencies
+}
+
+/// Issue 39's fleet case: 4 processes × 16 writers on one database, on 1 audit shard and on
+/// 4, straight to the server and then through a proxy adding 1 ms each way.
+async fn fleet_case(warm_up: Duration, measure: Duration) {
+    const PROCESSES: usize = 4;
+    const WRITERS: usize = 16;
+    for delayed in [false, true] {
+        for shards in [1, 4] {
+            let db = TestDb::create().await;
+            // Migrated once here, so the children only connect.
+            drop(open(Backend::Postgres, &db.url).await);
+            let proxy = if delayed {
+                let proxy = sallyport_tests::delay_proxy::DelayProxy::start(
+                    &db.url,
+                    Duration::from_millis(1),
+                )
+                .await;
+                let added = proxy.added_round_trip().await;
+                println!(
+                    "| (proxy)  | 1 ms each way    |    | added round trip, median of 200 `SELECT 1`: {} µs |",
+                    added.as_micros()
+                );
+                Some(proxy)
+            } else {
+                None
+            };
+            let location = proxy.as_ref().map_or_else(|| db.url.clone(), |p| p.url());
+            let latencies = tokio::task::block_in_place(|| {
+                fleet(
+                    Backend::Postgres,
+                    &location,
+                    PROCESSES,
+                    WRITERS,
+                    shards,
+                    warm_up,
+                    measure,
+                )
+            });
+            let case = format!(
+                "fleet {PROCESSES}×{WRITERS}, {shards} shard{}{}",
+                if shards == 1 { "" } else { "s" },
+                if delayed { ", +1 ms" } else { "" }
+            );
+            row(
+                Backend::Postgres,
+                &case,
+                PROCESSES * WRITERS,
+                measure,
+                latencies,
+                None,
+            );
+            let report = open(Backend::Postgres, &db.url)
+                .await
+                .verify()
+                .await
+                .expect("verify");
+            assert!(report.is_intact(), "{report:?}");
+            drop(proxy);
+            drop(db);
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -536,6 +638,9 @@ fn main() -> ExitCode {
                     drop(db);
                 }
             }
+        }
+        if cases.contains(&"fleet") {
+            fleet_case(warm_up, measure).await;
         }
         if cases.contains(&"append") {
             for &backend in &backends {
