@@ -595,6 +595,39 @@ pub enum AuditCommand {
         #[arg(long, value_name = "FILE")]
         public_key: Option<PathBuf>,
     },
+    /// Retention: sign a fresh checkpoint, write the shard's records since its last seal up to
+    /// it to a new file (`sallyport-sealed-range-v1`: a header line with the checkpoint, then
+    /// one JSON line per record exactly as stored), fsync it, read it back and verify it, and
+    /// only then prune those records from the journal. What remains still verifies (from an
+    /// anchor a signed checkpoint commits to); the file verifies with `check-export` and the
+    /// public key alone. Never replaces a file (exit 6). Exit 8 when the chain is broken,
+    /// 21 when there is nothing new to seal, 22 when the journal refuses the prune (the file
+    /// is kept, nothing is deleted).
+    Seal {
+        /// The secret key file (written by `audit keygen`, mode 0600).
+        #[arg(long, value_name = "FILE")]
+        signing_key: PathBuf,
+        /// The shard to seal.
+        #[arg(long, value_name = "NAME", default_value = "default")]
+        shard: String,
+        /// The export file to create.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Check a sealed range written by `seal` with the public key alone (no journal needed):
+    /// every record's link and hash, and that they hash to the signed checkpoint's root and
+    /// head. Exit 19 when it does not verify (an edited, removed, reordered or added line, a
+    /// truncated file, a changed header, another key), 7 when the file is not a sealed range.
+    CheckExport {
+        /// The export file.
+        file: PathBuf,
+        /// The journal's public key (written by `audit keygen`).
+        #[arg(long, value_name = "FILE")]
+        public_key: PathBuf,
+        /// Print what the file shows as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check an inclusion proof written by `prove` with the public key alone (no journal
     /// needed). Exit 19 when it does not verify, 7 when the file is not a proof.
     CheckProof {

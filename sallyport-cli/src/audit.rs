@@ -112,7 +112,7 @@ fn keygen(out: &Path, public_out: Option<&Path>) -> Result<(), Failure> {
     Ok(())
 }
 
-fn key_failure(e: &KeyError) -> Failure {
+pub(crate) fn key_failure(e: &KeyError) -> Failure {
     let exit = match e {
         KeyError::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists => {
             Exit::AlreadyExists
@@ -280,6 +280,7 @@ fn prove(
     }
     let checkpoints = rt.block_on(journal.checkpoints())?;
     let rows = rt.block_on(journal.chain_rows())?;
+    let anchors = rt.block_on(journal.anchors())?;
     let (shard, seq) = rows
         .iter()
         .find(|row| {
@@ -289,9 +290,13 @@ fn prove(
         })
         .map(|row| (row.shard.clone(), u64::try_from(row.seq).unwrap_or(0)))
         .ok_or_else(|| {
+            let pruned = anchors
+                .iter()
+                .map(|a| format!(" (records 1 to {} of shard `{}` were sealed and pruned: check a pruned receipt in its sealed export)", a.seq, a.shard))
+                .collect::<String>();
             Failure::new(
                 Exit::NotFound,
-                format!("no record with receipt `{shown}` in this journal"),
+                format!("no record with receipt `{shown}` in this journal{pruned}"),
             )
         })?;
     let by_key: Vec<&Checkpoint> = checkpoints
@@ -307,14 +312,16 @@ fn prove(
             ),
         ));
     };
-    let proof = InclusionProof::build(&rows, &shard, newest, seq).map_err(|e| match e {
-        ProveError::NotCovered { .. } => Failure::new(
-            Exit::NoCheckpoint,
-            format!("receipt `{shown}` (record {seq}): {e}"),
-        ),
-        ProveError::Rewritten { .. } => Failure::new(Exit::ChainBroken, e.to_string()),
-        other => Failure::new(Exit::Failure, other.to_string()),
-    })?;
+    let anchor = anchors.iter().find(|a| a.shard == shard);
+    let proof =
+        InclusionProof::build_from(anchor, &rows, &shard, newest, seq).map_err(|e| match e {
+            ProveError::NotCovered { .. } => Failure::new(
+                Exit::NoCheckpoint,
+                format!("receipt `{shown}` (record {seq}): {e}"),
+            ),
+            ProveError::Rewritten { .. } => Failure::new(Exit::ChainBroken, e.to_string()),
+            other => Failure::new(Exit::Failure, other.to_string()),
+        })?;
     if let Some(key) = &key {
         proof.verify(key).map_err(|e| {
             Failure::new(
@@ -409,6 +416,11 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
             public_key,
             json,
         } => return check_proof(proof, public_key, *json),
+        AuditCommand::CheckExport {
+            file,
+            public_key,
+            json,
+        } => return crate::seal::check_export(file, public_key, *json),
         _ => {}
     }
     let rt = runtime()?;
@@ -416,7 +428,14 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
     let journal = journal.as_ref();
     match cmd {
         // Need no journal: handled before one is opened.
-        AuditCommand::Keygen { .. } | AuditCommand::CheckProof { .. } => Ok(()),
+        AuditCommand::Keygen { .. }
+        | AuditCommand::CheckProof { .. }
+        | AuditCommand::CheckExport { .. } => Ok(()),
+        AuditCommand::Seal {
+            signing_key,
+            shard,
+            out,
+        } => crate::seal::seal(journal, &rt, signing_key, shard, out),
         AuditCommand::Checkpoint {
             signing_key,
             every,
@@ -459,11 +478,17 @@ pub(crate) fn run(cli: &Cli, cmd: &AuditCommand) -> Result<(), Failure> {
                     )
                 })?;
                 let records = rt.block_on(journal.records())?;
-                let hash_at = usize::try_from(exported.count)
-                    .ok()
-                    .and_then(|n| n.checked_sub(1))
-                    .and_then(|i| records.get(i))
+                let anchor = rt
+                    .block_on(journal.anchors())?
+                    .into_iter()
+                    .find(|a| a.shard == DEFAULT_SHARD);
+                // By position, not index: records up to an anchor may have been pruned (a
+                // head exported at a pruned position cannot be compared and does not match).
+                let hash_at = records
+                    .iter()
+                    .find(|r| r.shard == DEFAULT_SHARD && r.seq == exported.count)
                     .map(|r| r.hash.clone())
+                    .or_else(|| anchor.filter(|a| a.seq == exported.count).map(|a| a.hash))
                     .or_else(|| {
                         (exported.count == 0)
                             .then(|| sallyport_core::journal::GENESIS_HASH.to_owned())

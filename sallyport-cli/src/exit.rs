@@ -61,12 +61,19 @@ pub enum Exit {
     /// 18 — `credentials connect`: no redirect came back within `--timeout`; nothing was
     /// stored.
     ConnectTimedOut = 18,
-    /// 19 — `audit check-proof`: the inclusion proof does not verify (an edited, reordered or
-    /// deleted record, a changed path or tree size, a forged checkpoint, or another key).
+    /// 19 — `audit check-proof` / `check-export`: the inclusion proof or sealed range does
+    /// not verify (an edited, reordered or deleted record, a changed path, tree size, header
+    /// or frontier, a truncated file, a forged checkpoint, or another key).
     ProofInvalid = 19,
     /// 20 — `audit prove`: no signed checkpoint covers the record yet (`audit checkpoint`
     /// makes one).
     NoCheckpoint = 20,
+    /// 21 — `audit seal`: the shard has no record after its last seal; nothing was written
+    /// or pruned.
+    NothingToSeal = 21,
+    /// 22 — `audit seal`: the journal refused to prune the sealed range (or cannot prune);
+    /// the export was written and verifies, and nothing was deleted.
+    PruneRefused = 22,
 }
 
 impl From<Exit> for ExitCode {

@@ -120,6 +120,7 @@ mod policy;
 mod prompt;
 mod reconcile;
 mod scaffold;
+mod seal;
 mod signing;
 mod vault;
 

@@ -159,6 +159,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod anchors;
 mod approvals;
 mod builder;
 mod calls;
@@ -184,6 +185,7 @@ use sallyport_core::approval::{
 };
 use sallyport_core::journal::chain::ChainRow;
 use sallyport_core::journal::checkpoint::Checkpoint;
+use sallyport_core::journal::retention::Anchor;
 use sallyport_core::journal::{
     ApprovalStore, AttemptId, AuditEvent, AuditRecord, DecisionWatch, HeadVerifyingKey, Intent,
     Journal, JournalError, SignedHead, UnresolvedAttempt, VerifyReport,
@@ -375,6 +377,16 @@ impl Journal for PostgresJournal {
 
     async fn checkpoints(&self) -> Result<Vec<Checkpoint>, JournalError> {
         reads::checkpoints(&self.shared).await
+    }
+
+    async fn anchors(&self) -> Result<Vec<Anchor>, JournalError> {
+        reads::anchors(&self.shared).await
+    }
+
+    /// In one transaction that holds the shard's head row (appends to the shard wait; other
+    /// shards go on), any shard of the database.
+    async fn prune_sealed(&self, anchor: &Anchor) -> Result<u64, JournalError> {
+        anchors::prune(&self.shared, anchor).await
     }
 
     /// Stored in `sallyport_checkpoints` (migration 7).

@@ -4,6 +4,7 @@
 use deadpool_postgres::Transaction;
 use sallyport_core::journal::chain::{AttemptRow, ChainCheck, ChainRow};
 use sallyport_core::journal::checkpoint::{Checkpoint, DEFAULT_SHARD};
+use sallyport_core::journal::retention::Anchor;
 use sallyport_core::journal::{
     AttemptId, AuditRecord, HeadVerifyingKey, IdempotencyKey, JournalError, Phase, SignedHead,
     UnresolvedAttempt, VerifyReport,
@@ -40,7 +41,37 @@ fn read_failed(e: PostgresError) -> JournalError {
     JournalError::Read(Box::new(e))
 }
 
-async fn chain_rows(shared: &Shared, tx: &Transaction<'_>) -> Result<Vec<ChainRow>, PostgresError> {
+/// Every stored anchor (see `anchors.rs`).
+pub(crate) async fn stored_anchors(
+    shared: &Shared,
+    tx: &Transaction<'_>,
+) -> Result<Vec<Anchor>, PostgresError> {
+    let rows = tx
+        .query(sql::ANCHORS, &[])
+        .await
+        .map_err(|e| shared.redactor.postgres(&e))?;
+    rows.iter()
+        .map(|r| {
+            let shard: String = r.get(0);
+            let frontier: Vec<String> =
+                serde_json::from_str(&r.get::<_, String>(3)).map_err(|e| {
+                    PostgresError::own(format!(
+                        "the anchor of shard `{shard}` has no readable frontier: {e}"
+                    ))
+                })?;
+            let mut anchor = Anchor::genesis(shard);
+            anchor.seq = u64::try_from(r.get::<_, i64>(1)).unwrap_or(0);
+            anchor.hash = r.get(2);
+            anchor.frontier = frontier;
+            Ok(anchor)
+        })
+        .collect()
+}
+
+pub(crate) async fn chain_rows(
+    shared: &Shared,
+    tx: &Transaction<'_>,
+) -> Result<Vec<ChainRow>, PostgresError> {
     let rows = tx
         .query(sql::CHAIN_ROWS, &[])
         .await
@@ -60,7 +91,10 @@ async fn chain_rows(shared: &Shared, tx: &Transaction<'_>) -> Result<Vec<ChainRo
 }
 
 async fn check_chain(shared: &Shared, tx: &Transaction<'_>) -> Result<ChainCheck, PostgresError> {
-    let mut check = ChainCheck::new(chain_rows(shared, tx).await?);
+    let mut check = ChainCheck::with_anchors(
+        stored_anchors(shared, tx).await?,
+        chain_rows(shared, tx).await?,
+    );
     if check.is_intact() {
         let rows = tx
             .query(sql::ATTEMPT_ROWS, &[])
@@ -97,7 +131,7 @@ async fn heads(shared: &Shared, tx: &Transaction<'_>) -> Result<Vec<SignedHead>,
         .collect())
 }
 
-async fn stored_checkpoints(
+pub(crate) async fn stored_checkpoints(
     shared: &Shared,
     tx: &Transaction<'_>,
 ) -> Result<Vec<Checkpoint>, PostgresError> {
@@ -118,6 +152,11 @@ async fn stored_checkpoints(
 /// Every audit row as stored, oldest first.
 pub(crate) async fn rows(shared: &Shared) -> Result<Vec<ChainRow>, JournalError> {
     snapshot!(shared, |tx| chain_rows(shared, &tx).await)
+}
+
+/// Every anchor of a pruned shard.
+pub(crate) async fn anchors(shared: &Shared) -> Result<Vec<Anchor>, JournalError> {
+    snapshot!(shared, |tx| stored_anchors(shared, &tx).await)
 }
 
 /// Every signed checkpoint, oldest first.

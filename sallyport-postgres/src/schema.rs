@@ -6,7 +6,7 @@ use deadpool_postgres::Client;
 
 /// The schema version this build writes: how many embedded migrations it has (each
 /// recorded in `sallyport_schema_version` once applied).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The advisory lock key the migration holds (`'sallyport'` in ASCII).
 const MIGRATION_LOCK: i64 = 0x73_61_6c_6c_79_70_6f_72;
@@ -159,6 +159,17 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     ALTER TABLE sallyport_heads ADD COLUMN shard TEXT NOT NULL DEFAULT 'default';
     ALTER TABLE sallyport_heads DROP CONSTRAINT sallyport_heads_pkey;
     ALTER TABLE sallyport_heads ADD PRIMARY KEY (shard, count);
+    ",
+    // 9: retention (`anchors.rs`): where each pruned shard's remaining records start, the
+    // last pruned record's position and hash and the Merkle frontier after it (a JSON array
+    // of hex hashes). Existing tables and records are untouched.
+    "
+    CREATE TABLE sallyport_anchors (
+        shard    TEXT PRIMARY KEY,
+        seq      BIGINT NOT NULL,
+        hash     TEXT NOT NULL,
+        frontier TEXT NOT NULL
+    );
     ",
 ];
 

@@ -59,6 +59,10 @@ struct HeadCache {
 const READ_FIRST_AFTER_MOVE: u32 = 32;
 
 impl Shared {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call site, the builder's connect, which names each part"
+    )]
     pub(crate) fn new(
         pool: Pool,
         owner: String,

@@ -118,6 +118,22 @@ pub(crate) const CHECKPOINTS: &str = "SELECT id, body FROM sallyport_checkpoints
 pub(crate) const INSERT_CHECKPOINT: &str =
     "INSERT INTO sallyport_checkpoints (size, signed_at, body) VALUES ($1, $2, $3)";
 
+/// Every anchor of a pruned shard.
+pub(crate) const ANCHORS: &str =
+    "SELECT shard, seq, hash, frontier FROM sallyport_anchors ORDER BY shard";
+
+/// Deletes the records of shard `$1` up to position `$2` (a sealed range being pruned).
+pub(crate) const PRUNE_RECORDS: &str = "DELETE FROM sallyport_audit WHERE shard = $1 AND seq <= $2";
+
+/// Deletes the attempt rows `$1` whose every record was pruned.
+pub(crate) const PRUNE_ATTEMPTS: &str = "DELETE FROM sallyport_attempts WHERE attempt_id = ANY($1)";
+
+/// Stores (or moves on) the anchor of shard `$1`.
+pub(crate) const UPSERT_ANCHOR: &str = "
+INSERT INTO sallyport_anchors (shard, seq, hash, frontier) VALUES ($1, $2, $3, $4)
+ON CONFLICT (shard) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,
+    frontier = excluded.frontier";
+
 /// Every signed head, oldest first.
 pub(crate) const HEADS: &str = "SELECT count, hash, key_id, signature, signed_at, shard FROM sallyport_heads ORDER BY shard, count";
 

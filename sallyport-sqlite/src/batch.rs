@@ -320,6 +320,9 @@ impl Writer {
             Read::Checkpoints(reply) => {
                 let _ = reply.send(super::checkpoints::list(conn).map_err(read_failed));
             }
+            Read::Anchors(reply) => {
+                let _ = reply.send(super::anchors::list(conn).map_err(read_failed));
+            }
             Read::Unresolved(reply) => {
                 let open = self.snapshot(|| sql::unresolved(conn));
                 let _ = reply.send(open.map_err(read_failed));

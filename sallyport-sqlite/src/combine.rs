@@ -12,6 +12,7 @@ use sallyport_kernel::approval::{Approval, ApprovalFilter, ApprovalId, Transitio
 use sallyport_kernel::journal::batch::{Answer, ApprovalWrite, Reply, Write};
 use sallyport_kernel::journal::chain::ChainRow;
 use sallyport_kernel::journal::checkpoint::Checkpoint;
+use sallyport_kernel::journal::retention::Anchor;
 use sallyport_kernel::journal::signing::{HeadVerifyingKey, SignedHead};
 use sallyport_kernel::journal::{AuditRecord, JournalError, UnresolvedAttempt, VerifyReport};
 
@@ -203,6 +204,7 @@ pub(super) enum Read {
     Records(Reply<Vec<AuditRecord>>),
     ChainRows(Reply<Vec<ChainRow>>),
     Checkpoints(Reply<Vec<Checkpoint>>),
+    Anchors(Reply<Vec<Anchor>>),
     Unresolved(Reply<Vec<UnresolvedAttempt>>),
     Approval(ApprovalId, Reply<Option<Approval>>),
     Approvals(Box<ApprovalFilter>, Reply<Vec<Approval>>),

@@ -63,6 +63,7 @@
 //! `approvals` (the approval store's compare-and-sets and reads), `decisions` (the poll that
 //! wakes a worker when a call is approved).
 
+mod anchors;
 #[cfg(test)]
 mod approval_tests;
 mod approvals;
@@ -100,6 +101,7 @@ use sallyport_kernel::approval::{
 use sallyport_kernel::journal::batch::{ApprovalWrite, ClaimRequest, Write};
 use sallyport_kernel::journal::chain::ChainRow;
 use sallyport_kernel::journal::checkpoint::Checkpoint;
+use sallyport_kernel::journal::retention::Anchor;
 use sallyport_kernel::journal::signing::{HeadSigningKey, HeadVerifyingKey, SignedHead};
 use sallyport_kernel::journal::{
     ApprovalStore, AttemptId, AuditEvent, AuditRecord, DecisionWatch, Intent, Journal,
@@ -473,6 +475,17 @@ impl Journal for SqliteJournal {
 
     async fn unresolved(&self) -> Result<Vec<UnresolvedAttempt>, JournalError> {
         self.ask(Read::Unresolved).await
+    }
+
+    async fn anchors(&self) -> Result<Vec<Anchor>, JournalError> {
+        self.ask(Read::Anchors).await
+    }
+
+    /// In one `BEGIN IMMEDIATE` transaction on a connection of its own, with
+    /// `secure_delete` on (the deleted records' bytes are overwritten in the file); only the
+    /// default shard, the one this file holds.
+    async fn prune_sealed(&self, anchor: &Anchor) -> Result<u64, JournalError> {
+        anchors::prune(&self.path, self.busy_timeout, anchor)
     }
 
     async fn settle_unresolved(

@@ -12,6 +12,13 @@ use sallyport_kernel::journal::JournalError;
 /// The journal format this build writes (`PRAGMA user_version`).
 const FORMAT_VERSION: i64 = 1;
 
+/// The format of a file whose oldest records were pruned (it holds an anchor, see
+/// `anchors.rs`), set by the prune. A build that knows no anchors would find the chain
+/// "deleted" up to the anchor, and with every record pruned would start it again at record
+/// 1 from the genesis; it refuses this version as newer than it reads, and leaves the file
+/// untouched. This build reads both.
+pub(crate) const PRUNED_FORMAT_VERSION: i64 = 2;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS attempts (
     attempt_id      TEXT PRIMARY KEY,
@@ -119,7 +126,7 @@ pub(super) fn open_connection(options: &OpenOptions<'_>) -> Result<Connection, J
         },
         OpenFailure::Newer(found) => JournalError::NewerFormat {
             found,
-            supported: FORMAT_VERSION,
+            supported: PRUNED_FORMAT_VERSION,
         },
         OpenFailure::Sqlite(source) if is_corrupt(&source) => JournalError::Corrupt {
             path: path_text.clone(),
@@ -209,7 +216,7 @@ fn migrate(conn: &Connection) -> Result<(), OpenFailure> {
         if tables > 0 && version == 0 {
             return Err(OpenFailure::Foreign);
         }
-        if version > FORMAT_VERSION {
+        if version > PRUNED_FORMAT_VERSION {
             return Err(OpenFailure::Newer(version));
         }
         if version < FORMAT_VERSION {
@@ -228,6 +235,9 @@ fn migrate(conn: &Connection) -> Result<(), OpenFailure> {
             .map_err(OpenFailure::Sqlite)?;
         // And for files made before signed checkpoints.
         conn.execute_batch(crate::checkpoints::CHECKPOINTS_SCHEMA)
+            .map_err(OpenFailure::Sqlite)?;
+        // And for files made before retention.
+        conn.execute_batch(crate::anchors::ANCHORS_SCHEMA)
             .map_err(OpenFailure::Sqlite)?;
         Ok(())
     })();

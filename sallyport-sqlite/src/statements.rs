@@ -225,16 +225,24 @@ pub(super) fn insert_head(conn: &Connection, signed: &SignedHead) -> rusqlite::R
     .map(drop)
 }
 
-/// The chain's last position and hash.
+/// The chain's last position and hash: the last record's, or when every record was pruned,
+/// the anchor's (the next record follows the pruned ones), or the genesis.
 pub(super) fn head(conn: &Connection) -> rusqlite::Result<Head> {
-    Ok(conn
+    let last = conn
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-        .optional()?
-        .map_or_else(
-            || (0, GENESIS_HASH.to_owned()),
-            |(seq, hash)| (u64::try_from(seq).unwrap_or(0), hash),
-        ))
+        .optional()?;
+    let last = match last {
+        Some(found) => Some(found),
+        None => conn
+            .prepare_cached("SELECT seq, hash FROM anchors WHERE shard = 'default'")?
+            .query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .optional()?,
+    };
+    Ok(last.map_or_else(
+        || (0, GENESIS_HASH.to_owned()),
+        |(seq, hash)| (u64::try_from(seq).unwrap_or(0), hash),
+    ))
 }
 
 /// Every audit row, in stored sequence order.
@@ -270,9 +278,10 @@ pub(super) fn attempt_rows(conn: &Connection) -> rusqlite::Result<Vec<AttemptRow
     Ok(rows)
 }
 
-/// The chain checked link by link, then the attempt rows against it.
+/// The chain checked link by link (each shard from its anchor, where records were pruned),
+/// then the attempt rows against it.
 pub(super) fn check_chain(conn: &Connection) -> rusqlite::Result<ChainCheck> {
-    let mut check = ChainCheck::new(chain_rows(conn)?);
+    let mut check = ChainCheck::with_anchors(super::anchors::list(conn)?, chain_rows(conn)?);
     if check.is_intact() {
         check.check_attempts(attempt_rows(conn)?);
     }

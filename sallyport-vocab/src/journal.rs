@@ -148,4 +148,11 @@ pub enum JournalError {
     /// The backend does not implement this part of the journal.
     #[error("this journal backend does not support {0}")]
     Unsupported(&'static str),
+    /// A prune of sealed records was refused: nothing was deleted.
+    #[error("nothing was pruned: {reason}")]
+    PruneRefused {
+        /// Why (the range is not covered by a stored checkpoint, does not match the
+        /// records, or the chain is broken).
+        reason: String,
+    },
 }

@@ -263,6 +263,69 @@ fn a_file_named_like_a_url_is_still_a_file_and_a_missing_one_is_not_created() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_seal_on_a_postgres_journal_prunes_keeps_the_in_flight_attempt_and_verifies() {
+    let db = TestDb::create().await;
+    let url = url_of(&db);
+    let (journal, hashes) = journal_with_records(&url).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (secret, public) = super::cli_audit::keygen(dir.path(), "journal.key");
+    let out_file = dir.path().join("sealed.jsonl");
+
+    let seal = run(
+        &url,
+        &[
+            "audit",
+            "seal",
+            "--signing-key",
+            secret.to_str().unwrap(),
+            "--out",
+            out_file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(seal.status.code(), Some(0), "{}", text(&seal.stderr));
+    assert!(
+        text(&seal.stdout).starts_with("sealed records 1 to 3 of shard `default` ")
+            && text(&seal.stdout).ends_with(", 3 records pruned\n"),
+        "{}",
+        text(&seal.stdout)
+    );
+    no_password(&seal);
+    assert!(journal.records().await.unwrap().is_empty());
+    // The attempt still in flight had no record: it stays, unresolved, for the reconciler.
+    let open: Vec<String> = journal
+        .unresolved()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.action)
+        .collect();
+    assert_eq!(open, ["pay_invoice"]);
+
+    let verify = run(
+        &url,
+        &["audit", "verify", "--public-key", public.to_str().unwrap()],
+    );
+    assert_eq!(verify.status.code(), Some(0), "{}", text(&verify.stderr));
+    assert_eq!(
+        text(&verify.stdout),
+        format!(
+            "intact: 3 records, head {}, signed through record 3\n",
+            hashes[2]
+        )
+    );
+    let check = Command::new(env!("CARGO_BIN_EXE_sallyport"))
+        .current_dir(dir.path())
+        .env_remove("SALLYPORT_JOURNAL")
+        .args(["audit", "check-export"])
+        .arg(&out_file)
+        .arg("--public-key")
+        .arg(&public)
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check.stderr));
+}
+
 /// Two executors' journals on shards `default` and `eu` of one database: `audit verify`
 /// reports both and checks one alone with `--shard`, `audit checkpoint` signs both heads,
 /// `audit prove` proves a record of `eu` (the proof checked with the public key alone), and

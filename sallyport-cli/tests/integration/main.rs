@@ -15,6 +15,7 @@ mod cli_grants_postgres;
 mod cli_policy;
 mod cli_postgres;
 mod cli_proofs;
+mod cli_retention;
 mod cli_scaffold;
 mod cli_vault;
 mod cli_vault_kinds;

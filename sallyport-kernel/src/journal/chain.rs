@@ -21,7 +21,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::attempts::{Closed, check_attempts};
-use super::checkpoint::DEFAULT_SHARD;
+use super::checkpoint::{DEFAULT_SHARD, ShardHead};
+use super::retention::Anchor;
 use super::signing::{HeadVerifyingKey, SignedHead};
 use super::{AuditEvent, AuditRecord, BreakKind, ChainBreak, ChainHead, ShardReport, VerifyReport};
 
@@ -151,6 +152,8 @@ struct ShardChain {
     summary: ShardReport,
     /// The stored hash of every row, in order (what signed heads are checked against).
     hashes: Vec<String>,
+    /// Where the shard's remaining rows start when its oldest records were pruned.
+    anchor: Option<Anchor>,
 }
 
 /// A verification in progress: each shard's chain checked link by link when made, then
@@ -166,16 +169,19 @@ pub struct ChainCheck {
 }
 
 /// The shard's first break, if any: every sequence number follows the one before, every row
-/// links to its predecessor's hash (the first to the shard's genesis), every hash matches its
-/// content, and every event reads. Each record read is noted in `closed`.
+/// links to its predecessor's hash (the first to the shard's genesis, or to the anchor's
+/// record when the shard's oldest records were pruned), every hash matches its content, and
+/// every event reads. Each record read is noted in `closed`.
 fn check_shard(
     shard: &str,
+    anchor: Option<&Anchor>,
     rows: &[ChainRow],
     closed: &mut HashMap<String, Closed>,
 ) -> Option<ChainBreak> {
     let stored_hashes: HashSet<&str> = rows.iter().map(|r| r.hash.as_str()).collect();
-    let genesis = shard_genesis(shard);
-    let mut prev_hash = genesis.as_str();
+    let start = anchor.map_or_else(|| shard_genesis(shard), |a| a.hash.clone());
+    let base = anchor.map_or(0, |a| i64::try_from(a.seq).unwrap_or(i64::MAX));
+    let mut prev_hash = start.as_str();
     let named = shard != DEFAULT_SHARD;
     // "record 3", or "record 3 of shard `eu`" outside the default shard.
     let record = |seq: i64| {
@@ -185,7 +191,7 @@ fn check_shard(
             format!("record {seq}")
         }
     };
-    for (expected_seq, row) in (1_i64..).zip(rows) {
+    for (expected_seq, row) in (base.saturating_add(1)..).zip(rows) {
         let at = u64::try_from(row.seq).unwrap_or(0);
         let brk = |kind, detail: String| ChainBreak {
             seq: at,
@@ -214,6 +220,10 @@ fn check_shard(
             };
             let before = if seq == 1 {
                 format!("the start of shard `{shard}`")
+            } else if seq == base + 1 {
+                format!(
+                    "the anchor of shard `{shard}` at record {base} (records up to it were pruned)"
+                )
             } else {
                 format!("record {}", seq - 1)
             };
@@ -258,7 +268,23 @@ impl ChainCheck {
     /// reads. Finds edits, deletions, insertions, reorders and unreadable records. A row whose
     /// shard was edited breaks both shards' links.
     pub fn new(rows: impl IntoIterator<Item = ChainRow>) -> Self {
-        let mut by_shard: Vec<(String, Vec<ChainRow>)> = Vec::new();
+        Self::with_anchors(Vec::new(), rows)
+    }
+
+    /// [`ChainCheck::new`] for a journal that pruned sealed records
+    /// ([`super::retention`]): the rows of a shard with an anchor start at the record after
+    /// the anchor's and the first links to the anchor's hash instead of the shard's genesis.
+    /// The anchors are taken as given here; [`ChainCheck::check_signed`] accepts one only
+    /// when a checkpoint signed by the key commits to it.
+    pub fn with_anchors(
+        anchors: impl IntoIterator<Item = Anchor>,
+        rows: impl IntoIterator<Item = ChainRow>,
+    ) -> Self {
+        let anchors: Vec<Anchor> = anchors.into_iter().collect();
+        let mut by_shard: Vec<(String, Vec<ChainRow>)> = anchors
+            .iter()
+            .map(|a| (a.shard.clone(), Vec::new()))
+            .collect();
         for row in rows {
             match by_shard.iter_mut().find(|(name, _)| *name == row.shard) {
                 Some((_, rows)) => rows.push(row),
@@ -276,24 +302,28 @@ impl ChainCheck {
         let mut records = 0;
         let mut shards = Vec::with_capacity(by_shard.len());
         for (name, rows) in by_shard {
-            let found = check_shard(&name, &rows, &mut closed);
+            let anchor = anchors.iter().find(|a| a.shard == name).cloned();
+            let found = check_shard(&name, anchor.as_ref(), &rows, &mut closed);
             if first_break.is_none() {
                 first_break.clone_from(&found);
             }
             records += rows.len() as u64;
+            let base = anchor.as_ref().map_or(0, |a| a.seq);
+            let start = anchor
+                .as_ref()
+                .map_or_else(|| shard_genesis(&name), |a| a.hash.clone());
             shards.push(ShardChain {
                 summary: ShardReport {
                     head: ChainHead {
-                        count: rows.len() as u64,
-                        hash: rows
-                            .last()
-                            .map_or_else(|| shard_genesis(&name), |r| r.hash.clone()),
+                        count: base + rows.len() as u64,
+                        hash: rows.last().map_or(start, |r| r.hash.clone()),
                     },
                     shard: name,
                     first_break: found,
                     last_signed: None,
                 },
                 hashes: rows.into_iter().map(|r| r.hash).collect(),
+                anchor,
             });
         }
         let mut check = Self {
@@ -364,9 +394,10 @@ impl ChainCheck {
                 last_signed: None,
                 shards: Vec::new(),
             };
-            super::signing::check_signed_in(
+            super::signing::check_signed_anchored(
                 &mut report,
                 name,
+                shard.anchor.as_ref(),
                 &shard.hashes,
                 &heads,
                 checkpoints,
@@ -397,6 +428,33 @@ impl ChainCheck {
         self.shards
             .iter()
             .map(|s| (s.summary.shard.as_str(), s.hashes.as_slice()))
+    }
+
+    /// Each shard's name and length (its last position: the anchor's, where records were
+    /// pruned, plus the rows after it), the default shard first.
+    pub fn shard_sizes(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.shards
+            .iter()
+            .map(|s| (s.summary.shard.as_str(), s.summary.head.count))
+    }
+
+    /// The anchor the shard named `shard` was checked from, when its oldest records were
+    /// pruned.
+    pub fn anchor(&self, shard: &str) -> Option<&Anchor> {
+        self.shards
+            .iter()
+            .find(|s| s.summary.shard == shard)
+            .and_then(|s| s.anchor.as_ref())
+    }
+
+    /// Every shard's head as a checkpoint commits to it (the default shard first), its root
+    /// carried on from the anchor where records were pruned. `None` when a stored hash or
+    /// an anchor's frontier is unreadable (the chain was damaged).
+    pub fn shard_heads(&self) -> Option<Vec<ShardHead>> {
+        self.shards
+            .iter()
+            .map(|s| ShardHead::over_from(&s.summary.shard, s.anchor.as_ref(), &s.hashes))
+            .collect()
     }
 
     /// The report so far.

@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::chain::{ChainCheck, ChainRow, chain_hash};
 use super::merkle::{self, Hash};
+use super::retention::Anchor;
 use super::signing::{HeadSigningKey, HeadVerifyingKey};
 use super::{AuditEvent, BreakKind, ChainBreak, Journal, JournalError, ReceiptId};
 
@@ -68,18 +69,30 @@ impl ShardHead {
     /// The head of the shard named `shard` over `chain` (the stored hash of each record, in
     /// order). `None` when a hash is not 64 hex digits (the chain was damaged).
     pub fn over(shard: impl Into<String>, chain: &[String]) -> Option<Self> {
+        Self::over_from(shard, None, chain)
+    }
+
+    /// [`ShardHead::over`] for a shard whose records up to `anchor` were pruned: `chain`
+    /// holds the stored hashes of the records after it, and the root carries on from the
+    /// anchor's frontier. `None` also when the anchor's frontier is unreadable.
+    pub fn over_from(
+        shard: impl Into<String>,
+        anchor: Option<&Anchor>,
+        chain: &[String],
+    ) -> Option<Self> {
         let shard = shard.into();
-        let mut acc = merkle::Accumulator::new();
+        let mut acc = match anchor {
+            Some(a) => a.accumulator()?,
+            None => merkle::Accumulator::new(),
+        };
         for hash in chain {
             acc.push(record_leaf(hash)?);
         }
+        let start = anchor.map_or_else(|| super::chain::shard_genesis(&shard), |a| a.hash.clone());
         Some(Self {
-            size: chain.len() as u64,
+            size: acc.count(),
             root: hex::encode(acc.root()),
-            head: chain
-                .last()
-                .cloned()
-                .unwrap_or_else(|| super::chain::shard_genesis(&shard)),
+            head: chain.last().cloned().unwrap_or(start),
             shard,
         })
     }
@@ -312,6 +325,25 @@ impl InclusionProof {
         checkpoint: &Checkpoint,
         seq: u64,
     ) -> Result<Self, ProveError> {
+        Self::build_from(None, rows, shard, checkpoint, seq)
+    }
+
+    /// [`InclusionProof::build`] in a journal whose records of the shard up to `anchor`
+    /// were pruned ([`super::retention`]): `rows` hold the records after it, and the
+    /// pruned part of the tree is taken from the anchor's frontier, so a record after the
+    /// anchor proves against any checkpoint that covers it, older or newer than the prune.
+    /// A pruned record gives [`ProveError::Pruned`] (its proof is its sealed export).
+    ///
+    /// # Errors
+    ///
+    /// See [`ProveError`].
+    pub fn build_from(
+        anchor: Option<&Anchor>,
+        rows: &[ChainRow],
+        shard: &str,
+        checkpoint: &Checkpoint,
+        seq: u64,
+    ) -> Result<Self, ProveError> {
         let head = checkpoint
             .shard(shard)
             .ok_or_else(|| ProveError::NoShard(shard.to_owned()))?;
@@ -322,23 +354,42 @@ impl InclusionProof {
                 size: head.size,
             });
         }
-        let size = usize::try_from(head.size).unwrap_or(usize::MAX);
+        let base_acc = match anchor.filter(|a| a.shard == shard) {
+            Some(a) => a.accumulator().ok_or_else(|| ProveError::Rewritten {
+                detail: format!("the anchor of shard `{shard}` has an unreadable frontier"),
+            })?,
+            None => merkle::Accumulator::new(),
+        };
+        let base = base_acc.count();
+        if seq <= base {
+            return Err(ProveError::Pruned { seq, upto: base });
+        }
+        if head.size < base {
+            return Err(ProveError::Rewritten {
+                detail: format!(
+                    "the checkpoint covers {} records, fewer than the {base} pruned; prove against a checkpoint made since",
+                    head.size
+                ),
+            });
+        }
+        let size = usize::try_from(head.size - base).unwrap_or(usize::MAX);
         if rows.len() < size {
             return Err(ProveError::Rewritten {
                 detail: format!(
                     "the checkpoint covers {} records but the journal holds {}: truncated",
                     head.size,
-                    rows.len()
+                    base + rows.len() as u64
                 ),
             });
         }
         let mut leaves = Vec::with_capacity(size);
         for (i, row) in rows[..size].iter().enumerate() {
             leaves.push(record_leaf(&row.hash).ok_or_else(|| ProveError::Rewritten {
-                detail: format!("record {} has no readable hash", i + 1),
+                detail: format!("record {} has no readable hash", base + i as u64 + 1),
             })?);
         }
-        if hex::encode(merkle::root(&leaves)) != head.root {
+        let tree = merkle::PrunedTree::new(&base_acc, &leaves);
+        if tree.root().map(hex::encode).as_deref() != Some(head.root.as_str()) {
             return Err(ProveError::Rewritten {
                 detail: format!(
                     "records 1 to {} no longer hash to the checkpoint's root: records were edited, reordered or deleted since it was signed",
@@ -346,14 +397,14 @@ impl InclusionProof {
                 ),
             });
         }
-        let index = usize::try_from(seq - 1).unwrap_or(usize::MAX);
+        let index = usize::try_from(seq - base - 1).unwrap_or(usize::MAX);
         let row = &rows[index];
         let receipt_id = serde_json::from_str::<AuditEvent>(&row.event_json)
             .map_err(|_| ProveError::Rewritten {
                 detail: format!("record {seq} is not a readable audit event"),
             })?
             .receipt_id;
-        let path = encode_path(&merkle::path(index, &leaves).unwrap_or_default());
+        let path = encode_path(&tree.path(seq - 1).unwrap_or_default());
         Ok(Self {
             format: PROOF_FORMAT.to_owned(),
             receipt_id,
@@ -462,6 +513,17 @@ pub enum ProveError {
         /// What does not match.
         detail: String,
     },
+    /// The record was sealed and pruned from the journal: its sealed export
+    /// (`sallyport audit check-export`) is what proves it now.
+    #[error(
+        "record {seq} was sealed and pruned (records 1 to {upto} are gone from the journal); check it in its sealed export"
+    )]
+    Pruned {
+        /// The record's position.
+        seq: u64,
+        /// The last position pruned.
+        upto: u64,
+    },
 }
 
 /// Why a proof (or a checkpoint) does not verify.
@@ -547,22 +609,20 @@ pub async fn make_checkpoint(
     journal: &dyn Journal,
     key: &HeadSigningKey,
 ) -> Result<Checkpoint, CheckpointError> {
-    let check = ChainCheck::new(journal.chain_rows().await?);
+    let anchors = journal.anchors().await?;
+    let check = ChainCheck::with_anchors(anchors, journal.chain_rows().await?);
     if let Some(brk) = check.report().first_break.clone() {
         return Err(CheckpointError::Broken(brk));
     }
-    let mut heads = Vec::new();
-    for (shard, hashes) in check.shard_hashes() {
-        heads.push(ShardHead::over(shard, hashes).ok_or_else(|| {
-            CheckpointError::Broken(ChainBreak {
-                seq: 0,
-                kind: BreakKind::Malformed,
-                detail: "a record's hash is not 64 hex digits".to_owned(),
-                attempt: None,
-                shard: (shard != DEFAULT_SHARD).then(|| shard.to_owned()),
-            })
-        })?);
-    }
+    let heads = check.shard_heads().ok_or_else(|| {
+        CheckpointError::Broken(ChainBreak {
+            seq: 0,
+            kind: BreakKind::Malformed,
+            detail: "a record's hash or an anchor's frontier is not hex of 32 bytes".to_owned(),
+            attempt: None,
+            shard: None,
+        })
+    })?;
     let checkpoint = Checkpoint::sign(key, heads, super::now());
     journal.store_checkpoint(&checkpoint).await?;
     Ok(checkpoint)
@@ -578,15 +638,14 @@ pub async fn checkpoint_if_grown(
     journal: &dyn Journal,
     key: &HeadSigningKey,
 ) -> Result<Option<Checkpoint>, CheckpointError> {
-    let check = ChainCheck::new(journal.chain_rows().await?);
+    let anchors = journal.anchors().await?;
+    let check = ChainCheck::with_anchors(anchors, journal.chain_rows().await?);
     if let Some(brk) = check.report().first_break.clone() {
         return Err(CheckpointError::Broken(brk));
     }
     let key_id = key.verifying_key().key_id();
-    let sizes: Vec<(&str, u64)> = check
-        .shard_hashes()
-        .map(|(shard, hashes)| (shard, hashes.len() as u64))
-        .collect();
+    // By position, so a shard whose oldest records were pruned counts them too.
+    let sizes: Vec<(&str, u64)> = check.shard_sizes().collect();
     let checkpoints = journal.checkpoints().await?;
     let newest = checkpoints.iter().rev().find(|c| c.key_id == key_id);
     let covered = newest.is_some_and(|c| {
@@ -711,9 +770,29 @@ pub fn check_checkpoints_in(
     checkpoints: &[Checkpoint],
     key: &HeadVerifyingKey,
 ) -> CheckpointCoverage {
+    check_checkpoints_anchored(shard, None, chain, checkpoints, key)
+}
+
+/// [`check_checkpoints_in`] for a shard whose records up to `anchor` were pruned: `chain`
+/// holds the stored hashes of the records after it. Every checkpoint's signature is
+/// checked; one of the anchor's size must match the anchor exactly (its head, and its root
+/// recomputed from the anchor's frontier), and the anchor is accepted only when one by the
+/// key does: otherwise the first problem is a [`BreakKind::HeadMismatch`] at the anchor. A
+/// longer one is compared with the records after the anchor, its root carried on from the
+/// frontier. A shorter one covers only pruned records: it is not compared with anything
+/// here (its records are in the sealed export, which `SealedRange::verify` checks), and it
+/// is not a problem.
+pub fn check_checkpoints_anchored(
+    shard: &str,
+    anchor: Option<&Anchor>,
+    chain: &[String],
+    checkpoints: &[Checkpoint],
+    key: &HeadVerifyingKey,
+) -> CheckpointCoverage {
     let genesis = super::chain::shard_genesis(shard);
     let key_id = key.key_id();
-    let n = chain.len() as u64;
+    let base = anchor.map_or(0, |a| a.seq);
+    let n = base + chain.len() as u64;
     let mut out = CheckpointCoverage::default();
     let found = |seq, kind, detail| ChainBreak {
         seq,
@@ -772,9 +851,46 @@ pub fn check_checkpoints_in(
         pending.push((head.size, &head.root, &head.head, &cp.signed_at));
     }
     pending.sort_by_key(|p| p.0);
-    let mut acc = merkle::Accumulator::new();
+    let mut acc = match anchor.map(Anchor::accumulator) {
+        None => merkle::Accumulator::new(),
+        Some(Some(acc)) => acc,
+        Some(None) => {
+            out.problem.get_or_insert_with(|| {
+                found(
+                    base,
+                    BreakKind::Malformed,
+                    format!(
+                        "the anchor of shard `{shard}` at record {base} has an unreadable frontier"
+                    ),
+                )
+            });
+            return out;
+        }
+    };
+    let mut anchor_signed = false;
     let mut hashes = chain.iter();
     for (size, root, head, signed_at) in pending {
+        if size < base {
+            // Only pruned records: checked in the sealed export, not here.
+            continue;
+        }
+        if size == base {
+            if anchor.is_some_and(|a| a.hash == head && a.root().is_some_and(|r| r == root)) {
+                anchor_signed = true;
+                out.last_signed = Some(out.last_signed.map_or(size, |l| l.max(size)));
+            } else {
+                out.problem.get_or_insert_with(|| {
+                    found(
+                        size,
+                        BreakKind::HeadMismatch,
+                        format!(
+                            "the anchor of shard `{shard}` at record {size} does not match the checkpoint signed at {signed_at}: the anchor was edited"
+                        ),
+                    )
+                });
+            }
+            continue;
+        }
         let mut readable = true;
         while acc.count() < size {
             match hashes.next().and_then(|h| record_leaf(h)) {
@@ -785,7 +901,7 @@ pub fn check_checkpoints_in(
                 }
             }
         }
-        let stored_head = usize::try_from(size)
+        let stored_head = usize::try_from(size - base)
             .ok()
             .and_then(|s| s.checked_sub(1))
             .and_then(|i| chain.get(i))
@@ -806,6 +922,20 @@ pub fn check_checkpoints_in(
             continue;
         }
         out.last_signed = Some(out.last_signed.map_or(size, |l| l.max(size)));
+    }
+    if let Some(a) = anchor
+        && !anchor_signed
+    {
+        out.problem.get_or_insert_with(|| {
+            found(
+                a.seq,
+                BreakKind::HeadMismatch,
+                format!(
+                    "the anchor of shard `{shard}` at record {} matches no checkpoint signed by key {key_id}: records up to it were pruned without a seal this key signed, or the anchor was edited",
+                    a.seq
+                ),
+            )
+        });
     }
     out
 }

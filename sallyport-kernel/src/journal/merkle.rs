@@ -155,6 +155,42 @@ impl Accumulator {
         self.count
     }
 
+    /// The accumulator's state: the roots of the perfect subtrees its count decomposes
+    /// into, largest (leftmost) first, one per set bit of [`Accumulator::count`]. With the
+    /// count, all [`Accumulator::from_frontier`] needs to carry on without the leaves.
+    pub fn frontier(&self) -> Vec<Hash> {
+        self.stack.iter().map(|&(_, h)| h).collect()
+    }
+
+    /// An accumulator that has seen `count` leaves whose [`Accumulator::frontier`] is
+    /// `roots`: pushing further leaves gives the roots the full list would. `None` when
+    /// `roots` does not hold exactly one hash per set bit of `count`.
+    pub fn from_frontier(count: u64, roots: &[Hash]) -> Option<Self> {
+        if roots.len() != count.count_ones() as usize {
+            return None;
+        }
+        // The subtree sizes are the set bits of `count`, largest first.
+        let sizes = (0..64).rev().map(|b| 1_u64 << b).filter(|s| count & s != 0);
+        Some(Self {
+            stack: sizes.zip(roots.iter().copied()).collect(),
+            count,
+        })
+    }
+
+    /// Where the frontier's subtrees lie: `(first leaf, size, root)` of each, leftmost
+    /// first. They are nodes of every tree of `count` or more leaves (RFC 9162 shape).
+    fn subtrees(&self) -> Vec<(u64, u64, Hash)> {
+        let mut lo = 0;
+        self.stack
+            .iter()
+            .map(|&(size, h)| {
+                let at = lo;
+                lo += size;
+                (at, size, h)
+            })
+            .collect()
+    }
+
     /// The root of the tree over every leaf pushed so far.
     pub fn root(&self) -> Hash {
         let mut subtrees = self.stack.iter().rev();
@@ -165,6 +201,91 @@ impl Accumulator {
             r = node_hash(left, &r);
         }
         r
+    }
+}
+
+/// A tree whose first leaves are known only by the [`Accumulator`] that saw them (their
+/// frontier) and whose later leaves are known one by one: what a journal keeps after it
+/// pruned its oldest records. Gives the root and the audit path of any later leaf, the same
+/// as [`root`] and [`path`] over the full list would.
+#[derive(Debug)]
+pub struct PrunedTree<'a> {
+    /// The frontier's subtrees: `(first leaf, size, root)`.
+    subtrees: Vec<(u64, u64, Hash)>,
+    /// How many leaves the frontier stands for.
+    base: u64,
+    /// The leaves after them, in order.
+    leaves: &'a [Hash],
+}
+
+impl<'a> PrunedTree<'a> {
+    /// The tree of `base.count()` leaves known by `base`, followed by `leaves`.
+    pub fn new(base: &Accumulator, leaves: &'a [Hash]) -> Self {
+        Self {
+            subtrees: base.subtrees(),
+            base: base.count(),
+            leaves,
+        }
+    }
+
+    /// How many leaves the tree has.
+    pub fn size(&self) -> u64 {
+        self.base + self.leaves.len() as u64
+    }
+
+    /// The root of the leaves `lo..hi`, when it can be known: a range after the base, a
+    /// subtree of the frontier, or a node made of such.
+    fn node(&self, lo: u64, hi: u64) -> Option<Hash> {
+        if lo >= self.base {
+            let a = usize::try_from(lo - self.base).ok()?;
+            let b = usize::try_from(hi - self.base).ok()?;
+            return Some(root(self.leaves.get(a..b)?));
+        }
+        if let Some(&(_, _, h)) = self
+            .subtrees
+            .iter()
+            .find(|&&(at, size, _)| at == lo && at + size == hi)
+        {
+            return Some(h);
+        }
+        if hi - lo < 2 {
+            return None;
+        }
+        let k = split(usize::try_from(hi - lo).ok()?) as u64;
+        Some(node_hash(&self.node(lo, lo + k)?, &self.node(lo + k, hi)?))
+    }
+
+    /// The root of the whole tree.
+    pub fn root(&self) -> Option<Hash> {
+        if self.size() == 0 {
+            return Some(empty_root());
+        }
+        self.node(0, self.size())
+    }
+
+    /// The audit path of leaf `index` (at or after the base): as [`path`] over the full
+    /// list. `None` for a pruned leaf or one out of range.
+    pub fn path(&self, index: u64) -> Option<Vec<Hash>> {
+        if index < self.base || index >= self.size() {
+            return None;
+        }
+        let mut out = Vec::new();
+        let (mut lo, mut hi) = (0, self.size());
+        let mut siblings = Vec::new();
+        while hi - lo > 1 {
+            let k = split(usize::try_from(hi - lo).ok()?) as u64;
+            if index < lo + k {
+                siblings.push((lo + k, hi));
+                hi = lo + k;
+            } else {
+                siblings.push((lo, lo + k));
+                lo += k;
+            }
+        }
+        for (a, b) in siblings.into_iter().rev() {
+            out.push(self.node(a, b)?);
+        }
+        Some(out)
     }
 }
 
@@ -247,6 +368,54 @@ mod tests {
                 prop_assert_eq!(acc.count(), i as u64 + 1);
                 prop_assert_eq!(acc.root(), root(&l[..=i]));
             }
+        }
+
+        #[test]
+        fn a_frontier_carries_on_as_if_every_leaf_were_pushed(
+            n in 0_usize..300,
+            more in 0_usize..300,
+        ) {
+            let l = leaves(n + more);
+            let mut acc = Accumulator::new();
+            for leaf in &l[..n] {
+                acc.push(*leaf);
+            }
+            let frontier = acc.frontier();
+            prop_assert_eq!(frontier.len(), n.count_ones() as usize);
+            let mut resumed = Accumulator::from_frontier(n as u64, &frontier).expect("frontier");
+            prop_assert_eq!(resumed.root(), root(&l[..n]));
+            for (i, leaf) in l.iter().enumerate().skip(n) {
+                resumed.push(*leaf);
+                prop_assert_eq!(resumed.root(), root(&l[..=i]));
+            }
+            // One root too many or too few is refused.
+            let mut longer = frontier.clone();
+            longer.push(root(&[]));
+            prop_assert!(Accumulator::from_frontier(n as u64, &longer).is_none());
+            if !frontier.is_empty() {
+                prop_assert!(Accumulator::from_frontier(n as u64, &frontier[1..]).is_none());
+            }
+        }
+
+        #[test]
+        fn a_pruned_tree_gives_the_full_trees_root_and_paths(
+            n in 0_usize..200,
+            more in 0_usize..200,
+        ) {
+            let l = leaves(n + more);
+            let mut acc = Accumulator::new();
+            for leaf in &l[..n] {
+                acc.push(*leaf);
+            }
+            let tree = PrunedTree::new(&acc, &l[n..]);
+            prop_assert_eq!(tree.root(), Some(root(&l)));
+            for i in n..n + more {
+                prop_assert_eq!(tree.path(i as u64), path(i, &l));
+            }
+            if n > 0 {
+                prop_assert_eq!(tree.path(n as u64 - 1), None);
+            }
+            prop_assert_eq!(tree.path((n + more) as u64), None);
         }
 
         #[test]

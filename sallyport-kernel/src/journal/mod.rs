@@ -34,6 +34,11 @@
 //!   row and its record together or not at all.
 //! * **Closing attempts.** An append sets the attempt's phase ([`Phase::as_str`]), status
 //!   and dispatch count from its event, in the same transaction as the record.
+//! * **Pruning, if offered.** [`Journal::prune_sealed`] checks the anchor with
+//!   [`retention::plan_prune`] and deletes in one transaction that no append to the shard
+//!   runs beside; [`Journal::anchors`] is read in the same snapshot as the chain by
+//!   `verify` and `verify_signed` ([`chain::ChainCheck::with_anchors`]), and the next
+//!   record after a prune that left no record follows the anchor, not the genesis.
 //! * **Errors carry no backend types.** A backend's own error goes into [`JournalError`] as
 //!   a boxed source ([`BackendError`]).
 //!
@@ -48,6 +53,7 @@ pub mod checkpoint;
 mod decisions;
 mod memory;
 pub mod merkle;
+pub mod retention;
 pub mod signing;
 
 pub(crate) use crate::clock::now;
@@ -568,7 +574,8 @@ pub trait Journal: Send + Sync + 'static {
             Err(e) => return Err(e),
         };
         let checkpoints = self.checkpoints().await?;
-        let mut check = chain::ChainCheck::new(rows);
+        let anchors = self.anchors().await?;
+        let mut check = chain::ChainCheck::with_anchors(anchors, rows);
         check.check_signed(&heads, &checkpoints, key);
         let mut signed = check.into_report();
         if report.first_break.is_some() {
@@ -630,7 +637,39 @@ pub trait Journal: Send + Sync + 'static {
         Err(JournalError::Unsupported("checkpoints"))
     }
 
-    /// Every audit record, oldest first.
+    /// The anchors of the shards whose oldest records were pruned
+    /// ([`Journal::prune_sealed`]), one per such shard (none by default). `verify`,
+    /// `verify_signed`, checkpoints and proofs start each such shard from its anchor.
+    ///
+    /// # Errors
+    ///
+    /// When the journal cannot be read.
+    async fn anchors(&self) -> Result<Vec<retention::Anchor>, JournalError> {
+        Ok(Vec::new())
+    }
+
+    /// Deletes the records of `anchor.shard` up to `anchor.seq` (those after the shard's
+    /// previous anchor) and keeps `anchor` in their place, in one transaction; returns how
+    /// many records went. The attempt rows whose every record goes are deleted with them
+    /// ([`retention::PrunePlan::attempts`]); signed heads and checkpoints are kept.
+    ///
+    /// Refused, with nothing deleted, unless a stored checkpoint commits to the anchor and
+    /// the records match it ([`retention::plan_prune`]). Export the range first
+    /// ([`retention::SealedRange`], `sallyport audit seal`): pruned records are gone.
+    ///
+    /// The default refuses ([`JournalError::Unsupported`]).
+    ///
+    /// # Errors
+    ///
+    /// [`JournalError::PruneRefused`] when the range may not be pruned, or any failure to
+    /// read or write.
+    async fn prune_sealed(&self, anchor: &retention::Anchor) -> Result<u64, JournalError> {
+        let _ = anchor;
+        Err(JournalError::Unsupported("pruning sealed records"))
+    }
+
+    /// Every audit record that remains (after a prune, those after each anchor), oldest
+    /// first.
     ///
     /// # Errors
     ///

@@ -394,9 +394,28 @@ pub fn check_signed_in(
     checkpoints: &[super::checkpoint::Checkpoint],
     key: &HeadVerifyingKey,
 ) {
+    check_signed_anchored(report, shard, None, chain, heads, checkpoints, key);
+}
+
+/// [`check_signed_in`] for a shard whose records up to `anchor` were pruned
+/// ([`super::retention`]): `chain` holds the stored hashes of the records after it. A head
+/// signed at the anchor's position is compared with the anchor's hash; one signed before it
+/// covers only pruned records and is passed over (its signature still checked). The anchor
+/// itself must match a checkpoint signed by `key` (see
+/// [`super::checkpoint::check_checkpoints_anchored`]), or the report says so.
+pub fn check_signed_anchored(
+    report: &mut VerifyReport,
+    shard: &str,
+    anchor: Option<&super::retention::Anchor>,
+    chain: &[String],
+    heads: &[SignedHead],
+    checkpoints: &[super::checkpoint::Checkpoint],
+    key: &HeadVerifyingKey,
+) {
     let key_id = key.key_id();
-    let n = chain.len() as u64;
-    let genesis = super::chain::shard_genesis(shard);
+    let base = anchor.map_or(0, |a| a.seq);
+    let n = base + chain.len() as u64;
+    let genesis = anchor.map_or_else(|| super::chain::shard_genesis(shard), |a| a.hash.clone());
     let mut heads: Vec<&SignedHead> = heads.iter().collect();
     heads.sort_by_key(|h| h.count);
     let mut last_signed: Option<u64> = None;
@@ -440,7 +459,11 @@ pub fn check_signed_in(
             });
             continue;
         }
-        let stored = usize::try_from(head.count)
+        if head.count < base {
+            // Only pruned records: the seal covers them.
+            continue;
+        }
+        let stored = usize::try_from(head.count - base)
             .ok()
             .and_then(|c| c.checked_sub(1))
             .and_then(|i| chain.get(i))
@@ -460,7 +483,8 @@ pub fn check_signed_in(
         }
         last_signed = Some(last_signed.map_or(head.count, |l| l.max(head.count)));
     }
-    let checked = super::checkpoint::check_checkpoints_in(shard, chain, checkpoints, key);
+    let checked =
+        super::checkpoint::check_checkpoints_anchored(shard, anchor, chain, checkpoints, key);
     if let Some(last) = checked.last_signed {
         last_signed = Some(last_signed.map_or(last, |l| l.max(last)));
     }

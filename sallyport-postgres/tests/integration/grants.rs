@@ -653,11 +653,12 @@ async fn a_database_at_schema_version_3_gains_the_grant_table_and_keeps_its_jour
     // Back to what a build with three migrations left.
     db.sql()
         .await
-        .batch_execute(
-            "DROP TABLE sallyport_grants; DROP TABLE sallyport_remembered_approvals; \
+        .batch_execute(&format!(
+            "{} DROP TABLE sallyport_grants; DROP TABLE sallyport_remembered_approvals; \
              DROP TABLE sallyport_checkpoints; \
              DELETE FROM sallyport_schema_version WHERE version > 3;",
-        )
+            super::shards::UNDO_MIGRATION_8
+        ))
         .await
         .expect("downgrade");
     let store = store(&db, kek(14)).await;
@@ -699,12 +700,13 @@ async fn a_grant_table_at_schema_version_4_keeps_its_grants_and_lists_granted_sc
     // Back to what a build with four migrations left (its rows hold no scopes granted).
     db.sql()
         .await
-        .batch_execute(
-            "ALTER TABLE sallyport_grants DROP COLUMN scopes_granted;
+        .batch_execute(&format!(
+            "{} ALTER TABLE sallyport_grants DROP COLUMN scopes_granted;
              DROP TABLE sallyport_remembered_approvals;
              DROP TABLE sallyport_checkpoints;
              DELETE FROM sallyport_schema_version WHERE version > 4;",
-        )
+            super::shards::UNDO_MIGRATION_8
+        ))
         .await
         .expect("downgrade");
     let store = store(&db, kek(15)).await;

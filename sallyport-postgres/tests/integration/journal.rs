@@ -634,12 +634,13 @@ async fn a_database_at_schema_version_1_is_upgraded_and_its_chain_still_verifies
     // tables dropped.
     db.sql()
         .await
-        .batch_execute(
-            "DROP TABLE sallyport_approvals; DROP TABLE sallyport_policy_calls; \
+        .batch_execute(&format!(
+            "{} DROP TABLE sallyport_approvals; DROP TABLE sallyport_policy_calls; \
              DROP TABLE sallyport_grants; DROP TABLE sallyport_remembered_approvals; \
              DROP TABLE sallyport_checkpoints; \
              DELETE FROM sallyport_schema_version WHERE version > 1;",
-        )
+            super::shards::UNDO_MIGRATION_8
+        ))
         .await
         .expect("downgrade");
 

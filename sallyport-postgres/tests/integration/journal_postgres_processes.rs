@@ -277,7 +277,7 @@ async fn a_process_stopped_holding_the_chain_head_loses_it_after_the_idle_limit(
         .expect("lock timeout");
     sql.batch_execute("BEGIN").await.expect("begin");
     sql.query_one(
-        "SELECT seq FROM sallyport_chain_head WHERE id = 1 FOR UPDATE",
+        "SELECT seq FROM sallyport_chain_head WHERE shard = 'default' FOR UPDATE",
         &[],
     )
     .await

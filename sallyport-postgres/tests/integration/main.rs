@@ -36,6 +36,7 @@ mod journal_postgres_processes;
 mod leases;
 mod limits_processes;
 mod policy_history;
+mod retention;
 mod secrets;
 mod server_loss;
 mod shards;

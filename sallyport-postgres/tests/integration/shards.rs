@@ -11,8 +11,10 @@ use sallyport_core::journal::{BreakKind, HeadSigningKey, Journal, JournalError};
 use sallyport_postgres::{PostgresJournal, SCHEMA_VERSION};
 use sallyport_tests::postgres::{TestDb, event, intent};
 
-/// What migration 8 did, undone: the tables as a build with seven migrations left them.
+/// What migrations 8 and 9 did, undone: the tables as a build with seven migrations left
+/// them.
 pub(crate) const UNDO_MIGRATION_8: &str = "
+    DROP TABLE sallyport_anchors; -- migration 9's, which comes after
     ALTER TABLE sallyport_audit DROP COLUMN shard;
     ALTER TABLE sallyport_audit ADD PRIMARY KEY (seq);
     ALTER TABLE sallyport_chain_head DROP COLUMN shard;

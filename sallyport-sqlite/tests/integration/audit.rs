@@ -196,7 +196,7 @@ async fn a_journal_from_a_newer_format_is_refused() {
     let err = SqliteJournal::open(&path).expect_err("newer");
     assert_eq!(
         err.to_string(),
-        "journal format 99 is newer than this build understands (1)"
+        "journal format 99 is newer than this build understands (2)"
     );
 }
 

@@ -11,3 +11,4 @@ mod audit;
 mod checkpoints;
 mod journal_conformance;
 mod journal_processes;
+mod retention;
