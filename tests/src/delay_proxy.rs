@@ -161,7 +161,7 @@ async fn relay(client: TcpStream, upstream: Upstream, delay: Duration, sent: Arc
                 else {
                     return;
                 };
-                let up = std::thread::spawn(move || pump(client_in, server, delay, Some(sent)));
+                let up = std::thread::spawn(move || pump(client_in, server, delay, Some(&sent)));
                 pump(server_in, client, delay, None);
                 let _ = up.join();
             }
@@ -174,7 +174,7 @@ async fn relay(client: TcpStream, upstream: Upstream, delay: Duration, sent: Arc
                 else {
                     return;
                 };
-                let up = std::thread::spawn(move || pump(client_in, server, delay, Some(sent)));
+                let up = std::thread::spawn(move || pump(client_in, server, delay, Some(&sent)));
                 pump(server_in, client, delay, None);
                 let _ = up.join();
             }
@@ -206,7 +206,7 @@ fn pump(
     mut from: impl Read + Send + 'static,
     mut to: impl Write + HalfClose + Send + 'static,
     delay: Duration,
-    counted: Option<Arc<AtomicU64>>,
+    counted: Option<&AtomicU64>,
 ) {
     let (chunks, queued) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
     let writer = std::thread::spawn(move || {
@@ -225,7 +225,7 @@ fn pump(
         match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                if let Some(counted) = &counted {
+                if let Some(counted) = counted {
                     counted.fetch_add(1, Ordering::Relaxed);
                 }
                 if chunks
