@@ -490,13 +490,12 @@ pub fn plan_prune(
             anchor.seq
         )));
     }
-    let check = ChainCheck::with_anchors(anchors.to_vec(), rows.iter().cloned());
-    if let Some(brk) = check.report().first_break.as_ref().filter(|b| {
-        b.shard
-            .as_deref()
-            .unwrap_or(super::checkpoint::DEFAULT_SHARD)
-            == shard
-    }) {
+    // This shard's rows alone: another shard's break, reported first, must not hide one here.
+    let check = ChainCheck::with_anchors(
+        anchors.to_vec(),
+        rows.iter().filter(|r| r.shard == shard).cloned(),
+    );
+    if let Some(brk) = check.report().first_break.as_ref() {
         return Err(refuse(format!(
             "the chain of shard `{shard}` is broken at record {}: {}",
             brk.seq, brk.detail

@@ -306,3 +306,39 @@ fn a_prune_is_planned_only_for_an_anchor_a_stored_checkpoint_commits_to() {
     // Already pruned up to it.
     assert!(plan_prune(std::slice::from_ref(&anchor), &all[4..], &[cp], &anchor).is_err());
 }
+
+#[test]
+fn a_prune_of_a_shard_broken_after_its_anchor_is_refused_even_when_another_shard_breaks_first() {
+    let key = HeadSigningKey::generate().expect("key");
+    let mut prev = shard_genesis("eu");
+    let mut eu: Vec<ChainRow> = (1..=6)
+        .map(|i| {
+            let json = serde_json::to_string(&AuditEvent::for_bench(&Intent::for_bench(false)))
+                .expect("json");
+            let hash = chain_hash(&prev, i as u64, &json);
+            let row = ChainRow::new(i as i64, prev.clone(), hash.clone(), json).in_shard("eu");
+            prev = hash;
+            row
+        })
+        .collect();
+    let hashes: Vec<String> = eu[..4].iter().map(|r| r.hash.clone()).collect();
+    let cp = Checkpoint::sign(
+        &key,
+        vec![ShardHead::over_from("eu", None, &hashes).expect("head")],
+        "2026-01-02T00:00:00Z",
+    );
+    let (_, anchor) = SealedRange::build(&Anchor::genesis("eu"), &eu, &cp).expect("seal");
+    // Record 6 of `eu` edited (after the anchor), and the default shard broken too: its break
+    // is the report's first.
+    eu[5].event_json = eu[5].event_json.replace("bench", "forged");
+    let mut default = rows(3);
+    default[1].event_json = default[1].event_json.replace("bench", "forged");
+    let all: Vec<ChainRow> = default.into_iter().chain(eu).collect();
+    let refused = plan_prune(&[], &all, std::slice::from_ref(&cp), &anchor).expect_err("refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("shard `eu` is broken at record 6"),
+        "{refused}"
+    );
+}
