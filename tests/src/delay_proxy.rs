@@ -154,33 +154,44 @@ async fn relay(client: TcpStream, upstream: Upstream, delay: Duration, sent: Arc
         let _ = client.set_nonblocking(false);
         match upstream {
             Upstream::Unix(path) => {
-                let Ok(server) = std::os::unix::net::UnixStream::connect(&path) else {
-                    return;
-                };
-                let (Ok(client_in), Ok(server_in)) = (client.try_clone(), server.try_clone())
-                else {
-                    return;
-                };
-                let up = std::thread::spawn(move || pump(client_in, server, delay, Some(&sent)));
-                pump(server_in, client, delay, None);
-                let _ = up.join();
+                if let Ok(server) = std::os::unix::net::UnixStream::connect(&path)
+                    && let Ok(server_in) = server.try_clone()
+                {
+                    both_ways(client, server, server_in, delay, &sent);
+                }
             }
             Upstream::Tcp(address) => {
-                let Ok(server) = std::net::TcpStream::connect(&address) else {
-                    return;
-                };
-                let _ = server.set_nodelay(true);
-                let (Ok(client_in), Ok(server_in)) = (client.try_clone(), server.try_clone())
-                else {
-                    return;
-                };
-                let up = std::thread::spawn(move || pump(client_in, server, delay, Some(&sent)));
-                pump(server_in, client, delay, None);
-                let _ = up.join();
+                if let Ok(server) = std::net::TcpStream::connect(&address)
+                    && let Ok(server_in) = server.try_clone()
+                {
+                    let _ = server.set_nodelay(true);
+                    both_ways(client, server, server_in, delay, &sent);
+                }
             }
         }
     })
     .await;
+}
+
+/// Pumps `client` to `server` (counting what it sends in `sent`) on a thread of its own and
+/// `server_in` (a handle on the same server socket) back to `client` on this one, until both
+/// directions end.
+fn both_ways<S>(
+    client: std::net::TcpStream,
+    server: S,
+    server_in: S,
+    delay: Duration,
+    sent: &Arc<AtomicU64>,
+) where
+    S: Read + Write + HalfClose + Send + 'static,
+{
+    let Ok(client_in) = client.try_clone() else {
+        return;
+    };
+    let sent = Arc::clone(sent);
+    let up = std::thread::spawn(move || pump(client_in, server, delay, Some(&sent)));
+    pump(server_in, client, delay, None);
+    let _ = up.join();
 }
 
 /// A socket the proxy can close its writing half of.

@@ -156,6 +156,24 @@ struct ShardChain {
     anchor: Option<Anchor>,
 }
 
+/// `n` correctly linked rows of the shard named `shard`, each a `for_bench` event of its own
+/// attempt dated `2026-01-01T00:00:SS`: what the checkpoint and retention tests build on.
+#[cfg(test)]
+pub(crate) fn linked_rows(shard: &str, n: usize) -> Vec<ChainRow> {
+    let mut prev = shard_genesis(shard);
+    (1..=n)
+        .map(|i| {
+            let mut event = AuditEvent::for_bench(&super::Intent::for_bench(false));
+            event.at = format!("2026-01-01T00:00:{:02}Z", i % 60);
+            let json = serde_json::to_string(&event).expect("json");
+            let hash = chain_hash(&prev, i as u64, &json);
+            let row = ChainRow::new(i as i64, prev.clone(), hash.clone(), json).in_shard(shard);
+            prev = hash;
+            row
+        })
+        .collect()
+}
+
 /// A verification in progress: each shard's chain checked link by link when made, then
 /// optionally the attempt rows and signed heads against it. The first break found is kept;
 /// later checks do not replace it.

@@ -609,11 +609,27 @@ pub async fn make_checkpoint(
     journal: &dyn Journal,
     key: &HeadSigningKey,
 ) -> Result<Checkpoint, CheckpointError> {
+    let check = checked_chain(journal).await?;
+    sign_and_store(journal, &check, key).await
+}
+
+/// The journal's chain, read once and checked from its anchors: the check a checkpoint
+/// signs, or the break that stops it.
+async fn checked_chain(journal: &dyn Journal) -> Result<ChainCheck, CheckpointError> {
     let anchors = journal.anchors().await?;
     let check = ChainCheck::with_anchors(anchors, journal.chain_rows().await?);
-    if let Some(brk) = check.report().first_break.clone() {
-        return Err(CheckpointError::Broken(brk));
+    match check.report().first_break.clone() {
+        Some(brk) => Err(CheckpointError::Broken(brk)),
+        None => Ok(check),
     }
+}
+
+/// Signs the heads of the intact `check` and stores the checkpoint.
+async fn sign_and_store(
+    journal: &dyn Journal,
+    check: &ChainCheck,
+    key: &HeadSigningKey,
+) -> Result<Checkpoint, CheckpointError> {
     let heads = check.shard_heads().ok_or_else(|| {
         CheckpointError::Broken(ChainBreak {
             seq: 0,
@@ -630,6 +646,7 @@ pub async fn make_checkpoint(
 
 /// [`make_checkpoint`], unless the newest checkpoint `key` signed already covers every
 /// shard as it is now (nothing was appended since): `Ok(None)` then, and nothing is stored.
+/// The chain is read and checked once either way.
 ///
 /// # Errors
 ///
@@ -638,11 +655,7 @@ pub async fn checkpoint_if_grown(
     journal: &dyn Journal,
     key: &HeadSigningKey,
 ) -> Result<Option<Checkpoint>, CheckpointError> {
-    let anchors = journal.anchors().await?;
-    let check = ChainCheck::with_anchors(anchors, journal.chain_rows().await?);
-    if let Some(brk) = check.report().first_break.clone() {
-        return Err(CheckpointError::Broken(brk));
-    }
+    let check = checked_chain(journal).await?;
     let key_id = key.verifying_key().key_id();
     // By position, so a shard whose oldest records were pruned counts them too.
     let sizes: Vec<(&str, u64)> = check.shard_sizes().collect();
@@ -656,7 +669,7 @@ pub async fn checkpoint_if_grown(
     if covered {
         return Ok(None);
     }
-    make_checkpoint(journal, key).await.map(Some)
+    sign_and_store(journal, &check, key).await.map(Some)
 }
 
 /// Signs a checkpoint every `period` while the journal grows, until dropped (or
@@ -943,21 +956,10 @@ pub fn check_checkpoints_anchored(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::{GENESIS_HASH, Intent};
+    use crate::journal::Intent;
 
     fn rows(n: usize) -> Vec<ChainRow> {
-        let mut prev = GENESIS_HASH.to_owned();
-        (1..=n)
-            .map(|i| {
-                let mut event = AuditEvent::for_bench(&Intent::for_bench(false));
-                event.at = format!("2026-01-01T00:00:{:02}Z", i % 60);
-                let json = serde_json::to_string(&event).expect("json");
-                let hash = chain_hash(&prev, i as u64, &json);
-                let row = ChainRow::new(i as i64, prev.clone(), hash.clone(), json);
-                prev = hash;
-                row
-            })
-            .collect()
+        super::super::chain::linked_rows(DEFAULT_SHARD, n)
     }
 
     #[tokio::test(start_paused = true)]
@@ -1006,27 +1008,11 @@ mod tests {
         assert_eq!(sizes().await, [3, 5], "stopped");
     }
 
-    /// `n` correctly linked rows of the shard named `shard`.
-    fn shard_rows(shard: &str, n: usize) -> Vec<ChainRow> {
-        let mut prev = super::super::chain::shard_genesis(shard);
-        (1..=n)
-            .map(|i| {
-                let mut event = AuditEvent::for_bench(&Intent::for_bench(false));
-                event.at = format!("2026-01-02T00:00:{:02}Z", i % 60);
-                let json = serde_json::to_string(&event).expect("json");
-                let hash = chain_hash(&prev, i as u64, &json);
-                let row = ChainRow::new(i as i64, prev.clone(), hash.clone(), json).in_shard(shard);
-                prev = hash;
-                row
-            })
-            .collect()
-    }
-
     #[test]
     fn one_checkpoint_commits_to_every_shard_and_proves_a_record_of_each() {
         let key = HeadSigningKey::generate().expect("key");
         let vk = key.verifying_key();
-        let (default, eu9) = (rows(5), shard_rows("eu", 9));
+        let (default, eu9) = (rows(5), super::super::chain::linked_rows("eu", 9));
         let eu = eu9[..7].to_vec();
         let all: Vec<ChainRow> = default.iter().chain(&eu).cloned().collect();
         let check = ChainCheck::new(all.clone());
@@ -1082,7 +1068,7 @@ mod tests {
         let mut rewritten = eu;
         let mut prev = rewritten[1].hash.clone();
         for (i, row) in rewritten.iter_mut().enumerate().skip(2) {
-            row.event_json = row.event_json.replace("2026-01-02", "2026-02-02");
+            row.event_json = row.event_json.replace("2026-01-01", "2026-02-01");
             row.prev_hash = prev.clone();
             row.hash = chain_hash(&prev, i as u64 + 1, &row.event_json);
             prev = row.hash.clone();

@@ -5,18 +5,7 @@ use crate::journal::{BreakKind, Intent};
 
 /// `n` correctly linked rows of the default shard, each for an attempt of its own.
 fn rows(n: usize) -> Vec<ChainRow> {
-    let mut prev = shard_genesis(super::super::checkpoint::DEFAULT_SHARD);
-    (1..=n)
-        .map(|i| {
-            let mut event = AuditEvent::for_bench(&Intent::for_bench(false));
-            event.at = format!("2026-01-01T00:00:{:02}Z", i % 60);
-            let json = serde_json::to_string(&event).expect("json");
-            let hash = chain_hash(&prev, i as u64, &json);
-            let row = ChainRow::new(i as i64, prev.clone(), hash.clone(), json);
-            prev = hash;
-            row
-        })
-        .collect()
+    super::super::chain::linked_rows(super::super::checkpoint::DEFAULT_SHARD, n)
 }
 
 /// A checkpoint over `rows` (whole, or after `anchor`) signed with `key`.
